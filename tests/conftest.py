@@ -1,0 +1,40 @@
+"""Shared fixtures. Qt runs offscreen; every test gets its own BeeDeck home folder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FIXTURES = REPO / "tests" / "fixtures"
+# Files that outlive one run (the assembled starter model, generated synthetic GGUFs): kept in the
+# checkout, git-ignored, so repeated `make test` runs do not redo minutes of work.
+PERSISTENT = REPO / ".beedeck-test"
+
+
+@pytest.fixture(autouse=True)
+def beedeck_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "beedeck-home"
+    monkeypatch.setenv("BEEDECK_HOME", str(home))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    yield home
+
+
+@pytest.fixture(scope="session")
+def starter_engine_path() -> Path:
+    from beedeck.core.starter import starter_engine
+
+    return starter_engine()
+
+
+@pytest.fixture(scope="session")
+def starter_model_path() -> Path:
+    from beedeck.core.starter import starter_model
+
+    return starter_model(PERSISTENT / "models")
