@@ -1,0 +1,155 @@
+"""BeeDeck's application settings: one typed dataclass, stored as JSON in ``config_dir()/settings.json``.
+
+No singleton: load once at start-up with :func:`load_settings` and pass the object around. The file
+carries a ``schema_version``; :data:`MIGRATIONS` upgrades older files step by step. A file that
+cannot be read is moved aside as ``settings.json.corrupt-<time>`` (never deleted) and the defaults
+are used, so a bad edit never locks the user out of the app.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from beedeck.core import paths
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+FILE_NAME = "settings.json"
+GOALS = ("quality", "speed", "context")
+THEMES = ("system", "light", "dark")
+
+
+@dataclass
+class AppSettings:
+    """Every app-level preference, with its default. Launch options live in ``last_profile``
+    (a :meth:`LaunchSettings.to_dict`, which never holds the API key)."""
+
+    first_run_done: bool = False
+    last_profile: dict[str, Any] | None = None  # LaunchSettings.to_dict() of the last launch
+    last_engine: str | None = None  # binary path of the last launch
+    default_engine_id: str | None = None  # EngineRegistry id
+    download_dir: str | None = None  # None: paths.models_dir()
+    goal: str = "quality"  # recommender goal
+    theme: str = "system"
+    last_preset: str | None = None
+
+    def check(self) -> list[str]:
+        """Problems with the values, one line each with the fix; empty when all is well."""
+        problems = []
+        if self.goal not in GOALS:
+            problems.append(f"goal {self.goal!r} is unknown: use one of {', '.join(GOALS)}.")
+        if self.theme not in THEMES:
+            problems.append(f"theme {self.theme!r} is unknown: use one of {', '.join(THEMES)}.")
+        return problems
+
+    def models_folder(self) -> Path:
+        return Path(self.download_dir).expanduser() if self.download_dir else paths.models_dir()
+
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    # v1 (early drafts of BeeDeck) called the launch profile "profile" and the goal "recommend_goal".
+    out = dict(data)
+    if "profile" in out:
+        out["last_profile"] = out.pop("profile")
+    if "recommend_goal" in out:
+        out["goal"] = out.pop("recommend_goal")
+    return out
+
+
+# schema_version N -> function that turns a version-N dict into a version-(N+1) dict
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+def settings_path() -> Path:
+    return paths.config_dir() / FILE_NAME
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """Bring a stored dict up to :data:`SCHEMA_VERSION`. Raises ValueError for a newer file."""
+    version = int(data.get("schema_version", 1))
+    if version > SCHEMA_VERSION:
+        raise ValueError(
+            f"settings.json has schema {version}, newer than this BeeDeck ({SCHEMA_VERSION}): "
+            "update BeeDeck, or remove the file to start from defaults."
+        )
+    while version < SCHEMA_VERSION:
+        data = MIGRATIONS[version](data)
+        version += 1
+    data["schema_version"] = version
+    return data
+
+
+def from_dict(data: dict[str, Any]) -> AppSettings:
+    """Build settings from a (migrated) dict; unknown keys are ignored, wrong types fall back to defaults."""
+    defaults = AppSettings()
+    clean: dict[str, Any] = {}
+    for f in fields(AppSettings):
+        if f.name not in data:
+            continue
+        value, default = data[f.name], getattr(defaults, f.name)
+        if f.name == "last_profile":
+            ok = value is None or isinstance(value, dict)
+        elif isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif default is None:
+            ok = value is None or isinstance(value, str)
+        else:
+            ok = isinstance(value, type(default))
+        if ok:
+            clean[f.name] = value
+        else:
+            log.warning("settings: %s has a %s, expected like %r; using the default", f.name,
+                        type(value).__name__, default)
+    s = AppSettings(**clean)
+    for problem in s.check():
+        log.warning("settings: %s", problem)
+    if s.goal not in GOALS:
+        s.goal = defaults.goal
+    if s.theme not in THEMES:
+        s.theme = defaults.theme
+    return s
+
+
+def _set_aside(path: Path, why: str) -> Path:
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while aside.exists():
+        aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+        n += 1
+    path.replace(aside)
+    log.warning("settings: %s could not be read (%s); kept as %s, using defaults", path, why, aside.name)
+    return aside
+
+
+def load_settings(path: Path | None = None) -> AppSettings:
+    """Read the settings; a missing file gives defaults, a corrupt one is kept aside and gives defaults."""
+    path = path or settings_path()
+    if not path.exists():
+        return AppSettings()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"top level is a {type(data).__name__}, not an object")
+        return from_dict(migrate(data))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        _set_aside(path, str(exc))
+        return AppSettings()
+
+
+def save_settings(settings: AppSettings, path: Path | None = None) -> Path:
+    """Write atomically (a crash mid-write leaves the old file). Secrets never reach this file."""
+    path = path or settings_path()
+    data = asdict(settings)
+    if isinstance(data.get("last_profile"), dict):
+        data["last_profile"] = {k: v for k, v in data["last_profile"].items() if k != "api_key"}
+    data["schema_version"] = SCHEMA_VERSION
+    paths.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
+    return path
+
