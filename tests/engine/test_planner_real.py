@@ -1,0 +1,151 @@
+"""The planner against the REAL engine: llama-server's own buffer log lines (CPU build, -ngl 0).
+
+Also the metadata-only Qwen3.6-27B / Gemma 4 31B files against ``llama-fit-params`` when that
+binary sits next to llama-server (it reads only headers and tensor tables, so no weights needed).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from beedeck.core.gguf import inspect
+from beedeck.core.launch import LaunchSettings
+from beedeck.core.planner import MiB, plan
+from beedeck.core.probe import Generation
+from tests.fixtures import meta_gguf as mg
+
+pytestmark = pytest.mark.engine
+
+BUF = re.compile(r"(\S+) (model|KV|RS|compute) buffer size =\s*([\d.]+) MiB")
+READY = re.compile(r"listening on|model loaded|server is listening")
+FAIL = re.compile(r"error loading model|failed to|exiting due to")
+
+
+def engine_buffers(engine: Path, argv: list[str], timeout: float = 120.0) -> dict[str, float]:
+    """Start llama-server, read its buffer lines until it is ready, stop it. MiB per kind (summed)."""
+    cmd = [str(engine), *argv, "--host", "127.0.0.1", "--port", "0", "-lv", "4", "--log-colors", "off"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    out: dict[str, float] = {}
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + timeout
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            m = BUF.search(line)
+            if m:
+                out[m.group(2)] = out.get(m.group(2), 0.0) + float(m.group(3))
+            if READY.search(line) or time.monotonic() > deadline:
+                break
+        if not out:
+            raise AssertionError("no buffer lines from llama-server:\n" + "".join(lines[-40:]))
+        return out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def planned(model: Path, ctx: int, k: str, v: str, parallel: int = 1, ub: int | None = None,
+            unified: bool | None = None) -> dict[str, float]:
+    s = LaunchSettings(target=str(model), ctx_size=ctx, cache_type_k=k, cache_type_v=v, flash_attn="on",
+                       n_gpu_layers="0", parallel=parallel, ubatch_size=ub, kv_unified=unified)
+    p = plan(inspect(model), None, s, Generation.MAINLINE, [])
+    weights = p.component("weights") + p.component("cpu_repack")
+    return {"model": weights / MiB, "KV": p.component("kv") / MiB,
+            "compute": p.component("compute") / MiB, "total": p.total / MiB}
+
+
+CONFIGS = [(c, t) for c in (2048, 8192, 32768) for t in ("f16", "q8_0", "q4_0")]
+
+
+@pytest.fixture(scope="module")
+def results(starter_engine_path: Path, starter_model_path: Path) -> Iterator[list[tuple[str, dict[str, float], dict[str, float]]]]:
+    rows: list[tuple[str, dict[str, float], dict[str, float]]] = []
+    yield rows
+    print("\nconfig | kind | engine MiB | planned MiB | error %")
+    for name, real, plan_ in rows:
+        for kind in ("model", "KV", "compute", "total"):
+            r, p = real.get(kind, 0.0), plan_[kind]
+            print(f"{name} | {kind} | {r:.2f} | {p:.2f} | {100 * (p - r) / r if r else 0:+.2f}")
+
+
+@pytest.mark.parametrize("ctx,cache", CONFIGS)
+def test_planner_matches_engine_log(starter_engine_path: Path, starter_model_path: Path, ctx: int, cache: str,
+                                    results: list[tuple[str, dict[str, float], dict[str, float]]]) -> None:
+    argv = ["-m", str(starter_model_path), "-ngl", "0", "--no-jinja", "--chat-template", "gemma", "-c", str(ctx),
+            "-ctk", cache, "-ctv", cache, "-fa", "on", "-np", "1"]
+    real = engine_buffers(starter_engine_path, argv)
+    real["total"] = real.get("model", 0) + real.get("KV", 0) + real.get("compute", 0)
+    want = planned(starter_model_path, ctx, cache, cache)
+    results.append((f"{ctx}/{cache}", real, want))
+    assert abs(want["KV"] - real["KV"]) < 0.01  # KV is exact
+    assert abs(want["model"] - real["model"]) / real["model"] < 0.01
+    assert abs(want["compute"] - real["compute"]) / real["compute"] < 0.10
+    assert abs(want["total"] - real["total"]) / real["total"] < 0.03
+
+
+def test_server_default_slots_and_small_ubatch(starter_engine_path: Path, starter_model_path: Path) -> None:
+    """4 unified slots (the server's auto mode) and -ub 128 change the sliding-window cells (§1.5)."""
+    base = ["-m", str(starter_model_path), "-ngl", "0", "--no-jinja", "--chat-template", "gemma", "-fa", "on"]
+    real = engine_buffers(starter_engine_path, [*base, "-c", "4096", "-np", "4", "--kv-unified"])
+    assert abs(planned(starter_model_path, 4096, "f16", "f16", parallel=4, unified=True)["KV"] - real["KV"]) < 0.01
+    real = engine_buffers(starter_engine_path, [*base, "-c", "16384", "-np", "1", "-ub", "128"])
+    assert abs(planned(starter_model_path, 16384, "f16", "f16", ub=128)["KV"] - real["KV"]) < 0.01
+
+
+def _fit_params(engine: Path) -> Path | None:
+    tool = engine.parent / "llama-fit-params"
+    return tool if tool.is_file() else None
+
+
+@pytest.mark.parametrize("which,ctx,k,v,ub,fa,kv_mib", [
+    ("gemma4", 32768, "q5_0", "q4_1", 512, "on", 1233.75),
+    ("gemma4", 16640, "q4_0", "q4_0", 512, "on", 703.12),
+    ("gemma4", 32768, "f16", "f16", 512, "off", 5040.0),
+    ("qwen36", 8192, "q4_0", "q4_0", 256, "on", 144.0 + 149.62),
+    ("qwen36", 65792, "q4_0", "q4_0", 256, "on", 1156.5 + 149.62),
+])
+def test_metadata_only_big_models(tmp_path: Path, starter_engine_path: Path, which: str, ctx: int, k: str,
+                                  v: str, ub: int, fa: str, kv_mib: float) -> None:
+    """Real shapes, no weights: against llama-fit-params if present, else memory-model.md's numbers."""
+    path = (mg.gemma4_31b if which == "gemma4" else mg.qwen36_27b)(tmp_path / f"{which}.gguf")
+    s = LaunchSettings(target=str(path), ctx_size=ctx, cache_type_k=k, cache_type_v=v, flash_attn=fa,
+                       n_gpu_layers="0", ubatch_size=ub)
+    # llama-fit-params keeps n_outputs_max = n_batch (logits for every ubatch row), which is
+    # BeeLlama Gen A's rule, not the mainline server's (memory-model.md §1.1).
+    p = plan(inspect(path), None, s, Generation.BEE_A, [])
+    context = (p.component("kv") + p.component("recurrent")) / MiB
+    assert round(context, 2) == round(kv_mib, 2)  # memory-model.md §3, checked there against llama.cpp
+    tool = _fit_params(starter_engine_path)
+    if tool is None:
+        return
+    cmd = [str(tool), "--fit-print", "on", "-m", str(path), "-c", str(ctx), "-ctk", k, "-ctv", v, "-fa", fa,
+           "-ub", str(ub)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    m = re.search(r"^Host (\d+) (\d+) (\d+)", res.stdout, re.M)
+    assert m, (res.stdout + res.stderr)[-3000:]
+    context_r, compute_r = float(m.group(2)), float(m.group(3))
+    assert 0 <= context - context_r < 1.0  # fit prints whole MiB, truncated
+    compute = p.component("compute") / MiB
+    assert abs(compute - compute_r) / compute_r < (0.03 if fa == "on" else 0.06)
+
+
+def test_inspect_real_starter_model(starter_model_path: Path) -> None:
+    t0 = time.perf_counter()
+    m = inspect(starter_model_path)
+    elapsed = time.perf_counter() - t0
+    assert (m.architecture, m.n_layer, m.n_embd, m.vocab_size) == ("gemma3", 18, 640, 262144)
+    assert sum(m.is_swa) == 15 and m.sliding_window == 512 and m.kv_layers() == list(range(18))
+    assert m.file_type == "Q4_K_M" and not m.has_chat_template and m.tied_embeddings
+    assert m.context_length == 32768 and len(m.tensors) == 236
+    assert elapsed < 2.0, f"inspect took {elapsed:.2f} s"
