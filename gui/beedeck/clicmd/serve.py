@@ -1,0 +1,151 @@
+"""`beedeck serve`: run llama-server in the foreground (the starter profile unless told otherwise)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from beedeck.core.launch import LaunchRefused, LaunchSettings, SpecMode, build_argv
+from beedeck.core.probe import EngineCaps, ProbeError, probe_engine
+from beedeck.core.server import ServerFailed, ServerFailure, ServerProcess, describe, launch, redacted
+from beedeck.core.starter import StarterMissing, starter_profile
+
+
+def register(sub: Any, groups: dict[str, Any]) -> None:
+    p = sub.add_parser("serve", help="run llama-server in the foreground (default: the starter profile)")
+    add_launch_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON line when ready (the log goes to stderr)")
+    p.add_argument("--print-argv", action="store_true", help="print the command line and exit without starting")
+    p.add_argument("--exit-when-ready", action="store_true", help="stop the server and exit once it is ready")
+    p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for ready (default: 600)")
+    p.set_defaults(func=run_serve)
+
+
+def add_launch_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", metavar="BIN", help="llama-server binary (default: the starter engine)")
+    p.add_argument("--model", metavar="GGUF", help="target model (default: the starter model)")
+    p.add_argument("--draft", metavar="GGUF", help="DFlash draft model")
+    p.add_argument("--spec", metavar="TYPE", default="off",
+                   help="speculative decoding: off, dflash, or a model-free type such as ngram-mod")
+    p.add_argument("--ctx", type=int, metavar="N", help="context tokens for the chat slot")
+    p.add_argument("--port", type=int, metavar="N", help="port (default: a free one)")
+    p.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1)")
+
+
+def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]:
+    """Engine, its capabilities and the settings for these arguments (raises StarterMissing, ProbeError)."""
+    settings: LaunchSettings
+    engine: Path
+    if args.engine and args.model:
+        engine = Path(args.engine)
+        try:
+            settings = starter_profile().settings(target=str(Path(args.model)))
+        except StarterMissing:
+            settings = LaunchSettings(target=str(Path(args.model)))
+    else:
+        profile = starter_profile()  # raises StarterMissing with the install command
+        engine = Path(args.engine) if args.engine else profile.engine
+        settings = profile.settings()
+        if args.model:
+            settings.target = str(Path(args.model))
+    spec = (args.spec or "off").strip()
+    if spec == "off":
+        settings.spec_mode = SpecMode.OFF
+    elif spec == "dflash":
+        settings.spec_mode = SpecMode.DFLASH
+    else:
+        settings.spec_mode = SpecMode.MODEL_FREE
+        settings.spec_model_free_type = spec
+    if args.draft:
+        settings.draft = str(Path(args.draft))
+    if args.ctx:
+        settings.ctx_size = args.ctx
+    if args.port is not None:
+        settings.port = args.port
+    if args.host:
+        settings.host = args.host
+    return engine, probe_engine(str(engine)), settings
+
+
+def print_failure(failure: ServerFailure, tail_lines: int = 12) -> None:
+    print(f"error: {failure.message}", file=sys.stderr)
+    print(f"  what to do: {failure.remedy}", file=sys.stderr)
+    tail = [x for x in failure.log_tail if x.strip()][-tail_lines:]
+    if tail:
+        print("  last log lines:", file=sys.stderr)
+        for line in tail:
+            print(f"    {line}", file=sys.stderr)
+
+
+def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerProcess | int:
+    """Launch for these arguments; on a refusal print why and return the exit status instead."""
+    try:
+        engine, caps, settings = resolve(args)
+    except (StarterMissing, ProbeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return launch(engine, caps, settings, on_line=on_line)
+    except LaunchRefused as exc:
+        for reason in exc.reasons:
+            print(f"error: {reason}", file=sys.stderr)
+        return 2
+    except ServerFailed as exc:
+        print_failure(exc.failure)
+        return 1
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    if args.print_argv:
+        try:
+            engine, caps, settings = resolve(args)
+            plan = build_argv(replace(settings), caps)
+        except (StarterMissing, ProbeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except LaunchRefused as exc:
+            for reason in exc.reasons:
+                print(f"error: {reason}", file=sys.stderr)
+            return 2
+        print(shlex.join([str(engine), *redacted(plan.argv)]))
+        return 0
+
+    def on_line(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    started = start_from_args(args, on_line=on_line)
+    if isinstance(started, int):
+        return started
+    proc = started
+    try:
+        if not args.json:
+            print("running: " + shlex.join(redacted(proc.command())), flush=True)
+            for note in proc.notes:
+                print(f"note: {note.message}", flush=True)
+        try:
+            ready_s = proc.wait_ready(args.ready_timeout)
+        except ServerFailed as exc:
+            print_failure(exc.failure)
+            return 1
+        if args.json:
+            print(json.dumps({**describe(proc), "time_to_ready_s": round(ready_s, 3)}), flush=True)
+        else:
+            print(f"ready in {ready_s:.2f} s at {proc.base_url} (Ctrl+C stops it)", flush=True)
+        if args.exit_when_ready:
+            return 0
+        while proc.wait_exit(0.5) is None:
+            pass
+        if proc.failure is not None:
+            print_failure(proc.failure)
+            return 1
+        return 0
+    except KeyboardInterrupt:
+        print("stopping llama-server ...", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        proc.stop()

@@ -1,0 +1,436 @@
+"""A small llama-server HTTP client: streaming chat with cancel and timings, plus the status routes.
+
+Streaming reads the raw SSE lines of ``POST /v1/chat/completions`` (shared/docs/engine-facts.md §3.7)
+over a fresh connection per request, so :meth:`ChatStream.cancel` can shut that one socket down and
+wake a read that is blocked waiting for the next token (python-stack.md, StreamWorker). Closing the
+connection is how llama-server learns to stop generating; ``X-Conversation-Id`` is never sent, as it
+would keep the generation running after a disconnect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+
+DEFAULT_TIMEOUT = httpx2.Timeout(10.0, read=600.0)  # a long prompt on a CPU can take minutes to the first token
+
+
+class ClientError(RuntimeError):
+    """Any failure talking to llama-server; the message says what happened and what to do."""
+
+
+class HTTPStatusError(ClientError):
+    """llama-server answered with an error (an HTTP status, or an ``error`` object inside the stream)."""
+
+    def __init__(self, status: int, message: str, err_type: str = "") -> None:
+        self.status = status
+        self.message = message
+        self.err_type = err_type
+        if status == 401:
+            text = "The server refused the request because the API key is wrong (HTTP 401): use the key it was started with."
+        elif status == 501 and "metrics" in message:
+            text = f"{message} (HTTP 501): start the server with --metrics."
+        elif status == 503:
+            text = f"The server is still loading the model (HTTP 503: {message}): wait until it is ready."
+        else:
+            text = f"The server answered HTTP {status}" + (f" ({err_type})" if err_type else "") + f": {message}"
+        super().__init__(text)
+
+
+class StreamTruncated(ClientError):
+    """The reply stream ended without ``[DONE]`` or a finish reason: the text may be incomplete."""
+
+
+class ServerGone(ClientError):
+    """The connection was refused or broke: the server is not running (any more)."""
+
+
+@dataclass
+class Timings:
+    """The server's own ``timings`` object from the last chunk of a reply."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_second: float
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_second: float
+    draft_n: int = 0
+    draft_n_accepted: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Timings:
+        return cls(
+            cache_n=int(data.get("cache_n", 0)),
+            prompt_n=int(data.get("prompt_n", 0)),
+            prompt_ms=float(data.get("prompt_ms", 0.0)),
+            prompt_per_second=float(data.get("prompt_per_second", 0.0)),
+            predicted_n=int(data.get("predicted_n", 0)),
+            predicted_ms=float(data.get("predicted_ms", 0.0)),
+            predicted_per_second=float(data.get("predicted_per_second", 0.0)),
+            # Present only once a draft token was generated (engine-facts.md §3.7).
+            draft_n=int(data.get("draft_n", 0)),
+            draft_n_accepted=int(data.get("draft_n_accepted", 0)),
+        )
+
+    @property
+    def acceptance(self) -> float | None:
+        """Accepted / drafted tokens, or None when nothing was drafted."""
+        return self.draft_n_accepted / self.draft_n if self.draft_n else None
+
+    @property
+    def accepted_share(self) -> float | None:
+        """The share of generated tokens that came from accepted drafts."""
+        return self.draft_n_accepted / self.predicted_n if self.predicted_n else None
+
+
+@dataclass
+class ChatResult:
+    """One finished (or cancelled) reply, with the server's timings and the client's own clock."""
+
+    text: str
+    reasoning: str
+    finish_reason: str | None
+    timings: Timings | None
+    usage: dict[str, Any] | None
+    ttft_s: float | None  # request sent -> first content or reasoning token
+    client_tokens_per_s: float | None  # generation rate seen from the client's side
+    n_chunks: int
+    wall_s: float
+    cancelled: bool
+    model: str
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    """A piece of the reply as it arrived; ``t`` is ``time.perf_counter()`` at arrival."""
+
+    content: str
+    reasoning: str
+    t: float
+
+
+def _error_from_body(status: int, body: bytes | str) -> HTTPStatusError:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        err = json.loads(text)["error"]
+        return HTTPStatusError(status, str(err.get("message", "")), str(err.get("type", "")))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return HTTPStatusError(status, text.strip()[:300] or "no details")
+
+
+class ChatStream:
+    """Iterate to get :class:`ChatDelta` pieces; afterwards ``.result`` holds the :class:`ChatResult`.
+
+    The request starts on the first ``next()``, so the stream can be built on one thread and consumed
+    on a worker. :meth:`cancel` may be called from any thread; the iteration then ends within about
+    100 ms, without raising, and ``result.cancelled`` is True.
+    """
+
+    def __init__(self, client: LlamaClient, payload: dict[str, Any]) -> None:
+        self._client = client
+        self._payload = payload
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._result: ChatResult | None = None
+        self._started = False
+
+    @property
+    def result(self) -> ChatResult:
+        if self._result is None:
+            raise RuntimeError("the stream has not finished yet: iterate it to the end first")
+        return self._result
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """Stop the reply: shut the socket down so a blocked read returns at once."""
+        self._cancel.set()
+        with self._lock:
+            sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _trace(self, name: str, info: dict[str, Any]) -> None:
+        # httpcore reports the new connection before the request is written: keep its socket so a
+        # cancel during a long prompt (before any response header) can still interrupt the read.
+        if name == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            with self._lock:
+                self._sock = sock
+            if self._cancel.is_set():
+                self.cancel()
+
+    def __iter__(self) -> Iterator[ChatDelta]:
+        if self._started:
+            raise RuntimeError("a ChatStream can be iterated only once")
+        self._started = True
+        return self._run()
+
+    def _run(self) -> Iterator[ChatDelta]:
+        text: list[str] = []
+        reasoning: list[str] = []
+        finish: str | None = None
+        timings: Timings | None = None
+        usage: dict[str, Any] | None = None
+        model = ""
+        n_chunks = 0
+        done = False
+        t_first: float | None = None
+        t_last: float | None = None
+        n_token_chunks = 0
+        t0 = time.perf_counter()
+
+        def finish_result(cancelled: bool) -> None:
+            wall = time.perf_counter() - t0
+            rate = None
+            if t_first is not None and t_last is not None and t_last > t_first:
+                # Count tokens by the server's own number when it sent one (a chunk may carry
+                # several tokens); the first token's arrival is the start of the clock.
+                n = timings.predicted_n if timings and timings.predicted_n else n_token_chunks
+                rate = (n - 1) / (t_last - t_first) if n > 1 else None
+            self._result = ChatResult(
+                text="".join(text),
+                reasoning="".join(reasoning),
+                finish_reason=finish,
+                timings=timings,
+                usage=usage,
+                ttft_s=(t_first - t0) if t_first is not None else None,
+                client_tokens_per_s=rate,
+                n_chunks=n_chunks,
+                wall_s=wall,
+                cancelled=cancelled,
+                model=model,
+            )
+
+        if self._cancel.is_set():
+            finish_result(True)
+            return
+        http = httpx2.Client(timeout=self._client.timeout, trust_env=False)
+        try:
+            with http.stream(
+                "POST",
+                self._client.base_url + "/v1/chat/completions",
+                json=self._payload,
+                headers=self._client._headers({"Accept": "text/event-stream"}),
+                extensions={"trace": self._trace},
+            ) as resp:
+                if resp.status_code != 200:
+                    body = resp.read()
+                    raise _error_from_body(resp.status_code, body)
+                for line in _sse_lines(resp):
+                    if self._cancel.is_set():
+                        break
+                    if not line.startswith("data:"):
+                        continue  # blank separators and ": ping" keep-alive comments
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        obj = json.loads(data)
+                    except ValueError:
+                        raise ClientError(f"The server sent a malformed stream line: {data[:200]}") from None
+                    n_chunks += 1
+                    if "error" in obj:
+                        err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
+                        raise HTTPStatusError(
+                            int(err.get("code", 500) or 500), str(err.get("message", "")), str(err.get("type", ""))
+                        )
+                    model = obj.get("model", model) or model
+                    if "timings" in obj:
+                        timings = Timings.from_json(obj["timings"])
+                    if obj.get("usage"):
+                        usage = obj["usage"]
+                    for choice in obj.get("choices") or ():
+                        if choice.get("finish_reason"):
+                            finish = choice["finish_reason"]
+                        delta = choice.get("delta") or {}
+                        c = delta.get("content") or ""
+                        r = delta.get("reasoning_content") or ""
+                        if c or r:
+                            now = time.perf_counter()
+                            if t_first is None:
+                                t_first = now
+                            t_last = now
+                            n_token_chunks += 1
+                            if c:
+                                text.append(c)
+                            if r:
+                                reasoning.append(r)
+                            yield ChatDelta(c, r, now)
+        except (httpx2.TransportError, OSError) as exc:
+            if self._cancel.is_set():
+                finish_result(True)
+                return
+            if isinstance(exc, httpx2.ConnectError):
+                raise ServerGone(
+                    f"Could not connect to {self._client.base_url}: the server is not running. Start it, or check the URL."
+                ) from exc
+            if isinstance(exc, httpx2.TimeoutException):
+                raise ServerGone(
+                    f"The server at {self._client.base_url} stopped answering (timed out): see its log."
+                ) from exc
+            raise ServerGone(
+                f"The server stopped in the middle of the reply ({type(exc).__name__}): see its log."
+            ) from exc
+        finally:
+            with self._lock:
+                self._sock = None
+            http.close()
+        if self._cancel.is_set():
+            finish_result(True)
+            return
+        finish_result(False)
+        if not done and finish is None:
+            raise StreamTruncated(
+                "The reply stream ended early (no [DONE] and no finish reason): the text may be cut off. "
+                "See the server log, then try again."
+            )
+
+
+def _sse_lines(resp: httpx2.Response) -> Iterator[str]:
+    """Lines split on ``\n`` only, from raw bytes as they arrive.
+
+    ``Response.iter_lines`` uses ``str.splitlines``, which also splits on U+2028, U+0085 and friends:
+    llama-server writes those raw inside its JSON when a model emits them, which would cut a chunk
+    in two. Splitting bytes also skips a text-decoding layer per chunk.
+    """
+    buf = b""
+    for block in resp.iter_bytes():
+        buf += block
+        if b"\n" not in block:
+            continue
+        *lines, buf = buf.split(b"\n")
+        for raw in lines:
+            yield raw.rstrip(b"\r").decode("utf-8", "replace")
+    if buf:
+        yield buf.rstrip(b"\r").decode("utf-8", "replace")
+
+
+_METRIC_LINE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(?P<value>\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text to {name: value}; ``llamacpp:`` is dropped, labels are kept as written."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(line.strip())
+        if not m:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        name = m.group("name")
+        if name.startswith("llamacpp:"):
+            name = name[len("llamacpp:") :]
+        out[name] = value
+    return out
+
+
+class LlamaClient:
+    """HTTP client for one llama-server. Methods are blocking; run them off the GUI thread."""
+
+    def __init__(
+        self, base_url: str, api_key: str | None = None, timeout: httpx2.Timeout | float = DEFAULT_TIMEOUT
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout if isinstance(timeout, httpx2.Timeout) else httpx2.Timeout(timeout)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"LlamaClient({self.base_url!r}, api_key={'set' if self.api_key else None})"
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _get(self, path: str, timeout: float | None = None) -> httpx2.Response:
+        try:
+            return httpx2.get(
+                self.base_url + path,
+                headers=self._headers(),
+                timeout=timeout if timeout is not None else self.timeout,
+                trust_env=False,
+            )
+        except httpx2.ConnectError as exc:
+            raise ServerGone(f"Could not connect to {self.base_url}: the server is not running.") from exc
+        except httpx2.TransportError as exc:
+            raise ServerGone(f"The server at {self.base_url} did not answer ({type(exc).__name__}): see its log.") from exc
+
+    def _get_json(self, path: str) -> Any:
+        resp = self._get(path)
+        if resp.status_code != 200:
+            raise _error_from_body(resp.status_code, resp.content)
+        return resp.json()
+
+    def health(self, timeout: float = 2.0) -> int:
+        """The HTTP status of ``GET /health``: 200 ready, 503 loading. Raises ServerGone if nothing listens."""
+        return self._get("/health", timeout=timeout).status_code
+
+    def props(self) -> dict[str, Any]:
+        data = self._get_json("/props")
+        return data if isinstance(data, dict) else {}
+
+    def slots(self) -> list[dict[str, Any]]:
+        data = self._get_json("/slots")
+        return data if isinstance(data, list) else []
+
+    def metrics(self) -> dict[str, float]:
+        """``GET /metrics`` (needs --metrics); note each call resets the server's windowed gauges."""
+        resp = self._get("/metrics")
+        if resp.status_code != 200:
+            raise _error_from_body(resp.status_code, resp.content)
+        return parse_prometheus(resp.text)
+
+    def stream_chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> ChatStream:
+        payload: dict[str, Any] = {
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        if temperature is not None:
+            payload["temperature"] = temperature
+        if seed is not None:
+            payload["seed"] = seed
+        if extra:
+            payload.update(extra)
+        return ChatStream(self, payload)
+
+    def chat(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
+        """Send a chat and wait for the whole reply (streamed underneath, for the timings)."""
+        stream = self.stream_chat(messages, **kw)
+        for _ in stream:
+            pass
+        return stream.result

@@ -1,0 +1,306 @@
+"""Reading llama-server's log: why a launch failed, and how much memory it took.
+
+Strings come from shared/docs/engine-facts.md §4 and the mainline source (``tools/server``,
+``src/``, ``common/arg.cpp``, ``ggml/src/gguf.cpp``). Both engines' log styles are handled: Bee
+Gen A prints bare lines; mainline (and Bee >= 0.4) prefix ``M.SS.mmm.uuu`` timestamps and a level.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+_TS_PREFIX = re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} ")
+_LEVEL_PREFIX = re.compile(r"^[IWED] ")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def strip_prefix(line: str) -> str:
+    """One log line without colour codes, the mainline timestamp and the level letter."""
+    line = _ANSI.sub("", line.rstrip("\r\n"))
+    line = _TS_PREFIX.sub("", line, count=1)
+    return _LEVEL_PREFIX.sub("", line, count=1)
+
+
+@dataclass
+class ServerFailure:
+    """Why a llama-server launch failed: a stable ``code``, a message, and what the user can do."""
+
+    code: str  # port_in_use, model_missing, not_gguf, wrong_draft_format, unsupported_architecture,
+    # dflash_target_unsupported, out_of_memory, unknown_argument, bad_value, crashed_signal, exited, timeout
+    message: str
+    remedy: str
+    exit_code: int | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.remedy}".strip()
+
+
+_BIND = re.compile(r"couldn't bind HTTP server socket(?:, hostname: (?P<host>\S+?), port: (?P<port>\d+))?")
+_OPEN = re.compile(r"failed to open GGUF file '(?P<path>[^']*)' \((?P<why>[^)]*)\)")
+_MAGIC = re.compile(r"invalid magic characters")
+_ARCH = re.compile(r"unknown model architecture: '(?P<arch>[^']*)'")
+_INVALID_ARG = re.compile(r"error: invalid argument: (?P<arg>\S+)")
+_BAD_VALUE = re.compile(r"error while handling argument \"(?P<arg>[^\"]+)\": (?P<why>.*)")
+_REMOVED = re.compile(r"the argument has been removed")
+_OOM = re.compile(
+    r"cudaMalloc failed: out of memory|CUDA error: out of memory|failed to allocate buffer for kv cache|"
+    r"failed to allocate compute|unable to allocate \S+ buffer|failed to allocate \S+ buffer of size|"
+    r"ErrorOutOfDeviceMemory|std::bad_alloc"
+)
+_LAYER_INP = re.compile(r"t_layer_inp\[il\] != nullptr|layer input tensor is null")
+_ASSERT = re.compile(r"GGML_ASSERT\((?P<cond>.*)\) failed|(?P<file>\S+:\d+): GGML_ASSERT")
+_LOAD_FAIL = re.compile(r"failed to load (?:draft )?model|error loading model: (?P<why>.*)")
+_DRAFT_FAIL = re.compile(r"failed to load draft model, '(?P<path>[^']*)'")
+_DFLASH_NO_LAYERS = re.compile(r"DFlash model (?:has no target_layer_ids|requires 'target_layers')")
+_MODEL_PATH = re.compile(r"loading model '(?P<path>[^']*)'")
+
+
+def _first(lines: Sequence[str], pattern: re.Pattern[str]) -> re.Match[str] | None:
+    for line in lines:
+        m = pattern.search(line)
+        if m:
+            return m
+    return None
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | None = None) -> ServerFailure:
+    """Turn the end of a dead server's log plus its exit status into a specific failure with a remedy.
+
+    ``signal`` is the number of the signal that killed the process (``-returncode`` on POSIX), if any.
+    """
+    clean = [strip_prefix(x) for x in lines]
+    tail = clean[-40:]
+    if signal is None and exit_code is not None and exit_code < 0:
+        signal = -exit_code
+
+    def fail(code: str, message: str, remedy: str) -> ServerFailure:
+        return ServerFailure(code, message, remedy, exit_code, tail)
+
+    if m := _INVALID_ARG.search("\n".join(clean)):
+        arg = m.group("arg")
+        return fail(
+            "unknown_argument",
+            f"This llama-server does not know the option {arg}.",
+            f"Remove {arg} from the extra arguments, or pick an engine build that has it (check `llama-server --help`).",
+        )
+    if m := _first(clean, _BAD_VALUE):
+        arg, why = m.group("arg"), m.group("why").strip()
+        if _REMOVED.search(why):
+            why = "this engine removed the option"
+        return fail(
+            "bad_value",
+            f"llama-server rejected the value of {arg}: {why}.",
+            f"Fix the value of {arg} (see `llama-server --help` for what it accepts).",
+        )
+    if m := _first(clean, _BIND):
+        where = f"{m.group('host')}:{m.group('port')}" if m.group("port") else "the chosen port"
+        return fail(
+            "port_in_use",
+            f"llama-server could not listen on {where} because another program already uses that port.",
+            "Pick another port (0 lets BeeDeck choose a free one) or stop the program that holds it.",
+        )
+    if m := _first(clean, _ARCH):
+        arch = m.group("arch")
+        if arch in ("dflash-draft", "dflash"):
+            want = "dflash" if arch == "dflash-draft" else "dflash-draft"
+            gen = "mainline llama.cpp / BeeLlama >= 0.4" if want == "dflash" else "BeeLlama <= 0.3"
+            return fail(
+                "wrong_draft_format",
+                f"The draft model is in the '{arch}' format, but this engine only reads '{want}' drafts "
+                f"({gen} uses '{want}').",
+                f"Download the draft in the '{want}' format, or switch to an engine that reads '{arch}' drafts.",
+            )
+        return fail(
+            "unsupported_architecture",
+            f"This llama-server does not support the model architecture '{arch}'.",
+            "Update the engine to a newer build, or pick a model this engine supports.",
+        )
+    if m := _first(clean, _OPEN):
+        path, why = m.group("path"), m.group("why")
+        if "No such file" in why:
+            return fail(
+                "model_missing",
+                f"The model file {path} does not exist.",
+                "Check the path, or download the model again.",
+            )
+        return fail(
+            "model_missing",
+            f"llama-server could not open {path} ({why}).",
+            "Check that the file exists and is readable by your user.",
+        )
+    if _first(clean, _MAGIC):
+        m2 = _first(clean, _MODEL_PATH)
+        name = f" {m2.group('path')}" if m2 else ""
+        return fail(
+            "not_gguf",
+            f"The model file{name} is not a GGUF file (wrong magic bytes).",
+            "Pick a .gguf file, or convert / download the model's GGUF version.",
+        )
+    if _first(clean, _DFLASH_NO_LAYERS):
+        return fail(
+            "wrong_draft_format",
+            "The draft model is not a DFlash draft (it has no target layer list).",
+            "Pick a DFlash draft GGUF made for this target, or turn speculative decoding off.",
+        )
+    if _first(clean, _LAYER_INP):
+        return fail(
+            "dflash_target_unsupported",
+            "The engine aborted because DFlash could not read this target model's layer inputs "
+            "(its graph does not expose them on mainline llama.cpp).",
+            "Use a target whose architecture mainline DFlash supports (Llama, Qwen3, Qwen3.5/3.6, Gemma 4), "
+            "or BeeLlama, or turn DFlash off.",
+        )
+    if _first(clean, _OOM):
+        return fail(
+            "out_of_memory",
+            "The engine ran out of memory while loading the model or allocating its caches.",
+            "Lower the context size, use a smaller quantisation or KV-cache type, or offload fewer layers to the GPU.",
+        )
+    if signal:
+        name = _signal_name(signal)
+        am = _first(clean, _ASSERT)
+        detail = f" ({am.group(0)})" if am else ""
+        if signal == int(_signal.SIGKILL):
+            remedy = "It was killed from outside (perhaps the system ran out of memory): check free RAM and retry."
+        else:
+            remedy = "This is an engine bug or an unsupported setting: see the log, try other settings or another engine build."
+        return fail("crashed_signal", f"llama-server crashed with {name}{detail}.", remedy)
+    if _first(clean, _DRAFT_FAIL) or (m := _first(clean, _LOAD_FAIL)):
+        m = _first(clean, _LOAD_FAIL)
+        why = (m.group("why") or "").strip() if m else ""
+        return fail(
+            "not_gguf",
+            "llama-server failed to load the model" + (f": {why}." if why else "."),
+            "Check that the file is a complete, valid GGUF model (download it again if it was cut short).",
+        )
+    if any("cleaning up before exit" in x for x in tail):
+        return fail(
+            "exited",
+            "llama-server shut down because something outside BeeDeck asked it to stop (a stop signal).",
+            "Start it again; if it keeps stopping, look for another program or service that ends it.",
+        )
+    code_txt = "" if exit_code is None else f" with status {exit_code}"
+    last = next((x for x in reversed(clean) if x.strip()), "")
+    return fail(
+        "exited",
+        f"llama-server stopped{code_txt}" + (f"; its last line was: {last}" if last else "."),
+        "Read the server log for the reason.",
+    )
+
+
+# ---- memory -------------------------------------------------------------------------------------
+
+
+@dataclass
+class DeviceMemory:
+    """MiB used on one device (or host buffer type such as ``CPU_Mapped``), summed over models."""
+
+    model_mib: float = 0.0
+    kv_mib: float = 0.0
+    compute_mib: float = 0.0
+    recurrent_mib: float = 0.0
+
+    @property
+    def total_mib(self) -> float:
+        return self.model_mib + self.kv_mib + self.compute_mib + self.recurrent_mib
+
+
+@dataclass
+class BreakdownRow:
+    """One row of the engine's ``memory breakdown [MiB]`` table (free/total/unaccounted: devices only)."""
+
+    name: str
+    self_mib: int
+    model_mib: int
+    context_mib: int
+    compute_mib: int
+    total_mib: int | None = None
+    free_mib: int | None = None
+    unaccounted_mib: int | None = None
+
+
+@dataclass
+class MemoryReport:
+    """What the log said about memory. Mainline prints the buffer lines only at ``-lv 4``."""
+
+    devices: dict[str, DeviceMemory] = field(default_factory=dict)
+    breakdown: dict[str, BreakdownRow] = field(default_factory=dict)  # the last table printed wins
+    n_ctx_slot: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.devices and not self.breakdown
+
+    def device(self, name: str) -> DeviceMemory:
+        return self.devices.setdefault(name, DeviceMemory())
+
+
+_BUF = re.compile(
+    r"^(?P<src>load_tensors|llama_kv_cache|llama_memory_recurrent|sched_reserve|llama_context):\s+"
+    r"(?P<dev>\S+)\s+(?P<kind>model|KV|RS|compute) buffer size =\s*(?P<mib>[\d.]+) MiB"
+)
+_BD_GPU = re.compile(
+    r"memory_breakdown_print: \|\s+- (?P<name>.+?)\s+\|\s*(?P<total>-?\d+) = (?P<free>-?\d+) \+ \(\s*(?P<self>-?\d+) ="
+    r"\s*(?P<model>-?\d+) \+\s*(?P<ctx>-?\d+) \+\s*(?P<comp>-?\d+)\) \+\s*(?P<un>-?\d+) \|"
+)
+_BD_OTHER = re.compile(
+    r"memory_breakdown_print: \|\s+- (?P<name>.+?)\s+\|\s*(?P<self>-?\d+) =\s*(?P<model>-?\d+) \+"
+    r"\s*(?P<ctx>-?\d+) \+\s*(?P<comp>-?\d+)\s*\|"
+)
+_NCTX_SLOT = re.compile(r"n_ctx_slot = (?P<n>\d+)|new slot, n_ctx = (?P<m>\d+)")
+
+
+def parse_memory(lines: Iterable[str]) -> MemoryReport:
+    """Per-device model / KV / compute MiB from the load log, plus the exit memory table if present."""
+    rep = MemoryReport()
+    for raw in lines:
+        line = strip_prefix(raw)
+        if m := _BUF.match(line):
+            dev = rep.device(m.group("dev"))
+            mib = float(m.group("mib"))
+            kind = m.group("kind")
+            if kind == "model":
+                dev.model_mib += mib
+            elif kind == "KV":
+                dev.kv_mib += mib
+            elif kind == "RS":
+                dev.recurrent_mib += mib
+            else:
+                dev.compute_mib += mib
+            continue
+        if "memory_breakdown_print" in line:
+            if m := _BD_GPU.search(line):
+                name = m.group("name").strip()
+                rep.breakdown[name] = BreakdownRow(
+                    name, int(m.group("self")), int(m.group("model")), int(m.group("ctx")), int(m.group("comp")),
+                    int(m.group("total")), int(m.group("free")), int(m.group("un")),
+                )
+            elif m := _BD_OTHER.search(line):
+                name = m.group("name").strip()
+                rep.breakdown[name] = BreakdownRow(
+                    name, int(m.group("self")), int(m.group("model")), int(m.group("ctx")), int(m.group("comp"))
+                )
+            continue
+        if m := _NCTX_SLOT.search(line):
+            rep.n_ctx_slot = int(m.group("n") or m.group("m"))
+    return rep
+
+
+_LISTEN = re.compile(r"listening on https?://(?P<host>[^\s:/]+|\[[^\]]+\]):(?P<port>\d+)")
+
+
+def listening_port(line: str) -> int | None:
+    """The port from a ``listening on http://H:P`` line (the real port when launched with --port 0)."""
+    m = _LISTEN.search(line)
+    return int(m.group("port")) if m else None

@@ -1,0 +1,92 @@
+"""Fixtures that run the real starter llama-server (mainline CPU build + Gemma 3 270M).
+
+Every process a fixture starts is stopped on teardown, killed if it will not stop, and the test
+fails if one is still alive afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beedeck.core.launch import LaunchSettings, build_argv
+from beedeck.core.probe import EngineCaps, probe_engine
+from beedeck.core.server import ServerProcess, free_port, launch
+from beedeck.core.starter import StarterProfile
+
+StartServer = Callable[..., ServerProcess]
+RawServer = Callable[..., ServerProcess]
+
+
+@pytest.fixture(scope="session")
+def starter_caps(starter_engine_path: Path) -> EngineCaps:
+    return probe_engine(str(starter_engine_path))
+
+
+@pytest.fixture
+def starter_settings(starter_engine_path: Path, starter_model_path: Path) -> Callable[..., LaunchSettings]:
+    """Starter settings with overrides; -np 1 and --metrics come from the defaults."""
+
+    def make(**overrides: Any) -> LaunchSettings:
+        return StarterProfile(engine=starter_engine_path, model=starter_model_path).settings(**overrides)
+
+    return make
+
+
+def _alive(proc: ServerProcess) -> bool:
+    import psutil
+
+    pid = proc.pid
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def start_server(
+    starter_engine_path: Path, starter_caps: EngineCaps, starter_settings: Callable[..., LaunchSettings]
+) -> Iterator[StartServer]:
+    """``start_server(**settings_overrides, on_line=..., on_state=...)`` -> a started ServerProcess (not waited)."""
+    started: list[ServerProcess] = []
+
+    def start(on_line: Any = None, on_state: Any = None, pid_file: Path | None = None, **overrides: Any) -> ServerProcess:
+        proc = launch(starter_engine_path, starter_caps, starter_settings(**overrides), on_line=on_line,
+                      on_state=on_state, pid_file=pid_file)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop(timeout=5.0)
+    assert not [p for p in started if _alive(p)], "a llama-server outlived its test"
+
+
+@pytest.fixture
+def raw_server(
+    starter_engine_path: Path, starter_caps: EngineCaps, starter_settings: Callable[..., LaunchSettings], tmp_path: Path
+) -> Iterator[RawServer]:
+    """``raw_server(extra_argv=[...], **settings_overrides)``: a ServerProcess on hand-made argv, started.
+
+    Bypasses launch()'s pre-checks so the engine itself meets bad input (missing file, unknown option).
+    """
+    started: list[ServerProcess] = []
+
+    def start(extra_argv: list[str] | None = None, **overrides: Any) -> ServerProcess:
+        settings = starter_settings(**overrides)
+        if settings.port == 0:
+            settings.port = free_port()
+        argv = build_argv(settings, starter_caps).argv + list(extra_argv or [])
+        proc = ServerProcess(starter_engine_path, argv, pid_file=tmp_path / f"raw-{len(started)}.pid")
+        started.append(proc.start())
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop(timeout=5.0)
+    assert not [p for p in started if _alive(p)], "a llama-server outlived its test"

@@ -1,0 +1,140 @@
+"""ServerProcess and launch() against the real mainline llama-server with Gemma 3 270M (CPU)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from beedeck.core.launch import LaunchSettings, SpecMode
+from beedeck.core.probe import EngineCaps
+from beedeck.core.server import ServerFailed, ServerState, adopt_or_stop_leftover, check_launch
+
+from .conftest import RawServer, StartServer
+
+pytestmark = pytest.mark.engine
+
+
+def write_header_only_gguf(path: Path, arch: str) -> Path:
+    """A GGUF with just ``general.architecture``: enough for the pre-launch checks, never loaded."""
+    key, val = b"general.architecture", arch.encode()
+    data = struct.pack("<IIQQ", 0x46554747, 3, 0, 1)
+    data += struct.pack("<Q", len(key)) + key + struct.pack("<I", 8) + struct.pack("<Q", len(val)) + val
+    path.write_bytes(data)
+    return path
+
+
+def test_start_ready_stop(start_server: StartServer, beedeck_home: Path) -> None:
+    seen: list[ServerState] = []
+    lines: list[str] = []
+    proc = start_server(on_state=lambda s, f: seen.append(s), on_line=lines.append, extra_args=["-lv", "4"])
+    ready_s = proc.wait_ready(120)
+    assert seen[0] == ServerState.STARTING and seen[-1] == ServerState.READY
+    assert set(seen) <= {ServerState.STARTING, ServerState.LOADING, ServerState.READY}
+    times = [proc.state_times[s] for s in seen]
+    assert times == sorted(times) and 0 < ready_s < 120
+    assert any("listening on" in x for x in lines) and proc.log_lines()[: len(lines)] == lines
+    # The pid file names this process, so a later start can find it if BeeDeck dies.
+    record = json.loads((beedeck_home / "state" / "server.pid").read_text())
+    assert record["pid"] == proc.pid and record["port"] == proc.port
+    # -lv 4 shows mainline's buffer lines: the real CPU figures for this model.
+    mem = proc.memory
+    assert 200 < mem.devices["CPU_Mapped"].model_mib < 300  # the 235 MiB file, memory-mapped
+    assert mem.devices["CPU"].kv_mib == pytest.approx(27.0)  # 12 MiB global + 15 MiB SWA at -c 4096
+    assert mem.devices["CPU"].compute_mib > 0
+    assert mem.n_ctx_slot == 4096
+    rc = proc.stop()
+    assert proc.state == ServerState.STOPPED and proc.failure is None and rc is not None
+    assert not (beedeck_home / "state" / "server.pid").exists()
+
+
+def test_port_already_in_use(start_server: StartServer) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = start_server(port=port)
+        with pytest.raises(ServerFailed) as info:
+            proc.wait_ready(60)
+    f = info.value.failure
+    assert f.code == "port_in_use" and str(port) in f.message and "another port" in f.remedy
+    assert proc.state == ServerState.FAILED and f.exit_code == 1
+
+
+def test_missing_model_refused_before_start(start_server: StartServer, tmp_path: Path) -> None:
+    with pytest.raises(ServerFailed) as info:
+        start_server(target=str(tmp_path / "nope.gguf"))
+    assert info.value.failure.code == "model_missing"
+
+
+def test_missing_model_reported_by_the_engine(raw_server: RawServer, tmp_path: Path) -> None:
+    proc = raw_server(target=str(tmp_path / "nope.gguf"))
+    with pytest.raises(ServerFailed) as info:
+        proc.wait_ready(60)
+    f = info.value.failure
+    assert f.code == "model_missing" and "nope.gguf" in f.message, f
+
+
+def test_not_gguf(start_server: StartServer, raw_server: RawServer, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"this is not a model at all" * 100)
+    with pytest.raises(ServerFailed) as info:
+        start_server(target=str(junk))
+    assert info.value.failure.code == "not_gguf"
+    proc = raw_server(target=str(junk))
+    with pytest.raises(ServerFailed) as info:
+        proc.wait_ready(60)
+    assert info.value.failure.code == "not_gguf", info.value.failure
+
+
+def test_unknown_argument(raw_server: RawServer) -> None:
+    proc = raw_server(extra_argv=["--definitely-not-an-option"])
+    with pytest.raises(ServerFailed) as info:
+        proc.wait_ready(60)
+    f = info.value.failure
+    assert f.code == "unknown_argument" and "--definitely-not-an-option" in f.message
+
+
+def test_bad_value(raw_server: RawServer) -> None:
+    proc = raw_server(extra_argv=["--spec-type", "warp-drive"])
+    with pytest.raises(ServerFailed) as info:
+        proc.wait_ready(60)
+    f = info.value.failure
+    assert f.code == "bad_value" and "--spec-type" in f.message, f
+
+
+def test_dflash_prelaunch_refusals(
+    starter_caps: EngineCaps, starter_settings: Callable[..., LaunchSettings], tmp_path: Path
+) -> None:
+    make = starter_settings
+    assert starter_caps.dflash_draft_arch == "dflash"
+    fork_draft = write_header_only_gguf(tmp_path / "fork.gguf", "dflash-draft")
+    with pytest.raises(ServerFailed) as info:
+        check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(fork_draft)))
+    assert info.value.failure.code == "wrong_draft_format"
+    assert "'dflash-draft'" in info.value.failure.message and "BeeLlama <= 0.3" in info.value.failure.message
+    draft = write_header_only_gguf(tmp_path / "up.gguf", "dflash")
+    # The real starter target is gemma3: mainline answers /health, then aborts on the first request.
+    with pytest.raises(ServerFailed) as info:
+        check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(draft)))
+    assert info.value.failure.code == "dflash_target_unsupported" and "'gemma3'" in info.value.failure.message
+
+
+def test_leftover_server_is_stopped_on_next_start(start_server: StartServer, tmp_path: Path) -> None:
+    pid_file = tmp_path / "server.pid"
+    first = start_server(pid_file=pid_file)
+    first.wait_ready(120)
+    # Simulate a crashed BeeDeck: the wrapper is forgotten, the process and its pid file remain.
+    assert adopt_or_stop_leftover(pid_file, stop=False) == "adoptable"
+    second = start_server(pid_file=pid_file)  # launch() stops the leftover first
+    assert first.wait_exit(10) is not None
+    second.wait_ready(120)
+    assert json.loads(pid_file.read_text())["pid"] == second.pid
+    second.stop()
+    pid_file.write_text(json.dumps({"pid": first.pid, "engine": "/x/llama-server", "started": 0}))
+    assert adopt_or_stop_leftover(pid_file) == "stale" and not pid_file.exists()
+    assert adopt_or_stop_leftover(pid_file) == "none"
