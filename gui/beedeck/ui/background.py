@@ -1,0 +1,66 @@
+"""``run_in_background(fn, on_done)``: short blocking jobs (probe a binary, read a GGUF header, list
+GPUs) off the GUI thread, with the result delivered back on the GUI thread (Anki's pattern)."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+
+class _Relay(QObject):
+    """Lives on the GUI thread; its signals carry the result back there (queued)."""
+
+    done = Signal(object)
+    errored = Signal(object)
+
+
+class _Job(QRunnable):
+    def __init__(self, fn: Callable[[], Any], relay: _Relay) -> None:
+        super().__init__()
+        self._fn = fn
+        self._relay = relay
+
+    def run(self) -> None:
+        try:
+            result = self._fn()
+        except BaseException as exc:  # every failure must reach the GUI, never vanish
+            exc.__beedeck_traceback__ = traceback.format_exc()  # type: ignore[attr-defined]
+            self._relay.errored.emit(exc)
+            return
+        self._relay.done.emit(result)
+
+
+_live: set[_Relay] = set()  # keeps relays alive until their job reported
+
+
+def run_in_background(
+    fn: Callable[[], Any],
+    on_done: Callable[[Any], None],
+    on_error: Callable[[BaseException], None] | None = None,
+    pool: QThreadPool | None = None,
+) -> None:
+    """Run ``fn()`` on a pool thread; call ``on_done(result)`` or ``on_error(exc)`` on the GUI thread.
+
+    Must be called from the GUI thread. ``pool`` can be injected (tests use a private pool and wait
+    on it).
+    """
+    relay = _Relay()
+    _live.add(relay)
+
+    def finish_ok(result: object) -> None:
+        _live.discard(relay)
+        on_done(result)
+
+    def finish_err(exc: object) -> None:
+        _live.discard(relay)
+        if on_error is not None:
+            on_error(exc)  # type: ignore[arg-type]
+        else:
+            raise exc  # type: ignore[misc]
+
+    relay.done.connect(finish_ok)
+    relay.errored.connect(finish_err)
+    (pool or QThreadPool.globalInstance()).start(_Job(fn, relay))

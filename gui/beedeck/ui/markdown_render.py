@@ -1,0 +1,121 @@
+"""Markdown to the HTML subset QTextDocument understands, with Pygments-coloured code blocks.
+
+Used once per finished reply (and when a code fence closes), never per token: markdown-it +
+Pygments costs ~40 ms for a 20k-character reply (shared/docs/python-stack.md §6).
+Each fenced block gets a "Copy code" link ``copy:<message key>:<block index>``; the chat view
+answers it with the raw code from :func:`code_blocks`.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name, guess_lexer
+from pygments.util import ClassNotFound
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
+
+
+@lru_cache(maxsize=2)
+def _formatter(dark: bool) -> HtmlFormatter:
+    # Inline styles: QTextDocument ignores CSS classes from a stylesheet it was not given.
+    return HtmlFormatter(noclasses=True, nowrap=True, style="monokai" if dark else "default")
+
+
+@lru_cache(maxsize=1)
+def _md() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").enable("strikethrough")
+
+
+def closed_fences(text: str) -> int:
+    """How many fenced code blocks in ``text`` are complete (used to re-highlight when one closes)."""
+    return len(_FENCE.findall(text)) // 2
+
+
+def stable_prefix_len(text: str) -> int:
+    """Characters of ``text`` made of finished top-level blocks: everything before the last block.
+
+    While a reply streams only its last block can still change, so the blocks before it can be
+    rendered once, for good; the re-render on each tick then costs O(last block), not O(reply).
+    """
+    starts = [
+        tok.map[0]
+        for tok in _md().parse(text)
+        if tok.level == 0 and tok.nesting in (0, 1) and tok.map is not None and tok.type != "inline"
+    ]
+    if len(starts) < 2:
+        return 0
+    last_line = starts[-1]
+    offset = 0
+    for i, line in enumerate(text.splitlines(keepends=True)):
+        if i == last_line:
+            return offset
+        offset += len(line)
+    return 0
+
+
+def code_blocks(text: str) -> list[str]:
+    """The raw content of each fenced code block, in order."""
+    return [tok.content for tok in _md().parse(text) if tok.type == "fence"]
+
+
+def _highlight(code: str, lang: str, dark: bool) -> str:
+    lexer = None
+    if lang:
+        try:
+            lexer = get_lexer_by_name(lang, stripnl=False)
+        except ClassNotFound:
+            lexer = None
+    if lexer is None and len(code) > 40:
+        try:
+            lexer = guess_lexer(code)
+        except ClassNotFound:
+            lexer = None
+    if lexer is None:
+        return html.escape(code)
+    return highlight(code, lexer, _formatter(dark))
+
+
+def render_html(text: str, key: str, dark: bool = False, first_block: int = 0) -> str:
+    """One message's Markdown as HTML; ``key`` names the message in the copy links.
+
+    ``first_block`` numbers the code blocks when ``text`` is a later part of a message.
+    """
+    md = _md()
+    tokens = md.parse(text)
+    out: list[str] = []
+    block = first_block
+    bg = "#272822" if dark else "#f6f8fa"
+    fg = "#f8f8f2" if dark else "#24292e"
+    link = "#8ab4f8" if dark else "#0969da"
+    # Render the token stream, swapping fences for our own highlighted table cells.
+    start = 0
+    for i, tok in enumerate(tokens):
+        if tok.type != "fence":
+            continue
+        if i > start:
+            out.append(md.renderer.render(tokens[start:i], md.options, {}))
+        lang = (tok.info or "").strip().split(" ")[0]
+        code = _highlight(tok.content.rstrip("\n"), lang, dark)
+        label = html.escape(lang) if lang else "code"
+        out.append(
+            f'<table width="100%" cellspacing="0" cellpadding="6" style="background:{bg};margin:4px 0">'
+            f'<tr><td style="color:#888;font-size:small">{label}&nbsp;&nbsp;'
+            f'<a href="copy:{key}:{block}" style="color:{link}">Copy code</a></td></tr>'
+            f'<tr><td><pre style="color:{fg};font-family:monospace;margin:0">{code}</pre></td></tr></table>'
+        )
+        block += 1
+        start = i + 1
+    if start < len(tokens):
+        out.append(md.renderer.render(tokens[start:], md.options, {}))
+    return "".join(out)
+
+
+def warm_up() -> None:
+    """Import the lexers and build the parser once, at idle time, so the first reply does not stall."""
+    render_html("# w\n\n```python\nx = 1\n```\n\n```js\nlet y = 2;\n```\n\n| a |\n|---|\n| b |\n", "0")

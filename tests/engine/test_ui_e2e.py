@@ -1,0 +1,72 @@
+"""The desktop app driving the REAL starter engine (mainline llama-server on CPU + Gemma 3 270M):
+start from the toolbar, chat, see a non-zero speed on the gauge, stop a reply, close the window and
+find no server left running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.chatstore import ChatStore
+from beedeck.core.starter import StarterProfile
+from beedeck.ui.main_window import MainWindow, Profile
+
+
+@pytest.mark.engine
+def test_window_chats_with_the_real_starter_engine(
+    qtbot: QtBot, starter_engine_path: Path, starter_model_path: Path
+) -> None:
+    store = ChatStore()
+    window = MainWindow(store)
+    qtbot.addWidget(window)
+    window.open_latest_chat()
+    window.show()
+    settings = StarterProfile(starter_engine_path, starter_model_path).settings()
+    window.set_profile(Profile(str(starter_engine_path), settings, "starter (CPU)"))
+    window.chat.max_tokens = 24  # keep the CPU run short
+    states: list[str] = []
+    window.controller.state_changed.connect(states.append)
+
+    with qtbot.waitSignal(window.controller.ready, timeout=240_000):
+        window.start_action.trigger()
+    assert "loading" in states or "starting" in states
+    assert window.state_label.text() == "server: ready"
+    assert window.endpoint.endpoint().startswith("http://127.0.0.1:")
+    pid = window.controller._proc.pid
+    assert psutil.pid_exists(pid)
+    qtbot.waitUntil(lambda: window.log.view.line_count() > 5, timeout=5000)  # the real log reached the dock
+
+    window.chat.input.setPlainText("Write one sentence about bees.")
+    with qtbot.waitSignal(window.chat.reply_finished, timeout=240_000) as blocker:
+        window.chat.send_button.click()
+    stats = blocker.args[0]
+    assert stats["tokens"] > 0 and stats["tps"] > 0 and stats["ttft_s"] > 0
+    assert window.speed.gauge.value == pytest.approx(stats["tps"])
+    reply = store.messages(window.chat.conversation_id)[-1]  # type: ignore[arg-type]
+    assert reply.role == "assistant" and reply.complete and reply.content.strip()
+    assert reply.content.strip()[:20] in window.chat.view.toPlainText()
+
+    # Stop a longer reply as soon as text flows: the partial reply is kept, marked stopped.
+    window.chat.max_tokens = 400
+    window.chat.input.setPlainText("Tell me a long story about a bee.")
+    window.chat.send_button.click()
+    qtbot.waitUntil(lambda: len((window.chat.view.current_reply() or reply).content) > 10, timeout=240_000)
+    with qtbot.waitSignal(window.chat.reply_finished, timeout=30_000) as blocker:
+        window.chat.stop_button.click()
+    assert blocker.args[0]["cancelled"] is True
+    # The server is still healthy after the cancel: another reply works.
+    window.chat.max_tokens = 8
+    window.chat.input.setPlainText("Hi")
+    with qtbot.waitSignal(window.chat.reply_finished, timeout=240_000) as blocker:
+        window.chat.send_button.click()
+    assert blocker.args[0]["tokens"] > 0
+
+    window.close()  # must stop the server
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert window.controller.state == "stopped"
+    QApplication.processEvents()
+    store.close()
