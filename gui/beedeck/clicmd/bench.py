@@ -1,0 +1,213 @@
+"""`beedeck bench`: the baseline-versus-DFlash benchmark, headless.
+
+Starts the engine itself (the starter profile by default, baseline only; ``--synthetic`` uses the
+tiny synthetic sticky pair from tests/fixtures/synth_gguf.py, which gives real DFlash drafts with 100 %
+acceptance on a CPU) or measures a running server (``--url``). Prints a progress bar on stderr and
+the final table on stdout, writes report.md / report.json / samples.csv (+ PNG charts when PySide6
+is importable) to ``--out``. Exit status: 0 ok, 1 a run failed, 2 bad arguments, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from beedeck.core import paths
+from beedeck.core.bench import (
+    BASELINE,
+    BUILTIN_SUITES,
+    DEFAULT_REPS,
+    DFLASH,
+    BenchError,
+    BenchReport,
+    BenchSuite,
+    load_suite,
+    run_bench,
+)
+from beedeck.core.bench_report import ChartRenderer, Summary, summarize, write_reports
+from beedeck.core.launch import LaunchSettings
+from beedeck.core.probe import EngineCaps, ProbeError, probe_engine
+from beedeck.core.starter import StarterMissing, starter_profile
+
+SYNTH_MAX_TOKENS = 128  # the sticky pair repeats one token: 128 are enough to see the speed-up
+
+
+def register(sub: Any, groups: dict[str, Any]) -> None:
+    p = sub.add_parser("bench", help="benchmark baseline vs DFlash (and model-free speculation)")
+    p.add_argument("--suite", default="seed", metavar="NAME|FILE",
+                   help=f"a built-in suite ({', '.join(BUILTIN_SUITES)}) or a JSON suite file (default: seed)")
+    p.add_argument("--modes", metavar="LIST", help="comma list of baseline, dflash, model-free "
+                   "(default: baseline,dflash with a draft, else baseline)")
+    p.add_argument("--reps", type=int, default=DEFAULT_REPS, help=f"repetitions per prompt (default: {DEFAULT_REPS})")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up replies per mode (default: 1)")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="override the suite's reply length")
+    p.add_argument("--temperature", type=float, metavar="T", help="override the suite's temperature (0 = greedy)")
+    p.add_argument("--out", metavar="DIR", help="report folder (default: a new folder under the data folder)")
+    p.add_argument("--engine", metavar="BIN", help="llama-server binary (default: the starter engine)")
+    p.add_argument("--target", metavar="GGUF", help="target model (default: the starter model)")
+    p.add_argument("--draft", metavar="GGUF", help="DFlash draft model")
+    p.add_argument("--url", metavar="URL", help="measure a running server instead of starting one (one mode)")
+    p.add_argument("--api-key", metavar="KEY", help="API key of the --url server")
+    p.add_argument("--synthetic", action="store_true",
+                   help="use the tiny synthetic sticky target + DFlash draft (CPU, greedy, 100 %% acceptance)")
+    p.add_argument("--switching", choices=("auto", "restart", "per-request", "side-by-side"), default="auto",
+                   help="how modes are switched (default: per-request on BeeLlama, else restart; side-by-side runs every mode's server at once and interleaves requests, fairest on a busy CPU)")
+    p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")
+    p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for each server")
+    p.set_defaults(func=run_bench_command)
+
+
+def _load_synth() -> ModuleType:
+    """tests/fixtures/synth_gguf.py by path (it lives in the source checkout, not in the package)."""
+    path = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "synth_gguf.py"
+    spec = importlib.util.spec_from_file_location("beedeck_synth_gguf", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise BenchError(f"--synthetic needs {path} (a BeeDeck source checkout): pass --target and --draft instead.")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        raise BenchError(f"--synthetic needs the gguf package ({exc}): pip install gguf, or pass --target/--draft.") from None
+    return module
+
+
+def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, LaunchSettings | None, BenchSuite, list[str]]:
+    suite = load_suite(args.suite)
+    engine: Path | None = None
+    caps: EngineCaps | None = None
+    settings: LaunchSettings | None = None
+    max_tokens, temperature = args.max_tokens, args.temperature
+    if args.url:
+        default_modes = [BASELINE]
+    else:
+        if args.engine:
+            engine = Path(args.engine)
+        if args.synthetic:
+            target, draft = synthetic_bench_pair(paths.cache_dir() / "synth-bench")
+            settings = synthetic_settings(target, draft)
+            max_tokens = max_tokens or SYNTH_MAX_TOKENS
+            temperature = 0.0 if temperature is None else temperature
+        if engine is None or (settings is None and not args.target):
+            profile = starter_profile()  # raises StarterMissing with the install command
+            engine = engine or profile.engine
+            settings = settings or profile.settings()
+        if settings is None:
+            settings = LaunchSettings(target=str(Path(args.target)))
+        if args.target:
+            settings.target = str(Path(args.target))
+        if args.draft:
+            settings.draft = str(Path(args.draft))
+        caps = probe_engine(str(engine))
+        default_modes = [BASELINE, DFLASH] if settings.draft else [BASELINE]
+    modes = [m.strip() for m in args.modes.split(",")] if args.modes else default_modes
+    return engine, caps, settings, suite.with_overrides(max_tokens, temperature), modes
+
+
+def synthetic_bench_pair(folder: Path) -> tuple[Path, Path]:
+    """The sticky synthetic pair, sized for benchmarking (about 50 MB): the 2 MB default target is so
+    small that per-token server overhead hides DFlash's batching (measured 0.2x-1.3x on the busy
+    2-core machine), while at n_embd 512 / n_ff 2048 compute dominates and the speed-up is clear."""
+    target, draft = folder / "bench-target-sticky-512.gguf", folder / "bench-dflash-sticky-512.gguf"
+    if target.is_file() and draft.is_file() and draft.stat().st_mtime >= target.stat().st_mtime:
+        return target, draft
+    sg = _load_synth()
+    folder.mkdir(parents=True, exist_ok=True)
+    sg.write_llama_target(target, sticky=True, n_embd=512, n_ff=2048, n_head=8)
+    sg.write_dflash_draft(draft, target, sticky=True)
+    return target, draft
+
+
+def synthetic_settings(target: Path, draft: Path) -> LaunchSettings:
+    """Launch settings for the synthetic pair: greedy-friendly, CPU-stable."""
+    # ChatML template inside the target. Flash attention "auto": small heads have no kernel and
+    # "on" hung requests on the 2-core CPU (dflash-on-cpu.md gotcha 6). --threads 1: on a shared CPU
+    # two llama.cpp threads spin on each other's barriers (measured 6-260 tok/s swings vs 160-300).
+    return LaunchSettings(target=str(target), draft=str(draft), ctx_size=4096, parallel=1, flash_attn="auto",
+                          draft_n_max=15, extra_args=["--threads", "1"])
+
+
+def chart_renderer() -> ChartRenderer | None:
+    """The QPainter chart renderer when PySide6 is importable, else None (no PNGs)."""
+    try:
+        from beedeck.ui.bench_view import render_report_charts
+    except ImportError:
+        return None
+    return render_report_charts
+
+
+def _bar(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = int(width * done / total) if total else width
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label[:50]:<50}")
+    sys.stderr.flush()
+
+
+def format_table(report: BenchReport, summary: Summary) -> str:
+    """A plain-text table of the overall figures for the terminal."""
+    head = f"{'mode':<11} {'gen tok/s':>10} {'min-max':>17} {'accept':>8} {'speed-up (95% CI)':>22} {'same':>6}"
+    lines = [head, "-" * len(head)]
+    for mode in report.modes:
+        m = summary.overall.get(mode)
+        if m is None or m.gen_tps is None:
+            lines.append(f"{mode:<11} no finished replies")
+            continue
+        g = m.gen_tps
+        acc = f"{100 * m.acceptance:.1f}%" if m.acceptance is not None else "-"
+        sp = f"{m.speedup.ratio:.2f}x ({m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else "-"
+        same = f"{m.identical}/{m.compared}" if m.compared else "-"
+        lines.append(f"{mode:<11} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8} {sp:>22} {same:>6}")
+    return "\n".join(lines)
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    try:
+        engine, caps, settings, suite, modes = _resolve(args)
+    except (BenchError, StarterMissing, ProbeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else paths.data_dir() / "bench" / time.strftime("%Y%m%d-%H%M%S")
+    cancel = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["report"] = run_bench(engine, caps, settings, suite, modes, reps=args.reps, warmup=args.warmup,
+                                      on_progress=_bar, cancel_event=cancel, switching=args.switching,
+                                      url=args.url, api_key=args.api_key, ready_timeout=args.ready_timeout)
+        except BaseException as exc:
+            box["error"] = exc
+
+    # The run goes on a worker so Ctrl-C can cancel it cleanly: the server is stopped and the
+    # replies that finished are still written.
+    worker = threading.Thread(target=work, name="beedeck-bench", daemon=True)
+    worker.start()
+    interrupted = False
+    while worker.is_alive():
+        try:
+            worker.join(0.2)
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel.set()
+    sys.stderr.write("\n")
+    if "error" in box:
+        failure = box["error"]
+        if isinstance(failure, BenchError):
+            print(f"error: {failure}", file=sys.stderr)
+            return 2
+        raise failure
+    report: BenchReport = box["report"]
+    files = write_reports(report, out, None if args.no_charts else chart_renderer())
+    summary = summarize(report)
+    print(format_table(report, summary))
+    for flag in summary.flags:
+        print(f"note: {flag}")
+    print(f"reports: {', '.join(str(f) for f in files)}")
+    if interrupted or report.cancelled:
+        return 130
+    return 0 if report.ok else 1

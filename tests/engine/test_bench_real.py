@@ -1,0 +1,144 @@
+"""The benchmark on the real mainline CPU llama-server: the guide's seed suite on the starter model
+(baseline), and baseline vs DFlash on the synthetic sticky pair (real drafts, 100 % accepted).
+
+Kept short for the shared 2-core machine: small ``max_tokens``, few repetitions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beedeck.clicmd.bench import synthetic_bench_pair, synthetic_settings
+from beedeck.core import bench_report as br
+from beedeck.core.bench import BASELINE, DFLASH, MODEL_FREE, BenchPrompt, BenchSuite, load_suite, run_bench
+from beedeck.core.launch import LaunchSettings
+from beedeck.core.probe import EngineCaps
+from tests.conftest import PERSISTENT, REPO
+
+pytestmark = pytest.mark.engine
+
+SYNTH = PERSISTENT / "synth-bench"
+
+
+@pytest.fixture(scope="module")
+def synth_pair() -> tuple[Path, Path]:
+    return synthetic_bench_pair(SYNTH)
+
+
+def _line(report_summary: br.Summary, mode: str) -> str:
+    m = report_summary.overall[mode]
+    assert m.gen_tps is not None
+    g = m.gen_tps
+    sp = f", speed-up {m.speedup.ratio:.2f}x (95 % CI {m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else ""
+    return (f"{mode}: median {g.median:.1f} tok/s, min {g.min:.1f}, max {g.max:.1f}, IQR {g.iqr:.1f}, "
+            f"spread {g.spread_pct:.0f} %{sp}")
+
+
+@pytest.mark.timeout(600)  # Gemma 3 270M on two shared cores: about 1-4 s per short reply
+def test_seed_suite_baseline_on_the_starter_engine(
+    starter_engine_path: Path, starter_caps: EngineCaps, starter_settings: Callable[..., LaunchSettings],
+    tmp_path: Path, record_property: Any,
+) -> None:
+    suite = load_suite("seed").with_overrides(max_tokens=16)
+    progress: list[tuple[int, int]] = []
+    report = run_bench(starter_engine_path, starter_caps, starter_settings(), suite, (BASELINE,), reps=3,
+                       warmup=1, on_progress=lambda d, t, _s: progress.append((d, t)))
+    assert report.ok, report.errors
+    assert len(report.samples) == 9 and progress[-1] == (10, 10)
+    for s in report.samples:
+        assert 0 < s.completion_tokens <= 16 and s.gen_tps > 0 and s.prompt_tps > 0
+        assert s.cache_n == 0  # cache_prompt off: the repeated prompt is processed afresh
+        assert s.ttft_s is not None and 0 < s.ttft_s < s.wall_s
+        assert s.draft_n == 0 and s.acceptance is None
+    run = report.runs[0]
+    assert run.switching == "restart" and run.argv[0] == str(starter_engine_path) and run.ready_s
+    env = report.environment
+    assert env["engine"]["generation"] == "mainline" and env["models"]["target"]["quant"] == "Q4_K_M"
+    summary = br.summarize(report)
+    assert summary.reference is None
+    files = br.write_reports(report, tmp_path / "seed")
+    data = json.loads(files[1].read_text())
+    assert len(data["samples"]) == 9 and data["runs"][0]["argv"] == run.argv
+    line = _line(summary, BASELINE)
+    print(line)
+    record_property("seed_baseline_spread", line)
+
+
+def test_synthetic_pair_dflash_beats_baseline_with_full_acceptance(
+    starter_engine_path: Path, starter_caps: EngineCaps, synth_pair: tuple[Path, Path], record_property: Any,
+) -> None:
+    # Restart switching, as the product does on mainline: one server at a time.
+    suite = BenchSuite("synthetic", (BenchPrompt("py", "Write python code for the deck."),), max_tokens=128,
+                       temperature=0.0, seed=7)
+    report = run_bench(starter_engine_path, starter_caps, synthetic_settings(*synth_pair), suite, (BASELINE, DFLASH),
+                       reps=5, warmup=1, switching="restart", environment={})
+    assert report.ok, report.errors
+    dflash = report.samples_for(DFLASH)
+    assert len(dflash) == 5 and all(s.draft_n > 0 and s.acceptance == 1.0 for s in dflash)
+    summary = br.summarize(report)
+    d = summary.overall[DFLASH]
+    assert d.acceptance == 1.0 and d.identical == d.compared == 5  # greedy + lossless: same text
+    assert d.accepted_share is not None and d.accepted_share > 0.85
+    assert d.speedup is not None
+    line = f"{_line(summary, BASELINE)}; {_line(summary, DFLASH)}"
+    print(line)
+    record_property("synthetic_speedup", line)
+    assert d.speedup.ratio > 1.0, line
+    assert d.speedup.ci_low <= d.speedup.ratio <= d.speedup.ci_high
+
+
+def test_restart_switching_keeps_argv_and_port_and_measures_the_cost(
+    starter_engine_path: Path, starter_caps: EngineCaps, synth_pair: tuple[Path, Path], record_property: Any,
+) -> None:
+    suite = BenchSuite("short", (BenchPrompt("py", "Write python code."),), max_tokens=16, temperature=0.0)
+    modes = (BASELINE, DFLASH, MODEL_FREE)
+    report = run_bench(starter_engine_path, starter_caps, synthetic_settings(*synth_pair), suite, modes, reps=1,
+                       warmup=0, switching="restart", environment={})
+    assert report.ok, report.errors
+    runs = {r.mode: r for r in report.runs}
+    assert runs[MODEL_FREE].spec_type == "ngram-mod" and runs[DFLASH].spec_type == "draft-dflash"
+    port = runs[BASELINE].argv[runs[BASELINE].argv.index("--port") + 1]
+    for mode in (DFLASH, MODEL_FREE):
+        argv = runs[mode].argv
+        assert argv[argv.index("--port") + 1] == port
+        assert not [a for a in runs[BASELINE].argv if a not in argv]  # speculation flags only were added
+        assert runs[mode].stop_previous_s is not None and runs[mode].ready_s is not None
+    cost = ", ".join(f"{m}: stop {r.stop_previous_s or 0:.2f} s + ready {r.ready_s:.2f} s" for m, r in runs.items())
+    print(cost)
+    record_property("restart_switch_cost", cost)
+    texts = {s.mode: s.text for s in report.samples}
+    assert texts[BASELINE] == texts[DFLASH] == texts[MODEL_FREE]
+
+
+def test_cli_bench_synthetic_writes_every_report(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(REPO / "gui")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "beedeck", "bench", "--synthetic", "--reps", "1", "--max-tokens", "16",
+         "--switching", "side-by-side", "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=280, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "dflash" in proc.stdout and "100.0%" in proc.stdout
+    names = sorted(p.name for p in out.iterdir())
+    assert {"report.md", "report.json", "samples.csv"} <= set(names)
+    assert [n for n in names if n.endswith(".png")], names  # PySide6 is installed: charts are drawn
+    md = (out / "report.md").read_text()
+    assert "![" in md and "| dflash |" in md
+
+
+def test_cli_bench_fails_clearly_on_a_bad_suite(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"prompts": []}')
+    env = {**os.environ, "PYTHONPATH": str(REPO / "gui")}
+    proc = subprocess.run([sys.executable, "-m", "beedeck", "bench", "--suite", str(bad)],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert proc.returncode == 2 and "prompts: is missing or empty" in proc.stderr
