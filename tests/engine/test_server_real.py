@@ -138,3 +138,23 @@ def test_leftover_server_is_stopped_on_next_start(start_server: StartServer, tmp
     pid_file.write_text(json.dumps({"pid": first.pid, "engine": "/x/llama-server", "started": 0}))
     assert adopt_or_stop_leftover(pid_file) == "stale" and not pid_file.exists()
     assert adopt_or_stop_leftover(pid_file) == "none"
+
+
+def test_api_key_goes_through_a_private_file_not_the_command_line(start_server: StartServer) -> None:
+    import stat
+
+    import psutil
+
+    from beedeck.core.client import HTTPStatusError, LlamaClient
+
+    secret = "bd-test-key-7f3a9c"
+    proc = start_server(api_key=secret)
+    proc.wait_ready(120)
+    cmdline = psutil.Process(proc.pid).cmdline()
+    assert secret not in " ".join(cmdline)  # `ps` shows the file's path, never the key
+    key_file = Path(cmdline[cmdline.index("--api-key-file") + 1])
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    with pytest.raises(HTTPStatusError) as err:
+        LlamaClient(proc.base_url).props()
+    assert err.value.status == 401
+    assert LlamaClient(proc.base_url, api_key=secret).props()["total_slots"] == 1

@@ -130,6 +130,22 @@ def redacted(argv: list[str]) -> list[str]:
     return out
 
 
+def key_via_file(argv: list[str], key: str, key_file: Path) -> list[str]:
+    """Swap ``--api-key KEY`` for ``--api-key-file`` pointing at a file only this user can read.
+
+    A key on the command line is visible to every local user through ``ps``; a 0600 file is not.
+    """
+    if "--api-key" not in argv[:-1]:
+        return list(argv)
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")
+    os.chmod(key_file, 0o600)  # an older file may have had wider bits
+    i = argv.index("--api-key")
+    return [*argv[:i], "--api-key-file", str(key_file), *argv[i + 2:]]
+
+
 def argv_hash(engine: str | Path, argv: list[str]) -> str:
     return hashlib.sha256(json.dumps([str(engine), *argv]).encode()).hexdigest()[:16]
 
@@ -544,7 +560,10 @@ def launch(
     pid_path = pid_file if pid_file is not None else paths.state_dir() / "server.pid"
     if stop_leftover:
         adopt_or_stop_leftover(pid_path)
-    proc = ServerProcess(engine, plan.argv, on_line=on_line, on_state=on_state, pid_file=pid_path, env=env,
+    argv = plan.argv
+    if settings.api_key and caps.has("--api-key-file"):
+        argv = key_via_file(argv, settings.api_key, pid_path.with_name(pid_path.stem + ".key"))
+    proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_path, env=env,
                          api_key=settings.api_key)
     proc.notes = plan.notes
     return proc.start()
