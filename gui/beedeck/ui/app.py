@@ -1,7 +1,9 @@
 """BeeDeck's desktop entry point: ``beedeck-gui`` / ``python -m beedeck.ui.app``.
 
-On first run (no profile saved by Settings) the built-in starter profile (CPU llama-server + Gemma 3
-270M from PyPI) is started automatically, so ``make run`` reaches a working chat with no terminal.
+On first run (no profile saved by Settings or the setup wizard) the built-in starter profile (CPU
+llama-server + Gemma 3 270M from PyPI) is started automatically, so ``make run`` reaches a working
+chat with no terminal. When an NVIDIA GPU is found and the wizard never finished, the setup wizard
+opens instead (the starter profile is loaded behind it, not started).
 ``--screenshot DIR`` grabs each main screen offscreen to PNG files and exits.
 """
 
@@ -11,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
@@ -21,10 +23,13 @@ from PySide6.QtWidgets import QApplication
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
 from beedeck.core import paths
 from beedeck.core.chatstore import ChatStore, ChatStoreError
+from beedeck.core.hardware import HardwareReport
 from beedeck.core.launch import LaunchSettings
+from beedeck.core.settings import load_settings
 from beedeck.ui.background import run_in_background
 from beedeck.ui.main_window import MainWindow, Profile
 from beedeck.ui.markdown_render import warm_up
+from beedeck.ui.server_controller import ServerController
 
 
 def profile_path() -> Path:
@@ -43,6 +48,15 @@ def load_saved_profile() -> Profile | None:
         # A corrupt profile is kept aside, never silently deleted (house-style: settings).
         path.replace(path.with_name(path.name + ".corrupt"))
         return None
+
+
+def save_profile(profile: Profile) -> Path:
+    """Write profile.json atomically (a crash leaves the old file). The API key is never written:
+    ``LaunchSettings.to_dict`` drops it; the key lives only in the running session's profile."""
+    path = profile_path()
+    data = {"engine": profile.engine, "settings": profile.settings.to_dict(), "label": profile.label}
+    paths.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
+    return path
 
 
 def load_starter_profile() -> Profile:
@@ -112,8 +126,11 @@ def set_identity(app: QApplication) -> None:
     app.setDesktopFileName(APP_ID)  # the Wayland app_id
 
 
-def build_window(no_autostart: bool = False) -> MainWindow:
-    """The main window with its profile; starts the starter profile on first run."""
+def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareReport] | None = None,
+                 controller: ServerController | None = None) -> MainWindow:
+    """The main window with its profile and dialogs; on first run, the setup wizard (a GPU was
+    found) or the starter profile, started at once (no GPU). ``detect`` replaces GPU detection and
+    ``controller`` the server controller (tests)."""
     try:
         store = ChatStore()
     except ChatStoreError as exc:
@@ -121,19 +138,31 @@ def build_window(no_autostart: bool = False) -> MainWindow:
         aside = paths.data_dir() / "chats.sqlite3"
         aside.replace(aside.with_name("chats.sqlite3.unreadable"))
         store = ChatStore()
-    window = MainWindow(store)
-    _plug_optional_views(window)
+    window = MainWindow(store, controller)
+    if detect is not None:
+        window.detect_hardware = detect
+    plug_views(window)
     window.open_latest_chat()
     saved = load_saved_profile()
     if saved is not None:
         window.set_profile(saved)
     else:
-        window.chat.set_notice("Preparing the starter model (first run only)…")
+        _first_start(window, no_autostart)
+    _start_gpu_sampler(window)
+    return window
 
+
+def _first_start(window: MainWindow, no_autostart: bool) -> None:
+    """No saved profile: the wizard when a GPU is found and it never finished, else the starter."""
+    window.chat.set_notice("Preparing the starter model (first run only)…")
+
+    def load_starter(autostart: bool) -> None:
         def on_starter(profile: object) -> None:
             assert isinstance(profile, Profile)
+            if window.profile is not None:
+                return  # the wizard finished first: its profile wins
             window.set_profile(profile)
-            if not no_autostart:
+            if autostart and not no_autostart:
                 window.start_server()
 
         def on_starter_error(exc: BaseException) -> None:
@@ -141,24 +170,27 @@ def build_window(no_autostart: bool = False) -> MainWindow:
             window.failure.show_failure(exc)
 
         run_in_background(load_starter_profile, on_starter, on_starter_error)
-    _start_gpu_sampler(window)
-    return window
+
+    if load_settings().first_run_done:
+        load_starter(autostart=True)
+        return
+
+    def on_report(report: object) -> None:
+        has_gpu = isinstance(report, HardwareReport) and report.has_gpu
+        if has_gpu:
+            window.open_wizard()  # the starter stays loaded behind it, for a user who cancels
+        load_starter(autostart=not has_gpu)
+
+    run_in_background(window.detect_hardware, on_report, lambda exc: load_starter(autostart=True))
 
 
-def _plug_optional_views(window: MainWindow) -> None:
-    """Connect the launch form, setup wizard and benchmark view once those modules exist."""
-    import importlib
+def plug_views(window: MainWindow) -> None:
+    """Fill the window's dialog slots: Settings, the setup wizard and the benchmark."""
+    from beedeck.ui import bench_view, settings_dialog, setup_wizard
 
-    for module, attr, slot in (
-        ("beedeck.ui.launch_form", "open_dialog", "settings_factory"),
-        ("beedeck.ui.setup_wizard", "open_dialog", "wizard_factory"),
-        ("beedeck.ui.bench_view", "open_dialog", "bench_factory"),
-    ):
-        try:
-            factory = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            continue
-        setattr(window, slot, factory)
+    window.settings_factory = settings_dialog.open_dialog
+    window.wizard_factory = setup_wizard.open_dialog
+    window.bench_factory = bench_view.open_dialog
 
 
 def _start_gpu_sampler(window: MainWindow) -> None:

@@ -1,6 +1,8 @@
 """The main window: composition only. Toolbar (Start/Stop, Baseline|DFlash, Benchmark, Settings,
-endpoint), conversations on the left, the chat in the middle, the speed gauge on the right, the
-server log below, a status bar. The widgets hold the behaviour; this module wires their signals.
+endpoint), conversations on the left, the speculation-guard banner and the chat in the middle, the
+speed gauge on the right, the server log below, a status bar. The widgets hold the behaviour; this
+module wires their signals. The Settings, Benchmark and Setup-wizard dialogs plug into factory slots
+(``app.build_window`` fills them) and report back through :meth:`MainWindow.apply_profile`.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
@@ -27,15 +29,22 @@ from PySide6.QtWidgets import (
 from beedeck import APP_DISPLAY_NAME
 from beedeck.core import paths
 from beedeck.core.chatstore import ChatStore
+from beedeck.core.hardware import HardwareReport
 from beedeck.core.launch import LaunchSettings
+from beedeck.core.probe import EngineCaps
+from beedeck.core.spec_guard import Advice, SpecGuard
 from beedeck.ui.chat_pane import ChatPane
 from beedeck.ui.conversation_list import ConversationList
 from beedeck.ui.endpoint_label import EndpointLabel
 from beedeck.ui.failure_panel import FailurePanel
+from beedeck.ui.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.log_dock import LogDock
 from beedeck.ui.mode_toggle import ModeToggle, has_draft
 from beedeck.ui.server_controller import ServerController
 from beedeck.ui.speed_gauge import SpeedPanel
+
+if TYPE_CHECKING:
+    from beedeck.ui.setup_wizard import SetupResult
 
 
 @dataclass
@@ -73,7 +82,12 @@ DialogFactory = Callable[["MainWindow"], QDialog]
 
 class MainWindow(QMainWindow):
     """BeeDeck's window. ``settings_factory`` / ``bench_factory`` / ``wizard_factory`` are the slots
-    the launch form, benchmark view and setup wizard plug into."""
+    the settings dialog, benchmark view and setup wizard plug into.
+
+    ``probe`` (engine path -> EngineCaps), ``detect_hardware`` and ``profile_saver`` are the core
+    calls the dialogs and :meth:`apply_profile` make; tests replace the ones that need a GPU.
+    ``known_caps`` maps engine paths to their probed capabilities.
+    """
 
     def __init__(self, store: ChatStore, controller: ServerController | None = None) -> None:
         super().__init__()
@@ -84,7 +98,12 @@ class MainWindow(QMainWindow):
         self.bench_factory: DialogFactory | None = None
         self.wizard_factory: DialogFactory | None = None
         self.client_factory: Callable[[str, str | None], Any] = _default_client
+        self.probe: Callable[[str], EngineCaps] = _default_probe
+        self.detect_hardware: Callable[[], HardwareReport] = _default_detect
+        self.profile_saver: Callable[[Profile], object] = _default_save_profile
+        self.known_caps: dict[str, EngineCaps] = {}
         self.close_hooks: list[Callable[[], None]] = []  # e.g. the GPU sampler's stop()
+        self.closing = False  # set in closeEvent: dialogs closing with the window start nothing
 
         self.controller = controller or ServerController(self)
         self.chat = ChatPane(store)
@@ -94,6 +113,9 @@ class MainWindow(QMainWindow):
         self.log = LogDock(self)
         self.mode = ModeToggle()
         self.endpoint = EndpointLabel()
+        self.guard = SpecGuard()
+        self.guard_monitor = GuardMonitor(self.guard, store, self)
+        self.banner = GuardBanner()
         self._build_toolbar()
         self._build_layout()
         self._build_status_bar()
@@ -131,6 +153,7 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(central)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addWidget(self.failure)
+        layout.addWidget(self.banner)
         layout.addWidget(self.chat, 1)
         self.setCentralWidget(central)
         left = QDockWidget("Chats", self)
@@ -150,6 +173,8 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         file_menu.addAction("New chat", self.new_chat)
         file_menu.addAction("Settings…", self.settings_action.trigger)
+        self.wizard_action = file_menu.addAction("Setup wizard…", self.open_wizard)
+        self.wizard_action.setToolTip("Detect the GPU, pick a model pair that fits, get an engine and the models")
         file_menu.addSeparator()
         quit_action = file_menu.addAction("Quit", self.close)
         quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
@@ -197,6 +222,12 @@ class MainWindow(QMainWindow):
         self.stop_action.triggered.connect(self.stop_server)
         self.settings_action.triggered.connect(lambda: self._open(self.settings_factory, "Settings"))
         self.bench_action.triggered.connect(lambda: self._open(self.bench_factory, "Benchmark"))
+        self.chat.reply_started.connect(self.guard_monitor.reply_started)
+        self.chat.reply_finished.connect(self.guard_monitor.reply_finished)
+        self.chat.conversation_changed.connect(self.guard_monitor.conversation_changed)
+        self.guard_monitor.advice_given.connect(self._on_guard_advice)
+        self.guard_monitor.conversation_switched.connect(self.banner.hide)
+        self.banner.switch_requested.connect(self._on_banner_switch_requested)
         self.failure.retry_requested.connect(self.start_server)
         self.failure.log_requested.connect(self._show_log)
         self.chat.mode_provider = self.mode.provider
@@ -223,8 +254,31 @@ class MainWindow(QMainWindow):
             pair += " + " + Path(str(s.draft)).name
         self.pair_label.setText(f"model: {pair}")
         self.engine_label.setText(f"engine: {profile.label or Path(profile.engine).name}")
-        self.mode.configure(s, self.controller.caps)
+        self.mode.configure(s, self.known_caps.get(profile.engine))
         self._on_controller_state(self.controller.state)
+
+    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
+        """A new profile from Settings or the wizard: show it, save it (profile.json, without the API
+        key), and restart the server if it runs (``start``: start it even if it was stopped)."""
+        if caps is not None:
+            self.known_caps[profile.engine] = caps
+        self.set_profile(profile)
+        try:
+            self.profile_saver(profile)
+        except OSError as exc:
+            self.failure.show_failure(OSError(f"The profile could not be saved ({exc}): check that BeeDeck's "
+                                              "config folder is writable. It is used for this session only."))
+        if self.controller.is_running() or self.controller.is_busy():
+            self.chat.stop()
+            self.controller.stop()  # jobs run in order: the start below waits for this stop
+            self.failure.hide()
+            self.controller.start(profile.engine, profile.settings, self.known_caps.get(profile.engine))
+        elif start:
+            self.start_server()
+
+    def apply_setup(self, result: SetupResult) -> None:
+        """The setup wizard's ``setup_finished``: use its profile and start the server."""
+        self.apply_profile(Profile(result.engine, result.settings, result.label), start=True)
 
     def start_server(self) -> None:
         if self.profile is None:
@@ -233,7 +287,7 @@ class MainWindow(QMainWindow):
         if self.controller.is_running() or self.controller.is_busy():
             return
         self.failure.hide()
-        self.controller.start(self.profile.engine, self.profile.settings, self.controller.caps)
+        self.controller.start(self.profile.engine, self.profile.settings, self.known_caps.get(self.profile.engine))
 
     def stop_server(self) -> None:
         self.chat.stop()
@@ -254,6 +308,8 @@ class MainWindow(QMainWindow):
                                      "No engine or model is set up yet: open Settings.")
 
     def _on_controller_caps(self, caps: object) -> None:
+        if isinstance(caps, EngineCaps) and self.controller.engine:
+            self.known_caps[self.controller.engine] = caps
         if self.profile is not None:
             self.mode.configure(self.profile.settings, caps)  # type: ignore[arg-type]
             gen = getattr(caps, "generation", "")
@@ -278,6 +334,15 @@ class MainWindow(QMainWindow):
         self.chat.set_notice("Switching mode: restarting the server…")
         self.controller.restart(settings)
 
+    # -- speculation guard -----------------------------------------------------------------
+    def _on_guard_advice(self, advice: Advice) -> None:
+        if self.mode.isEnabled() and self.mode.mode() != advice.suggested_mode:
+            self.banner.show_advice(advice)
+
+    def _on_banner_switch_requested(self, mode: str) -> None:
+        button = self.mode.baseline_button if mode == "baseline" else self.mode.dflash_button
+        button.click()  # the same path as the user's click: per request or by restart
+
     # -- chats -----------------------------------------------------------------------------
     def new_chat(self) -> None:
         self.chat.new_conversation()
@@ -296,6 +361,9 @@ class MainWindow(QMainWindow):
             self.open_latest_chat()
 
     # -- dialogs ---------------------------------------------------------------------------
+    def open_wizard(self) -> None:
+        self._open(self.wizard_factory, "Set up BeeDeck")
+
     def _open(self, factory: DialogFactory | None, title: str) -> None:
         if factory is not None:
             dialog = factory(self)
@@ -334,6 +402,9 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.save_view()
+        self.closing = True
+        for dialog in self.findChildren(QDialog):
+            dialog.close()  # their reject/done stop their own workers (benchmark, wizard downloads)
         self.chat.wait_idle()
         self.controller.shutdown()  # nothing is left running after the window closes
         while self.close_hooks:
@@ -345,3 +416,21 @@ def _default_client(base_url: str, api_key: str | None) -> Any:
     from beedeck.core.client import LlamaClient
 
     return LlamaClient(base_url, api_key)
+
+
+def _default_probe(engine: str) -> EngineCaps:
+    from beedeck.core.probe import probe_engine
+
+    return probe_engine(engine)
+
+
+def _default_detect() -> HardwareReport:
+    from beedeck.core import hardware
+
+    return hardware.detect(disk_path=paths.models_dir())
+
+
+def _default_save_profile(profile: Profile) -> object:
+    from beedeck.ui.app import save_profile  # app imports this module: resolve at call time
+
+    return save_profile(profile)

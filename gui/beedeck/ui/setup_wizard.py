@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -34,6 +34,9 @@ from beedeck.core.hardware import HardwareReport
 from beedeck.core.recommend import Choice, Recommendation, recommend
 from beedeck.ui.background import run_in_background
 from beedeck.ui.memory_bar import MemoryBar, WrapLabel
+
+if TYPE_CHECKING:
+    from beedeck.ui.main_window import MainWindow
 
 GiB = 1 << 30
 Runner = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], None]
@@ -318,3 +321,11 @@ class SetupWizard(QWizard):
     def reject(self) -> None:
         self.run_page.shutdown()
         super().reject()
+
+
+def open_dialog(window: MainWindow) -> SetupWizard:
+    """The main window's wizard slot: detection through the window's hook, the result into
+    :meth:`MainWindow.apply_setup` (saves the profile and starts the server)."""
+    wizard = SetupWizard(WizardServices(detect=window.detect_hardware), window)
+    wizard.setup_finished.connect(window.apply_setup)
+    return wizard
