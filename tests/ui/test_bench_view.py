@@ -12,7 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench import BASELINE, DFLASH, BenchPrompt, BenchReport, BenchSuite, Sample
 from beedeck.core.bench_report import summarize
-from beedeck.ui.bench_view import BenchView, render_report_charts
+from beedeck.ui.bench_chart import render_report_charts
+from beedeck.ui.bench_view import BenchView
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 
 SUITE = BenchSuite("t", (BenchPrompt("a", "Write code A."), BenchPrompt("b", "Write prose.", "prose")),

@@ -21,7 +21,7 @@ from beedeck.core.launch import LaunchSettings, SpecMode
 from beedeck.core.probe import EngineCaps, caps_from_texts
 from beedeck.core.spec_guard import Advice
 from beedeck.ui import app as app_mod
-from beedeck.ui.bench_view import BenchDialog
+from beedeck.ui.bench_dialog import BenchDialog
 from beedeck.ui.main_window import MainWindow, PlaceholderDialog, Profile
 from beedeck.ui.server_controller import ServerController
 from beedeck.ui.settings_dialog import SettingsDialog

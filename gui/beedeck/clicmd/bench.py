@@ -135,7 +135,7 @@ def synthetic_settings(target: Path, draft: Path) -> LaunchSettings:
 def chart_renderer() -> ChartRenderer | None:
     """The QPainter chart renderer when PySide6 is importable, else None (no PNGs)."""
     try:
-        from beedeck.ui.bench_view import render_report_charts
+        from beedeck.ui.bench_chart import render_report_charts
     except ImportError:
         return None
     return render_report_charts

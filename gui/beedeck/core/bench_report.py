@@ -2,7 +2,7 @@
 
 Statistics are medians with their spread (min/max, quartiles), and a speed-up per prompt and overall
 with a 95 % bootstrap confidence interval from a seeded RNG (the same report always gives the same
-interval). PNG charts are drawn by the UI layer (``beedeck.ui.bench_view.render_chart_png``, QPainter
+interval). PNG charts are drawn by the UI layer (``beedeck.ui.bench_chart.render_report_charts``, QPainter
 on a QImage, works offscreen); :func:`write_reports` takes the renderer as a callable so this module
 stays Qt-free.
 """

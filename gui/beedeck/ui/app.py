@@ -186,11 +186,11 @@ def _first_start(window: MainWindow, no_autostart: bool) -> None:
 
 def plug_views(window: MainWindow) -> None:
     """Fill the window's dialog slots: Settings, the setup wizard and the benchmark."""
-    from beedeck.ui import bench_view, settings_dialog, setup_wizard
+    from beedeck.ui import bench_dialog, settings_dialog, setup_wizard
 
     window.settings_factory = settings_dialog.open_dialog
     window.wizard_factory = setup_wizard.open_dialog
-    window.bench_factory = bench_view.open_dialog
+    window.bench_factory = bench_dialog.open_dialog
 
 
 def _start_gpu_sampler(window: MainWindow) -> None:

@@ -1,5 +1,5 @@
 """The benchmark view: pick a suite and modes, run baseline vs DFlash, see the table and bar charts,
-export the reports. Also the PNG chart renderer the CLI uses (QPainter on a QImage, works offscreen).
+export the reports (charts: bench_chart.py; the main window's dialog: bench_dialog.py).
 
 Signals: ``run_started()``, ``run_finished(object)`` (the :class:`BenchReport`, partial when cancelled),
 ``progress_changed(int, int, str)``. The run happens in a QThread worker; core callbacks arrive as
@@ -8,18 +8,15 @@ queued signals, so no widget is touched off the GUI thread.
 
 from __future__ import annotations
 
-import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from PySide6.QtCore import QObject, QRectF, Qt, QThread, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPaintEvent, QPen
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDialog,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -47,162 +44,7 @@ from beedeck.core.bench import (
 from beedeck.core.bench_report import Summary, summarize, to_markdown, write_reports
 from beedeck.core.launch import LaunchSettings
 from beedeck.core.probe import EngineCaps
-from beedeck.ui.background import run_in_background
-from beedeck.ui.mode_toggle import has_draft
-
-if TYPE_CHECKING:
-    from beedeck.ui.main_window import MainWindow
-
-MODE_COLORS = {BASELINE: QColor("#7f8c9a"), DFLASH: QColor("#f2a900"), MODEL_FREE: QColor("#3d8bd9")}
-
-
-@dataclass(frozen=True)
-class Bar:
-    """One bar: a group (prompt), a mode, a value and its whisker (min-max or a CI)."""
-
-    group: str
-    mode: str
-    value: float
-    low: float
-    high: float
-
-
-def speed_bars(report: BenchReport, summary: Summary) -> list[Bar]:
-    """Median generation tok/s per prompt and mode, whiskers min-max."""
-    out = []
-    for p in report.suite.prompts:
-        for mode in report.modes:
-            m = summary.prompts.get(p.id, {}).get(mode)
-            if m is not None and m.gen_tps is not None:
-                out.append(Bar(p.id, mode, m.gen_tps.median, m.gen_tps.min, m.gen_tps.max))
-    return out
-
-
-def speedup_bars(report: BenchReport, summary: Summary) -> list[Bar]:
-    """Speed-up over the baseline per prompt and overall, whiskers the 95 % bootstrap interval."""
-    out = []
-    groups = [(p.id, summary.prompts.get(p.id, {})) for p in report.suite.prompts] + [("overall", summary.overall)]
-    for gid, modes in groups:
-        for mode, m in modes.items():
-            if m.speedup is not None:
-                out.append(Bar(gid, mode, m.speedup.ratio, m.speedup.ci_low, m.speedup.ci_high))
-    return out
-
-
-def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, unit: str,
-               reference: float | None = None) -> None:
-    """Grouped vertical bars with whiskers; ``reference`` draws a dashed line (1.0 for speed-ups)."""
-    painter.save()
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.fillRect(rect, QColor("white"))
-    font = QFont(painter.font())
-    font.setPixelSize(13)
-    painter.setFont(font)
-    painter.setPen(QColor("#222"))
-    painter.drawText(rect.adjusted(8, 4, -8, 0), int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft), title)
-    plot = rect.adjusted(56, 30, -12, -44)
-    if not bars or plot.width() < 20 or plot.height() < 20:
-        painter.drawText(plot, int(Qt.AlignmentFlag.AlignCenter), "no data yet")
-        painter.restore()
-        return
-    top = max(max(b.high for b in bars), reference or 0.0) * 1.1 or 1.0
-
-    def y(v: float) -> float:
-        return plot.bottom() - plot.height() * max(v, 0.0) / top
-
-    painter.setPen(QPen(QColor("#ccc"), 1))
-    for i in range(5):
-        v = top * i / 4
-        painter.drawLine(int(plot.left()), int(y(v)), int(plot.right()), int(y(v)))
-        painter.drawText(QRectF(rect.left(), y(v) - 8, 50, 16),
-                         int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), f"{v:.3g}")
-    groups = list(dict.fromkeys(b.group for b in bars))
-    modes = list(dict.fromkeys(b.mode for b in bars))
-    gw = plot.width() / len(groups)
-    bw = gw * 0.8 / len(modes)
-    for gi, g in enumerate(groups):
-        painter.setPen(QColor("#222"))
-        painter.drawText(QRectF(plot.left() + gi * gw, plot.bottom() + 4, gw, 16),
-                         int(Qt.AlignmentFlag.AlignHCenter), g[:18])
-        for b in (b for b in bars if b.group == g):
-            x = plot.left() + gi * gw + gw * 0.1 + modes.index(b.mode) * bw
-            color = MODE_COLORS.get(b.mode, QColor("#5a5"))
-            painter.fillRect(QRectF(x, y(b.value), bw * 0.9, plot.bottom() - y(b.value)), color)
-            painter.setPen(QPen(QColor("#333"), 1.5))
-            cx = x + bw * 0.45
-            painter.drawLine(int(cx), int(y(b.low)), int(cx), int(y(b.high)))
-            painter.drawLine(int(cx - 4), int(y(b.low)), int(cx + 4), int(y(b.low)))
-            painter.drawLine(int(cx - 4), int(y(b.high)), int(cx + 4), int(y(b.high)))
-    if reference is not None:
-        pen = QPen(QColor("#c0392b"), 1.5, Qt.PenStyle.DashLine)
-        painter.setPen(pen)
-        painter.drawLine(int(plot.left()), int(y(reference)), int(plot.right()), int(y(reference)))
-    lx = plot.left()
-    for mode in modes:  # legend
-        painter.fillRect(QRectF(lx, rect.bottom() - 18, 12, 12), MODE_COLORS.get(mode, QColor("#5a5")))
-        painter.setPen(QColor("#222"))
-        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 120, 16), int(Qt.AlignmentFlag.AlignLeft), mode)
-        lx += 110
-    painter.setPen(QColor("#555"))
-    painter.drawText(QRectF(rect.right() - 160, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignRight), unit)
-    painter.restore()
-
-
-_app: QGuiApplication | None = None
-
-
-def _ensure_gui_app() -> None:
-    """QImage text drawing needs a QGuiApplication; the CLI has none, so make an offscreen one."""
-    global _app
-    if QGuiApplication.instance() is None:
-        if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        _app = QGuiApplication([])
-
-
-def render_report_charts(report: BenchReport, summary: Summary, out_dir: Path) -> list[Path]:
-    """Draw tokens_per_s.png and (with a baseline) speedup.png into ``out_dir``; returns their paths."""
-    _ensure_gui_app()
-    charts: list[tuple[str, list[Bar], str, str, float | None]] = [("tokens_per_s.png", speed_bars(report, summary), "Generation speed per prompt (median, min-max)",
-               "tokens/s", None)]
-    sp = speedup_bars(report, summary)
-    if sp:
-        charts.append(("speedup.png", sp, "Speed-up over the baseline (95 % bootstrap CI)", "x baseline", 1.0))
-    out = []
-    for name, bars, title, unit, ref in charts:
-        img = QImage(900, 420, QImage.Format.Format_ARGB32)
-        img.fill(QColor("white"))
-        painter = QPainter(img)
-        try:
-            paint_bars(painter, QRectF(0, 0, 900, 420), bars, title, unit, ref)
-        finally:
-            painter.end()
-        path = Path(out_dir) / name
-        if not img.save(str(path)):  # the format follows the .png suffix
-            raise OSError(f"could not write {path}: check that the folder is writable")
-        out.append(path)
-    return out
-
-
-class BarChart(QWidget):
-    """Draws :func:`paint_bars` for the latest report; ``set_bars()`` stores and repaints."""
-
-    def __init__(self, title: str, unit: str, reference: float | None = None, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.title, self.unit, self.reference = title, unit, reference
-        self.bars: list[Bar] = []
-        self.setMinimumHeight(220)
-
-    def set_bars(self, bars: list[Bar]) -> None:
-        self.bars = bars
-        self.update()
-
-    def paintEvent(self, event: QPaintEvent) -> None:
-        painter = QPainter(self)
-        try:
-            paint_bars(painter, QRectF(self.rect()), self.bars, self.title, self.unit, self.reference)
-        finally:
-            painter.end()
+from beedeck.ui.bench_chart import BarChart, render_report_charts, speed_bars, speedup_bars
 
 
 class _Worker(QObject):
@@ -448,120 +290,3 @@ class BenchView(QWidget):
     def _on_copy_clicked(self) -> None:
         if self.report is not None:
             QGuiApplication.clipboard().setText(to_markdown(self.report, self.summary))
-
-
-class BenchDialog(QDialog):
-    """The main window's Benchmark dialog: a :class:`BenchView` set up from the window's profile.
-
-    With the chat server ready it benchmarks that server in the one mode it runs; "Stop the chat
-    server and compare" stops it so the view can start baseline and DFlash servers itself (one
-    model in memory at a time), and the chat server is started again when the dialog closes.
-    Closing cancels a run and waits for it (:meth:`BenchView.shutdown`).
-    """
-
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window_ = window
-        self.stopped_chat_server = False
-        self.setWindowTitle("Benchmark")
-        self.view = BenchView(self)
-        self.note = QLabel()
-        self.note.setWordWrap(True)
-        self.compare_button = QPushButton("Stop the chat server and compare modes")
-        self.compare_button.clicked.connect(self._on_compare_clicked)
-        self.compare_button.hide()
-        row = QHBoxLayout()
-        row.addWidget(self.note, 1)
-        row.addWidget(self.compare_button)
-        layout = QVBoxLayout(self)
-        layout.addLayout(row)
-        layout.addWidget(self.view, 1)
-        self.resize(1040, 720)
-        c = window.controller
-        if c.state == "ready" and c.base_url:
-            mode = DFLASH if has_draft(c.settings) else BASELINE
-            self.use_running_server(c.base_url, c.settings.api_key if c.settings else None, mode)
-        elif c.is_running():
-            self.note.setText("The chat server is starting. Wait until it is ready to benchmark it, or stop it "
-                              "to compare the modes.")
-            self.view.run_button.setEnabled(False)
-            self.compare_button.show()
-        else:
-            self.configure_launch()
-
-    def use_running_server(self, url: str, api_key: str | None, mode: str) -> None:
-        self.view.set_server_url(url, api_key)
-        for m, box in self.view.mode_boxes.items():
-            box.setChecked(m == mode)
-            box.setEnabled(m == mode)
-        self.note.setText(f"Benchmarking the running chat server as it is ({mode}). To compare baseline and "
-                          "DFlash, BeeDeck starts its own servers: stop the chat server first.")
-        self.compare_button.show()
-
-    def configure_launch(self) -> None:
-        """Let the view start the profile's engine per mode (probing it first if needed)."""
-        profile = self.window_.profile
-        self.compare_button.hide()
-        if profile is None:
-            self.note.setText("No engine or model is set up yet: open Settings or the setup wizard first.")
-            self.view.run_button.setEnabled(False)
-            return
-        caps = self.window_.known_caps.get(profile.engine)
-        if caps is not None:
-            self._use_launch(caps)
-            return
-        self.note.setText("Probing the engine…")
-        self.view.run_button.setEnabled(False)
-        engine, probe = profile.engine, self.window_.probe
-        run_in_background(lambda: probe(engine), self._on_probed,
-                          lambda exc: self._set_note_if_alive(f"The engine could not be probed: {exc}"))
-
-    def _on_probed(self, caps: EngineCaps) -> None:
-        import shiboken6
-
-        if shiboken6.isValid(self) and self.window_.profile is not None:
-            self.window_.known_caps[self.window_.profile.engine] = caps
-            self._use_launch(caps)
-
-    def _set_note_if_alive(self, text: str) -> None:
-        import shiboken6
-
-        if shiboken6.isValid(self):
-            self.note.setText(text)
-
-    def _use_launch(self, caps: EngineCaps) -> None:
-        profile = self.window_.profile
-        assert profile is not None
-        for box in self.view.mode_boxes.values():
-            box.setEnabled(True)
-        self.view.set_launch(Path(profile.engine), caps, profile.settings)
-        self.view.run_button.setEnabled(True)
-        self.note.setText(f"BeeDeck starts {Path(profile.engine).name} for each mode with the current profile "
-                          "and stops it afterwards.")
-
-    def _on_compare_clicked(self) -> None:
-        self.compare_button.setEnabled(False)
-        self.view.run_button.setEnabled(False)
-        self.note.setText("Stopping the chat server…")
-        self.stopped_chat_server = True
-        # A bound slot: the controller's thread delivers it on the GUI thread. "failed" counts too:
-        # a server that was still starting may fail instead of stopping.
-        self.window_.controller.state_changed.connect(self._on_chat_server_state)
-        self.window_.stop_server()
-
-    def _on_chat_server_state(self, state: str) -> None:
-        if state in ("stopped", "failed"):
-            self.window_.controller.state_changed.disconnect(self._on_chat_server_state)
-            self.configure_launch()
-
-    def done(self, result: int) -> None:
-        self.view.shutdown()
-        super().done(result)
-        if self.stopped_chat_server and not self.window_.closing and not self.window_.controller.is_running():
-            self.window_.start_server()
-            self.stopped_chat_server = False
-
-
-def open_dialog(window: MainWindow) -> BenchDialog:
-    """The main window's Benchmark slot."""
-    return BenchDialog(window)
