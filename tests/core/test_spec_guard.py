@@ -65,3 +65,21 @@ def test_kinds_and_conversations_are_separate_and_references_stand_in() -> None:
     assert g.observe("dflash", 40.0, PROSE) is not None  # a new conversation may be told once more
     with pytest.raises(ValueError, match="hysteresis"):
         SpecGuard(enter_margin=0.01, exit_margin=0.05)
+
+
+def test_benchmark_figures_become_references_per_mode_and_kind() -> None:
+    from beedeck.core.spec_guard import SpecGuard, references_from_bench
+
+    refs = references_from_bench([
+        ("baseline", "Write a Python function that parses JSON", 40.0),
+        ("baseline", "Write a Python function that parses JSON", 42.0),
+        ("baseline", "Write a Python function that parses JSON", 41.0),
+        ("dflash", "Write a Python function that parses JSON", 130.0),
+        ("dflash", "Tell me a story about the sea at dusk", 0.0),  # failed reply: no figure
+    ])
+    assert refs[("baseline", "code")] == [40.0, 42.0, 41.0]
+    assert refs[("dflash", "code")] == [130.0]
+    assert not any(kind == "prose" for _, kind in refs)
+    guard = SpecGuard(min_samples=3)
+    guard.add_reference("baseline", "code", refs[("baseline", "code")])
+    assert guard.figure("baseline", "code") == (41.0, 3)

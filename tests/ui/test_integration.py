@@ -116,6 +116,13 @@ def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> No
     bench = opened(w, BenchDialog)
     assert bench.view._launch is not None and bench.view._launch[0] == Path(ENGINE)
     assert bench.view.run_button.isEnabled() and "starts llama-server for each mode" in bench.note.text()
+    # A finished benchmark hands its per-mode figures to the speculation guard.
+    from beedeck.core.bench import BenchPrompt, BenchReport, BenchSuite, Sample
+
+    suite = BenchSuite("seed", (BenchPrompt("p1", "Write a Python function that sorts a list"),))
+    samples = [Sample("baseline", "p1", r, 1, gen_tps=40.0 + r) for r in range(3)]
+    bench.view.run_finished.emit(BenchReport(suite, ["baseline"], 3, 0, samples=samples))
+    assert w.guard.figure("baseline", "code") == (41.0, 3)
     bench.reject()
 
     w.wizard_action.trigger()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 CODE, PROSE = "code", "prose"
@@ -143,3 +144,16 @@ class SpecGuard:
             track.told = True
             return worst
         return None
+
+
+def references_from_bench(samples: Iterable[tuple[str, str, float]]) -> dict[tuple[str, str], list[float]]:
+    """Group benchmark replies ``(mode, prompt text, tokens/s)`` by (mode, prompt kind).
+
+    A benchmark measures both modes on the same prompts, so its figures let the guard judge DFlash
+    before the conversation has baseline replies of its own.
+    """
+    out: dict[tuple[str, str], list[float]] = {}
+    for mode, text, tps in samples:
+        if tps > 0:
+            out.setdefault((mode, classify_prompt(text)), []).append(tps)
+    return out

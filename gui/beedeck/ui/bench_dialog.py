@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from beedeck.core.bench import BASELINE, DFLASH
+from beedeck.core.bench import BASELINE, DFLASH, BenchReport
 from beedeck.core.probe import EngineCaps
+from beedeck.core.spec_guard import references_from_bench
 from beedeck.ui.background import run_in_background
 from beedeck.ui.bench_view import BenchView
 from beedeck.ui.mode_toggle import has_draft
@@ -44,6 +45,7 @@ class BenchDialog(QDialog):
         layout.addLayout(row)
         layout.addWidget(self.view, 1)
         self.resize(1040, 720)
+        self.view.run_finished.connect(self._on_run_finished)
         c = window.controller
         if c.state == "ready" and c.base_url:
             mode = DFLASH if has_draft(c.settings) else BASELINE
@@ -120,6 +122,14 @@ class BenchDialog(QDialog):
         if state in ("stopped", "failed"):
             self.window_.controller.state_changed.disconnect(self._on_chat_server_state)
             self.configure_launch()
+
+    def _on_run_finished(self, report: BenchReport) -> None:
+        """Give the speculation guard this machine's measured figures per mode and prompt kind."""
+        texts = {p.id: p.text for p in report.suite.prompts}
+        refs = references_from_bench((s.mode, texts.get(s.prompt_id, ""), s.gen_tps)
+                                     for s in report.samples if s.error is None)
+        for (mode, kind), values in refs.items():
+            self.window_.guard.add_reference(mode, kind, values)
 
     def done(self, result: int) -> None:
         self.view.shutdown()
