@@ -288,3 +288,41 @@ def test_peak_gpu_memory_comes_from_the_sampler(fake: ModeAwareFake) -> None:
     s = br.summarize(report)
     assert s.overall[BASELINE].peak_gpu_mem == gpu.used
     assert f"{gpu.used / 2**30:.2f} GiB" in br.to_markdown(report, s)
+
+
+def test_cancel_while_the_server_loads_stops_it_at_once(tmp_path: Path) -> None:
+    """A big model can load for minutes: a cancel then must stop the server now, not once it is ready."""
+    import contextlib
+    import os
+    import signal
+    import time
+
+    from tests.fixtures.meta_gguf import tiny_model
+
+    pid_file = tmp_path / "engine.pid"
+    engine = tmp_path / "llama-server"  # prints one log line, then "loads" forever without listening
+    engine.write_text(f"#!/bin/sh\necho $$ > {pid_file}\necho 'loading model'\nexec sleep 600\n")
+    engine.chmod(0o755)
+    caps = caps_from_texts(str(engine), "version: 11434 (abcdef0)", help_stdout(MAINLINE))
+    settings = LaunchSettings(target=str(tiny_model(tmp_path / "tiny.gguf")), n_gpu_layers="0")
+    cancel = threading.Event()
+
+    def on_line(line: str) -> None:
+        if "loading model" in line:
+            cancel.set()
+
+    t0 = time.monotonic()
+    try:
+        report = run_bench(engine, caps, settings, SUITE, (BASELINE,), reps=1, warmup=0, switching="restart",
+                           on_line=on_line, cancel_event=cancel, ready_timeout=30, environment={},
+                           pid_file=tmp_path / "bench.pid")
+        elapsed = time.monotonic() - t0
+        assert report.cancelled and not report.samples
+        assert elapsed < 10, f"the cancel waited {elapsed:.1f} s for a server that never got ready"
+        pid = int(pid_file.read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        if pid_file.exists():  # in case a check above failed: never leave the fake engine behind
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)

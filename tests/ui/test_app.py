@@ -45,3 +45,16 @@ def test_corrupt_profile_is_kept_aside(beedeck_home: Path) -> None:
     assert app_mod.load_saved_profile() is None
     assert path.with_name("profile.json.corrupt").read_text() == "{not json"
     assert not path.exists()
+
+
+def test_unusable_chat_db_is_kept_aside_without_overwriting_an_earlier_one(tmp_path: Path) -> None:
+    db = tmp_path / "chats.sqlite3"
+    kept: list[Path] = []
+    for content in (b"first broken database", b"second broken database"):
+        db.write_bytes(content)
+        (tmp_path / "chats.sqlite3-wal").write_bytes(b"wal of " + content)
+        kept.append(app_mod.set_chat_db_aside(db))
+    assert not db.exists() and kept[0] != kept[1]
+    assert kept[0].read_bytes() == b"first broken database"
+    assert kept[1].read_bytes() == b"second broken database"
+    assert Path(str(kept[1]) + "-wal").read_bytes() == b"wal of second broken database"

@@ -3,6 +3,9 @@ regenerate, edit-and-resend, system prompt, statistics line, highlighted code wi
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from PySide6.QtCore import QUrl
 from pytestqt.qtbot import QtBot
 
@@ -175,3 +178,46 @@ def test_a_closed_code_block_is_highlighted_while_the_reply_still_streams(
         fake_server.release_stall()
     text = pane.view.toPlainText()
     assert text.count("x = 1") == 1 and "More text" in text and text.count("Copy code") == 1
+
+
+def test_closing_mid_reply_saves_everything_streamed_so_far(
+    qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer, client: LlamaClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The app closes (wait_idle) while a reply streams and before the GUI thread has handled the
+    latest pieces: the stored reply must hold all of them, not only the last throttled write."""
+    import threading
+    import time
+
+    from PySide6.QtCore import Qt
+
+    from beedeck.ui import chat_pane as chat_pane_mod
+
+    got_three = threading.Event()
+
+    class CountingRun(chat_pane_mod.ChatRun):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            seen: list[str] = []
+
+            def on_delta(text: str) -> None:  # runs on the worker thread
+                seen.append(text)
+                if len(seen) == 3:
+                    got_three.set()
+
+            self.worker.delta_received.connect(on_delta, Qt.ConnectionType.DirectConnection)
+
+    monkeypatch.setattr(chat_pane_mod, "ChatRun", CountingRun)
+    fake_server.script.stall_after = 3
+    pane = make_pane(qtbot, store, client)
+    pane.input.setPlainText("go")
+    pane.send_button.click()
+    cid = pane.conversation_id
+    assert cid is not None
+    assert got_three.wait(10)  # the GUI thread handles no event until wait_idle, like a close would
+    t0 = time.monotonic()
+    pane.wait_idle()
+    assert time.monotonic() - t0 < 2.5  # the worker thread ended; before the fix this hit the 5 s timeout
+    reply = store.messages(cid)[1]
+    assert reply.content == "Hello, world" and reply.stats.get("cancelled") is True
+    assert not pane.is_generating()

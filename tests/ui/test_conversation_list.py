@@ -45,6 +45,12 @@ def test_rename_delete_and_export(qtbot: QtBot, store: ChatStore, tmp_path: Path
     assert md is not None and md.name == "New title.md" and md.read_text().startswith("# New title")
     js = w.export(c.id, "json")
     assert js is not None and json.loads(js.read_text())["messages"][0]["content"] == "hi"
+    errors: list[str] = []
+    w.show_error = errors.append
+    w.ask_save_path = lambda suggested: str(tmp_path / "no-such-folder" / "x" / suggested)
+    (tmp_path / "no-such-folder").write_text("a file where a folder should be")
+    assert w.export(c.id, "json") is None  # reported, not raised out of the menu action
+    assert len(errors) == 1 and "could not be exported" in errors[0] and "Pick a folder" in errors[0]
     w.ask_confirm = lambda q: False
     w.delete(c.id)
     assert store.conversation(c.id) is not None

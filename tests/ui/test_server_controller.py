@@ -49,3 +49,42 @@ def test_engine_that_exits_is_classified(qtbot: QtBot, tmp_path: Path) -> None:
     assert failure.message and failure.remedy
     assert c.state == "failed" and c.base_url == ""
     c.shutdown()
+
+
+def test_shutdown_during_probe_launches_nothing(qtbot: QtBot, tmp_path: Path) -> None:
+    """The app quits while the engine is still being probed (shutdown's join times out): the start
+    thread must not launch llama-server afterwards, since nobody would ever stop it."""
+    import contextlib
+    import os
+    import signal
+    import threading
+
+    pid_file = tmp_path / "engine.pid"
+    engine = tmp_path / "llama-server"
+    engine.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n")
+    engine.chmod(0o755)
+    model = tiny_model(tmp_path / "tiny.gguf")
+    release, probing = threading.Event(), threading.Event()
+
+    def slow_probe(path: str):  # type: ignore[no-untyped-def]
+        probing.set()
+        release.wait(10)
+        return mainline_caps(path)
+
+    c = ServerController(probe=slow_probe)
+    c.start(str(engine), LaunchSettings(target=str(model), n_gpu_layers="0"))
+    assert probing.wait(5)
+    worker = c._thread
+    assert worker is not None
+    try:
+        c.shutdown(timeout_s=0.1)  # the probe is still running: the join gives up
+        release.set()
+        worker.join(5)  # the start job ends at once instead of launching
+        assert not worker.is_alive()
+        assert not pid_file.exists(), "llama-server was launched after shutdown()"
+    finally:
+        release.set()
+        c._do_stop()
+        if pid_file.exists():  # only without the fix: stop the orphan the test provoked
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)

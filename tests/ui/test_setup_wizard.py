@@ -157,3 +157,64 @@ def test_download_step_fetches_both_models_then_a_cpu_engine_fails_the_gpu_smoke
     draft_step = next(s for s in run.steps if s.key == "draft")
     assert draft_step.status.text().startswith("downloaded to ")
 
+
+
+def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBot, tmp_path: Path) -> None:
+    """Cancel (Esc / the window's X) while the engine builds: the build's process tree is stopped
+    and the worker thread has ended before the wizard goes away."""
+    import psutil
+
+    from beedeck.core import builder
+
+    pid_file = tmp_path / "build.pid"
+    script = tmp_path / "fake-build.sh"
+    script.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n")
+    script.chmod(0o755)
+
+    def build_engine(**kw: Any) -> Any:
+        # The real streaming runner (own process group, cancel watcher) around a never-ending "build".
+        builder.run_streaming([str(script)], on_line=kw["on_line"], cancel_event=kw["cancel_event"])
+        raise AssertionError("the fake build only ends by cancel")
+
+    w = make_wizard(qtbot, gpu_detect, build_engine=build_engine)
+    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.next()
+    w.next()
+    run = w.run_page
+    run.build_radio.setChecked(True)
+    run.start_button.click()
+    qtbot.waitUntil(lambda: pid_file.exists() and pid_file.read_text().strip() != "", timeout=10000)
+    pid = int(pid_file.read_text())
+    try:
+        w.reject()
+        thread = run.runner._thread
+        assert thread is None or thread.isFinished()
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    finally:
+        if psutil.pid_exists(pid):
+            psutil.Process(pid).kill()
+
+
+def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
+    """Registering the starter probes its binary (subprocesses): the page must not do it on the GUI thread."""
+    import threading
+
+    from beedeck.core.starter import StarterMissing
+    from beedeck.ui import setup_wizard
+
+    seen: list[threading.Thread] = []
+
+    def locate() -> Path:
+        seen.append(threading.current_thread())
+        raise StarterMissing("no starter in this test")
+
+    w = make_wizard(qtbot, gpu_detect, starter_engine=None)
+    w.run_page.locate_starter = locate
+    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.next()
+    w.services.runner = setup_wizard._bg  # the app's real background runner from here on
+    w.next()
+    run = w.run_page
+    qtbot.waitUntil(lambda: run.start_button.isEnabled(), timeout=10000)
+    assert seen and all(t is not threading.main_thread() for t in seen)
+    assert run.build_radio.isChecked() and run.build_radio.isEnabled()

@@ -456,6 +456,9 @@ class _Runner:
 
     def start(self, engine: Path, caps: EngineCaps, settings: LaunchSettings, run: ModeRun,
               pid_file: Path | None = None) -> LlamaClient | None:
+        if self.cancel.is_set():
+            self.r.cancelled = True
+            return None
         self.progress(f"starting the {run.mode} server")
         proc: ServerProcess | None = None
         try:
@@ -463,7 +466,12 @@ class _Runner:
                           stop_leftover=pid_file is None)
             self.procs[run.mode] = proc
             run.argv = redacted([str(engine), *proc.argv])
-            run.ready_s = proc.wait_ready(self.ready_timeout)
+            run.ready_s = self._wait_ready(proc)
+            if run.ready_s is None:  # cancelled while the model loaded: stop it now, not once it is ready
+                self.r.cancelled = True
+                proc.stop()
+                self.procs.pop(run.mode, None)
+                return None
         except (ServerFailed, LaunchRefused) as exc:
             detail = exc.failure.remedy if isinstance(exc, ServerFailed) else ""
             run.error = f"The {run.mode} server did not start: {exc}" + (f" ({detail})" if detail else "")
@@ -474,6 +482,24 @@ class _Runner:
             return None
         self.tracker.watch(proc.pid)
         return LlamaClient(proc.base_url, self.api_key if self.api_key is not None else settings.api_key)
+
+    def _wait_ready(self, proc: ServerProcess) -> float | None:
+        """``proc.wait_ready(ready_timeout)`` in short slices, so a cancel is seen within ~0.2 s even
+        while a big model loads for minutes; None when cancelled."""
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if self.cancel.is_set():
+                return None
+            left = deadline - time.monotonic()
+            try:
+                return proc.wait_ready(max(0.0, min(0.2, left)))
+            except ServerFailed as exc:
+                if exc.failure.code != "timeout":
+                    raise
+                if left <= 0.2:  # the real timeout: name the whole wait, not the last slice
+                    raise ServerFailed(replace(exc.failure, message=(
+                        f"llama-server did not become ready within {self.ready_timeout:.0f} s "
+                        f"(state: {proc.state.value})."))) from None
 
     def skip(self, run: ModeRun) -> None:
         self.done += self.r.warmup + self.r.reps * len(self.r.suite.prompts)

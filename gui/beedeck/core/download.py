@@ -27,6 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 import filelock
 import httpx2
 
+from beedeck.core import paths
+
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int | None], None]
@@ -96,9 +98,8 @@ def _read_sidecar(path: Path) -> dict[str, Any]:
 
 
 def _write_sidecar(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    # fsync'd replace: a crash must not leave an empty sidecar, which would throw the .part away.
+    paths.atomic_write_text(path, json.dumps(data))
 
 
 def _discard(*paths: Path) -> None:

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -134,9 +135,8 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
     try:
         store = ChatStore()
     except ChatStoreError as exc:
-        print(exc, file=sys.stderr)
-        aside = paths.data_dir() / "chats.sqlite3"
-        aside.replace(aside.with_name("chats.sqlite3.unreadable"))
+        kept = set_chat_db_aside(paths.data_dir() / "chats.sqlite3")
+        print(f"{exc} BeeDeck kept it as {kept} and started a fresh chat history.", file=sys.stderr)
         store = ChatStore()
     window = MainWindow(store, controller)
     if detect is not None:
@@ -150,6 +150,23 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         _first_start(window, no_autostart)
     _start_gpu_sampler(window)
     return window
+
+
+def set_chat_db_aside(db: Path) -> Path:
+    """Move an unusable chat database (with its WAL files) to a name no earlier one has, so a
+    second failure never overwrites the chats kept aside the first time; returns the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = db.with_name(f"{db.name}.unreadable-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = db.with_name(f"{db.name}.unreadable-{stamp}-{n}")
+    db.replace(aside)
+    for suffix in ("-wal", "-shm"):  # the newest commits may still live in the WAL file
+        side = db.with_name(db.name + suffix)
+        if side.exists():
+            side.replace(aside.with_name(aside.name + suffix))
+    return aside
 
 
 def _first_start(window: MainWindow, no_autostart: bool) -> None:

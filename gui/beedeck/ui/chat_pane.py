@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -238,11 +238,19 @@ class ChatPane(QWidget):
             self._run.cancel()
 
     def wait_idle(self, ms: int = 5000) -> None:
-        """Cancel and wait for the worker (app shutdown)."""
+        """Cancel and wait for the worker (app shutdown), then save what it streamed.
+
+        The worker's last pieces and its ``finished`` are queued events the closing app would never
+        deliver: handing them over here stores the whole partial reply, marked stopped, instead of
+        the text of the last throttled write.
+        """
         run = self._run
         if run is not None:
             run.cancel()
-            run.wait(ms)
+            if run.wait(ms):
+                # PySide routes a Python slot through a hidden receiver, not ``run``: deliver every
+                # queued call of this thread (the worker's are the ones that can still be pending).
+                QCoreApplication.sendPostedEvents(None, QEvent.Type.MetaCall)
 
     # -- worker events ---------------------------------------------------------------------
     def _on_run_delta(self, text: str) -> None:

@@ -101,7 +101,14 @@ class ChatRun(QObject):
         return self._thread.isRunning()
 
     def wait(self, ms: int = 5000) -> bool:
-        """Block until the worker thread ended (used on shutdown only)."""
+        """Block until the worker thread ended (used on shutdown only, after :meth:`cancel`).
+
+        The thread's event loop only ends on ``quit()``, which normally comes from the GUI thread
+        once the worker's last signal is handled there; at shutdown that never happens, so quit
+        here (exec() returns at once when quit came first). Without it the wait always timed out
+        and the QThread was destroyed while still running.
+        """
+        self._thread.quit()
         return self._thread.wait(ms)
 
     def _stop_thread(self) -> None:

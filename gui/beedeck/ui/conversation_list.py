@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from beedeck.core import paths
 from beedeck.core.chatstore import ChatStore
 
 
@@ -53,6 +54,7 @@ class ConversationList(QWidget):
         self.ask_text = self._ask_text
         self.ask_confirm = self._ask_confirm
         self.ask_save_path = self._ask_save_path
+        self.show_error = self._show_error
         self.refresh()
 
     def refresh(self) -> None:
@@ -112,7 +114,12 @@ class ConversationList(QWidget):
             return None
         text = self.store.export_markdown(conversation_id) if fmt == "markdown" else self.store.export_json(conversation_id)
         out = Path(path)
-        out.write_text(text, encoding="utf-8")
+        try:
+            paths.atomic_write_text(out, text)  # an existing file is replaced whole or not at all
+        except OSError as exc:
+            self.show_error(f"The chat could not be exported to {out}: {exc.strerror or exc}. "
+                            "Pick a folder you can write to, or free some disk space.")
+            return None
         return out
 
     def _on_list_menu(self, pos: QPoint) -> None:
@@ -136,6 +143,9 @@ class ConversationList(QWidget):
     def _ask_confirm(self, question: str) -> bool:
         answer = QMessageBox.question(self, "BeeDeck", question)
         return answer == QMessageBox.StandardButton.Yes
+
+    def _show_error(self, message: str) -> None:
+        QMessageBox.warning(self, "BeeDeck", message)
 
     def _ask_save_path(self, suggested: str) -> str:
         path, _ = QFileDialog.getSaveFileName(self, "Export chat", str(Path.home() / suggested))

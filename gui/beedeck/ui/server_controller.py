@@ -59,6 +59,7 @@ class ServerController(QObject):
         self.base_url: str = ""
         self.state: str = "stopped"
         self.last_start_s: float | None = None  # seconds from start() to ready, for the mode toggle
+        self._closed = False  # set by shutdown(): a start still in flight must not leave a server behind
 
     # -- public ---------------------------------------------------------------------------
     def is_busy(self) -> bool:
@@ -85,7 +86,13 @@ class ServerController(QObject):
         self._spawn(job)
 
     def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5) -> None:
-        """Stop the server and wait for it: called when the app quits, so nothing is left running."""
+        """Stop the server and wait for it: called when the app quits, so nothing is left running.
+
+        A start still probing or loading when the join times out is not abandoned: ``_closed`` makes
+        it stop whatever it launches, and ``_do_stop`` stops what it has launched already.
+        """
+        with self._lock:
+            self._closed = True
         if self._thread is not None:
             self._thread.join(timeout_s)
         self._do_stop()
@@ -125,12 +132,19 @@ class ServerController(QObject):
                     probe = probe_engine
                 caps = probe(engine)
             self.caps = caps
+            if self._closed:
+                return  # the app quit while the engine was probed: launch nothing
             self.caps_known.emit(caps)
             proc = core_server.launch(
                 engine, caps, settings, on_line=self.line_received.emit, on_state=self._on_proc_state
             )
             with self._lock:
-                self._proc = proc
+                closed = self._closed
+                if not closed:
+                    self._proc = proc
+            if closed:  # shutdown() ran while launch() was starting it: nobody else will stop it
+                proc.stop(STOP_TIMEOUT_S)
+                return
             proc.wait_ready(self._ready_timeout_s)
         except Exception as exc:  # a refused launch or a missing engine is shown, not raised
             # A timeout leaves the process running: stop it, nothing may be left behind.
@@ -138,6 +152,8 @@ class ServerController(QObject):
                 proc, self._proc = self._proc, None
             if proc is not None:
                 proc.stop(STOP_TIMEOUT_S)
+            if self._closed:
+                return  # stopped by shutdown(): the window is gone, nothing to show
             self._set_state("failed")
             self.failed.emit(getattr(exc, "failure", None) or exc)
             return

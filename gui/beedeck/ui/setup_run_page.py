@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import shiboken6
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -80,6 +81,7 @@ class RunPage(QWizardPage):
         self._done = False
         self._build_chosen = False
         self._found_id = ""
+        self._list_generation = 0  # initializePage's engine listing that may still fill the combo
         self.setTitle("Get everything ready")
         self.setSubTitle("One click: engine, models, a smoke test, then BeeDeck starts the server.")
         self._build()
@@ -170,7 +172,28 @@ class RunPage(QWizardPage):
         starter_mode = self.detect_page.use_starter or self.recommend_page.choice is None \
             or self.recommend_page.choice.draft_file is None
         self.found_combo.clear()
-        records = self._engines(starter_mode)
+        self.use_found.setEnabled(False)
+        self.found_combo.setEnabled(False)
+        self.build_radio.setEnabled(False)
+        self.start_button.setEnabled(False)  # until the engine list is in
+        self.start_button.setToolTip("Looking for engines…")
+        # Registering the starter probes its binary (three subprocess runs of up to 15 s each):
+        # never on the GUI thread.
+        self._list_generation += 1
+        generation = self._list_generation
+        self.services.runner(lambda: self._engines(starter_mode),
+                             lambda records: self._show_engines(generation, starter_mode, records),
+                             lambda exc: self._show_engines(generation, starter_mode, [], exc))
+        for step in self.steps:
+            shown = not (starter_mode and step.key == "draft")
+            for w in (step.label, step.bar, step.status):
+                w.setVisible(shown)
+        self.steps[1].label.setText("Starter model" if starter_mode else "Target model")
+
+    def _show_engines(self, generation: int, starter_mode: bool, records: list[EngineRecord],
+                      error: BaseException | None = None) -> None:
+        if not shiboken6.isValid(self) or generation != self._list_generation:
+            return  # the wizard closed, or the page was entered again, while the list was loading
         for r in records:
             gen = f"{r.generation} {r.version}".strip()
             self.found_combo.addItem(f"{r.name or r.id} ({gen})", r.id)
@@ -178,11 +201,11 @@ class RunPage(QWizardPage):
         self.found_combo.setEnabled(bool(records))
         (self.use_found if records else self.build_radio).setChecked(True)
         self.build_radio.setEnabled(not starter_mode)
-        for step in self.steps:
-            shown = not (starter_mode and step.key == "draft")
-            for w in (step.label, step.bar, step.status):
-                w.setVisible(shown)
-        self.steps[1].label.setText("Starter model" if starter_mode else "Target model")
+        self.start_button.setEnabled(not self._done)
+        self.start_button.setToolTip("")
+        if error is not None:
+            self.log.appendPlainText(f"The engine list could not be read: {error}. Build an engine, or "
+                                     "check that BeeDeck's engines folder is readable.")
 
     def _engines(self, starter_mode: bool) -> list[EngineRecord]:
         try:

@@ -99,12 +99,20 @@ class TaskRunner(QObject):
         """Ask the task to stop; thread-safe and immediate (an Event, not a queued slot)."""
         self._cancel.set()
 
-    def shutdown(self, timeout_ms: int = 10000) -> None:
-        """Cancel and wait for the thread: call from the owner's close handler."""
+    def shutdown(self, timeout_ms: int | None = None) -> None:
+        """Cancel and wait for the thread: call from the owner's close handler.
+
+        By default it waits until the task has returned: every core task stops its children on
+        cancel (a build needs up to 2 x STOP_GRACE_S to kill its compilers), and a QThread destroyed
+        while running aborts the whole app, leaving the build's process group behind.
+        """
         self.cancel()
         if self._thread is not None:
             self._thread.quit()
-            self._thread.wait(timeout_ms)
+            if timeout_ms is None:
+                self._thread.wait()
+            else:
+                self._thread.wait(timeout_ms)
 
     def _on_worker_progress(self, done: object, total: object) -> None:
         # Byte counts of model files pass 2**31: scale both to keep within a C int.
