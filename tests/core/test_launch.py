@@ -226,6 +226,8 @@ def test_lan_needs_api_key_and_key_is_redacted(ml: EngineCaps) -> None:
     assert "s3cret" not in plan.command_line("/bin/llama-server")
     assert "s3cret" in plan.command_line("/bin/llama-server", reveal_secrets=True)
     assert "api_key" not in LaunchSettings(api_key="s3cret").to_dict()
+    # repr lands in logs, tracebacks and f-strings: it must not carry the key either.
+    assert "s3cret" not in repr(LaunchSettings(api_key="s3cret")) and "s3cret" not in repr(plan)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert (
         not is_loopback("192.168.1.5") and not is_loopback("127.0.0.1,0.0.0.0") and not is_loopback("myhost")
@@ -306,3 +308,13 @@ def test_no_target_is_refused(ml: EngineCaps) -> None:
 def test_settings_round_trip() -> None:
     s = LaunchSettings.guide_dflash(TARGET, DRAFT)
     assert LaunchSettings.from_dict(s.to_dict()) == s
+
+
+def test_redact_masks_both_spellings_of_the_key() -> None:
+    from beedeck.core.launch import redact
+
+    argv = ["-m", "m.gguf", "--api-key", "k1", "--api-key=k2", "--port", "8080"]
+    out = redact(argv)
+    assert "k1" not in out and not any("k2" in a for a in out)
+    assert out[:2] == ["-m", "m.gguf"] and out[-2:] == ["--port", "8080"]
+    assert argv[3] == "k1"  # the input is left alone

@@ -158,3 +158,5 @@ def test_api_key_goes_through_a_private_file_not_the_command_line(start_server: 
         LlamaClient(proc.base_url).props()
     assert err.value.status == 401
     assert LlamaClient(proc.base_url, api_key=secret).props()["total_slots"] == 1
+    proc.stop()
+    assert not key_file.exists()  # the key does not outlive the server on disk

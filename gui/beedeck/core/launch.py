@@ -59,7 +59,7 @@ class LaunchSettings:
     chat_template: str | None = None  # e.g. "gemma" (with jinja=False: a built-in template name)
     host: str = "127.0.0.1"
     port: int = 0  # 0: BeeDeck picks a free port before launch
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # repr goes into logs and tracebacks
     metrics: bool = True
     extra_args: list[str] = field(default_factory=list)
     # True: pass ctx_size to -c as is (the total KV pool), as the guide does. False: ctx_size is what
@@ -141,6 +141,18 @@ class LaunchRefused(ValueError):
 SECRET_FLAGS = frozenset({"--api-key"})
 
 
+def redact(argv: list[str]) -> list[str]:
+    """``argv`` with secret values masked, in both spellings: ``--api-key X`` and ``--api-key=X``."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        flag, eq, _value = arg.partition("=")
+        if eq and flag in SECRET_FLAGS:
+            out[i] = f"{flag}=********"
+        elif arg in SECRET_FLAGS and i + 1 < len(out):
+            out[i + 1] = "********"
+    return out
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """The argument list for llama-server, WITHOUT the binary path (prepend ``caps.path``)."""
@@ -148,13 +160,13 @@ class LaunchPlan:
     argv: list[str]
     notes: tuple[ArgNote, ...] = ()
 
+    def __repr__(self) -> str:
+        # The dataclass repr would print the API key into logs and tracebacks.
+        return f"LaunchPlan(argv={self.redacted_argv()!r}, notes={self.notes!r})"
+
     def redacted_argv(self) -> list[str]:
         """argv with secret values (the API key) masked: for logs and display."""
-        out = list(self.argv)
-        for i, arg in enumerate(out[:-1]):
-            if arg in SECRET_FLAGS:
-                out[i + 1] = "********"
-        return out
+        return redact(self.argv)
 
     def command_line(self, binary: str, reveal_secrets: bool = False) -> str:
         """A copy-pasteable POSIX shell line (secrets masked unless asked)."""

@@ -34,7 +34,7 @@ from typing import Any
 
 from beedeck.core import paths
 from beedeck.core.gguf import GGUFError, read_header
-from beedeck.core.launch import LaunchSettings, SpecMode, build_argv
+from beedeck.core.launch import LaunchSettings, SpecMode, build_argv, redact
 from beedeck.core.logparse import MemoryReport, ServerFailure, classify_failure, parse_memory
 from beedeck.core.probe import EngineCaps, Generation
 
@@ -123,11 +123,7 @@ def _argv_value(argv: list[str], *names: str) -> str | None:
 
 def redacted(argv: list[str]) -> list[str]:
     """The argv with secrets (the API key) masked, for display and logs."""
-    out = list(argv)
-    for i, arg in enumerate(out[:-1]):
-        if arg in ("--api-key",):
-            out[i + 1] = "***"
-    return out
+    return redact(argv)
 
 
 def key_via_file(argv: list[str], key: str, key_file: Path) -> list[str]:
@@ -199,6 +195,7 @@ class ServerProcess:
         self._t_start = 0.0
         self._threads: list[threading.Thread] = []
         self.notes: tuple[Any, ...] = ()  # launch(): build_argv's ArgNotes
+        self.secret_files: list[Path] = []  # launch(): the API-key file, removed on stop
 
     # ---- properties ----
 
@@ -393,6 +390,8 @@ class ServerProcess:
         elif self.state != ServerState.FAILED:
             self._set_state(ServerState.STOPPED)
         self._remove_pid_file()
+        for secret in self.secret_files:  # the 0600 API-key file outlives nothing it protected
+            secret.unlink(missing_ok=True)
         _live.discard(self)
         return proc.returncode
 
@@ -561,11 +560,14 @@ def launch(
     if stop_leftover:
         adopt_or_stop_leftover(pid_path)
     argv = plan.argv
+    key_file = pid_path.with_name(pid_path.stem + ".key")
     if settings.api_key and caps.has("--api-key-file"):
-        argv = key_via_file(argv, settings.api_key, pid_path.with_name(pid_path.stem + ".key"))
+        argv = key_via_file(argv, settings.api_key, key_file)
     proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_path, env=env,
                          api_key=settings.api_key)
     proc.notes = plan.notes
+    if argv is not plan.argv:
+        proc.secret_files.append(key_file)
     return proc.start()
 
 
