@@ -22,7 +22,10 @@ PERSISTENT = REPO / ".beedeck-test"
 def beedeck_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "beedeck-home"
     monkeypatch.setenv("BEEDECK_HOME", str(home))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    # A developer's own Hugging Face login (token file, cache) must not leak into the hub tests.
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     yield home
 
 
