@@ -39,7 +39,7 @@ from beedeck.ui.endpoint_label import EndpointLabel
 from beedeck.ui.failure_panel import FailurePanel
 from beedeck.ui.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.log_dock import LogDock
-from beedeck.ui.mode_toggle import ModeToggle, has_draft
+from beedeck.ui.mode_toggle import RESTART, ModeToggle, has_draft, settings_for_mode
 from beedeck.ui.server_controller import ServerController
 from beedeck.ui.speed_gauge import SpeedPanel
 
@@ -272,7 +272,7 @@ class MainWindow(QMainWindow):
             self.chat.stop()
             self.controller.stop()  # jobs run in order: the start below waits for this stop
             self.failure.hide()
-            self.controller.start(profile.engine, profile.settings, self.known_caps.get(profile.engine))
+            self.controller.start(profile.engine, self._launch_settings(), self.known_caps.get(profile.engine))
         elif start:
             self.start_server()
 
@@ -287,7 +287,16 @@ class MainWindow(QMainWindow):
         if self.controller.is_running() or self.controller.is_busy():
             return
         self.failure.hide()
-        self.controller.start(self.profile.engine, self.profile.settings, self.known_caps.get(self.profile.engine))
+        self.controller.start(self.profile.engine, self._launch_settings(), self.known_caps.get(self.profile.engine))
+
+    def _launch_settings(self) -> LaunchSettings:
+        """The profile's settings in the toggle's mode: after a restart-path switch to Baseline, a later
+        Start must not bring the draft back while the toggle (and the reply stats) say baseline."""
+        assert self.profile is not None
+        s = self.profile.settings
+        if self.mode.mode() == "baseline" and has_draft(s) and self.mode.path() == RESTART:
+            return settings_for_mode(s, "baseline")
+        return s
 
     def stop_server(self) -> None:
         self.chat.stop()
@@ -326,6 +335,7 @@ class MainWindow(QMainWindow):
 
     def _on_controller_failed(self, failure: object) -> None:
         self.mode.restart_failed()
+        self._on_controller_state(self.controller.state)  # Start was held off while switching
         self.failure.show_failure(failure)
         self.chat.set_notice("")
 

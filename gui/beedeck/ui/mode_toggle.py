@@ -50,6 +50,7 @@ class ModeToggle(QWidget):
     Signals: ``mode_changed(str)`` once the new mode is in effect ("baseline"/"dflash");
     ``restart_requested(object)`` with the LaunchSettings to restart the server with (path 2).
     Call :meth:`restart_finished` / :meth:`restart_failed` when that restart ends.
+    ``last_switch_s``: seconds the last finished restart-path switch took (the status shows it rounded).
     """
 
     mode_changed = Signal(str)
@@ -82,6 +83,7 @@ class ModeToggle(QWidget):
         self._caps: EngineCaps | None = None
         self._pending: str | None = None
         self._t0 = 0.0
+        self.last_switch_s: float | None = None
         self._tick = QTimer(self, interval=200)
         self._tick.timeout.connect(self._on_tick)
         self.configure(None, None)
@@ -159,7 +161,7 @@ class ModeToggle(QWidget):
             return
         mode, self._pending = self._pending, None
         self._tick.stop()
-        took = time.monotonic() - self._t0
+        took = self.last_switch_s = time.monotonic() - self._t0
         self._mode = mode
         self._set_checked(mode)
         self._enable_buttons()

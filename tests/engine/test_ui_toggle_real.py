@@ -1,0 +1,252 @@
+"""The Baseline | DFlash toggle of the REAL main window on the REAL mainline llama-server (CPU).
+
+Mainline compiles the per-request speculation override out, so the toggle takes its restart path:
+the server is stopped and started again with or without the DFlash draft. The synthetic sticky pair
+(tests/fixtures/synth_gguf.py) makes the outcome exact: greedy replies are " bee bee ...", the sticky
+draft proposes " bee", so a DFlash reply has drafts, all accepted, and a baseline reply has none.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from beedeck.clicmd.bench import synthetic_settings
+from beedeck.core.chatstore import ChatStore
+from beedeck.core.launch import LaunchSettings, SpecMode
+from beedeck.ui.main_window import MainWindow, Profile
+from beedeck.ui.mode_toggle import RESTART
+from tests.conftest import PERSISTENT
+from tests.fixtures import synth_gguf as sg
+
+pytestmark = pytest.mark.engine
+
+MAX_TOKENS = 48  # the sticky target never ends a turn: every reply is exactly this long
+START_MS = 120_000  # generous for a busy 2-core machine; the tiny pair loads in about a second
+REPLY_MS = 120_000
+TOOK = re.compile(r"restarted the server (with|without) the draft in (\d+\.\d) s")
+
+
+def _sticky_profile(engine: Path) -> Profile:
+    target, draft = sg.synthetic_pair(PERSISTENT / "synth", sticky=True)
+    # The bench command's settings for this pair (threads 1, flash-attn auto, draft-n-max 15), in
+    # DFlash mode and greedy, so acceptance is exactly 100 %.
+    settings: LaunchSettings = replace(
+        synthetic_settings(target, draft), spec_mode=SpecMode.DFLASH, temp=0.0, top_k=1
+    )
+    return Profile(str(engine), settings, "mainline (CPU) + synthetic sticky pair")
+
+
+def _server_pid(window: MainWindow) -> int:
+    pid = window.controller._proc.pid
+    assert pid is not None and psutil.pid_exists(pid)
+    return int(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _has_draft_on_command_line(pid: int) -> bool:
+    return "--spec-draft-model" in psutil.Process(pid).cmdline()
+
+
+def _send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
+    window.chat.input.setPlainText(text)
+    with qtbot.waitSignal(window.chat.reply_finished, timeout=REPLY_MS) as blocker:
+        window.chat.send_button.click()
+    stats: dict[str, Any] = blocker.args[0]
+    assert stats["tokens"] == MAX_TOKENS and stats["tps"] > 0, stats
+    return stats
+
+
+def _assert_dflash(stats: dict[str, Any]) -> None:
+    assert stats["mode"] == "dflash", stats
+    assert stats["draft_n"] > 0, stats
+    assert stats["draft_accepted"] == stats["draft_n"], stats  # the sticky draft is always right
+
+
+def _assert_baseline(stats: dict[str, Any]) -> None:
+    assert stats["mode"] == "baseline", stats
+    assert not stats.get("draft_n"), stats  # the server has no draft loaded
+
+
+def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
+    """Click the toggle's ``mode`` segment and wait until the restarted server serves.
+
+    Returns (seconds the toggle reports, seconds measured here from click to mode_changed).
+    """
+    toggle = window.mode
+    button = toggle.baseline_button if mode == "baseline" else toggle.dflash_button
+    old_pid = _server_pid(window)
+    t0 = time.monotonic()
+    with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as blocker:
+        button.click()
+        assert toggle.is_switching()  # the restart path shows progress while the server restarts
+        assert not toggle.baseline_button.isEnabled() and not toggle.dflash_button.isEnabled()
+        assert "restarting" in toggle.status.text()
+    wall = time.monotonic() - t0
+    assert blocker.args == [mode]
+    assert toggle.mode() == mode and button.isChecked() and not toggle.is_switching()
+    assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
+    status = toggle.status.text()
+    match = TOOK.search(status)
+    assert match, status
+    assert match.group(1) == ("without" if mode == "baseline" else "with"), status
+    reported = toggle.last_switch_s
+    assert reported is not None and 0 < reported <= wall, (reported, wall)  # the restart we waited for
+    assert match.group(2) == f"{reported:.1f}", (status, reported)
+    # A real restart: the old process is gone, a new one runs with (or without) the draft.
+    new_pid = _server_pid(window)
+    assert new_pid != old_pid and not _alive(old_pid)
+    assert _has_draft_on_command_line(new_pid) == (mode == "dflash")
+    assert window.state_label.text() == "server: ready"
+    assert window.chat.send_button.isEnabled()
+    return reported, wall
+
+
+def test_toggle_restarts_the_real_server_and_keeps_the_conversation(
+    qtbot: QtBot, starter_engine_path: Path
+) -> None:
+    store = ChatStore()
+    window = MainWindow(store)
+    qtbot.addWidget(window)
+    window.open_latest_chat()
+    window.show()
+    window.set_profile(_sticky_profile(starter_engine_path))
+    window.chat.max_tokens = MAX_TOKENS
+    toggle = window.mode
+    assert toggle.isEnabled() and toggle.mode() == "dflash" and toggle.dflash_button.isChecked()
+    pids: list[int] = []
+    try:
+        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+            window.start_action.trigger()
+        pids.append(_server_pid(window))
+        assert _has_draft_on_command_line(pids[-1])
+        assert toggle.path() == RESTART  # mainline: the engine's caps were probed on start
+        assert "restarts the server" in toggle.toolTip()
+
+        conv_id = window.chat.conversation_id
+        assert conv_id is not None
+        first = _send(qtbot, window, "Say hello to the deck.")
+        _assert_dflash(first)
+        assert window.speed.acceptance.text().startswith(f"{first['draft_n']}/{first['draft_n']} (100 %)")
+
+        to_baseline = _toggle(qtbot, window, "baseline")
+        pids.append(_server_pid(window))
+        assert window.chat.conversation_id == conv_id
+        kept = store.messages(conv_id)
+        assert [m.role for m in kept] == ["user", "assistant"]
+        assert kept[0].content == "Say hello to the deck." and kept[1].stats["mode"] == "dflash"
+        assert (
+            len(window.chat.view.messages()) == 2
+            and "Say hello to the deck." in window.chat.view.toPlainText()
+        )
+
+        second = _send(qtbot, window, "Write python code.")
+        _assert_baseline(second)
+        assert window.speed.acceptance.text() == "— (no drafts)"
+
+        to_dflash = _toggle(qtbot, window, "dflash")
+        pids.append(_server_pid(window))
+        third = _send(qtbot, window, "hello")
+        _assert_dflash(third)
+
+        msgs = store.messages(conv_id)
+        assert window.chat.conversation_id == conv_id
+        assert [m.role for m in msgs] == ["user", "assistant"] * 3
+        assert [m.stats["mode"] for m in msgs if m.role == "assistant"] == ["dflash", "baseline", "dflash"]
+        assert all(
+            m.complete and m.content.split() == ["bee"] * MAX_TOKENS for m in msgs if m.role == "assistant"
+        )
+
+        # The speed panel holds the last figure of each mode side by side.
+        speed = window.speed
+        assert speed.last_by_mode == {"baseline": second["tps"], "dflash": third["tps"]}
+        assert speed.gauge.baseline == second["tps"]
+        compare = speed.compare.text()
+        assert f"Baseline {second['tps']:.1f}" in compare and f"DFlash {third['tps']:.1f} tok/s" in compare
+        assert "speed-up" in compare
+    finally:
+        window.close()  # must stop the server
+        QApplication.processEvents()
+        store.close()
+
+    assert window.controller.state == "stopped"
+    assert not [pid for pid in pids if _alive(pid)], "a llama-server outlived the window"
+    leftover = [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()]
+    assert not [p for p in leftover if p.status() != psutil.STATUS_ZOMBIE], leftover
+    print(
+        f"\nrestart-path toggle on the synthetic sticky pair: DFlash->Baseline {to_baseline[0]:.3f} s "
+        f"(click to mode_changed {to_baseline[1]:.2f} s), Baseline->DFlash {to_dflash[0]:.3f} s "
+        f"({to_dflash[1]:.2f} s); replies {first['tps']:.0f} / {second['tps']:.0f} / {third['tps']:.0f} tok/s "
+        f"(dflash / baseline / dflash), drafts {first['draft_n']} and {third['draft_n']}, all accepted"
+    )
+
+
+def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
+    qtbot: QtBot, starter_engine_path: Path, tmp_path: Path
+) -> None:
+    # A copy of the draft, so the test can take it away: switching to DFlash then fails in the
+    # engine's pre-launch check, and the toggle must fall back to baseline with Start usable.
+    profile = _sticky_profile(starter_engine_path)
+    draft = tmp_path / "draft.gguf"
+    draft.write_bytes(Path(str(profile.settings.draft)).read_bytes())
+    profile.settings.draft = str(draft)
+    store = ChatStore()
+    window = MainWindow(store)
+    qtbot.addWidget(window)
+    window.open_latest_chat()
+    window.show()
+    window.set_profile(profile)
+    window.chat.max_tokens = MAX_TOKENS
+    toggle = window.mode
+    pids: list[int] = []
+    try:
+        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+            window.start_action.trigger()
+        pids.append(_server_pid(window))
+        _toggle(qtbot, window, "baseline")
+        pids.append(_server_pid(window))
+
+        # Stop and Start again: the server comes back in the mode the toggle shows (baseline).
+        with qtbot.waitSignal(window.controller.stopped, timeout=START_MS):
+            window.stop_action.trigger()
+        assert toggle.mode() == "baseline" and toggle.baseline_button.isChecked()
+        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+            window.start_action.trigger()
+        pids.append(_server_pid(window))
+        assert not _has_draft_on_command_line(pids[-1])
+        _assert_baseline(_send(qtbot, window, "Say hello to the deck."))
+
+        draft.unlink()
+        with qtbot.waitSignal(window.controller.failed, timeout=START_MS):
+            toggle.dflash_button.click()
+        assert (
+            not toggle.is_switching() and toggle.mode() == "baseline" and toggle.baseline_button.isChecked()
+        )
+        assert toggle.status.text() == "switch failed: see the server log"
+        assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
+        assert window.controller.state == "failed" and not _alive(pids[-1])
+        assert window.start_action.isEnabled(), "Start must work again after a failed switch"
+        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+            window.start_action.trigger()
+        pids.append(_server_pid(window))
+        assert not _has_draft_on_command_line(pids[-1])
+        _assert_baseline(_send(qtbot, window, "hello"))
+    finally:
+        window.close()
+        QApplication.processEvents()
+        store.close()
+    assert not [pid for pid in pids if _alive(pid)], "a llama-server outlived the window"
