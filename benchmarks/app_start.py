@@ -1,0 +1,80 @@
+"""Cold start to visible window, and the idle cost of the app (not a test: prints numbers).
+
+    .venv/bin/python benchmarks/app_start.py [--runs 5] [--idle-seconds 10]
+
+Start time: from the interpreter's process creation to the first event-loop turn after the main
+window is shown (so imports, QApplication, the window and its widgets are all counted). Idle: the
+app with no server (``--no-autostart``) left alone; CPU over a window, and its resident memory.
+Runs offscreen unless QT_QPA_PLATFORM says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+CHILD = r"""
+import os, sys, time
+import psutil
+t0 = psutil.Process().create_time()
+from PySide6.QtCore import QTimer
+from beedeck.ui.app import apply_theme, build_window, create_app
+app = create_app([sys.argv[0]])
+apply_theme(app, "system")
+win = build_window(no_autostart=True)
+win.show()
+def shown():
+    print(f"VISIBLE {time.time() - t0:.4f}", flush=True)
+    if os.environ.get("BD_EXIT") == "1":
+        app.quit()
+QTimer.singleShot(0, shown)
+app.exec()
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--idle-seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    env = dict(os.environ)
+    env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    times = []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory() as home:
+            out = subprocess.run([sys.executable, "-c", CHILD], env={**env, "BEEDECK_HOME": home, "BD_EXIT": "1"},
+                                 capture_output=True, text=True, timeout=120, check=True).stdout
+        times.append(float(out.split("VISIBLE ")[1].split()[0]))
+    print(f"cold start to visible window: median {statistics.median(times) * 1000:.0f} ms "
+          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}, n={len(times)})")
+    with tempfile.TemporaryDirectory() as home:
+        proc = subprocess.Popen([sys.executable, "-c", CHILD], env={**env, "BEEDECK_HOME": home},
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            proc.stdout.readline()
+            time.sleep(3.0)  # let start-up work (thread pools, warm-ups) finish
+            p = psutil.Process(proc.pid)
+            cpu0 = p.cpu_times()
+            t0 = time.monotonic()
+            time.sleep(args.idle_seconds)
+            cpu1 = p.cpu_times()
+            used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+            rss = p.memory_info().rss
+            print(f"idle: {100 * used / (time.monotonic() - t0):.2f} % of one core over {args.idle_seconds:.0f} s, "
+                  f"RSS {rss / 2**20:.0f} MiB")
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
