@@ -318,3 +318,13 @@ def test_redact_masks_both_spellings_of_the_key() -> None:
     assert "k1" not in out and not any("k2" in a for a in out)
     assert out[:2] == ["-m", "m.gguf"] and out[-2:] == ["--port", "8080"]
     assert argv[3] == "k1"  # the input is left alone
+
+
+def test_threads_become_dash_t_and_the_starter_leaves_a_core_free() -> None:
+    from beedeck.core.starter import cpu_threads
+
+    caps = caps_from_texts("/bin/ls", "version: 11434 (515e85511)\nbuilt with cc", help_stdout(MAINLINE))
+    argv = build_argv(LaunchSettings(target="/m.gguf", threads=3), caps).argv
+    assert argv[argv.index("-t") + 1] == "3"
+    assert "-t" not in build_argv(LaunchSettings(target="/m.gguf"), caps).argv
+    assert cpu_threads() >= 1

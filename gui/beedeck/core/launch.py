@@ -39,6 +39,7 @@ class LaunchSettings:
     ctx_size: int = 4096  # context tokens promised to the one chat slot
     n_gpu_layers: str = "all"  # a number, "auto" or "all"
     draft_n_gpu_layers: str | None = "all"
+    threads: int | None = None  # CPU threads for generation (-t); None: the engine's default
     batch_size: int | None = None
     ubatch_size: int | None = None
     cache_type_k: str = "f16"
@@ -427,6 +428,8 @@ def _memory(b: _Builder, spec_on: bool) -> None:
     _gpu_layers(b, "n_gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), s.n_gpu_layers)
     if spec_on and s.spec_mode == SpecMode.DFLASH and s.draft_n_gpu_layers is not None:
         _gpu_layers(b, "draft_n_gpu_layers", ("--spec-draft-ngl", "-ngld"), s.draft_n_gpu_layers)
+    if s.threads is not None:
+        b.opt("threads", ("-t", "--threads"), str(s.threads))
     if s.batch_size is not None:
         b.opt("batch_size", ("-b", "--batch-size"), str(s.batch_size))
     if s.ubatch_size is not None:

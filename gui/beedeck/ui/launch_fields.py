@@ -77,6 +77,9 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("n_gpu_layers", G, "GPU layers", "Target layers on the GPU (-ngl). 'all' is fastest; fewer "
               "layers fit a small GPU but every CPU layer slows decoding a lot.", "layers",
               choices=("all", "auto", "0")),
+    FieldSpec("threads", G, "CPU threads", "Threads for the layers that run on the CPU (-t). On a machine "
+              "with few cores leave one free for the desktop: llama.cpp's threads wait on each other, so one "
+              "busy core can slow every token.", "int", minimum=1, maximum=512, step=1, optional=True),
     FieldSpec("batch_size", G, "Batch size", "Logical batch for prompt processing (-b). Bigger reads long "
               "prompts faster and needs a larger compute buffer.", "int", minimum=-1, maximum=65536,
               step=256, optional=True),
@@ -133,6 +136,7 @@ _RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "cache_type_v": (("--cache-type-v",), "this engine has no --cache-type-v: the V cache stays f16"),
     "flash_attn": (("--flash-attn", "-fa"), "this engine has no --flash-attn"),
     "parallel": (("-np", "--parallel"), "this engine has no -np"),
+    "threads": (("-t", "--threads"), "this engine has no -t"),
     "batch_size": (("-b", "--batch-size"), "this engine has no -b"),
     "ubatch_size": (("-ub", "--ubatch-size"), "this engine has no -ub"),
     "mmap": (("--no-mmap", "--load-mode"), "this engine cannot turn mmap off"),
