@@ -58,3 +58,15 @@ def test_unusable_chat_db_is_kept_aside_without_overwriting_an_earlier_one(tmp_p
     assert kept[0].read_bytes() == b"first broken database"
     assert kept[1].read_bytes() == b"second broken database"
     assert Path(str(kept[1]) + "-wal").read_bytes() == b"wal of second broken database"
+
+
+def test_unreadable_chat_db_is_announced_in_the_window(qtbot: QtBot, beedeck_home: Path) -> None:
+    from beedeck.core import paths
+    from tests.ui.test_integration import no_gpu_detect
+
+    (paths.data_dir() / "chats.sqlite3").write_bytes(b"this is not a database" * 100)
+    window = app_mod.build_window(no_autostart=True, detect=no_gpu_detect)
+    qtbot.addWidget(window)
+    message = window.statusBar().currentMessage()
+    assert "fresh chat history" in message and "unreadable" in message
+    window.close()

@@ -132,13 +132,18 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
     """The main window with its profile and dialogs; on first run, the setup wizard (a GPU was
     found) or the starter profile, started at once (no GPU). ``detect`` replaces GPU detection and
     ``controller`` the server controller (tests)."""
+    notice = ""
     try:
         store = ChatStore()
     except ChatStoreError as exc:
         kept = set_chat_db_aside(paths.data_dir() / "chats.sqlite3")
-        print(f"{exc} BeeDeck kept it as {kept} and started a fresh chat history.", file=sys.stderr)
+        notice = (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; "
+                  "copy it back when it is repaired.")
+        print(notice, file=sys.stderr)
         store = ChatStore()
     window = MainWindow(store, controller)
+    if notice:  # the person at the window must see it, not only a terminal
+        window.statusBar().showMessage(notice)
     if detect is not None:
         window.detect_hardware = detect
     plug_views(window)
