@@ -1,10 +1,15 @@
-"""`python -m beedeck` opens the desktop app; `python -m beedeck COMMAND` runs the CLI."""
+"""`python -m beedeck` opens the desktop app (GUI options such as --theme pass through);
+`python -m beedeck COMMAND ...` runs the headless CLI (`python -m beedeck --help` lists commands)."""
 
 import sys
 
 
+def wants_cli(args: list[str]) -> bool:
+    return bool(args) and (not args[0].startswith("-") or args[0] in ("-h", "--help", "--version"))
+
+
 def main() -> int:
-    if len(sys.argv) > 1:
+    if wants_cli(sys.argv[1:]):
         from beedeck.cli import main as cli_main
 
         return cli_main()
