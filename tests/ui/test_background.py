@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import shiboken6
 from PySide6.QtCore import QThreadPool
 from pytestqt.qtbot import QtBot
 
@@ -39,3 +40,22 @@ def test_error_arrives_with_its_traceback(qtbot: QtBot) -> None:
     assert isinstance(errors[0], FileNotFoundError)
     assert "FileNotFoundError" in errors[0].__beedeck_traceback__  # type: ignore[attr-defined]
     pool.waitForDone()
+
+
+def test_result_for_a_destroyed_owner_is_dropped(qtbot: QtBot) -> None:
+    from PySide6.QtWidgets import QLabel
+
+    pool = QThreadPool()
+    release = threading.Event()
+    got: list[object] = []
+    alive: list[object] = []
+    owner = QLabel("window that will close")
+    run_in_background(lambda: release.wait(5) and 1, got.append, got.append, pool=pool, owner=owner)
+    run_in_background(lambda: release.wait(5) and 2, alive.append, pool=pool)
+    owner.deleteLater()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(owner), timeout=5000)
+    release.set()
+    qtbot.waitUntil(lambda: bool(alive), timeout=5000)  # a job without an owner still reports
+    pool.waitForDone()
+    qtbot.wait(50)  # let any queued delivery run: there must be none for the dead owner
+    assert got == [] and alive == [2]

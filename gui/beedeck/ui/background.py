@@ -7,6 +7,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 
@@ -41,21 +42,29 @@ def run_in_background(
     on_done: Callable[[Any], None],
     on_error: Callable[[BaseException], None] | None = None,
     pool: QThreadPool | None = None,
+    owner: QObject | None = None,
 ) -> None:
     """Run ``fn()`` on a pool thread; call ``on_done(result)`` or ``on_error(exc)`` on the GUI thread.
 
     Must be called from the GUI thread. ``pool`` can be injected (tests use a private pool and wait
-    on it).
+    on it). With ``owner`` (the widget the callbacks touch), a result that arrives after the owner
+    was destroyed is dropped instead of reaching a deleted widget.
     """
     relay = _Relay()
     _live.add(relay)
 
+    def owner_gone() -> bool:
+        return owner is not None and not shiboken6.isValid(owner)
+
     def finish_ok(result: object) -> None:
         _live.discard(relay)
-        on_done(result)
+        if not owner_gone():
+            on_done(result)
 
     def finish_err(exc: object) -> None:
         _live.discard(relay)
+        if owner_gone():
+            return
         if on_error is not None:
             on_error(exc)  # type: ignore[arg-type]
         else:
