@@ -26,7 +26,15 @@ def beedeck_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE", "HF_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    # ...nor their OS keyring: secrets (HF token, server API key) go to a store of this test's own.
+    import keyring
+
+    from tests.fakes.mem_keyring import MemKeyring
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(MemKeyring())
     yield home
+    keyring.set_keyring(previous)
 
 
 @pytest.fixture(scope="session")

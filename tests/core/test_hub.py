@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import keyring
-import keyring.backend
 import keyring.backends.fail
 import pytest
 
@@ -33,27 +32,9 @@ from beedeck.core.hub import (
     save_token,
 )
 from tests.fakes.fake_hub import FakeFile, FakeHub
+from tests.fakes.mem_keyring import MemKeyring
 
 TOKEN = "hf_SECRETtoken1234567890"
-
-
-class MemKeyring(keyring.backend.KeyringBackend):
-    """In-memory keyring for tests (there is no D-Bus secret service here)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.store.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.store[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.store.pop((service, username), None)
 
 
 @pytest.fixture(autouse=True)

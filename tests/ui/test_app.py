@@ -70,3 +70,23 @@ def test_unreadable_chat_db_is_announced_in_the_window(qtbot: QtBot, beedeck_hom
     message = window.statusBar().currentMessage()
     assert "fresh chat history" in message and "unreadable" in message
     window.close()
+
+
+def test_server_api_key_lives_in_the_keyring_not_the_profile_file(beedeck_home: Path) -> None:
+    import keyring
+    import keyring.backends.fail
+
+    from beedeck.ui.main_window import Profile
+
+    secret = "lan-key-0f9e8d"
+    s = LaunchSettings(target="/m/q.gguf", host="0.0.0.0", api_key=secret)
+    path = app_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
+    assert secret not in path.read_text()
+    loaded = app_mod.load_saved_profile()
+    assert loaded is not None and loaded.settings.api_key == secret and loaded.settings.host == "0.0.0.0"
+    # No keyring on this system: the key is kept for the session only, never written anywhere.
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    app_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
+    assert secret not in path.read_text()
+    reloaded = app_mod.load_saved_profile()
+    assert reloaded is not None and reloaded.settings.api_key is None

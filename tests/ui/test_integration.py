@@ -168,7 +168,7 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     assert SECRET not in text and "api_key" not in json.loads(text)["settings"]
     saved = app_mod.load_saved_profile()
     assert saved is not None and saved.engine == ENGINE and saved.settings.ctx_size == 8192
-    assert saved.settings.api_key is None
+    assert saved.settings.api_key == SECRET  # back from the (test) OS keyring, never from the file
     assert [c[0] for c in controller.calls] == ["stop", "start"]
     _, engine, started, caps = controller.calls[1]
     assert engine == ENGINE and started.ctx_size == 8192 and started.api_key == SECRET and caps is w.known_caps[ENGINE]

@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx2
 
+from beedeck.core import secrets
 from beedeck.core.download import (
     ChecksumMismatchError,
     DiskFullError,
@@ -36,8 +37,6 @@ from beedeck.core.download import (
 log = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-KEYRING_SERVICE = "beedeck"
-KEYRING_USER = "huggingface-token"
 SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<idx>\d{5})-of-(?P<n>\d{5})\.gguf$")
 
 __all__ = [
@@ -87,34 +86,10 @@ def hub_cache_dir() -> Path:
     return Path(env).expanduser() if env else _hf_home() / "hub"
 
 
-def _keyring_get() -> str | None:
-    try:
-        import keyring
-        import keyring.errors
-
-        try:
-            return keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
-        except keyring.errors.KeyringError:  # NoKeyringError and friends: no secret store here
-            return None
-    except ImportError:
-        return None
-
-
 def save_token(token: str | None) -> bool:
     """Store (or, with None, delete) the token in the OS keyring. False when there is no keyring:
     the caller then keeps it for the session only (or tells the user to run ``hf auth login``)."""
-    import keyring
-    import keyring.errors
-
-    try:
-        if token:
-            keyring.set_password(KEYRING_SERVICE, KEYRING_USER, token)
-        else:
-            with contextlib.suppress(keyring.errors.PasswordDeleteError):
-                keyring.delete_password(KEYRING_SERVICE, KEYRING_USER)
-    except keyring.errors.KeyringError:
-        return False
-    return True
+    return secrets.set_secret(secrets.HF_TOKEN, token)
 
 
 def resolve_token(explicit: str | None = None) -> str | None:
@@ -124,7 +99,7 @@ def resolve_token(explicit: str | None = None) -> str | None:
     env = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
     if env:
         return env.strip()
-    stored = _keyring_get()
+    stored = secrets.get_secret(secrets.HF_TOKEN)
     if stored:
         return stored
     token_path = Path(os.environ["HF_TOKEN_PATH"]).expanduser() if os.environ.get("HF_TOKEN_PATH") else _hf_home() / "token"

@@ -22,7 +22,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
-from beedeck.core import paths
+from beedeck.core import paths, secrets
 from beedeck.core.chatstore import ChatStore, ChatStoreError
 from beedeck.core.hardware import HardwareReport
 from beedeck.core.launch import LaunchSettings
@@ -42,7 +42,9 @@ def load_saved_profile() -> Profile | None:
     path = profile_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Profile(str(data["engine"]), LaunchSettings.from_dict(data["settings"]), str(data.get("label", "")))
+        settings = LaunchSettings.from_dict(data["settings"])
+        settings.api_key = secrets.get_secret(secrets.SERVER_API_KEY)  # kept in the OS keyring only
+        return Profile(str(data["engine"]), settings, str(data.get("label", "")))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
@@ -52,9 +54,11 @@ def load_saved_profile() -> Profile | None:
 
 
 def save_profile(profile: Profile) -> Path:
-    """Write profile.json atomically (a crash leaves the old file). The API key is never written:
-    ``LaunchSettings.to_dict`` drops it; the key lives only in the running session's profile."""
+    """Write profile.json atomically (a crash leaves the old file). The API key is never written
+    there (``LaunchSettings.to_dict`` drops it): it goes to the OS keyring, and where there is no
+    keyring it lives only in the running session's profile."""
     path = profile_path()
+    secrets.set_secret(secrets.SERVER_API_KEY, profile.settings.api_key)
     data = {"engine": profile.engine, "settings": profile.settings.to_dict(), "label": profile.label}
     paths.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
     return path
@@ -191,7 +195,7 @@ def _first_start(window: MainWindow, no_autostart: bool) -> None:
             window.chat.set_notice("")
             window.failure.show_failure(exc)
 
-        run_in_background(load_starter_profile, on_starter, on_starter_error)
+        run_in_background(load_starter_profile, on_starter, on_starter_error, owner=window)
 
     if load_settings().first_run_done:
         load_starter(autostart=True)
@@ -203,7 +207,7 @@ def _first_start(window: MainWindow, no_autostart: bool) -> None:
             window.open_wizard()  # the starter stays loaded behind it, for a user who cancels
         load_starter(autostart=not has_gpu)
 
-    run_in_background(window.detect_hardware, on_report, lambda exc: load_starter(autostart=True))
+    run_in_background(window.detect_hardware, on_report, lambda exc: load_starter(autostart=True), owner=window)
 
 
 def plug_views(window: MainWindow) -> None:

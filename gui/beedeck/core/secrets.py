@@ -1,0 +1,44 @@
+"""Secrets (the Hugging Face token, the server's API key) in the OS keyring, never in plain files.
+
+Where no keyring exists (a headless Linux without Secret Service, CI) the functions say so and the
+caller keeps the secret for the session only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+SERVICE = "beedeck"
+HF_TOKEN = "huggingface-token"
+SERVER_API_KEY = "server-api-key"
+
+
+def get_secret(name: str) -> str | None:
+    """The stored secret, or None when there is none or no keyring to ask."""
+    try:
+        import keyring
+        import keyring.errors
+    except ImportError:
+        return None
+    try:
+        return keyring.get_password(SERVICE, name)
+    except keyring.errors.KeyringError:  # NoKeyringError and friends: no secret store here
+        return None
+
+
+def set_secret(name: str, value: str | None) -> bool:
+    """Store (or, with None/empty, delete) a secret. False when there is no keyring."""
+    try:
+        import keyring
+        import keyring.errors
+    except ImportError:
+        return False
+    try:
+        if value:
+            keyring.set_password(SERVICE, name, value)
+        else:
+            with contextlib.suppress(keyring.errors.PasswordDeleteError):
+                keyring.delete_password(SERVICE, name)
+    except keyring.errors.KeyringError:
+        return False
+    return True

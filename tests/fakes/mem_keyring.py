@@ -1,0 +1,24 @@
+"""An in-memory keyring backend: tests never read or write the developer's real secret store."""
+
+from __future__ import annotations
+
+import keyring.backend
+
+
+class MemKeyring(keyring.backend.KeyringBackend):
+    """In-memory keyring for tests (there is no D-Bus secret service here)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.store.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.store[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.store.pop((service, username), None)
