@@ -123,3 +123,45 @@ def test_streamed_text_survives_a_hard_crash(tmp_path: Path) -> None:
     (msg,) = store.messages(store.list_conversations()[0].id)
     assert msg.content == "tok " * 49
     assert msg.complete is False
+
+
+def test_thinking_is_stored_updated_and_exported(tmp_path: Path) -> None:
+    store = ChatStore(tmp_path / "c.sqlite3")
+    c = store.create_conversation("Why")
+    store.add_message(c.id, "user", "why?")
+    reply = store.add_message(c.id, "assistant", "", {"mode": "baseline"}, complete=False, reasoning="Hmm")
+    assert reply.reasoning == "Hmm"
+    store.update_message(reply.id, "Because", reasoning="Hmm, the user asks why.\n\nSo: because.")
+    store.update_message(reply.id, "Because.", {"reasoning_s": 1.25}, complete=True)  # None keeps the thinking
+    msgs = store.messages(c.id)
+    assert msgs[0].reasoning == ""
+    assert (msgs[1].content, msgs[1].reasoning) == ("Because.", "Hmm, the user asks why.\n\nSo: because.")
+    md = store.export_markdown(c.id)
+    assert "## Assistant\n\n<details><summary>Thinking (37 chars, 1.2 s)</summary>\n\n" in md
+    assert "> Hmm, the user asks why.\n>\n> So: because.\n\n</details>\n\nBecause.\n" in md
+    assert "<details>" not in md.split("## Assistant")[0]  # nothing for a message without thinking
+    data = json.loads(store.export_json(c.id))
+    assert [m["reasoning"] for m in data["messages"]] == ["", "Hmm, the user asks why.\n\nSo: because."]
+
+
+def test_a_version_1_file_gains_the_reasoning_column_and_keeps_its_messages(tmp_path: Path) -> None:
+    from beedeck.core.chatstore import MIGRATIONS
+
+    path = tmp_path / "c.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    MIGRATIONS[1](db)  # the schema BeeDeck wrote before thinking was stored
+    db.execute("INSERT INTO meta VALUES('schema_version', '1')")
+    db.execute("INSERT INTO conversations(title, system_prompt, created, updated) VALUES('Old', '', 1, 1)")
+    db.execute(
+        "INSERT INTO messages(conversation_id, role, content, stats, complete, created) "
+        "VALUES(1, 'assistant', 'old answer', '{\"tps\": 3.0}', 1, 1)"
+    )
+    db.close()
+    store = ChatStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 2
+    (msg,) = store.messages(1)
+    assert (msg.content, msg.reasoning, msg.stats) == ("old answer", "", {"tps": 3.0})
+    store.update_message(msg.id, "old answer", reasoning="now with thinking")
+    assert store.messages(1)[0].reasoning == "now with thinking"
+    store.close()

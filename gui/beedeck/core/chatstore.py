@@ -6,7 +6,9 @@ the app or a dying server loses at most the last fraction of a second of a reply
 still streaming when the app died is kept with ``complete = 0`` and shown as interrupted.
 
 Schema changes go through :data:`MIGRATIONS`: ``schema_version`` in the ``meta`` table says which
-ones already ran.
+ones already ran. Version 2 gave messages a ``reasoning`` column: a reasoning model's thinking text
+(``delta.reasoning_content``) is part of what the assistant said, not a statistic, so it has its own
+column rather than riding in the ``stats`` JSON that is rewritten wholesale when a reply ends.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from beedeck.core import paths
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def _migrate_to_1(db: sqlite3.Connection) -> None:
@@ -50,6 +52,10 @@ def _migrate_to_1(db: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_to_2(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
+
+
 def _run_statements(db: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
@@ -57,7 +63,7 @@ def _run_statements(db: sqlite3.Connection, script: str) -> None:
 
 
 # version -> function that brings a database from version-1 to version. Add new steps at the end.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1, 2: _migrate_to_2}
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class Message:
     stats: dict[str, Any] = field(default_factory=dict)
     complete: bool = True
     created: float = 0.0
+    reasoning: str = ""  # a reasoning model's thinking; shown and exported, never sent back
 
 
 class ChatStoreError(RuntimeError):
@@ -191,14 +198,18 @@ class ChatStore:
         content: str,
         stats: dict[str, Any] | None = None,
         complete: bool = True,
+        reasoning: str = "",
     ) -> Message:
         now = time.time()
         cur = self._db.execute(
-            "INSERT INTO messages(conversation_id, role, content, stats, complete, created) VALUES(?,?,?,?,?,?)",
-            (conversation_id, role, content, json.dumps(stats) if stats else None, int(complete), now),
+            "INSERT INTO messages(conversation_id, role, content, stats, complete, created, reasoning) "
+            "VALUES(?,?,?,?,?,?,?)",
+            (conversation_id, role, content, json.dumps(stats) if stats else None, int(complete), now, reasoning),
         )
         self._touch(conversation_id)
-        return Message(int(cur.lastrowid or 0), conversation_id, role, content, dict(stats or {}), complete, now)
+        return Message(
+            int(cur.lastrowid or 0), conversation_id, role, content, dict(stats or {}), complete, now, reasoning
+        )
 
     def update_message(
         self,
@@ -206,9 +217,16 @@ class ChatStore:
         content: str,
         stats: dict[str, Any] | None = None,
         complete: bool | None = None,
+        reasoning: str | None = None,
     ) -> None:
-        """Rewrite a message's text (called on the streaming throttle) and, at the end, its stats."""
+        """Rewrite a message's text (called on the streaming throttle) and, at the end, its stats.
+
+        ``reasoning`` (the thinking text so far) is left as it is when None.
+        """
         sets, args = ["content=?"], [content]
+        if reasoning is not None:
+            sets.append("reasoning=?")
+            args.append(reasoning)
         if stats is not None:
             sets.append("stats=?")
             args.append(json.dumps(stats))
@@ -219,12 +237,13 @@ class ChatStore:
 
     def messages(self, conversation_id: int) -> list[Message]:
         rows = self._db.execute(
-            "SELECT id, conversation_id, role, content, stats, complete, created FROM messages "
+            "SELECT id, conversation_id, role, content, stats, complete, created, reasoning FROM messages "
             "WHERE conversation_id=? ORDER BY id",
             (conversation_id,),
         ).fetchall()
         return [
-            Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else {}, bool(r[5]), r[6]) for r in rows
+            Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else {}, bool(r[5]), r[6], r[7] or "")
+            for r in rows
         ]
 
     def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
@@ -243,7 +262,14 @@ class ChatStore:
             "system_prompt": conv.system_prompt,
             "created": conv.created,
             "messages": [
-                {"role": m.role, "content": m.content, "stats": m.stats, "complete": m.complete, "created": m.created}
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "reasoning": m.reasoning,
+                    "stats": m.stats,
+                    "complete": m.complete,
+                    "created": m.created,
+                }
                 for m in self.messages(conversation_id)
             ],
         }
@@ -259,5 +285,20 @@ class ChatStore:
         for m in self.messages(conversation_id):
             who = {"user": "You", "assistant": "Assistant"}.get(m.role, m.role.title())
             suffix = "" if m.complete else " *(interrupted)*"
-            parts.append(f"## {who}{suffix}\n\n{m.content.rstrip()}\n")
+            parts.append(f"## {who}{suffix}\n\n{_thinking_markdown(m)}{m.content.rstrip()}\n")
         return "\n".join(parts)
+
+
+def _thinking_markdown(m: Message) -> str:
+    """The thinking text as a collapsed ``<details>`` holding a blockquote (GitHub renders both).
+
+    Blockquoting every line keeps the reasoning's own Markdown (headings, fences) from escaping
+    into the answer's structure; an empty ``>`` keeps paragraph breaks inside the quote.
+    """
+    text = m.reasoning.strip()
+    if not text:
+        return ""
+    quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in text.splitlines())
+    secs = m.stats.get("reasoning_s")
+    took = f", {secs:.1f} s" if isinstance(secs, (int, float)) else ""
+    return f"<details><summary>Thinking ({len(m.reasoning)} chars{took})</summary>\n\n{quoted}\n\n</details>\n\n"

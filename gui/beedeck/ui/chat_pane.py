@@ -1,5 +1,9 @@
 """The chat pane: transcript, system prompt, input, Send / Stop / Regenerate, and the glue between
 the chat store (persistence as the reply streams), the chat worker and the speed gauge.
+
+A reasoning model's thinking is shown (folded once the answer starts), stored with its message and
+exported, but never sent back: the next request carries only the answers (llama-server's templates
+drop or re-derive reasoning, and resending it would only eat context).
 """
 
 from __future__ import annotations
@@ -53,12 +57,14 @@ def stats_from_result(result: Any, mode: str) -> dict[str, Any]:
 class ChatPane(QWidget):
     """Chat with the running server, one conversation at a time.
 
-    Signals: ``reply_started(str)`` mode; ``delta_received(str)``; ``reply_finished(dict)`` stats;
-    ``reply_failed(str)``; ``conversation_changed(int)``; ``conversations_edited()`` (titles/order).
+    Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer pieces;
+    ``reasoning_received(str)`` thinking pieces; ``reply_finished(dict)`` stats; ``reply_failed(str)``;
+    ``conversation_changed(int)``; ``conversations_edited()`` (titles/order).
     """
 
     reply_started = Signal(str)
     delta_received = Signal(str)
+    reasoning_received = Signal(str)
     reply_finished = Signal(dict)
     reply_failed = Signal(str)
     conversation_changed = Signal(int)
@@ -159,7 +165,7 @@ class ChatPane(QWidget):
 
     @staticmethod
     def _view_of(m: Message) -> MessageView:
-        return MessageView(m.id, m.role, m.content, dict(m.stats), m.complete)
+        return MessageView(m.id, m.role, m.content, dict(m.stats), m.complete, m.reasoning)
 
     def _on_system_prompt_edited(self) -> None:
         if self.conversation_id is not None:
@@ -203,6 +209,7 @@ class ChatPane(QWidget):
         self._start_reply()
 
     def _history(self) -> list[dict[str, str]]:
+        """The request's messages: role and answer text only, never the stored thinking."""
         assert self.conversation_id is not None
         out: list[dict[str, str]] = []
         prompt = self.system_prompt.text().strip()
@@ -222,6 +229,7 @@ class ChatPane(QWidget):
         self.view.begin_reply(self._view_of(reply))
         run = ChatRun(stream, self)
         run.delta_received.connect(self._on_run_delta)
+        run.reasoning_received.connect(self._on_run_reasoning)
         run.finished.connect(self._on_run_finished)
         run.failed.connect(self._on_run_failed)
         run.ended.connect(run.deleteLater)
@@ -259,10 +267,22 @@ class ChatPane(QWidget):
         if not self._persist_timer.isActive():
             self._persist_timer.start()
 
+    def _on_run_reasoning(self, text: str) -> None:
+        self.view.append_reasoning(text)
+        self.reasoning_received.emit(text)
+        if not self._persist_timer.isActive():
+            self._persist_timer.start()
+
     def _persist_reply(self) -> None:
         reply = self.view.current_reply()
         if reply is not None and self._reply_id is not None:
-            self.store.update_message(self._reply_id, reply.content)
+            self.store.update_message(self._reply_id, reply.content, reasoning=reply.reasoning)
+
+    def _with_thinking_time(self, stats: dict[str, Any], reasoning: str) -> dict[str, Any]:
+        secs = self.view.thinking_seconds()
+        if reasoning and secs is not None:
+            stats["reasoning_s"] = round(secs, 2)
+        return stats
 
     def _finish(self) -> None:
         self._persist_timer.stop()
@@ -271,22 +291,25 @@ class ChatPane(QWidget):
         self._update_buttons()
 
     def _on_run_finished(self, result: Any) -> None:
-        stats = stats_from_result(result, self._reply_mode)
         text = getattr(result, "text", None)
+        thought = getattr(result, "reasoning", None)
         current = self.view.current_reply()
         content = text if text is not None else (current.content if current else "")
+        reasoning = thought if thought is not None else (current.reasoning if current else "")
+        stats = self._with_thinking_time(stats_from_result(result, self._reply_mode), reasoning)
         if self._reply_id is not None:
-            self.store.update_message(self._reply_id, content, stats, complete=True)
-        self.view.end_reply(content, stats, complete=True)
+            self.store.update_message(self._reply_id, content, stats, complete=True, reasoning=reasoning)
+        self.view.end_reply(content, stats, complete=True, reasoning=reasoning)
         self._finish()
         self.reply_finished.emit(stats)
 
     def _on_run_failed(self, message: str) -> None:
         current = self.view.current_reply()
         content = current.content if current else ""
-        stats = {"mode": self._reply_mode, "error": message}
+        reasoning = current.reasoning if current else ""
+        stats = self._with_thinking_time({"mode": self._reply_mode, "error": message}, reasoning)
         if self._reply_id is not None:
-            self.store.update_message(self._reply_id, content, stats, complete=False)
+            self.store.update_message(self._reply_id, content, stats, complete=False, reasoning=reasoning)
         self.view.end_reply(content, stats, complete=False)
         self._finish()
         self.set_notice(f"The reply failed: {message}")

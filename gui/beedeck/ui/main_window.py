@@ -233,6 +233,7 @@ class MainWindow(QMainWindow):
         self.chat.mode_provider = self.mode.provider
         self.chat.reply_started.connect(self.speed.reply_started)
         self.chat.delta_received.connect(self.speed.delta_arrived)
+        self.chat.reasoning_received.connect(self.speed.delta_arrived)  # thinking tokens are generated tokens too
         self.chat.reply_finished.connect(self.speed.reply_finished)
         self.chat.conversations_edited.connect(self.conversations.refresh)
         self.chat.conversation_changed.connect(self.conversations.set_current)
