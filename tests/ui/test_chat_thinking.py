@@ -12,30 +12,13 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.chatstore import ChatStore
 from beedeck.core.client import LlamaClient
-from beedeck.ui.chat_pane import ChatPane
 from beedeck.ui.chat_view import DIM, ChatView
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
+from tests.ui.test_chat_pane import make_pane, send
 
 THOUGHT = ["The user", " wants", " a greeting.", "\n\nKeep it", " short", " and friendly."]
 THOUGHT_TEXT = "".join(THOUGHT)
 ANSWER = ["Hello", ",", " world", "!"]
-
-
-def make_pane(qtbot: QtBot, store: ChatStore, client: LlamaClient) -> ChatPane:
-    pane = ChatPane(store)
-    qtbot.addWidget(pane)
-    pane.resize(700, 500)
-    pane.show()
-    pane.set_client(client)
-    pane.new_conversation()
-    return pane
-
-
-def send(qtbot: QtBot, pane: ChatPane, text: str) -> dict:
-    pane.input.setPlainText(text)
-    with qtbot.waitSignal(pane.reply_finished, timeout=15_000) as blocker:
-        pane.send_button.click()
-    return blocker.args[0]
 
 
 def click_text(qtbot: QtBot, view: ChatView, text: str) -> None:
