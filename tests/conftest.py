@@ -23,7 +23,8 @@ def beedeck_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     home = tmp_path / "beedeck-home"
     monkeypatch.setenv("BEEDECK_HOME", str(home))
     # A developer's own Hugging Face login (token file, cache) must not leak into the hub tests.
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE", "HF_ENDPOINT"):
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE",
+                "HF_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     # ...nor their OS keyring: secrets (HF token, server API key) go to a store of this test's own.

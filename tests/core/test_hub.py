@@ -32,21 +32,15 @@ from beedeck.core.hub import (
     save_token,
 )
 from tests.fakes.fake_hub import FakeFile, FakeHub
-from tests.fakes.mem_keyring import MemKeyring
 
 TOKEN = "hf_SECRETtoken1234567890"
 
 
-@pytest.fixture(autouse=True)
-def isolated_hf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    home = tmp_path / "hf-home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN_PATH", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT"):
-        monkeypatch.delenv(var, raising=False)
-    previous = keyring.get_keyring()
-    keyring.set_keyring(MemKeyring())
-    yield home
-    keyring.set_keyring(previous)
+@pytest.fixture
+def isolated_hf(tmp_path: Path) -> Path:
+    """The test's HF_HOME: tests/conftest.py points it here, clears the Hub's other variables and
+    gives each test its own in-memory keyring."""
+    return tmp_path / "hf-home"
 
 
 @pytest.fixture

@@ -327,3 +327,21 @@ class FakeSmi:
         if any(a.startswith("--query-gpu=") for a in argv):
             return self.csv_text
         return self.banner
+
+
+def _no_smi(argv: Sequence[str], timeout: float) -> str:
+    raise FileNotFoundError("nvidia-smi")
+
+
+def detect_rtx4090() -> Any:
+    """``hardware.detect()`` on a machine with one RTX 4090 (a ``detect`` stand-in for the UI)."""
+    from beedeck.core import hardware
+
+    return hardware.detect(nvml_module=FakeNvml([rtx4090()]), smi_runner=_no_smi)
+
+
+def detect_no_gpu() -> Any:
+    """``hardware.detect()`` on a machine with no NVIDIA driver and no nvidia-smi."""
+    from beedeck.core import hardware
+
+    return hardware.detect(nvml_module=FakeNvml(init_error=pynvml.NVMLError_LibraryNotFound), smi_runner=_no_smi)

@@ -62,7 +62,7 @@ def test_unusable_chat_db_is_kept_aside_without_overwriting_an_earlier_one(tmp_p
 
 def test_unreadable_chat_db_is_announced_in_the_window(qtbot: QtBot, beedeck_home: Path) -> None:
     from beedeck.core import paths
-    from tests.ui.test_integration import no_gpu_detect
+    from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
 
     (paths.data_dir() / "chats.sqlite3").write_bytes(b"this is not a database" * 100)
     window = app_mod.build_window(no_autostart=True, detect=no_gpu_detect)

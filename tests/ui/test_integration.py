@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pynvml
 import pytest
 from PySide6.QtWidgets import QLineEdit, QSpinBox
 from pytestqt.qtbot import QtBot
@@ -26,7 +25,8 @@ from beedeck.ui.main_window import MainWindow, PlaceholderDialog, Profile
 from beedeck.ui.server_controller import ServerController
 from beedeck.ui.settings_dialog import SettingsDialog
 from beedeck.ui.setup_wizard import SetupResult, SetupWizard
-from tests.fakes.fake_nvml import FakeNvml, rtx4090
+from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
+from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
 from tests.fakes.sse_server import FakeLlamaServer
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
@@ -40,18 +40,6 @@ def ml_caps() -> EngineCaps:
 
 def bee_caps(path: str) -> EngineCaps:
     return caps_from_texts(path, "version: 1 (ba1fdce)\nbuilt with cc", help_stdout(BEE_A))
-
-
-def no_smi(argv: Any, timeout: float) -> str:
-    raise FileNotFoundError("nvidia-smi")
-
-
-def gpu_detect() -> hardware.HardwareReport:
-    return hardware.detect(nvml_module=FakeNvml([rtx4090()]), smi_runner=no_smi)
-
-
-def no_gpu_detect() -> hardware.HardwareReport:
-    return hardware.detect(nvml_module=FakeNvml(init_error=pynvml.NVMLError_LibraryNotFound), smi_runner=no_smi)
 
 
 class RecordingController(ServerController):

@@ -19,6 +19,7 @@ from beedeck.core.probe import EngineCaps, caps_from_texts
 from beedeck.ui import launch_presets
 from beedeck.ui.launch_fields import FIELDS, cache_type_reason, field_reason
 from beedeck.ui.launch_form import LaunchForm
+from tests.fakes.inline_runner import run_inline as sync
 from tests.fixtures import meta_gguf as mg
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
@@ -40,15 +41,6 @@ def qwen(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     t = mg.qwen36_27b(d / "Qwen3.6-27B-Q5_K_S.gguf")
     dr = mg.dflash_draft(d / "Qwen3.6-27B-DFlash-Q4_K_M.gguf", "dflash-draft", 5120, [1, 16, 31, 46, 61], 1000)
     return str(t), str(dr)
-
-
-def sync(fn: Any, ok: Any, err: Any) -> None:
-    try:
-        result = fn()
-    except Exception as exc:
-        err(exc)
-        return
-    ok(result)
 
 
 def make_form(qtbot: QtBot, caps: EngineCaps | None, settings: LaunchSettings | None = None) -> LaunchForm:

@@ -4,56 +4,29 @@ engine, and the download step against a local Hub server."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import keyring
-import pynvml
 import pytest
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from beedeck.core import hardware, library, settings
+from beedeck.core import library, settings
 from beedeck.core.engines import EngineRegistry
 from beedeck.core.launch import LaunchSettings, SpecMode
 from beedeck.core.probe import Generation
 from beedeck.core.recommend import Choice, Recommendation
 from beedeck.ui.setup_wizard import SetupResult, SetupWizard, WizardServices
-from tests.core.test_hub import MemKeyring
 from tests.fakes.fake_hub import FakeHub
-from tests.fakes.fake_nvml import FakeNvml, rtx4090
-
-
-def sync(fn: Any, ok: Any, err: Any) -> None:
-    try:
-        result = fn()
-    except Exception as exc:
-        err(exc)
-        return
-    ok(result)
-
-
-def no_smi(argv: Any, timeout: float) -> str:
-    raise FileNotFoundError("nvidia-smi")
-
-
-def gpu_detect() -> hardware.HardwareReport:
-    return hardware.detect(nvml_module=FakeNvml([rtx4090()]), smi_runner=no_smi)
-
-
-def no_gpu_detect() -> hardware.HardwareReport:
-    return hardware.detect(nvml_module=FakeNvml(init_error=pynvml.NVMLError_LibraryNotFound), smi_runner=no_smi)
+from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
+from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
+from tests.fakes.inline_runner import run_inline as sync
 
 
 @pytest.fixture
-def isolated_hf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.delenv("HF_ENDPOINT", raising=False)
-    previous = keyring.get_keyring()
-    keyring.set_keyring(MemKeyring())
-    yield tmp_path / "hf-home"
-    keyring.set_keyring(previous)
+def isolated_hf(tmp_path: Path) -> Path:
+    """tests/conftest.py already points HF_HOME here and gives each test its own in-memory keyring."""
+    return tmp_path / "hf-home"
 
 
 def make_wizard(qtbot: QtBot, detect: Any, starter_engine: Path | None = None, **extra: Any) -> SetupWizard:
@@ -200,7 +173,7 @@ def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
     import threading
 
     from beedeck.core.starter import StarterMissing
-    from beedeck.ui import setup_wizard
+    from beedeck.ui.background import run_in_background
 
     seen: list[threading.Thread] = []
 
@@ -212,7 +185,7 @@ def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
     w.run_page.locate_starter = locate
     w.services.recommend = lambda vram, goal: _fake_choice()
     w.next()
-    w.services.runner = setup_wizard._bg  # the app's real background runner from here on
+    w.services.runner = run_in_background  # the app's real background runner from here on
     w.next()
     run = w.run_page
     qtbot.waitUntil(lambda: run.start_button.isEnabled(), timeout=10000)

@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from beedeck.core.launch import LaunchRefused, LaunchSettings, SpecMode, build_argv
+from beedeck.core.launch import LaunchRefused, LaunchSettings, SpecMode, build_argv, redact
 from beedeck.core.probe import EngineCaps, ProbeError, probe_engine
-from beedeck.core.server import ServerFailed, ServerFailure, ServerProcess, describe, launch, redacted
+from beedeck.core.server import ServerFailed, ServerFailure, ServerProcess, describe, launch
 from beedeck.core.starter import StarterMissing, starter_profile
 
 
@@ -112,7 +112,7 @@ def run_serve(args: argparse.Namespace) -> int:
             for reason in exc.reasons:
                 print(f"error: {reason}", file=sys.stderr)
             return 2
-        print(shlex.join([str(engine), *redacted(plan.argv)]))
+        print(shlex.join([str(engine), *redact(plan.argv)]))
         return 0
 
     def on_line(line: str) -> None:
@@ -124,7 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
     proc = started
     try:
         if not args.json:
-            print("running: " + shlex.join(redacted(proc.command())), flush=True)
+            print("running: " + shlex.join(redact(proc.command())), flush=True)
             for note in proc.notes:
                 print(f"note: {note.message}", flush=True)
         try:

@@ -28,9 +28,9 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.client import ChatResult, ClientError, LlamaClient
 from beedeck.core.hardware import GpuSample, GpuSampler
-from beedeck.core.launch import LaunchRefused, LaunchSettings, SpecMode
+from beedeck.core.launch import LaunchRefused, LaunchSettings, SpecMode, redact
 from beedeck.core.probe import EngineCaps
-from beedeck.core.server import ServerFailed, ServerProcess, ServerState, free_port, launch, redacted
+from beedeck.core.server import ServerFailed, ServerProcess, ServerState, free_port, launch
 
 BASELINE, DFLASH, MODEL_FREE = "baseline", "dflash", "model-free"
 MODES = (BASELINE, DFLASH, MODEL_FREE)
@@ -465,7 +465,7 @@ class _Runner:
             proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file,
                           stop_leftover=pid_file is None)
             self.procs[run.mode] = proc
-            run.argv = redacted([str(engine), *proc.argv])
+            run.argv = redact([str(engine), *proc.argv])
             run.ready_s = self._wait_ready(proc)
             if run.ready_s is None:  # cancelled while the model loaded: stop it now, not once it is ready
                 self.r.cancelled = True

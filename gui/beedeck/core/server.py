@@ -48,7 +48,6 @@ __all__ = [
     "check_launch",
     "free_port",
     "launch",
-    "redacted",
 ]
 
 
@@ -119,11 +118,6 @@ def _argv_value(argv: list[str], *names: str) -> str | None:
         if arg in names:
             value = argv[i + 1]
     return value
-
-
-def redacted(argv: list[str]) -> list[str]:
-    """The argv with secrets (the API key) masked, for display and logs."""
-    return redact(argv)
 
 
 def key_via_file(argv: list[str], key: str, key_file: Path) -> list[str]:
@@ -577,7 +571,7 @@ def describe(proc: ServerProcess) -> dict[str, Any]:
         "pid": proc.pid,
         "state": proc.state.value,
         "base_url": proc.base_url,
-        "argv": redacted(proc.argv),
+        "argv": redact(proc.argv),
         "failure": None if proc.failure is None else {
             "code": proc.failure.code, "message": proc.failure.message, "remedy": proc.failure.remedy,
             "exit_code": proc.failure.exit_code,

@@ -37,6 +37,11 @@ class _Job(QRunnable):
 _live: set[_Relay] = set()  # keeps relays alive until their job reported
 
 
+# What views take to run short jobs: ``runner(fn, on_done, on_error)``. run_in_background is the
+# real one; tests pass a synchronous runner.
+Runner = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], None]
+
+
 def run_in_background(
     fn: Callable[[], Any],
     on_done: Callable[[Any], None],

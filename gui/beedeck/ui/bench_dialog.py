@@ -83,20 +83,12 @@ class BenchDialog(QDialog):
         self.view.run_button.setEnabled(False)
         engine, probe = profile.engine, self.window_.probe
         run_in_background(lambda: probe(engine), self._on_probed,
-                          lambda exc: self._set_note_if_alive(f"The engine could not be probed: {exc}"))
+                          lambda exc: self.note.setText(f"The engine could not be probed: {exc}"), owner=self)
 
     def _on_probed(self, caps: EngineCaps) -> None:
-        import shiboken6
-
-        if shiboken6.isValid(self) and self.window_.profile is not None:
+        if self.window_.profile is not None:
             self.window_.known_caps[self.window_.profile.engine] = caps
             self._use_launch(caps)
-
-    def _set_note_if_alive(self, text: str) -> None:
-        import shiboken6
-
-        if shiboken6.isValid(self):
-            self.note.setText(text)
 
     def _use_launch(self, caps: EngineCaps) -> None:
         profile = self.window_.profile

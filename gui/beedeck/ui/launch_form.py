@@ -42,17 +42,12 @@ from beedeck.core.paircheck import check_pair
 from beedeck.core.planner import CACHE_TYPES, MemoryPlan, plan
 from beedeck.core.probe import EngineCaps, Generation
 from beedeck.ui import launch_presets
-from beedeck.ui.background import run_in_background
+from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
 from beedeck.ui.memory_bar import MemoryBar, WrapLabel
 
-Runner = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], None]
 DEFAULT = "engine default"
 TRI = {None: DEFAULT, True: "on", False: "off"}
-
-
-def _bg(fn: Callable[[], Any], ok: Callable[[Any], None], err: Callable[[BaseException], None]) -> None:
-    run_in_background(fn, ok, err)
 
 
 class LaunchForm(QWidget):
@@ -68,7 +63,7 @@ class LaunchForm(QWidget):
     launch_requested = Signal(object)
     command_copied = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None, *, runner: Runner = _bg,
+    def __init__(self, parent: QWidget | None = None, *, runner: Runner = run_in_background,
                  inspect_fn: Callable[[str], ModelInfo] = gguf.inspect) -> None:
         super().__init__(parent)
         self.caps: EngineCaps | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import shiboken6
 from PySide6.QtCore import Signal
@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from beedeck.core.hardware import HardwareReport
 from beedeck.core.launch import LaunchSettings
 from beedeck.core.probe import EngineCaps
-from beedeck.ui.background import run_in_background
+from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch_form import LaunchForm
 from beedeck.ui.main_window import Profile
 
@@ -33,11 +33,6 @@ if TYPE_CHECKING:
     from beedeck.ui.main_window import MainWindow
 
 GiB = 1 << 30
-Runner = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], None]
-
-
-def _bg(fn: Callable[[], Any], ok: Callable[[Any], None], err: Callable[[BaseException], None]) -> None:
-    run_in_background(fn, ok, err)
 
 
 def caps_label(caps: EngineCaps) -> str:
@@ -61,7 +56,7 @@ class SettingsDialog(QDialog):
 
     def __init__(self, profile: Profile | None, caps: EngineCaps | None, parent: QWidget | None = None, *,
                  probe: Callable[[str], EngineCaps], detect: Callable[[], HardwareReport],
-                 runner: Runner = _bg, form: LaunchForm | None = None) -> None:
+                 runner: Runner = run_in_background, form: LaunchForm | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.profile = profile

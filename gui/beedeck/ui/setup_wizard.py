@@ -32,18 +32,13 @@ from beedeck.core import catalog as catalog_mod
 from beedeck.core import hardware, paths
 from beedeck.core.hardware import HardwareReport
 from beedeck.core.recommend import Choice, Recommendation, recommend
-from beedeck.ui.background import run_in_background
+from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.memory_bar import MemoryBar, WrapLabel
 
 if TYPE_CHECKING:
     from beedeck.ui.main_window import MainWindow
 
 GiB = 1 << 30
-Runner = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], None]
-
-
-def _bg(fn: Callable[[], Any], ok: Callable[[Any], None], err: Callable[[BaseException], None]) -> None:
-    run_in_background(fn, ok, err)
 
 
 @dataclass
@@ -52,7 +47,7 @@ class WizardServices:
 
     detect: Callable[[], HardwareReport] = field(default=lambda: hardware.detect(disk_path=paths.models_dir()))
     recommend: Callable[..., Recommendation] = recommend
-    runner: Runner = _bg
+    runner: Runner = run_in_background
     models_dir: Callable[[], Path] = paths.models_dir
     endpoint: str | None = None  # Hub endpoint; None: HF_ENDPOINT or huggingface.co
     extra: dict[str, Any] = field(default_factory=dict)  # overrides for the run page (see setup_run_page)
