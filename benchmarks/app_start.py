@@ -25,7 +25,7 @@ import os, sys, time
 import psutil
 t0 = psutil.Process().create_time()
 from PySide6.QtCore import QTimer
-from beedeck.ui.app import apply_theme, build_window, create_app
+from beedeck.ui.window.app import apply_theme, build_window, create_app
 app = create_app([sys.argv[0]])
 apply_theme(app, "system")
 win = build_window(no_autostart=True)

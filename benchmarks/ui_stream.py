@@ -206,10 +206,10 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     app = QApplication([sys.argv[0]])
-    from beedeck.core.chatstore import ChatStore
-    from beedeck.ui.app import apply_theme
-    from beedeck.ui.main_window import MainWindow
-    from beedeck.ui.markdown_render import warm_up
+    from beedeck.core.chat.store import ChatStore
+    from beedeck.ui.window.app import apply_theme
+    from beedeck.ui.window.main_window import MainWindow
+    from beedeck.ui.chat.markdown_render import warm_up
 
     apply_theme(app, "light")
     warm_up()  # as the app does at idle time after showing the window

@@ -13,7 +13,7 @@ def main() -> int:
         from beedeck.cli import main as cli_main
 
         return cli_main()
-    from beedeck.ui.app import main as gui_main
+    from beedeck.ui.window.app import main as gui_main
 
     return gui_main()
 

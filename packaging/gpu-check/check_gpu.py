@@ -127,7 +127,7 @@ def main() -> int:
     args = ap.parse_args()
     section("platform", f"python {sys.version}\n{platform.platform()}\nrepo {REPO}")
 
-    from beedeck.core import hardware
+    from beedeck.core.machine import hardware, nvidia_smi, sampler
 
     try:
         from contextlib import redirect_stdout
@@ -152,12 +152,12 @@ def main() -> int:
     section("detect() timing", f"{(time.perf_counter() - t0) * 1000:.1f} ms, source {nvml_report.source}")
 
     section("raw pynvml", raw_nvml())
-    section("nvidia-smi query (BeeDeck's argv)", smi(hardware.SMI_QUERY_ARGV))
+    section("nvidia-smi query (BeeDeck's argv)", smi(nvidia_smi.SMI_QUERY_ARGV))
     section(
         "nvidia-smi query with units",
-        smi([a for a in hardware.SMI_QUERY_ARGV if not a.startswith("--format")] + ["--format=csv"]),
+        smi([a for a in nvidia_smi.SMI_QUERY_ARGV if not a.startswith("--format")] + ["--format=csv"]),
     )
-    section("nvidia-smi banner", smi(hardware.SMI_BANNER_ARGV))
+    section("nvidia-smi banner", smi(nvidia_smi.SMI_BANNER_ARGV))
     section("nvidia-smi -L", smi(["nvidia-smi", "-L"]))
 
     # The fallback path on the real CSV: an NVML stand-in whose init fails like a missing library.
@@ -186,7 +186,7 @@ def main() -> int:
     )
 
     got: list[str] = []
-    sampler = hardware.GpuSampler(interval=0.2, pid=os.getpid(), on_sample=lambda s: got.append(repr(s)))
+    sampler = sampler.GpuSampler(interval=0.2, pid=os.getpid(), on_sample=lambda s: got.append(repr(s)))
     t0 = time.perf_counter()
     first = sampler.sample()
     t1 = time.perf_counter()

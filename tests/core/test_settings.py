@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from beedeck.core import settings as st
-from beedeck.core.launch import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 
 
 def test_missing_file_gives_defaults() -> None:

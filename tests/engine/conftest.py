@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 
-from beedeck.core.launch import LaunchSettings, build_argv
-from beedeck.core.probe import EngineCaps, probe_engine
-from beedeck.core.server import ServerProcess, free_port, launch
+from beedeck.core.engine.argv import build_argv
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.probe import probe_engine
+from beedeck.core.engine.server import ServerProcess, free_port
+from beedeck.core.launcher import launch
 from beedeck.core.starter import StarterProfile
 
 StartServer = Callable[..., ServerProcess]

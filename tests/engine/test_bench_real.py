@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from beedeck.clicmd.bench import synthetic_bench_pair, synthetic_settings
-from beedeck.core import bench_report as br
-from beedeck.core.bench import BASELINE, DFLASH, MODEL_FREE, BenchPrompt, BenchSuite, load_suite, run_bench
-from beedeck.core.launch import LaunchSettings
-from beedeck.core.probe import EngineCaps
+from beedeck.core.bench import report as br
+from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE
+from beedeck.core.bench.runner import run_bench
+from beedeck.core.bench.suites import BenchPrompt, BenchSuite, load_suite
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
 from tests.conftest import PERSISTENT, REPO
 
 pytestmark = pytest.mark.engine

@@ -17,9 +17,10 @@ import httpx2
 import pytest
 
 from beedeck import cli
-from beedeck.core.engines import EngineRegistry, Origin
-from beedeck.core.probe import Generation, probe_engine
-from beedeck.core.server import ServerProcess, free_port
+from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.probe import probe_engine
+from beedeck.core.engine.registry import EngineRegistry, Origin
+from beedeck.core.engine.server import ServerProcess, free_port
 from tests.conftest import PERSISTENT
 
 SDIST_VERSION = "11434.0.0"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from beedeck.cli import main
-from beedeck.core.client import ChatDelta, LlamaClient, ServerGone
-from beedeck.core.launch import SpecMode
-from beedeck.core.server import ServerState
+from beedeck.core.engine.client import ChatDelta, LlamaClient, ServerGone
+from beedeck.core.engine.launch_settings import SpecMode
+from beedeck.core.engine.server import ServerState
 
 from .conftest import StartServer
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.gguf import inspect
-from beedeck.core.launch import LaunchSettings
-from beedeck.core.planner import MiB, plan
-from beedeck.core.probe import Generation
+from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.models.gguf import inspect
+from beedeck.core.models.planner import MiB, plan
 from tests.fixtures import meta_gguf as mg
 
 pytestmark = pytest.mark.engine

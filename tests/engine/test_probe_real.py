@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.launch import LaunchSettings, build_argv
-from beedeck.core.probe import Generation, ProbeError, clear_probe_cache, probe_engine
+from beedeck.core.engine.argv import build_argv
+from beedeck.core.engine.caps import Generation, ProbeError
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.probe import clear_probe_cache, probe_engine
 
 pytestmark = pytest.mark.engine
 

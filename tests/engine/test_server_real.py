@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.launch import LaunchSettings, SpecMode
-from beedeck.core.probe import EngineCaps
-from beedeck.core.server import ServerFailed, ServerState, adopt_or_stop_leftover, check_launch
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.pidfile import adopt_or_stop_leftover
+from beedeck.core.engine.server import ServerFailed, ServerState
+from beedeck.core.models.guard import check_launch
 
 from .conftest import RawServer, StartServer
 
@@ -145,7 +147,7 @@ def test_api_key_goes_through_a_private_file_not_the_command_line(start_server: 
 
     import psutil
 
-    from beedeck.core.client import HTTPStatusError, LlamaClient
+    from beedeck.core.engine.client import HTTPStatusError, LlamaClient
 
     secret = "bd-test-key-7f3a9c"
     proc = start_server(api_key=secret)

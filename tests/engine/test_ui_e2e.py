@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.chatstore import ChatStore
+from beedeck.core.chat.store import ChatStore
 from beedeck.core.starter import StarterProfile
-from beedeck.ui.main_window import MainWindow, Profile
+from beedeck.ui.window.main_window import MainWindow, Profile
 
 
 @pytest.mark.engine

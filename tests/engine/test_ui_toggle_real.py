@@ -20,10 +20,10 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from beedeck.clicmd.bench import synthetic_settings
-from beedeck.core.chatstore import ChatStore
-from beedeck.core.launch import LaunchSettings, SpecMode
-from beedeck.ui.main_window import MainWindow, Profile
-from beedeck.ui.mode_toggle import RESTART
+from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.ui.engine.mode_toggle import RESTART
+from beedeck.ui.window.main_window import MainWindow, Profile
 from tests.conftest import PERSISTENT
 from tests.fixtures import synth_gguf as sg
 

@@ -279,7 +279,7 @@ class FakeNvml:
 
 # ------------------------------------------------------------------------ nvidia-smi
 
-# Recorded on the 2 x H200 machine with hardware.SMI_QUERY_ARGV (csv,noheader,nounits).
+# Recorded on the 2 x H200 machine with nvidia_smi.SMI_QUERY_ARGV (csv,noheader,nounits).
 SMI_CSV_H200X2 = (
     "0, NVIDIA H200, GPU-ae6403f3-2923-34ce-ec33-d3b2f5ea096d, 143771, 0, 143156, 9.0, 0, 35, 79.98, 700.00,"
     " 580.159.04, 00000000:00:06.0\n"
@@ -335,13 +335,13 @@ def _no_smi(argv: Sequence[str], timeout: float) -> str:
 
 def detect_rtx4090() -> Any:
     """``hardware.detect()`` on a machine with one RTX 4090 (a ``detect`` stand-in for the UI)."""
-    from beedeck.core import hardware
+    from beedeck.core.machine import hardware
 
     return hardware.detect(nvml_module=FakeNvml([rtx4090()]), smi_runner=_no_smi)
 
 
 def detect_no_gpu() -> Any:
     """``hardware.detect()`` on a machine with no NVIDIA driver and no nvidia-smi."""
-    from beedeck.core import hardware
+    from beedeck.core.machine import hardware
 
     return hardware.detect(nvml_module=FakeNvml(init_error=pynvml.NVMLError_LibraryNotFound), smi_runner=_no_smi)

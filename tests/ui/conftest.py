@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from beedeck.core.chatstore import ChatStore
-from beedeck.core.client import LlamaClient
+from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.client import LlamaClient
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 
 

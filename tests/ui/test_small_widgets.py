@@ -5,10 +5,10 @@ from __future__ import annotations
 from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.launch import LaunchRefused
-from beedeck.core.logparse import ServerFailure
-from beedeck.ui.endpoint_label import EndpointLabel
-from beedeck.ui.failure_panel import FailurePanel
+from beedeck.core.engine.argv import LaunchRefused
+from beedeck.core.engine.logparse import ServerFailure
+from beedeck.ui.engine.endpoint_label import EndpointLabel
+from beedeck.ui.engine.failure_panel import FailurePanel
 
 
 def test_endpoint_label_copies_the_v1_url(qtbot: QtBot) -> None:

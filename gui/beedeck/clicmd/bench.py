@@ -19,20 +19,13 @@ from types import ModuleType
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.bench import (
-    BASELINE,
-    BUILTIN_SUITES,
-    DEFAULT_REPS,
-    DFLASH,
-    BenchError,
-    BenchReport,
-    BenchSuite,
-    load_suite,
-    run_bench,
-)
-from beedeck.core.bench_report import ChartRenderer, Summary, summarize, write_reports
-from beedeck.core.launch import LaunchSettings
-from beedeck.core.probe import EngineCaps, ProbeError, probe_engine
+from beedeck.core.bench.report import ChartRenderer, Summary, summarize, write_reports
+from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport
+from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
+from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
+from beedeck.core.engine.caps import EngineCaps, ProbeError
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.probe import probe_engine
 from beedeck.core.starter import StarterMissing, starter_profile
 
 SYNTH_MAX_TOKENS = 128  # the sticky pair repeats one token: 128 are enough to see the speed-up
@@ -135,7 +128,7 @@ def synthetic_settings(target: Path, draft: Path) -> LaunchSettings:
 def chart_renderer() -> ChartRenderer | None:
     """The QPainter chart renderer when PySide6 is importable, else None (no PNGs)."""
     try:
-        from beedeck.ui.bench_chart import render_report_charts
+        from beedeck.ui.bench.bench_chart import render_report_charts
     except ImportError:
         return None
     return render_report_charts

@@ -14,8 +14,8 @@ import threading
 from typing import Any
 
 from beedeck.clicmd.serve import add_launch_arguments, print_failure, start_from_args
-from beedeck.core.client import ChatResult, ClientError, LlamaClient
-from beedeck.core.server import ServerFailed, ServerProcess
+from beedeck.core.engine.client import ChatResult, ClientError, LlamaClient
+from beedeck.core.engine.server import ServerFailed, ServerProcess
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:

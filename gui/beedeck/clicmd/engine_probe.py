@@ -8,8 +8,10 @@ import json
 import sys
 from typing import Any
 
-from beedeck.core.launch import LaunchRefused, LaunchSettings, SpecMode, build_argv
-from beedeck.core.probe import EngineCaps, Generation, ProbeError, probe_engine
+from beedeck.core.engine.argv import LaunchRefused, build_argv
+from beedeck.core.engine.caps import EngineCaps, Generation, ProbeError
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.probe import probe_engine
 
 _GENERATION_TEXT = {
     Generation.BEE_A: "BeeLlama <= 0.3 (Gen A: fork DFlash, TurboQuant)",

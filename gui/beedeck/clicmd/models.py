@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from beedeck.core import library
 from beedeck.core.download import DownloadError
+from beedeck.core.models import library
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -46,7 +46,7 @@ def _human(n: float) -> str:
 
 
 def _catalog_matches(models: list[library.LocalModel]) -> dict[Path, tuple[str, str]]:
-    from beedeck.core.catalog import CatalogError
+    from beedeck.core.models.catalog import CatalogError
 
     try:
         return library.match_catalog(models, library.catalog_entries())
@@ -127,7 +127,7 @@ class _Bar:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    from beedeck.core import hub
+    from beedeck.core.models import hub
 
     local = library.find_local(args.repo, args.file) if args.dest is None else None
     if local is not None:

@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Any
 
-from beedeck.core.gguf import GGUFError, ModelInfo, inspect
-from beedeck.core.launch import LaunchSettings, SpecMode
-from beedeck.core.planner import GiB, MemoryPlan, MiB, PlanError, plan
-from beedeck.core.probe import Generation
+from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.planner import GiB, MemoryPlan, MiB, PlanError, plan
 
 
 def _info_dict(m: ModelInfo) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def _vram(args: argparse.Namespace) -> list[int]:
     if args.vram is not None:
         return [int(args.vram * GiB)] if args.vram > 0 else []
     try:
-        from beedeck.core.hardware import detect
+        from beedeck.core.machine.hardware import detect
     except ImportError:
         return []
     gpus = detect().gpus
@@ -108,7 +108,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from beedeck.core.recommend import recommend
+    from beedeck.core.models.recommend import recommend
 
     gen = Generation(args.generation) if args.generation else None
     r = recommend(_vram(args), args.goal, gen)

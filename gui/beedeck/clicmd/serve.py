@@ -10,9 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from beedeck.core.launch import LaunchRefused, LaunchSettings, SpecMode, build_argv, redact
-from beedeck.core.probe import EngineCaps, ProbeError, probe_engine
-from beedeck.core.server import ServerFailed, ServerFailure, ServerProcess, describe, launch
+from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
+from beedeck.core.engine.caps import EngineCaps, ProbeError
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.probe import probe_engine
+from beedeck.core.engine.server import ServerFailed, ServerFailure, ServerProcess, describe
+from beedeck.core.launcher import launch
 from beedeck.core.starter import StarterMissing, starter_profile
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from beedeck.core import paths
-from beedeck.core.launch import LaunchSettings
+from beedeck.core.engine.launch_settings import LaunchSettings
 
 STARTER_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 # The model has no chat template of its own; `--chat-template gemma` alone is read as a literal
@@ -19,7 +19,7 @@ STARTER_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 STARTER_CHAT_TEMPLATE = "gemma"
 
 
-class StarterMissing(RuntimeError):
+class StarterMissing(LookupError):
     """The starter extra is not installed; the message says how to install it."""
 
 

@@ -1,0 +1,366 @@
+"""Benchmark statistics and report files: Markdown, JSON (raw data + environment), CSV.
+
+Statistics are medians with their spread (min/max, quartiles), and a speed-up per prompt and overall
+with a 95 % bootstrap confidence interval from a seeded RNG (the same report always gives the same
+interval). PNG charts are drawn by the UI layer (``beedeck.ui.bench.bench_chart.render_report_charts``, QPainter
+on a QImage, works offscreen); :func:`write_reports` takes the renderer as a callable so this module
+stays Qt-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import json
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from beedeck.core import paths
+from beedeck.core.bench.results import BASELINE, BenchReport, Sample
+
+BOOTSTRAP_ROUNDS = 2000
+BOOTSTRAP_SEED = 20260530
+# The guide's measured numbers (shared/docs/seed.md steps 7-9), shown only for the same GPU and pair.
+GUIDE_REFERENCE = {
+    "gpu": "RTX 4090", "target": "gemma-4-31B-it-Q4_K_S", "draft": "gemma4-31b-it-dflash-Q5_K_M",
+    "baseline_tok_s": 40.68, "dflash_tok_s": (130.0, 153.0), "speedup": (3.2, 3.8),
+}
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Median and spread of one measure over repeated replies."""
+
+    n: int
+    median: float
+    min: float
+    max: float
+    q1: float
+    q3: float
+    mean: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def spread_pct(self) -> float:
+        """(max - min) / median, in percent: the run-to-run spread."""
+        return 100.0 * (self.max - self.min) / self.median if self.median else 0.0
+
+
+def stats(values: Sequence[float | None]) -> Stats | None:
+    vals = sorted(float(v) for v in values if v is not None)
+    if not vals:
+        return None
+    q1, q3 = (statistics.quantiles(vals, n=4, method="inclusive")[::2] if len(vals) > 1 else (vals[0], vals[0]))
+    return Stats(len(vals), statistics.median(vals), vals[0], vals[-1], q1, q3, statistics.fmean(vals))
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Median generation speed of a mode over the baseline's, with a 95 % bootstrap interval."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+
+
+def bootstrap_speedup(base: Sequence[Sequence[float]], other: Sequence[Sequence[float]],
+                      rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED) -> Speedup | None:
+    """Ratio of pooled medians, resampled within each stratum (prompt) and mode independently."""
+    base = [list(b) for b in base if b]
+    other = [list(o) for o in other if o]
+    if not base or not other:
+        return None
+    point = statistics.median([v for b in base for v in b])
+    ratio = statistics.median([v for o in other for v in o]) / point if point else 0.0
+    rng = random.Random(seed)
+    draws: list[float] = []
+    for _ in range(rounds):
+        b = statistics.median([rng.choice(s) for s in base for _ in s])
+        o = statistics.median([rng.choice(s) for s in other for _ in s])
+        if b > 0:
+            draws.append(o / b)
+    draws.sort()
+    if not draws:
+        return Speedup(ratio, ratio, ratio)
+    lo = draws[int(0.025 * (len(draws) - 1))]
+    hi = draws[int(round(0.975 * (len(draws) - 1)))]
+    return Speedup(ratio, lo, hi)
+
+
+@dataclass
+class ModeSummary:
+    """One mode's figures over a set of replies (one prompt, or all)."""
+
+    mode: str
+    gen_tps: Stats | None
+    prompt_tps: Stats | None
+    ttft_s: Stats | None
+    wall_s: Stats | None
+    tokens: Stats | None
+    draft_n: int = 0
+    draft_n_accepted: int = 0
+    acceptance: float | None = None  # pooled: all accepted / all drafted
+    accepted_share: float | None = None  # pooled: all accepted / all generated
+    peak_gpu_mem: int | None = None
+    cache_n: int = 0
+    speedup: Speedup | None = None  # vs baseline
+    similarity: float | None = None  # median difflib ratio to the baseline's text, same prompt and rep
+    identical: int = 0  # replies identical to the baseline's
+    compared: int = 0
+
+
+def _mode_summary(mode: str, samples: list[Sample]) -> ModeSummary:
+    drafted = sum(s.draft_n for s in samples)
+    accepted = sum(s.draft_n_accepted for s in samples)
+    generated = sum(s.completion_tokens for s in samples)
+    peaks = [s.peak_gpu_mem for s in samples if s.peak_gpu_mem is not None]
+    return ModeSummary(
+        mode, stats([s.gen_tps for s in samples]), stats([s.prompt_tps for s in samples]),
+        stats([s.ttft_s for s in samples]), stats([s.wall_s for s in samples]),
+        stats([s.completion_tokens for s in samples]), drafted, accepted,
+        accepted / drafted if drafted else None, accepted / generated if drafted and generated else None,
+        max(peaks) if peaks else None, sum(s.cache_n for s in samples),
+    )
+
+
+@dataclass
+class Summary:
+    """``overall[mode]`` and ``prompts[prompt_id][mode]``, plus flags a reader must see."""
+
+    overall: dict[str, ModeSummary]
+    prompts: dict[str, dict[str, ModeSummary]]
+    flags: list[str] = field(default_factory=list)
+    reference: dict[str, Any] | None = None  # the guide's numbers, when hardware and pair match
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _compare(ms: ModeSummary, base: list[Sample], other: list[Sample]) -> list[tuple[str, int]]:
+    """Fill similarity fields; returns (prompt_id, rep) pairs whose text differs."""
+    by_key = {(s.prompt_id, s.rep): s.text for s in base}
+    ratios, differ = [], []
+    for s in other:
+        ref = by_key.get((s.prompt_id, s.rep))
+        if ref is None:
+            continue
+        ratios.append(difflib.SequenceMatcher(None, ref, s.text, autojunk=False).ratio())
+        if ref == s.text:
+            ms.identical += 1
+        else:
+            differ.append((s.prompt_id, s.rep))
+    ms.compared = len(ratios)
+    ms.similarity = statistics.median(ratios) if ratios else None
+    return differ
+
+
+def summarize(report: BenchReport) -> Summary:
+    """Medians, spread, speed-ups with intervals, output similarity and flags for one run."""
+    suite = report.suite
+    prompt_ids = [p.id for p in suite.prompts]
+    out = Summary({}, {pid: {} for pid in prompt_ids})
+    greedy = suite.temperature == 0
+    for mode in report.modes:
+        samples = report.samples_for(mode)
+        if not samples:
+            continue
+        ms = out.overall[mode] = _mode_summary(mode, samples)
+        for pid in prompt_ids:
+            ps = report.samples_for(mode, pid)
+            if ps:
+                out.prompts[pid][mode] = _mode_summary(mode, ps)
+        if ms.cache_n:
+            out.flags.append(f"{mode}: {ms.cache_n} prompt tokens came from a cache although cache_prompt was off; "
+                             "the prompt speeds are not comparable.")
+        if mode == BASELINE or BASELINE not in report.modes:
+            continue
+        base_strata = [[s.gen_tps for s in report.samples_for(BASELINE, pid)] for pid in prompt_ids]
+        mode_strata = [[s.gen_tps for s in report.samples_for(mode, pid)] for pid in prompt_ids]
+        ms.speedup = bootstrap_speedup(base_strata, mode_strata)
+        differ = _compare(ms, report.samples_for(BASELINE), samples)
+        for i, pid in enumerate(prompt_ids):
+            pm = out.prompts[pid].get(mode)
+            if pm is not None:
+                pm.speedup = bootstrap_speedup([base_strata[i]], [mode_strata[i]])
+                _compare(pm, report.samples_for(BASELINE, pid), report.samples_for(mode, pid))
+        if differ and greedy:
+            where = ", ".join(f"{p} rep {r + 1}" for p, r in differ[:5])
+            out.flags.append(f"{mode}: with greedy decoding the text differs from the baseline in {len(differ)} of "
+                             f"{ms.compared} replies ({where}). A lossless method should match; small differences "
+                             "can come from batched verification numerics on a quantised model.")
+        if ms.speedup is not None and ms.speedup.ci_high < 1.0:
+            out.flags.append(f"{mode} is slower than the baseline ({ms.speedup.ratio:.2f}x, 95 % CI "
+                             f"{ms.speedup.ci_low:.2f}-{ms.speedup.ci_high:.2f}): leave it off for this kind of prompt.")
+    for m, st in out.overall.items():
+        if st.gen_tps is not None and st.gen_tps.n >= 3 and st.gen_tps.spread_pct > 25:
+            out.flags.append(f"{m}: generation speed varied by {st.gen_tps.spread_pct:.0f} % between replies "
+                             "(other programs competing for the machine?): use more repetitions.")
+    if report.errors:
+        out.flags.extend(f"error: {e}" for e in report.errors[:10])
+    if report.cancelled:
+        out.flags.append("The run was cancelled: the figures cover only the replies that finished.")
+    out.reference = guide_reference(report.environment)
+    return out
+
+
+def guide_reference(env: dict[str, Any]) -> dict[str, Any] | None:
+    """The guide's numbers if this run used its GPU (RTX 4090) and pair (Gemma 4 31B Q4_K_S + Q5_K_M draft)."""
+    gpus = " ".join(str(g.get("name", "")) for g in env.get("gpus", []))
+    models = env.get("models", {})
+    target = str(models.get("target", {}).get("file", "")).lower()
+    draft = str(models.get("draft", {}).get("file", "")).lower()
+    if "4090" in gpus and "gemma-4-31b" in target and "q4_k_s" in target and "dflash" in draft and "q5_k_m" in draft:
+        return dict(GUIDE_REFERENCE)
+    return None
+
+
+# ---------------------------------------------------------------------------------------- writers
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
+def _mem(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**30:.2f} GiB"
+
+
+def _speedup(sp: Speedup | None) -> str:
+    return "-" if sp is None else f"{sp.ratio:.2f}x ({sp.ci_low:.2f}-{sp.ci_high:.2f})"
+
+
+def _ref_cell(ref: dict[str, Any] | None, mode: str) -> str:
+    if ref is None:
+        return ""
+    if mode == BASELINE:
+        return f" {ref['baseline_tok_s']:.2f} |"
+    if mode == "dflash":
+        lo, hi = ref["dflash_tok_s"]
+        return f" {lo:.0f}-{hi:.0f} |"
+    return " - |"
+
+
+def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Sequence[Path] = ()) -> str:
+    """The human report: settings line, overall and per-prompt tables, how modes were served, flags."""
+    s = summary or summarize(report)
+    suite, env = report.suite, report.environment
+    eng = env.get("engine", {})
+    models = env.get("models", {})
+    gpus = ", ".join(g["name"] for g in env.get("gpus", [])) or "none (CPU only)"
+    lines = [f"# BeeDeck benchmark: {suite.name}", ""]
+    lines.append(f"- When: {env.get('time_utc', '')}; BeeDeck {env.get('beedeck', '')}")
+    lines.append(f"- Engine: {eng.get('path', env.get('server_url', '?'))} ({eng.get('generation', '?')}, "
+                 f"version {eng.get('version') or '?'}, build {eng.get('build') or '?'}, backend {eng.get('gpu_backend') or '?'})")
+    lines.append(f"- GPU: {gpus}; CPU cores: {env.get('cpu_cores', '?')}")
+    for role in ("target", "draft"):
+        m = models.get(role)
+        if m:
+            lines.append(f"- {role.capitalize()}: {m['file']} ({m.get('architecture', '?')}, {m.get('quant', '?')})")
+    lines.append(f"- Suite: {suite.name} ({suite.source}), {len(suite.prompts)} prompts x {report.reps} repetitions "
+                 f"per mode after {report.warmup} warm-up; max_tokens {suite.max_tokens}, temperature "
+                 f"{suite.temperature}, seed {suite.seed} + repetition, cache_prompt off")
+    lines += ["", "## Overall", ""]
+    ref = s.reference
+    head = "| mode | gen tok/s (median) | min-max | IQR | prompt tok/s | TTFT s | wall s | tokens | acceptance | accepted share | peak GPU memory | speed-up (95 % CI) | same text |"
+    if ref:
+        head += " guide (RTX 4090) |"
+    lines += [head, "|" + " --- |" * (head.count("|") - 1)]
+    for mode in report.modes:
+        m = s.overall.get(mode)
+        if m is None or m.gen_tps is None:
+            lines.append(f"| {mode} | no finished replies |" + " |" * (head.count("|") - 3))
+            continue
+        g = m.gen_tps
+        same = f"{m.identical}/{m.compared}" if m.compared else "-"
+        lines.append(
+            f"| {mode} | {_f(g.median)} | {_f(g.min)}-{_f(g.max)} | {_f(g.iqr)} | "
+            f"{_f(m.prompt_tps.median if m.prompt_tps else None)} | {_f(m.ttft_s.median if m.ttft_s else None, 3)} | "
+            f"{_f(m.wall_s.median if m.wall_s else None, 2)} | {_f(m.tokens.median if m.tokens else None, 0)} | "
+            f"{_pct(m.acceptance)} | {_pct(m.accepted_share)} | {_mem(m.peak_gpu_mem)} | {_speedup(m.speedup)} | {same} |"
+            + _ref_cell(ref, mode)
+        )
+    if not ref:
+        lines += ["", f"The guide's figures (baseline {GUIDE_REFERENCE['baseline_tok_s']} tok/s, DFlash 130-153 tok/s on an "
+                  "RTX 4090 with Gemma 4 31B Q4_K_S + the Q5_K_M DFlash draft) are not shown: this run's GPU or "
+                  "model pair differs."]
+    lines += ["", "## Per prompt", "",
+              "| prompt | mode | gen tok/s (median) | min-max | acceptance | speed-up (95 % CI) | similarity to baseline |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for p in suite.prompts:
+        for mode in report.modes:
+            pm = s.prompts.get(p.id, {}).get(mode)
+            if pm is None or pm.gen_tps is None:
+                continue
+            sim = "-" if pm.similarity is None else f"{pm.similarity:.3f} ({pm.identical}/{pm.compared} identical)"
+            lines.append(f"| {p.id} ({p.category}) | {mode} | {_f(pm.gen_tps.median)} | {_f(pm.gen_tps.min)}-"
+                         f"{_f(pm.gen_tps.max)} | {_pct(pm.acceptance)} | {_speedup(pm.speedup)} | {sim} |")
+    lines += ["", "## How each mode was served", ""]
+    for run in report.runs:
+        cost = []
+        if run.stop_previous_s is not None:
+            cost.append(f"stopping the previous server took {run.stop_previous_s:.2f} s")
+        if run.ready_s is not None:
+            cost.append(f"ready {run.ready_s:.2f} s after start")
+        extra = f", request fields {json.dumps(run.request_extra)}" if run.request_extra else ""
+        lines.append(f"- {run.mode}: {run.switching}{extra}" + (f"; {'; '.join(cost)}" if cost else "")
+                     + (f"; **{run.error}**" if run.error else ""))
+        if run.argv:
+            lines.append(f"  `{' '.join(run.argv)}`")
+    if charts:
+        lines += ["", "## Charts", ""] + [f"![{c.stem}]({c.name})" for c in charts]
+    if s.flags:
+        lines += ["", "## Flags", ""] + [f"- {f}" for f in s.flags]
+    return "\n".join(lines) + "\n"
+
+
+def report_dict(report: BenchReport, summary: Summary | None = None) -> dict[str, Any]:
+    """Everything, raw: suite, environment, per-mode argv, every reply (with its text) and the summary."""
+    return {
+        "schema": 1, "kind": "beedeck-bench", "suite": report.suite.to_dict(), "modes": report.modes,
+        "reps": report.reps, "warmup": report.warmup, "started": report.started, "finished": report.finished,
+        "cancelled": report.cancelled, "errors": report.errors, "environment": report.environment,
+        "runs": [asdict(r) for r in report.runs], "samples": [asdict(x) for x in report.samples],
+        "summary": (summary or summarize(report)).to_dict(),
+    }
+
+
+CSV_FIELDS = ("mode", "prompt_id", "rep", "seed", "completion_tokens", "gen_tps", "prompt_tps", "prompt_tokens",
+              "cache_n", "ttft_s", "wall_s", "predicted_ms", "client_tps", "draft_n", "draft_n_accepted",
+              "acceptance", "accepted_share", "peak_gpu_mem", "finish_reason", "error")
+
+
+def to_csv(report: BenchReport) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for smp in report.samples:
+        w.writerow(["" if getattr(smp, f) is None else getattr(smp, f) for f in CSV_FIELDS])
+    return buf.getvalue()
+
+
+ChartRenderer = Callable[[BenchReport, Summary, Path], list[Path]]
+
+
+def write_reports(report: BenchReport, out_dir: str | Path, chart_renderer: ChartRenderer | None = None) -> list[Path]:
+    """Write report.md, report.json, samples.csv (and PNG charts when a renderer is given) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(report)
+    charts = chart_renderer(report, summary, out) if chart_renderer is not None else []
+    files = [out / "report.md", out / "report.json", out / "samples.csv"]
+    paths.atomic_write_text(files[0], to_markdown(report, summary, charts))
+    paths.atomic_write_text(files[1], json.dumps(report_dict(report, summary), indent=2, ensure_ascii=False) + "\n")
+    paths.atomic_write_text(files[2], to_csv(report))
+    return files + list(charts)

@@ -1,0 +1,418 @@
+"""The one-click baseline-versus-speculation benchmark: the runner that serves and measures every mode.
+
+What makes the comparison fair (shared/docs/seed.md step 7-9, anchors.md 3g):
+
+- every mode gets the same prompts, the same ``seed`` (suite seed + repetition index) and the same
+  sampling (the suite's temperature plus its extra request fields);
+- every request sends ``cache_prompt: false``, so no prompt cache carries over between requests or
+  modes; ``cache_n`` is recorded per reply to prove it;
+- modes are switched per request where the engine can (BeeLlama: ``"speculative.n_max": 0`` is
+  the baseline on a DFlash-launched server, engine-facts.md §3.9), which lets the runner interleave
+  modes prompt by prompt; otherwise (mainline: speculation is command-line only) each mode gets its
+  own server, started with the same argv apart from the speculation flags (same port too), and
+  both argvs are recorded.
+
+Suites live in :mod:`beedeck.core.bench.suites`, raw results in :mod:`beedeck.core.bench.results`,
+statistics and report files in :mod:`beedeck.core.bench.report`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from beedeck.core import paths
+from beedeck.core.bench.environment import collect_environment
+from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, MODES, BenchReport, ModeRun, Sample
+from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
+from beedeck.core.engine.argv import LaunchRefused, redact
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.client import ClientError, LlamaClient
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
+from beedeck.core.launcher import launch
+from beedeck.core.machine.sampler import GpuSample, GpuSampler
+
+# Measured on the shared 2-core CI machine (docs/bench-report-example.md): the baseline tok/s of
+# the same prompt moved 51-80 tok/s (synthetic 50 MB target, --threads 1) and 0.6-18 tok/s (starter
+# Gemma 3 270M, default threads) between replies. One repetition cannot separate that from an
+# effect; three give a median and a bootstrap interval at a cost users still accept, and the report
+# flags a spread above 25 % with "use more repetitions".
+DEFAULT_REPS = 3
+WARMUP_MAX_TOKENS = 32
+SCHEMA_VERSION = 1
+# Preferred model-free types, best first (copyspec needs n-min 1, which build_argv adds).
+ProgressFn = Callable[[int, int, str], None]
+_MODEL_FREE_ORDER = ("ngram-mod", "ngram-simple", "ngram-map-k", "copyspec", "ngram-cache", "suffix")
+
+
+class _PeakTracker:
+    """Peak GPU memory of the server process (or of the whole GPU when the driver hides the pid)."""
+
+    def __init__(self, sampler: GpuSampler | None) -> None:
+        self.sampler = sampler
+        self.peak: int | None = None
+        self._lock = threading.Lock()
+        if sampler is not None:
+            sampler.on_sample = self.observe
+
+    def observe(self, samples: list[GpuSample]) -> None:
+        values = [s.pid_memory if s.pid_memory is not None else s.memory_used for s in samples]
+        if values:
+            with self._lock:
+                self.peak = max(self.peak or 0, max(values))
+
+    def watch(self, pid: int | None) -> None:
+        if self.sampler is not None:
+            self.sampler.pid = pid
+            self.sampler.start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.peak = None
+
+    def read(self) -> int | None:
+        if self.sampler is None:
+            return None
+        self.observe(self.sampler.sample())  # at least one reading per reply, however short
+        with self._lock:
+            return self.peak
+
+    def stop(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+
+
+def pick_model_free_type(caps: EngineCaps, wanted: str | None = None) -> str | None:
+    """The model-free speculation type to benchmark on this engine, or None without one."""
+    have = caps.model_free_spec_types
+    if wanted and wanted in have:
+        return wanted
+    return next((t for t in _MODEL_FREE_ORDER if t in have), None)
+
+
+def check_modes(modes: Sequence[str], caps: EngineCaps | None, settings: LaunchSettings | None) -> list[str]:
+    """Validate the requested modes for this engine and pair; raises BenchError naming the fix."""
+    out = list(dict.fromkeys(m.strip() for m in modes if m.strip()))
+    if not out:
+        raise BenchError("No benchmark mode was given: use baseline, dflash and/or model-free.")
+    for m in out:
+        if m not in MODES:
+            raise BenchError(f"Unknown benchmark mode {m!r}: use baseline, dflash or model-free.")
+    if caps is None:
+        return out
+    if DFLASH in out:
+        if caps.dflash_spec_type is None:
+            raise BenchError(f"{caps.path} has no DFlash (--spec-type {', '.join(caps.spec_types) or 'missing'}): "
+                             "use BeeLlama or a recent mainline llama.cpp, or leave dflash out of the modes.")
+        if settings is None or not settings.draft:
+            raise BenchError("The dflash mode needs a DFlash draft model: pick the draft made for this target "
+                             "(CLI: --draft FILE), or leave dflash out of the modes.")
+    if MODEL_FREE in out and pick_model_free_type(caps, settings.spec_model_free_type if settings else None) is None:
+        raise BenchError(f"{caps.path} has no model-free speculation type: leave model-free out of the modes.")
+    return out
+
+
+def mode_settings(base: LaunchSettings, mode: str, caps: EngineCaps) -> LaunchSettings:
+    """``base`` with only the speculation changed for ``mode``."""
+    if mode == BASELINE:
+        return replace(base, spec_mode=SpecMode.OFF)
+    if mode == DFLASH:
+        return replace(base, spec_mode=SpecMode.DFLASH)
+    kind = pick_model_free_type(caps, base.spec_model_free_type) or base.spec_model_free_type
+    return replace(base, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type=kind)
+
+
+def per_request_possible(caps: EngineCaps | None, modes: Sequence[str]) -> bool:
+    """True where one DFlash server can serve every mode (BeeLlama's per-request ``speculative.n_max``)."""
+    return bool(caps and caps.is_bee and DFLASH in modes and set(modes) <= {BASELINE, DFLASH})
+
+
+SWITCHING = ("auto", "restart", "per-request", "side-by-side")
+BEE_BASELINE_EXTRA: dict[str, Any] = {"speculative.n_max": 0, "speculative.n_min": 0}
+
+
+def run_bench(
+    engine: str | Path | None,
+    caps: EngineCaps | None,
+    base_settings: LaunchSettings | None,
+    suite: BenchSuite,
+    modes: Sequence[str] = (BASELINE, DFLASH),
+    reps: int = DEFAULT_REPS,
+    warmup: int = 1,
+    on_progress: ProgressFn | None = None,
+    cancel_event: threading.Event | None = None,
+    gpu_sampler: GpuSampler | None = None,
+    *,
+    on_sample: Callable[[Sample], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
+    switching: str = "auto",
+    url: str | None = None,
+    api_key: str | None = None,
+    ready_timeout: float = 600.0,
+    pid_file: Path | None = None,
+    environment: dict[str, Any] | None = None,
+) -> BenchReport:
+    """Run ``suite`` in every mode and return the raw :class:`BenchReport` (never raises mid-run).
+
+    With ``url`` the benchmark talks to a running server (one mode, or several with
+    ``switching="per-request"`` on BeeLlama); otherwise it starts ``engine`` itself from
+    ``base_settings``. ``switching``: "auto" (per-request where the engine can, else restart),
+    "restart", "per-request" or "side-by-side" (every mode's server at once, requests interleaved:
+    the fairest on a busy machine, for models that fit twice). ``on_progress(done, total, label)`` and ``on_sample`` run on the
+    calling thread; ``cancel_event`` stops between and inside replies (the report is then partial,
+    ``cancelled`` True). Raises BenchError before anything starts if the modes cannot run.
+    """
+    if reps < 1:
+        raise BenchError(f"reps must be at least 1, not {reps}: use 3 or more for a confidence interval.")
+    modes = check_modes(modes, caps, base_settings)
+    if url is None and (engine is None or caps is None or base_settings is None):
+        raise BenchError("Give either a server URL or an engine, its capabilities and launch settings.")
+    if switching not in SWITCHING:
+        raise BenchError(f"Unknown mode switching {switching!r}: use one of {', '.join(SWITCHING)}.")
+    if switching == "auto":
+        switching = "per-request" if per_request_possible(caps, modes) else "restart"
+    if switching == "per-request" and url is None and not per_request_possible(caps, modes):
+        raise BenchError("Per-request mode switching needs BeeLlama and only the baseline and dflash modes: "
+                         "use restart switching.")
+    if url is not None and len(modes) > 1 and switching != "per-request":
+        raise BenchError("A running server can only be benchmarked in one mode (BeeDeck cannot restart it): "
+                         "pass one mode, or let BeeDeck start the engine.")
+    report = BenchReport(suite, modes, reps, warmup, started=time.time())
+    report.environment = environment if environment is not None else collect_environment(
+        engine, caps, base_settings, url)
+    runner = _Runner(report, caps, on_progress, cancel_event or threading.Event(), _PeakTracker(gpu_sampler),
+                     on_sample, on_line, api_key, ready_timeout, pid_file)
+    try:
+        if url is not None:
+            runner.run_external(url, switching)
+        else:
+            assert engine is not None and caps is not None and base_settings is not None
+            how = {"per-request": runner.run_per_request, "side-by-side": runner.run_side_by_side}
+            how.get(switching, runner.run_restart)(Path(engine), caps, base_settings)
+    finally:
+        runner.close()
+        report.finished = time.time()
+    return report
+
+
+class _Runner:
+    def __init__(self, report: BenchReport, caps: EngineCaps | None, on_progress: ProgressFn | None,
+                 cancel: threading.Event, tracker: _PeakTracker, on_sample: Callable[[Sample], None] | None,
+                 on_line: Callable[[str], None] | None, api_key: str | None, ready_timeout: float,
+                 pid_file: Path | None) -> None:
+        self.r, self.caps, self.on_progress, self.cancel = report, caps, on_progress, cancel
+        self.tracker, self.on_sample, self.on_line, self.api_key = tracker, on_sample, on_line, api_key
+        self.ready_timeout = ready_timeout
+        self.pid_file = pid_file if pid_file is not None else paths.state_dir() / "bench-server.pid"
+        self.procs: dict[str, ServerProcess] = {}  # mode -> the server answering it
+        self.total = len(report.modes) * (report.warmup + report.reps * len(report.suite.prompts))
+        self.done = 0
+
+    def progress(self, label: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.done, self.total, label)
+
+    def close(self) -> None:
+        self.tracker.stop()
+        self.stop_all()
+
+    def stop_all(self) -> float | None:
+        if not self.procs:
+            return None
+        t0 = time.perf_counter()
+        for proc in {id(p): p for p in self.procs.values()}.values():
+            proc.stop()
+        self.procs.clear()
+        return time.perf_counter() - t0
+
+    # ---- serving ----
+
+    def start(self, engine: Path, caps: EngineCaps, settings: LaunchSettings, run: ModeRun,
+              pid_file: Path | None = None) -> LlamaClient | None:
+        if self.cancel.is_set():
+            self.r.cancelled = True
+            return None
+        self.progress(f"starting the {run.mode} server")
+        proc: ServerProcess | None = None
+        try:
+            proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file,
+                          stop_leftover=pid_file is None)
+            self.procs[run.mode] = proc
+            run.argv = redact([str(engine), *proc.argv])
+            run.ready_s = self._wait_ready(proc)
+            if run.ready_s is None:  # cancelled while the model loaded: stop it now, not once it is ready
+                self.r.cancelled = True
+                proc.stop()
+                self.procs.pop(run.mode, None)
+                return None
+        except (ServerFailed, LaunchRefused) as exc:
+            detail = exc.failure.remedy if isinstance(exc, ServerFailed) else ""
+            run.error = f"The {run.mode} server did not start: {exc}" + (f" ({detail})" if detail else "")
+            self.r.errors.append(run.error)
+            if proc is not None:
+                proc.stop()
+                self.procs.pop(run.mode, None)
+            return None
+        self.tracker.watch(proc.pid)
+        return LlamaClient(proc.base_url, self.api_key if self.api_key is not None else settings.api_key)
+
+    def _wait_ready(self, proc: ServerProcess) -> float | None:
+        """``proc.wait_ready(ready_timeout)`` in short slices, so a cancel is seen within ~0.2 s even
+        while a big model loads for minutes; None when cancelled."""
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if self.cancel.is_set():
+                return None
+            left = deadline - time.monotonic()
+            try:
+                return proc.wait_ready(max(0.0, min(0.2, left)))
+            except ServerFailed as exc:
+                if exc.failure.code != "timeout":
+                    raise
+                if left <= 0.2:  # the real timeout: name the whole wait, not the last slice
+                    raise ServerFailed(replace(exc.failure, message=(
+                        f"llama-server did not become ready within {self.ready_timeout:.0f} s "
+                        f"(state: {proc.state.value})."))) from None
+
+    def skip(self, run: ModeRun) -> None:
+        self.done += self.r.warmup + self.r.reps * len(self.r.suite.prompts)
+
+    def run_restart(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
+        if base.port == 0:  # one port for every mode: the argvs differ only in speculation
+            base = replace(base, port=free_port(base.host))
+        for mode in self.r.modes:
+            if self.cancel.is_set():
+                self.r.cancelled = True
+                return
+            settings = mode_settings(base, mode, caps)
+            run = ModeRun(mode, "restart", spec_type=_spec_type(settings, caps))
+            self.r.runs.append(run)
+            run.stop_previous_s = self.stop_all()
+            client = self.start(engine, caps, settings, run)
+            if client is None:
+                self.skip(run)
+                continue
+            self.measure({mode: client}, [run])
+
+    def run_side_by_side(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
+        """Every mode's server at once (own ports), requests interleaved: drifting machine load hits
+        all modes alike. Only for models that fit twice (CPU runs, small models)."""
+        runs = []
+        clients: dict[str, LlamaClient] = {}
+        for i, mode in enumerate(self.r.modes):
+            settings = mode_settings(replace(base, port=0), mode, caps)
+            run = ModeRun(mode, "side-by-side", spec_type=_spec_type(settings, caps))
+            self.r.runs.append(run)
+            pid_file = self.pid_file.with_name(f"{self.pid_file.stem}-{i}{self.pid_file.suffix}")
+            client = self.start(engine, caps, settings, run, pid_file=pid_file)
+            if client is None:
+                self.skip(run)
+                continue
+            runs.append(run)
+            clients[mode] = client
+        if runs:
+            self.measure(clients, runs)
+
+    def run_per_request(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
+        settings = mode_settings(base, DFLASH, caps)
+        runs = [ModeRun(m, "per-request", request_extra=dict(BEE_BASELINE_EXTRA) if m == BASELINE else {},
+                        spec_type=None if m == BASELINE else _spec_type(settings, caps)) for m in self.r.modes]
+        self.r.runs.extend(runs)
+        client = self.start(engine, caps, settings, runs[0])
+        for run in runs[1:]:
+            run.argv, run.ready_s, run.error = runs[0].argv, runs[0].ready_s, runs[0].error
+            if runs[0].mode in self.procs:
+                self.procs[run.mode] = self.procs[runs[0].mode]
+        if client is not None:
+            self.measure({r.mode: client for r in runs}, runs)
+
+    def run_external(self, url: str, switching: str) -> None:
+        runs = [ModeRun(m, "external" if switching != "per-request" else "per-request",
+                        request_extra=dict(BEE_BASELINE_EXTRA) if m == BASELINE and len(self.r.modes) > 1 else {})
+                for m in self.r.modes]
+        self.r.runs.extend(runs)
+        client = LlamaClient(url, self.api_key)
+        self.measure({r.mode: client for r in runs}, runs)
+
+    # ---- measuring ----
+
+    def measure(self, clients: dict[str, LlamaClient], runs: list[ModeRun]) -> None:
+        """Warm up every mode, then rep x prompt x mode (modes interleaved when they are all up)."""
+        suite = self.r.suite
+        for run in runs:
+            for _ in range(self.r.warmup):
+                if self.cancel.is_set():
+                    self.r.cancelled = True
+                    return
+                self.progress(f"{run.mode}: warm-up")
+                p = suite.prompts[0]
+                failed = self.request(clients[run.mode], run, p, -1, suite.seed,
+                                      min(WARMUP_MAX_TOKENS, suite.max_tokens_for(p)))
+                self.done += 1
+                if failed is not None and self.server_gone(run):
+                    return
+        for rep in range(self.r.reps):
+            for p in suite.prompts:
+                for run in runs:
+                    if self.cancel.is_set():
+                        self.r.cancelled = True
+                        return
+                    self.progress(f"{run.mode}: {p.id} ({rep + 1}/{self.r.reps})")
+                    sample = self.request(clients[run.mode], run, p, rep, suite.seed + rep, suite.max_tokens_for(p))
+                    self.done += 1
+                    if sample is None:
+                        continue
+                    self.r.samples.append(sample)
+                    if self.on_sample is not None:
+                        self.on_sample(sample)
+                    if sample.error and self.server_gone(run):
+                        return
+        self.progress("done")
+
+    def server_gone(self, run: ModeRun) -> bool:
+        """True (and the error recorded) when the server this run uses has died."""
+        proc = self.procs.get(run.mode)
+        if proc is None or proc.state == ServerState.READY:
+            return False
+        run.error = f"The {run.mode} server stopped during the benchmark: {proc.failure or 'see its log'}"
+        self.r.errors.append(run.error)
+        return True
+
+    def request(self, client: LlamaClient, run: ModeRun, p: BenchPrompt, rep: int, seed: int,
+                max_tokens: int) -> Sample | None:
+        suite = self.r.suite
+        extra = {**suite.extra, "cache_prompt": False, **run.request_extra}
+        stream = client.stream_chat(p.messages(), max_tokens=max_tokens, temperature=suite.temperature,
+                                    seed=seed, extra=extra)
+        self.tracker.reset()
+        try:
+            # Cancel is checked per token: a reply stops within one token of the click (the prompt
+            # phase of a benchmark prompt is short, so no watcher thread is needed for it).
+            for _ in stream:
+                if self.cancel.is_set():
+                    stream.cancel()
+            result = stream.result
+        except ClientError as exc:
+            if self.cancel.is_set():
+                return None
+            msg = f"{run.mode} / {p.id}: {exc}"
+            self.r.errors.append(msg)
+            return Sample(run.mode, p.id, rep, seed, error=str(exc))
+        if result.cancelled or rep < 0:
+            return None
+        sample = Sample.from_result(run.mode, p.id, rep, seed, result)
+        sample.peak_gpu_mem = self.tracker.read()
+        return sample
+
+
+def _spec_type(settings: LaunchSettings, caps: EngineCaps) -> str | None:
+    if settings.spec_mode == SpecMode.DFLASH:
+        return caps.dflash_spec_type
+    if settings.spec_mode == SpecMode.MODEL_FREE:
+        return settings.spec_model_free_type
+    return None

@@ -1,0 +1,446 @@
+"""The one pure function that turns launch settings into llama-server's argument list.
+
+The form, "Copy command", the CLI, the benchmark and the tests all go through :func:`build_argv`.
+The argv it returns does NOT start with the binary: the caller (``engine.server``) prepends
+``caps.path``. Every setting the engine cannot honour is either dropped or translated (an
+:class:`ArgNote` says so) or refused (:class:`LaunchRefused`, one reason per line, with a remedy).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from dataclasses import dataclass
+
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+
+
+@dataclass(frozen=True)
+class ArgNote:
+    """One thing build_argv did that the user should know: a dropped, translated or compensated option."""
+
+    setting: str
+    kind: str  # "dropped" | "translated" | "compensated" | "info"
+    message: str
+
+
+class LaunchRefused(ValueError):
+    """These settings cannot run on this engine; ``reasons`` says why, one line each, with a remedy."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+SECRET_FLAGS = frozenset({"--api-key"})
+
+
+def redact(argv: list[str]) -> list[str]:
+    """``argv`` with secret values masked, in both spellings: ``--api-key X`` and ``--api-key=X``."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        flag, eq, _value = arg.partition("=")
+        if eq and flag in SECRET_FLAGS:
+            out[i] = f"{flag}=********"
+        elif arg in SECRET_FLAGS and i + 1 < len(out):
+            out[i + 1] = "********"
+    return out
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The argument list for llama-server, WITHOUT the binary path (prepend ``caps.path``)."""
+
+    argv: list[str]
+    notes: tuple[ArgNote, ...] = ()
+
+    def __repr__(self) -> str:
+        # The dataclass repr would print the API key into logs and tracebacks.
+        return f"LaunchPlan(argv={self.redacted_argv()!r}, notes={self.notes!r})"
+
+    def redacted_argv(self) -> list[str]:
+        """argv with secret values (the API key) masked: for logs and display."""
+        return redact(self.argv)
+
+    def command_line(self, binary: str, reveal_secrets: bool = False) -> str:
+        """A copy-pasteable POSIX shell line (secrets masked unless asked)."""
+        return shlex.join([binary, *(self.argv if reveal_secrets else self.redacted_argv())])
+
+    def pairs(self) -> list[tuple[str, str | None]]:
+        """(flag, value) pairs; a switch has value None. Values are recognised as non-flag tokens."""
+        out: list[tuple[str, str | None]] = []
+        for arg in self.argv:
+            if arg.startswith("-") and not _is_number(arg):
+                out.append((arg, None))
+            elif out and out[-1][1] is None:
+                out[-1] = (out[-1][0], arg)
+            else:
+                out.append(("", arg))
+        return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _fmt(value: float) -> str:
+    return repr(float(value))
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.x, ::1, localhost and UNIX socket paths; each entry of a comma list must be local."""
+    for part in (h.strip() for h in host.split(",")):
+        if not part:
+            continue
+        if part == "localhost" or part.endswith(".sock") or part.startswith("/"):
+            continue
+        try:
+            if not ipaddress.ip_address(part.strip("[]")).is_loopback:
+                return False
+        except ValueError:
+            return False  # a host name other than localhost may resolve to a LAN address
+    return True
+
+
+_FULL_PRECISION = ("f32", "f16", "bf16")
+
+
+class _Builder:
+    def __init__(self, s: LaunchSettings, caps: EngineCaps) -> None:
+        self.s, self.caps = s, caps
+        self.argv: list[str] = []
+        self.notes: list[ArgNote] = []
+        self.refusals: list[str] = []
+
+    def add(self, *args: str) -> None:
+        self.argv.extend(args)
+
+    def note(self, setting: str, kind: str, message: str) -> None:
+        self.notes.append(ArgNote(setting, kind, message))
+
+    def drop(self, setting: str, flag: str, why: str = "") -> None:
+        self.note(setting, "dropped", f"{flag} left out: this engine has no such option{why}.")
+
+    def first(self, *flags: str) -> str | None:
+        return next((f for f in flags if self.caps.has(f)), None)
+
+    def opt(self, setting: str, flags: tuple[str, ...], value: str, refuse: str | None = None) -> None:
+        """Pass ``flag value`` with the first spelling the engine has; else drop (or refuse)."""
+        flag = self.first(*flags)
+        if flag:
+            self.add(flag, value)
+        elif refuse:
+            self.refusals.append(refuse)
+        else:
+            self.drop(setting, flags[0])
+
+    def switch(self, setting: str, flags: tuple[str, ...]) -> None:
+        flag = self.first(*flags)
+        if flag:
+            self.add(flag)
+        else:
+            self.drop(setting, flags[0])
+
+
+def build_argv(settings: LaunchSettings, caps: EngineCaps) -> LaunchPlan:
+    """Turn settings into llama-server arguments for this engine (pure; no file or process access).
+
+    Returns the argv WITHOUT the binary path. Raises :class:`LaunchRefused` when the settings cannot run.
+    """
+    b = _Builder(settings, caps)
+    s = settings
+    if not s.target:
+        b.refusals.append("No target model is set: pick a GGUF model file.")
+    b.add("-m", s.target)
+    spec_on = _speculation(b)
+    _network(b)
+    _memory(b, spec_on)
+    _chat(b)
+    _extra(b)
+    if b.refusals:
+        raise LaunchRefused(b.refusals)
+    return LaunchPlan(b.argv, tuple(b.notes))
+
+
+def _speculation(b: _Builder) -> bool:
+    s, caps = b.s, b.caps
+    if s.spec_mode == SpecMode.OFF:
+        if s.draft:
+            b.note("draft", "info", "The draft model is not loaded because speculative decoding is off.")
+        return False
+    if not caps.has("--spec-type"):
+        b.refusals.append(
+            "This engine has no --spec-type option, so it cannot do speculative decoding: "
+            "use BeeLlama or a recent mainline llama.cpp, or turn speculation off."
+        )
+        return False
+    if s.spec_mode == SpecMode.DFLASH:
+        spelling = caps.dflash_spec_type
+        if spelling is None:
+            b.refusals.append(
+                f"This engine has no DFlash (its --spec-type accepts {', '.join(caps.spec_types) or 'nothing'}): "
+                "use BeeLlama or mainline llama.cpp b9000 or newer, or pick another speculation mode."
+            )
+        if not s.draft:
+            b.refusals.append("DFlash needs a draft model: pick the DFlash draft GGUF made for this target.")
+        if spelling is None or not s.draft:
+            return False
+        b.add("--spec-draft-model", s.draft, "--spec-type", spelling)
+        if spelling != "dflash":
+            b.note(
+                "spec_mode",
+                "translated",
+                f"DFlash is spelled --spec-type {spelling} on this engine "
+                "(BeeLlama <= 0.3 spelled it dflash).",
+            )
+        if s.dflash_cross_ctx is not None:
+            if caps.has("--spec-dflash-cross-ctx"):
+                b.add("--spec-dflash-cross-ctx", str(s.dflash_cross_ctx))
+            else:
+                b.drop("dflash_cross_ctx", "--spec-dflash-cross-ctx", " (only BeeLlama <= 0.3 has it)")
+        n_min = s.draft_n_min
+    else:
+        kind = s.spec_model_free_type
+        if kind not in caps.model_free_spec_types:
+            b.refusals.append(
+                f"This engine has no model-free speculation type {kind!r}: pick one of "
+                f"{', '.join(caps.model_free_spec_types) or '(none)'}."
+            )
+            return False
+        if s.draft:
+            b.note("draft", "info", f"The draft model is not loaded: {kind} needs none.")
+        b.add("--spec-type", kind)
+        n_min = s.draft_n_min
+        if kind == "copyspec" and (n_min is None or n_min < 1):
+            n_min = 1
+            b.note(
+                "draft_n_min",
+                "compensated",
+                "copyspec runs away with a minimum draft of 0 (it re-decodes one "
+                "token until the context is full): passing --spec-draft-n-min 1.",
+            )
+    if s.draft_n_max is not None:
+        b.opt("draft_n_max", ("--spec-draft-n-max",), str(s.draft_n_max))
+    if n_min is not None:
+        b.opt("draft_n_min", ("--spec-draft-n-min",), str(n_min))
+    if (
+        s.spec_mode == SpecMode.DFLASH
+        and caps.generation == Generation.BEE_A
+        and (s.batch_size is None or s.ubatch_size is None)
+    ):
+        b.note("batch_size", "info", "BeeLlama caps -b/-ub to 256/64 for DFlash when they are not given.")
+    return True
+
+
+def _gpu_layers(b: _Builder, setting: str, flags: tuple[str, ...], value: str) -> None:
+    symbolic = b.caps.gpu_layers_values
+    if not value.isdigit() and value not in ("auto", "all"):
+        b.refusals.append(f"GPU layers must be a number, 'auto' or 'all', not {value!r}.")
+        return
+    if not value.isdigit() and symbolic and value not in symbolic:
+        if value == "all":
+            b.note(
+                setting, "translated", "This engine has no 'all' for GPU layers: passing 999 (every layer)."
+            )
+            value = "999"
+        else:
+            b.note(setting, "dropped", f"This engine has no {value!r} for GPU layers: using its default.")
+            return
+    b.opt(setting, flags, value)
+
+
+def _network(b: _Builder) -> None:
+    s = b.s
+    if not is_loopback(s.host) and not s.api_key:
+        b.refusals.append(
+            f"Exposing on the LAN needs an API key: host {s.host} is reachable from other machines. "
+            "Set an API key, or use 127.0.0.1."
+        )
+    if b.caps.has("--host"):
+        b.add("--host", s.host)
+    elif not is_loopback(s.host):
+        b.refusals.append(
+            "This engine has no --host option, so it cannot listen on another address: use 127.0.0.1."
+        )
+    b.opt(
+        "port",
+        ("--port",),
+        str(s.port),
+        refuse="This engine has no --port option: it is not a usable llama-server.",
+    )
+    if s.api_key:
+        b.opt(
+            "api_key",
+            ("--api-key",),
+            s.api_key,
+            refuse="This engine has no --api-key option, so it cannot require a key: use 127.0.0.1 without a key.",
+        )
+
+
+def _slot_context(b: _Builder, spec_on: bool) -> int:
+    s, caps = b.s, b.caps
+    if s.ctx_is_total:
+        if spec_on and caps.generation == Generation.BEE_A and s.kv_unified is not True:
+            b.note(
+                "ctx_size",
+                "info",
+                f"BeeLlama <= 0.3 splits -c between the slot and its speculation backup: "
+                f"the slot gets about {s.ctx_size // 2} tokens. Turn on KV unified or let BeeDeck double -c.",
+            )
+        return s.ctx_size
+    total = s.ctx_size
+    if s.kv_unified is not True:
+        if s.parallel > 1:
+            total *= s.parallel
+            b.note(
+                "ctx_size",
+                "compensated",
+                f"Without a unified KV cache each of the {s.parallel} slots gets "
+                f"-c / {s.parallel}: passing -c {total} so each gets {s.ctx_size}.",
+            )
+        if spec_on and caps.generation == Generation.BEE_A:
+            total *= 2
+            b.note(
+                "ctx_size",
+                "compensated",
+                "BeeLlama <= 0.3 halves the slot context whenever --spec-type is on "
+                f"(without --kv-unified): passing -c {total} to give the slot {s.ctx_size} tokens.",
+            )
+    return total
+
+
+def _memory(b: _Builder, spec_on: bool) -> None:
+    s, caps = b.s, b.caps
+    b.opt("parallel", ("-np", "--parallel"), str(s.parallel))
+    if s.kv_unified is not None:
+        b.switch("kv_unified", ("--kv-unified", "-kvu") if s.kv_unified else ("--no-kv-unified", "-no-kvu"))
+    _gpu_layers(b, "n_gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), s.n_gpu_layers)
+    if spec_on and s.spec_mode == SpecMode.DFLASH and s.draft_n_gpu_layers is not None:
+        _gpu_layers(b, "draft_n_gpu_layers", ("--spec-draft-ngl", "-ngld"), s.draft_n_gpu_layers)
+    if s.threads is not None:
+        b.opt("threads", ("-t", "--threads"), str(s.threads))
+    if s.batch_size is not None:
+        b.opt("batch_size", ("-b", "--batch-size"), str(s.batch_size))
+    if s.ubatch_size is not None:
+        b.opt("ubatch_size", ("-ub", "--ubatch-size"), str(s.ubatch_size))
+    b.opt("ctx_size", ("--ctx-size", "-c"), str(_slot_context(b, spec_on)))
+    _cache_types(b)
+    if s.flash_attn not in caps.flash_attn_values and caps.flash_attn_values:
+        b.refusals.append(
+            f"Flash attention {s.flash_attn!r} is not accepted here: pick one of "
+            f"{', '.join(caps.flash_attn_values)}."
+        )
+    else:
+        b.opt("flash_attn", ("--flash-attn", "-fa"), s.flash_attn)
+    if s.cache_ram is not None:
+        b.opt("cache_ram", ("--cache-ram", "-cram"), str(s.cache_ram))
+
+
+def _cache_types(b: _Builder) -> None:
+    s, caps = b.s, b.caps
+    for value, flag in (
+        (s.cache_type_k, "--cache-type-k"),
+        (s.cache_type_v, "--cache-type-v"),
+    ):
+        default = caps.defaults.get(flag, "f16")
+        if value == default:
+            continue  # the engine's default needs no flag (the guide's DFlash line passes none)
+        if not caps.has(flag):
+            b.refusals.append(
+                f"This engine has no {flag} option, so the KV cache stays {default}: pick {default}."
+            )
+            continue
+        if value in caps.cache_types:
+            b.add(flag, value)
+            continue
+        if value.startswith("turbo"):
+            alt = "kvarn3/kvarn4 (KVarN) or q4_0/q8_0" if caps.has_kvarn else "q4_0 or q8_0"
+            b.refusals.append(
+                f"KV cache type {value} is TurboQuant, which only BeeLlama <= 0.3 has: use {alt}."
+            )
+        else:
+            b.refusals.append(
+                f"KV cache type {value} is not supported by this engine: pick one of "
+                f"{', '.join(caps.cache_types)}."
+            )
+    if (
+        s.cache_type_v not in _FULL_PRECISION
+        and not s.cache_type_v.startswith("turbo")
+        and s.flash_attn == "off"
+    ):
+        b.refusals.append(
+            f"A quantized V cache ({s.cache_type_v}) needs flash attention: set flash attention to "
+            "on or auto, or use an f16 V cache."
+        )
+
+
+def _load_mode(b: _Builder) -> None:
+    s, caps = b.s, b.caps
+    if s.mmap and not s.mlock:
+        return  # the default on every engine
+    if caps.has("--no-mmap") or caps.has("--mlock"):
+        if not s.mmap:
+            b.switch("mmap", ("--no-mmap",))
+        if s.mlock:
+            b.switch("mlock", ("--mlock",))
+        return
+    if caps.has("--load-mode"):
+        mode = ("mmap+mlock" if s.mmap else "mlock") if s.mlock else "none"
+        if caps.load_modes and mode not in caps.load_modes:
+            b.drop("mmap", f"--load-mode {mode}")
+            return
+        b.add("--load-mode", mode)
+        old = " ".join(x for x in ("" if s.mmap else "--no-mmap", "--mlock" if s.mlock else "") if x)
+        b.note("mmap", "translated", f"{old} is spelled --load-mode {mode} on this engine.")
+        return
+    b.drop("mmap", "--no-mmap/--mlock")
+
+
+def _chat(b: _Builder) -> None:
+    s = b.s
+    if s.jinja:
+        b.switch("jinja", ("--jinja",))
+    elif b.caps.has("--no-jinja"):
+        b.add("--no-jinja")
+    if s.chat_template:
+        b.opt(
+            "chat_template",
+            ("--chat-template",),
+            s.chat_template,
+            refuse="This engine has no --chat-template option: pick a model with a built-in chat template.",
+        )
+    _load_mode(b)
+    if s.no_host:
+        b.switch("no_host", ("--no-host",))
+    if s.metrics:
+        b.switch("metrics", ("--metrics",))
+    # BeeDeck's log reader wants timestamps and prefixes; engines without the flags still run.
+    for flag in ("--log-timestamps", "--log-prefix"):
+        b.switch("log", (flag,))
+    if s.reasoning is not None:
+        b.opt("reasoning", ("--reasoning", "-rea"), s.reasoning)
+    for setting, flags, value in (
+        ("temp", ("--temp", "--temperature"), s.temp),
+        ("top_k", ("--top-k",), s.top_k),
+        ("top_p", ("--top-p",), s.top_p),
+        ("min_p", ("--min-p",), s.min_p),
+    ):
+        if value is not None:
+            b.opt(setting, flags, str(int(value)) if setting == "top_k" else _fmt(value))
+
+
+def _extra(b: _Builder) -> None:
+    for arg in b.s.extra_args:
+        if arg.startswith("-") and not _is_number(arg):
+            name = arg.split("=", 1)[0]
+            if not b.caps.has(name):
+                b.refusals.append(
+                    f"Extra argument {name} is not an option of this engine: remove it "
+                    "(see `llama-server --help` for what this build accepts)."
+                )
+    b.add(*b.s.extra_args)

@@ -1,0 +1,507 @@
+"""Build llama-server (BeeLlama.cpp or mainline llama.cpp) from source with CMake.
+
+The build happens in ``engines_dir()/<id>/`` (``src/`` for a git checkout, ``build/`` for CMake,
+``build.log`` for the full output of every run). The id is derived from the source, ref and
+backend, so building the same thing again reuses the build folder and only recompiles what
+changed (resume after a cancel or a crash). Only the ``llama-server`` target is built. Afterwards
+the binary is smoke-tested (probed; a CUDA build must list a CUDA device) and registered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from beedeck.core.engine.caps import ProbeError
+from beedeck.core.engine.registry import (
+    EngineRecord,
+    EngineRegistry,
+    Origin,
+    SmokeResult,
+    caps_fields,
+    smoke_test,
+)
+
+BEE_REPO = "https://github.com/Anbeeld/beellama.cpp"
+MIN_CMAKE = (3, 14)  # llama.cpp's cmake_minimum_required
+MIN_CMAKE_CUDA = (3, 18)  # CUDA language support (engine-facts.md §6.1)
+DISK_NEEDED_CPU, DISK_NEEDED_CUDA = 2 << 30, 8 << 30
+STOP_GRACE_S = 5.0
+
+# K/V pairs whose CUDA FlashAttention kernels exist without GGML_CUDA_FA_ALL_QUANTS (engine-facts §1.3).
+_TURBO = ("turbo2", "turbo3", "turbo4", "turbo3_tcq", "turbo2_tcq")
+DEFAULT_FA_PAIRS: frozenset[tuple[str, str]] = frozenset(
+    {("f16", "f16"), ("q4_0", "q4_0"), ("q8_0", "q8_0"), ("bf16", "bf16")}
+    | {(t, t) for t in _TURBO}
+    | {(t, "q8_0") for t in _TURBO}
+    | {("q8_0", t) for t in _TURBO}
+    | {("turbo4", "turbo3"), ("turbo3", "turbo4"), ("turbo2", "turbo3"), ("turbo3", "turbo2"),
+       ("turbo4", "turbo3_tcq"), ("turbo3", "turbo3_tcq")}
+)
+# Types mainline's GGML_CUDA_FA_QUANTS list accepts (ggml/cmake/common.cmake).
+FA_QUANTS_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "bf16", "f16"})
+ML_DEFAULT_FA_QUANTS = ("q4_0-q4_0", "q8_0-q8_0", "f16-f16", "bf16-bf16")
+
+ProgressCallback = Callable[[int, int, float | None], None]  # done, total, eta seconds
+LineCallback = Callable[[str], None]
+
+
+class BuildError(RuntimeError):
+    """The build could not run or failed; the message says why and what to do."""
+
+
+class BuildCancelled(BuildError):
+    """The user cancelled; the build folder is kept so the next build resumes."""
+
+
+# ------------------------------------------------------------------------------ pure helpers
+def cuda_arch(cc: str | tuple[int, int]) -> str:
+    """Compute capability to a CMAKE_CUDA_ARCHITECTURES entry: "8.6" -> "86", "12.0" -> "120"."""
+    if isinstance(cc, tuple):
+        return f"{cc[0]}{cc[1]}"
+    text = cc.strip().lower().removeprefix("sm_").removeprefix("compute_")
+    m = re.fullmatch(r"(\d+)\.(\d)", text)
+    if m:
+        return f"{m.group(1)}{m.group(2)}"
+    if re.fullmatch(r"\d{2,3}[af]?", text):
+        return text
+    raise ValueError(f"'{cc}' is not a compute capability (expected e.g. 8.6, 8.9, 9.0, 12.0)")
+
+
+def needs_all_quants(cache_pairs: Collection[tuple[str, str]] | None) -> bool:
+    """True when some K/V cache pair has no CUDA FA kernel in a default build (None: unknown, assume so)."""
+    if cache_pairs is None:
+        return True
+    return any((k.lower(), v.lower()) not in DEFAULT_FA_PAIRS for k, v in cache_pairs)
+
+
+def cmake_options(
+    *,
+    cuda: bool,
+    gpus: Sequence[str | tuple[int, int]] = (),
+    native: bool = True,
+    cache_pairs: Collection[tuple[str, str]] | None = None,
+    source_options: Collection[str] | None = None,
+) -> list[str]:
+    """The ``-D`` options for configuring llama.cpp/BeeLlama (pure; tested directly).
+
+    ``gpus`` are compute capabilities ("8.9"); several GPUs give "86;89". ``cache_pairs`` are the
+    K/V cache types the user will run; None means unknown, which turns on every FA quant pair.
+    ``source_options`` are the option names the source tree declares (:func:`scan_source_options`):
+    version-dependent options are only passed when the tree has them.
+    """
+    known = set(source_options or ())
+    opts = [f"-DGGML_CUDA={'ON' if cuda else 'OFF'}", f"-DGGML_NATIVE={'ON' if native else 'OFF'}"]
+    if cuda:
+        opts.append("-DGGML_CUDA_FA=ON")
+        if needs_all_quants(cache_pairs):
+            pairs = sorted({f"{k.lower()}-{v.lower()}" for k, v in cache_pairs or ()})
+            fine = cache_pairs is not None and all(t in FA_QUANTS_TYPES for p in pairs for t in p.split("-"))
+            if "GGML_CUDA_FA_QUANTS" in known and fine:
+                # Mainline deprecates ALL_QUANTS; a list compiles only what is needed (much faster).
+                wanted = list(ML_DEFAULT_FA_QUANTS) + [p for p in pairs if p not in ML_DEFAULT_FA_QUANTS]
+                opts.append(f"-DGGML_CUDA_FA_QUANTS={';'.join(wanted)}")
+            else:
+                opts.append("-DGGML_CUDA_FA_ALL_QUANTS=ON")
+        archs = list(dict.fromkeys(cuda_arch(g) for g in gpus))
+        if archs:
+            opts.append(f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(sorted(archs, key=int_prefix))}")
+        if "GGML_CUDA_NCCL" in known and len(gpus) <= 1:
+            opts.append("-DGGML_CUDA_NCCL=OFF")  # a single GPU gains nothing, and NCCL is rarely installed
+    opts.append("-DCMAKE_BUILD_TYPE=Release")
+    if "LLAMA_CURL" in known:
+        opts.append("-DLLAMA_CURL=OFF")  # older trees: libcurl-dev is a common missing dependency
+    return opts
+
+
+def int_prefix(arch: str) -> int:
+    return int(re.sub(r"\D.*", "", arch) or 0)
+
+
+def scan_source_options(src: Path) -> set[str]:
+    """Names declared with ``option(NAME ...)`` in the tree's top-level and ggml CMakeLists."""
+    found: set[str] = set()
+    for rel in ("CMakeLists.txt", "ggml/CMakeLists.txt"):
+        try:
+            text = (src / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        found.update(re.findall(r"^\s*option\s*\(\s*([A-Za-z0-9_]+)", text, re.MULTILINE))
+        found.update(re.findall(r"^\s*set\s*\(\s*(GGML_CUDA_FA_QUANTS)\b", text, re.MULTILINE))
+    return found
+
+
+_NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
+_MAKE = re.compile(r"^\[\s*(\d{1,3})%\]")
+
+
+class ProgressTracker:
+    """Turns build output lines into (done, total, eta_s); Ninja ``[n/N]`` and make ``[ x%]``."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.start: tuple[float, int] | None = None
+        self.last: tuple[int, int] | None = None
+
+    def feed(self, line: str) -> tuple[int, int, float | None] | None:
+        m = _NINJA.match(line) or _MAKE.match(line)
+        if not m:
+            return None
+        done, total = (int(m.group(1)), int(m.group(2))) if m.re is _NINJA else (int(m.group(1)), 100)
+        now = self.clock()
+        if self.start is None:
+            self.start = (now, done)
+        self.last = (done, total)
+        t0, d0 = self.start
+        eta = (now - t0) / (done - d0) * (total - done) if done > d0 and now > t0 else None
+        return done, total, eta
+
+
+# ------------------------------------------------------------------------------ processes
+def run_streaming(argv: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+                  on_line: LineCallback | None = None, cancel_event: threading.Event | None = None,
+                  log: IO[str] | None = None) -> int:
+    """Run ``argv`` in its own process group, streaming merged stdout/stderr line by line.
+
+    On cancel the whole tree (cmake, ninja, every compiler) gets SIGTERM, then SIGKILL after
+    ``STOP_GRACE_S``, and :class:`BuildCancelled` is raised once all of it has exited.
+    """
+    kwargs: dict[str, object] = {}
+    if os.name == "nt":
+        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+    else:
+        kwargs["start_new_session"] = True
+    try:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, **kwargs)  # type: ignore[call-overload]
+    except OSError as exc:
+        raise BuildError(f"Could not start {argv[0]}: {exc}. Check that it is installed and on PATH.") from None
+    finished = threading.Event()
+    cancelled = threading.Event()
+
+    def watch() -> None:
+        assert cancel_event is not None
+        while not finished.is_set():
+            if cancel_event.wait(0.1):
+                cancelled.set()
+                _stop_group(proc)
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True) if cancel_event is not None else None
+    if watcher:
+        watcher.start()
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.rstrip("\r\n")
+            if log is not None:
+                log.write(line + "\n")
+            if on_line is not None:
+                on_line(line)
+        rc = proc.wait()
+    finally:
+        finished.set()
+        if watcher:
+            watcher.join()
+        if proc.poll() is None:
+            _stop_group(proc)
+    if cancelled.is_set():
+        raise BuildCancelled("The build was cancelled; the build folder is kept, so building again resumes.")
+    return rc
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """Stop the process, its group and every descendant. Ninja runs each job in a process group of
+    its own, so the group alone would miss the compilers; SIGTERM first lets ninja clean up."""
+    try:
+        leader = psutil.Process(proc.pid)
+        tree = [leader, *leader.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    if os.name != "nt":
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for p in tree:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=STOP_GRACE_S)
+    proc.wait()
+
+
+# ------------------------------------------------------------------------------ preflight
+@dataclass
+class Check:
+    """One preflight item: what was found and, if not ok, the remedy."""
+
+    name: str
+    ok: bool
+    found: str
+    remedy: str = ""
+
+
+def _tool_version(argv: list[str], pattern: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(pattern, out.stdout + out.stderr)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def find_nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root:
+            cand = Path(root) / "bin" / ("nvcc.exe" if os.name == "nt" else "nvcc")
+            if cand.is_file():
+                return str(cand)
+    return None
+
+
+def _ver(v: tuple[int, ...]) -> str:
+    return ".".join(map(str, v))
+
+
+def preflight(*, need_git: bool, cuda: bool, driver_cuda: str | None, build_root: Path) -> list[Check]:
+    """Check the tools a build needs; every failed item carries a specific remedy."""
+    checks: list[Check] = []
+    linux_hint = "e.g. `sudo apt install` " if os.name != "nt" else ""
+    if need_git:
+        git = shutil.which("git")
+        checks.append(Check("git", bool(git), git or "not found",
+                            "" if git else f"Install git ({linux_hint}git) or build from a local source folder."))
+    need = MIN_CMAKE_CUDA if cuda else MIN_CMAKE
+    cmake = shutil.which("cmake")
+    cv = _tool_version([cmake, "--version"], r"version (\d+)\.(\d+)") if cmake else None
+    ok = cv is not None and cv >= need
+    checks.append(Check("cmake", ok, f"{cmake} {_ver(cv)}" if cmake and cv else (cmake or "not found"),
+                        "" if ok else f"Install CMake >= {_ver(need)} ({linux_hint}cmake, or `pip install cmake`)."))
+    cxx_names = [os.environ.get("CXX", "")] + (["cl"] if os.name == "nt" else ["c++", "g++", "clang++"])
+    cxx = next((shutil.which(n) for n in cxx_names if n and shutil.which(n)), None)
+    checks.append(Check("c++ compiler", bool(cxx), cxx or "not found", "" if cxx else (
+        "Install Visual Studio 2022 with 'Desktop development with C++'." if os.name == "nt"
+        else f"Install a C/C++ compiler ({linux_hint}build-essential, or g++).")))
+    ninja, make = shutil.which("ninja"), shutil.which("make")
+    checks.append(Check("build tool", bool(ninja or make), ninja or make or "not found",
+                        "" if ninja or make else f"Install Ninja ({linux_hint}ninja-build, or `pip install ninja`)."))
+    if cuda:
+        nvcc = find_nvcc()
+        nv = _tool_version([nvcc, "--version"], r"release (\d+)\.(\d+)") if nvcc else None
+        if not nvcc or nv is None:
+            checks.append(Check("nvcc", False, "not found", "Install the NVIDIA CUDA Toolkit (nvcc) and put it on "
+                                "PATH (or set CUDA_PATH), or build a CPU engine (--cpu)."))
+        else:
+            drv = tuple(int(x) for x in re.findall(r"\d+", driver_cuda or "")[:2]) if driver_cuda else None
+            ok = drv is None or drv >= nv
+            checks.append(Check("nvcc", ok, f"{nvcc} (CUDA {_ver(nv)}; driver supports "
+                                f"{driver_cuda or 'unknown'})", "" if ok else (
+                f"nvcc is CUDA {_ver(nv)} but the driver only supports CUDA {driver_cuda}, so the built "
+                f"engine would not load its GPU backend: update the NVIDIA driver "
+                f"({'>= 580' if nv[0] >= 13 else '>= 525'}) or install a CUDA Toolkit <= {driver_cuda}.")))
+    needed = DISK_NEEDED_CUDA if cuda else DISK_NEEDED_CPU
+    probe_at = build_root if build_root.exists() else build_root.parent
+    free = shutil.disk_usage(probe_at).free
+    checks.append(Check("disk", free >= needed, f"{free / 2**30:.1f} GiB free in {probe_at}",
+                        "" if free >= needed else f"Free at least {needed / 2**30:.0f} GiB in {probe_at}."))
+    return checks
+
+
+# ------------------------------------------------------------------------------ sources
+def latest_release_tag(url: str, *, env: dict[str, str] | None = None) -> str | None:
+    """The highest ``vX.Y.Z`` (or ``bNNNN``) tag of a git remote, via ``git ls-remote``; None if none."""
+    out = subprocess.run(["git", "ls-remote", "--tags", "--refs", url], capture_output=True, text=True,
+                         timeout=120, check=False, env=env)
+    if out.returncode != 0:
+        raise BuildError(f"Could not list the tags of {url}: {out.stderr.strip()[-400:]}. Check the URL "
+                         "and your network, or pass --ref / --source.")
+    tags = [line.rsplit("refs/tags/", 1)[-1] for line in out.stdout.splitlines() if "refs/tags/" in line]
+    ranked = []
+    for tag in tags:
+        m = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", tag) or re.fullmatch(r"b(\d+)", tag)
+        if m:
+            ranked.append((tuple(int(x) for x in m.groups()), tag))
+    return max(ranked)[1] if ranked else None
+
+
+def _git(args: list[str], *, on_line: LineCallback | None, cancel: threading.Event | None, log: IO[str],
+         cwd: Path | None = None) -> None:
+    rc = run_streaming(["git", *args], cwd=cwd, on_line=on_line, cancel_event=cancel, log=log,
+                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    if rc != 0:
+        raise BuildError(f"`git {' '.join(args)}` failed (exit {rc}); the last lines of the log say why. "
+                         "Check the URL and ref, and your network.")
+
+
+def fetch_source(url: str, ref: str | None, dest: Path, *, on_line: LineCallback | None = None,
+                 cancel_event: threading.Event | None = None, log: IO[str]) -> str:
+    """Shallow-clone ``url`` at ``ref`` into ``dest`` (or update an existing clone); return the commit."""
+    if (dest / ".git").is_dir():
+        _git(["fetch", "--depth", "1", "origin", ref or "HEAD"], cwd=dest, on_line=on_line, cancel=cancel_event, log=log)
+        _git(["checkout", "--force", "FETCH_HEAD"], cwd=dest, on_line=on_line, cancel=cancel_event, log=log)
+    else:
+        if dest.exists():
+            shutil.rmtree(dest)  # a half-finished clone from a cancelled run
+        url_arg = Path(url).resolve().as_uri() if Path(url).exists() else url  # --depth needs file://
+        branch = ["--branch", ref] if ref else []
+        _git(["clone", "--depth", "1", *branch, url_arg, str(dest)], on_line=on_line, cancel=cancel_event, log=log)
+    return subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+
+
+# ------------------------------------------------------------------------------ the build
+@dataclass
+class BuildResult:
+    """What a build produced. ``record`` is the registered engine (check ``record.ready``)."""
+
+    engine_id: str
+    binary: Path
+    options: list[str]
+    log_path: Path
+    seconds: float
+    commit: str = ""
+    record: EngineRecord | None = None
+    smoke: SmokeResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.smoke is not None and self.smoke.ok
+
+
+def build_id(source: str, ref: str | None, cuda: bool, gpus: Sequence[str | tuple[int, int]]) -> str:
+    """A stable engine id for (source, ref, backend): the same build again reuses its folder."""
+    is_dir = Path(source).is_dir()
+    name = Path(source.rstrip("/")).name.removesuffix(".git") or "llama.cpp"
+    backend = "cuda" + "-".join(sorted({cuda_arch(g) for g in gpus})) if cuda else "cpu"
+    tag = ref or ("local" if is_dir else "head")
+    digest = hashlib.sha256(str(Path(source).resolve() if is_dir else source).encode()).hexdigest()[:6]
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{name}-{tag}-{backend}-{digest}").strip("-.").lower()
+
+
+def _find_binary(build_dir: Path) -> Path | None:
+    exe = "llama-server.exe" if os.name == "nt" else "llama-server"
+    return next((c for c in (build_dir / "bin" / exe, build_dir / "bin" / "Release" / exe) if c.is_file()), None)
+
+
+def build_engine(
+    source: str | Path = BEE_REPO,
+    *,
+    ref: str | None = None,
+    gpus: Sequence[str | tuple[int, int]] = (),
+    cpu_only: bool = False,
+    cache_pairs: Collection[tuple[str, str]] | None = None,
+    native: bool = True,
+    jobs: int | None = None,
+    driver_cuda: str | None = None,
+    extra_options: Sequence[str] = (),
+    on_progress: ProgressCallback | None = None,
+    on_line: LineCallback | None = None,
+    cancel_event: threading.Event | None = None,
+    registry: EngineRegistry | None = None,
+) -> BuildResult:
+    """Fetch (git URL + ref) or use (local folder) a llama.cpp tree, build ``llama-server``, smoke-test
+    and register it. A CUDA build needs ``gpus`` (compute capabilities) and ``cpu_only=False``.
+
+    ``ref=None`` with a git URL means the remote's latest release tag. Raises :class:`BuildError`
+    (preflight, configure or compile failure; the log path is in the message) or
+    :class:`BuildCancelled`.
+    """
+    t0 = time.monotonic()
+    registry = registry or EngineRegistry()
+    src_text = str(source)
+    local = Path(src_text).is_dir() and (Path(src_text) / "CMakeLists.txt").is_file()
+    cuda = not cpu_only and bool(gpus)
+    if not local and ref is None:
+        if shutil.which("git") is None:
+            raise BuildError("git is needed to fetch the source: install git, or pass --source FOLDER.")
+        ref = latest_release_tag(src_text)
+    engine_id = build_id(src_text, ref, cuda, gpus)
+    folder = registry.engine_dir(engine_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    checks = preflight(need_git=not local, cuda=cuda, driver_cuda=driver_cuda, build_root=folder)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise BuildError("Cannot build yet:\n" + "\n".join(f"- {c.name}: {c.found}. {c.remedy}" for c in failed))
+    log_path = folder / "build.log"
+    build_dir = folder / "build"
+    with open(log_path, "a", encoding="utf-8", buffering=1) as log:  # line-buffered: users tail it
+        log.write(f"\n===== BeeDeck build {time.strftime('%Y-%m-%d %H:%M:%S')} of {src_text} @ {ref or 'local'}\n")
+        for c in checks:
+            log.write(f"preflight {c.name}: {c.found}\n")
+        if local:
+            src_dir, commit = Path(src_text).resolve(), ""
+        else:
+            src_dir = folder / "src"
+            commit = fetch_source(src_text, ref, src_dir, on_line=on_line, cancel_event=cancel_event, log=log)
+        options = cmake_options(cuda=cuda, gpus=gpus, native=native, cache_pairs=cache_pairs,
+                                source_options=scan_source_options(src_dir)) + list(extra_options)
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        cached_gen = _cached_generator(build_dir)
+        if cached_gen and generator and cached_gen != "Ninja":
+            generator = []  # keep the generator the build folder was made with (resume)
+        configure = ["cmake", "-S", str(src_dir), "-B", str(build_dir), *generator, *options]
+        log.write("$ " + " ".join(configure) + "\n")
+        if run_streaming(configure, on_line=on_line, cancel_event=cancel_event, log=log) != 0:
+            raise BuildError(f"CMake configure failed; see {log_path} (the lines above 'CMake Error' name the "
+                             "missing piece).")
+        build = ["cmake", "--build", str(build_dir), "--config", "Release", "--target", "llama-server",
+                 "-j", str(jobs or os.cpu_count() or 2)]
+        log.write("$ " + " ".join(build) + "\n")
+        tracker = ProgressTracker()
+
+        def line_seen(line: str) -> None:
+            if on_line is not None:
+                on_line(line)
+            step = tracker.feed(line)
+            if step is not None and on_progress is not None:
+                on_progress(*step)
+
+        if run_streaming(build, on_line=line_seen, cancel_event=cancel_event, log=log) != 0:
+            raise BuildError(f"Compiling llama-server failed; see {log_path} (search for 'error:'). Building again "
+                             "resumes where it stopped.")
+    binary = _find_binary(build_dir)
+    if binary is None:
+        raise BuildError(f"The build finished but no llama-server was found under {build_dir}; see {log_path}.")
+    smoke = smoke_test(binary, expect_gpu=cuda, prober=registry.prober)
+    result = BuildResult(engine_id, binary, options, log_path, 0.0, commit, smoke=smoke)
+    caps_data: dict[str, object] = {}
+    with contextlib.suppress(ProbeError):
+        caps_data = caps_fields(registry.prober(str(binary))) if smoke.ok else {}
+    backend = "CUDA " + ";".join(cuda_arch(g) for g in gpus) if cuda else "CPU"
+    label = " ".join(x for x in (Path(src_text.rstrip("/")).name, ref or "") if x)
+    record = EngineRecord(
+        id=engine_id, origin=Origin.BUILT, binary=str(binary), name=f"{label} ({backend})",
+        source=f"{src_text}@{ref}" if ref else src_text, build_options=options, smoke=smoke,
+        **caps_data,  # type: ignore[arg-type]
+    )
+    if commit and not record.commit:
+        record.commit = commit[:12]
+    result.record = registry.save(record)
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+def _cached_generator(build_dir: Path) -> str | None:
+    cache = build_dir / "CMakeCache.txt"
+    text = cache.read_text(encoding="utf-8", errors="replace") if cache.is_file() else ""
+    m = re.search(r"^CMAKE_GENERATOR:INTERNAL=(.*)$", text, re.MULTILINE)
+    return m.group(1).strip() if m else None

@@ -1,0 +1,464 @@
+"""The llama-server process: start it, stream its log, follow its health, classify failures, stop it.
+
+Health follows engine-facts.md §3.1: the HTTP socket is bound before the model loads, so ``/health``
+goes connection refused -> 503 "Loading model" -> 200. A process that exits is classified from its
+log tail (:func:`beedeck.core.engine.logparse.classify_failure`). Stopping is staged (SIGTERM to the
+process group, then SIGKILL after a named timeout), and a pid file lets the next start find a
+server a crashed BeeDeck left behind.
+
+Callbacks (``on_line``, ``on_state``) run on the wrapper's background threads; the UI adapts them
+to signals.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from beedeck.core import paths
+from beedeck.core.engine.argv import build_argv, redact
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.logparse import MemoryReport, ServerFailure, classify_failure, parse_memory
+from beedeck.core.engine.pidfile import SIGKILL, adopt_or_stop_leftover, signal_group
+
+__all__ = [
+    "ServerFailed",
+    "ServerFailure",
+    "ServerProcess",
+    "ServerState",
+    "free_port",
+    "start_server",
+]
+
+
+class ServerState(StrEnum):
+    STARTING = "starting"  # process spawned, nothing listening yet
+    LOADING = "loading"  # /health answers 503
+    READY = "ready"  # /health answers 200
+    FAILED = "failed"  # the process died (or never got ready); see .failure
+    STOPPED = "stopped"  # not started yet, or stopped on request
+
+
+class ServerFailed(RuntimeError):
+    """The server could not start or died; ``failure`` holds the code, message, remedy and log tail."""
+
+    def __init__(self, failure: ServerFailure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+
+_POLL_S = 0.01  # health poll period while starting; a refused connect costs microseconds
+_HEAD_LINES = 3000  # the load log (memory lines) is kept whole ...
+_TAIL_LINES = 5000  # ... and the rest as a ring
+
+_live: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+_hooks_installed = False
+
+
+def _stop_all_live() -> None:
+    for proc in list(_live):
+        try:
+            proc.stop(timeout=5.0)
+        except Exception:  # best effort at interpreter exit
+            pass
+
+
+def _install_exit_hooks() -> None:
+    """Stop our servers when Python exits, and on SIGTERM when nobody else handles it."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_stop_all_live)
+    if threading.current_thread() is not threading.main_thread() or sys.platform == "win32":
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return  # someone (Qt app, test runner) owns SIGTERM: leave it to them and atexit
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        _stop_all_live()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _argv_value(argv: list[str], *names: str) -> str | None:
+    value = None
+    for i, arg in enumerate(argv[:-1]):
+        if arg in names:
+            value = argv[i + 1]
+    return value
+
+
+def key_via_file(argv: list[str], key: str, key_file: Path) -> list[str]:
+    """Swap ``--api-key KEY`` for ``--api-key-file`` pointing at a file only this user can read.
+
+    A key on the command line is visible to every local user through ``ps``; a 0600 file is not.
+    """
+    if "--api-key" not in argv[:-1]:
+        return list(argv)
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")
+    os.chmod(key_file, 0o600)  # an older file may have had wider bits
+    i = argv.index("--api-key")
+    return [*argv[:i], "--api-key-file", str(key_file), *argv[i + 2:]]
+
+
+def argv_hash(engine: str | Path, argv: list[str]) -> str:
+    return hashlib.sha256(json.dumps([str(engine), *argv]).encode()).hexdigest()[:16]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (another program may still take it before we do)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host if host not in ("0.0.0.0", "", "localhost") else "127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """One llama-server child process. ``argv`` excludes the binary path (``build_argv`` output).
+
+    ``start()`` returns at once; ``wait_ready()`` blocks. States: STOPPED (not started) -> STARTING ->
+    LOADING -> READY, or FAILED; STOPPED after ``stop()``. ``state_times`` maps each state reached to
+    its ``time.monotonic()`` stamp.
+    """
+
+    def __init__(
+        self,
+        engine: str | Path,
+        argv: list[str],
+        *,
+        on_line: Callable[[str], None] | None = None,
+        on_state: Callable[[ServerState, ServerFailure | None], None] | None = None,
+        pid_file: Path | None = None,
+        env: dict[str, str] | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.engine = Path(engine)
+        self.argv = list(argv)
+        self.on_line = on_line
+        self.on_state = on_state
+        self.pid_file = pid_file if pid_file is not None else paths.state_dir() / "server.pid"
+        self.env = env
+        self.host = _argv_value(self.argv, "--host") or "127.0.0.1"
+        # Listening everywhere: talk to it over loopback.
+        self._connect_host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host.strip("[]")
+        self.port = int(_argv_value(self.argv, "--port") or 8080)
+        self.api_key = api_key if api_key is not None else _argv_value(self.argv, "--api-key")
+        self.state = ServerState.STOPPED
+        self.failure: ServerFailure | None = None
+        self.state_times: dict[ServerState, float] = {}
+        self.exit_code: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._cond = threading.Condition()
+        self._head: list[str] = []
+        self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        self._stopping = False
+        self._t_start = 0.0
+        self._threads: list[threading.Thread] = []
+        self.notes: tuple[Any, ...] = ()  # launch(): build_argv's ArgNotes
+        self.secret_files: list[Path] = []  # launch(): the API-key file, removed on stop
+
+    # ---- properties ----
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def base_url(self) -> str:
+        host = self._connect_host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def memory(self) -> MemoryReport:
+        return parse_memory(self.log_lines())
+
+    def log_lines(self) -> list[str]:
+        with self._cond:
+            return self._head + list(self._tail)
+
+    def command(self) -> list[str]:
+        """The full command (binary first) this wrapper runs."""
+        return [str(self.engine), *self.argv]
+
+    def __repr__(self) -> str:
+        return f"ServerProcess(pid={self.pid}, port={self.port}, state={self.state.value})"
+
+    # ---- state ----
+
+    def _set_state(self, state: ServerState, failure: ServerFailure | None = None) -> None:
+        with self._cond:
+            if self.state == state:
+                return
+            if self.state in (ServerState.FAILED, ServerState.STOPPED) and state != ServerState.STARTING:
+                return  # terminal: a late health answer must not resurrect a dead server
+            self.state = state
+            if failure is not None:
+                self.failure = failure
+            self.state_times[state] = time.monotonic()
+            self._cond.notify_all()
+        if self.on_state is not None:
+            self.on_state(state, failure)
+
+    # ---- lifecycle ----
+
+    def start(self) -> ServerProcess:
+        """Spawn the process and the reader and health threads; returns without waiting."""
+        if self._proc is not None:
+            raise RuntimeError("this ServerProcess was already started; make a new one to restart")
+        _install_exit_hooks()
+        self._t_start = time.monotonic()
+        self.state_times.clear()
+        self._set_state(ServerState.STARTING)
+        try:
+            self._proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,  # llama-server logs on stderr; one ordered stream
+                env=self.env,
+                start_new_session=True,  # its own process group: stop() signals the whole group
+            )
+        except OSError as exc:
+            failure = ServerFailure(
+                "exited",
+                f"Could not run {self.engine}: {exc.strerror or exc}.",
+                "Check that the engine file exists and is executable, or pick another engine.",
+            )
+            self._set_state(ServerState.FAILED, failure)
+            raise ServerFailed(failure) from exc
+        _live.add(self)
+        self._write_pid_file()
+        for target, name in ((self._read_output, "reader"), (self._poll_health, "health")):
+            t = threading.Thread(target=target, name=f"llama-server-{name}-{self._proc.pid}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def _read_output(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            with self._cond:
+                if len(self._head) < _HEAD_LINES:
+                    self._head.append(line)
+                else:
+                    self._tail.append(line)
+            if self.on_line is not None:
+                try:
+                    self.on_line(line)
+                except Exception:  # a faulty consumer must not stop the log pump
+                    pass
+        rc = proc.wait()
+        self._on_exit(rc)
+
+    def _on_exit(self, rc: int) -> None:
+        self.exit_code = rc
+        self._remove_pid_file()
+        _live.discard(self)
+        if self._stopping:
+            self._set_state(ServerState.STOPPED)
+            return
+        sig = -rc if rc < 0 else None
+        failure = classify_failure(self.log_lines(), rc, sig)
+        self._set_state(ServerState.FAILED, failure)
+
+    def _health_status(self) -> int | None:
+        conn = http.client.HTTPConnection(self._connect_host, self.port, timeout=2.0)
+        try:
+            conn.request("GET", "/health")
+            return conn.getresponse().status
+        except OSError:
+            return None
+        except http.client.HTTPException:
+            return None
+        finally:
+            conn.close()
+
+    def _poll_health(self) -> None:
+        proc = self._proc
+        assert proc is not None
+        while not self._stopping and proc.poll() is None:
+            status = self._health_status()
+            if status == 200:
+                self._set_state(ServerState.READY)
+                return
+            if status is not None:
+                self._set_state(ServerState.LOADING)
+            with self._cond:
+                if self.state in (ServerState.FAILED, ServerState.STOPPED):
+                    return
+                self._cond.wait(_POLL_S)
+
+    def wait_ready(self, timeout: float = 300.0) -> float:
+        """Block until READY; return seconds from start() to ready. Raises ServerFailed on failure or timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.state not in (ServerState.READY, ServerState.FAILED, ServerState.STOPPED):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            state = self.state
+        if state == ServerState.READY:
+            return self.state_times[ServerState.READY] - self._t_start
+        if state == ServerState.FAILED and self.failure is not None:
+            raise ServerFailed(self.failure)
+        if state == ServerState.STOPPED:
+            raise ServerFailed(ServerFailure("exited", "The server was stopped before it became ready.", "Start it again.",
+                                             self.exit_code, self.log_lines()[-40:]))
+        failure = ServerFailure(
+            "timeout",
+            f"llama-server did not become ready within {timeout:.0f} s (state: {state.value}).",
+            "A big model on a slow disk can take longer: wait longer, or read the log for where it stopped.",
+            None,
+            self.log_lines()[-40:],
+        )
+        raise ServerFailed(failure)
+
+    def wait_exit(self, timeout: float | None = None) -> int | None:
+        """Wait for the process to end by itself; the exit code, or None if it still runs."""
+        for t in self._threads:
+            if t.name.startswith("llama-server-reader"):
+                t.join(timeout)
+        return self.exit_code
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM the process group, SIGKILL it after ``timeout`` seconds; returns the exit code."""
+        proc = self._proc
+        if proc is None:
+            return None
+        self._stopping = True
+        with self._cond:
+            self._cond.notify_all()
+        if proc.poll() is None:
+            signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                signal_group(proc.pid, SIGKILL)
+                proc.wait(5.0)
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(5.0)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if self.exit_code is None:
+            self._on_exit(proc.returncode)
+        elif self.state != ServerState.FAILED:
+            self._set_state(ServerState.STOPPED)
+        self._remove_pid_file()
+        for secret in self.secret_files:  # the 0600 API-key file outlives nothing it protected
+            secret.unlink(missing_ok=True)
+        _live.discard(self)
+        return proc.returncode
+
+    def __enter__(self) -> ServerProcess:
+        if self._proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # ---- pid file ----
+
+    def _write_pid_file(self) -> None:
+        assert self._proc is not None
+        record = {
+            "pid": self._proc.pid,
+            "engine": str(self.engine),
+            "port": self.port,
+            "started": time.time(),
+            "argv_hash": argv_hash(self.engine, self.argv),
+        }
+        try:
+            paths.atomic_write_text(self.pid_file, json.dumps(record))
+        except OSError:
+            pass  # a read-only state folder must not stop the server; only leftover detection suffers
+
+    def _remove_pid_file(self) -> None:
+        try:
+            record = json.loads(self.pid_file.read_text())
+            if self._proc is not None and record.get("pid") == self._proc.pid:
+                self.pid_file.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+# ---- starting from settings ----
+
+
+def start_server(
+    engine: str | Path,
+    caps: EngineCaps,
+    settings: LaunchSettings,
+    *,
+    on_line: Callable[[str], None] | None = None,
+    on_state: Callable[[ServerState, ServerFailure | None], None] | None = None,
+    pid_file: Path | None = None,
+    env: dict[str, str] | None = None,
+    stop_leftover: bool = True,
+) -> ServerProcess:
+    """Build the argv with ``build_argv``, stop a leftover server, start; returns the running wrapper.
+
+    Checks nothing about the model files: :func:`beedeck.core.launcher.launch` runs the pre-launch
+    guard first. Raises ServerFailed or LaunchRefused before starting anything.
+    """
+    if settings.port == 0:
+        settings = replace(settings, port=free_port(settings.host))
+    plan = build_argv(settings, caps)
+    pid_path = pid_file if pid_file is not None else paths.state_dir() / "server.pid"
+    if stop_leftover:
+        adopt_or_stop_leftover(pid_path)
+    argv = plan.argv
+    key_file = pid_path.with_name(pid_path.stem + ".key")
+    if settings.api_key and caps.has("--api-key-file"):
+        argv = key_via_file(argv, settings.api_key, key_file)
+    proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_path, env=env,
+                         api_key=settings.api_key)
+    proc.notes = plan.notes
+    if argv is not plan.argv:
+        proc.secret_files.append(key_file)
+    return proc.start()
+
+
+def describe(proc: ServerProcess) -> dict[str, Any]:
+    """A JSON-able summary (no API key) for the CLI's --json output."""
+    return {
+        "pid": proc.pid,
+        "state": proc.state.value,
+        "base_url": proc.base_url,
+        "argv": redact(proc.argv),
+        "failure": None if proc.failure is None else {
+            "code": proc.failure.code, "message": proc.failure.message, "remedy": proc.failure.remedy,
+            "exit_code": proc.failure.exit_code,
+        },
+    }

@@ -1,0 +1,160 @@
+"""Target + draft + engine compatibility: every rejection says why and what to do.
+
+Rules: shared/docs/engine-facts.md §5.3 (DFlash drafts), llama.cpp's
+``common_speculative_are_compatible`` (ordinary drafts), and dflash-on-cpu.md (which mainline target
+architectures expose the layer inputs DFlash reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.models.gguf import ModelInfo, token_texts, tokenizer_digest
+
+# Mainline (and BeeLlama >= 0.4) DFlash reads each target layer's input tensor; only these
+# architectures' graphs publish it (src/models/*.cpp with t_layer_inp). gemma3 aborts on the first
+# request (dflash-on-cpu.md).
+MAINLINE_DFLASH_TARGETS = frozenset({
+    "llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "qwen4exp", "gemma4", "gemma3n",
+    "gpt-oss", "lfm2", "nemotron_h", "minimax-m2", "minimax01", "mimo2", "deepseek4", "bailingmoe3",
+    "hunyuan-vl", "nanbeige", "muse-glimmer",
+})
+SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128  # common/speculative.cpp
+SPEC_VOCAB_CHECK_START_TOKEN_ID = 5
+
+
+@dataclass
+class PairVerdict:
+    """ok is False when any reason is given; warnings do not block a launch."""
+
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _engine_generation(caps: EngineCaps | None) -> Generation | None:
+    return None if caps is None else caps.generation
+
+
+def check_pair(target: ModelInfo, draft: ModelInfo, caps: EngineCaps | None = None) -> PairVerdict:
+    """Can ``draft`` speculate for ``target`` on the engine described by ``caps`` (None: any engine)?"""
+    reasons: list[str] = []
+    warnings: list[str] = []
+    tn, dn = target.path.name, draft.path.name
+    if target.is_draft:
+        reasons.append(f"{tn} is a DFlash draft, not a target model: pick the big model as the target.")
+        return PairVerdict(False, reasons, warnings)
+    gen = _engine_generation(caps)
+    if draft.dflash is None:
+        _check_ordinary(target, draft, gen, reasons)
+        return PairVerdict(not reasons, reasons, warnings)
+
+    d = draft.dflash
+    # 1. draft format vs engine generation
+    if caps is not None:
+        want = caps.dflash_draft_arch
+        if want is None:
+            reasons.append(f"This engine ({caps.path}) has no DFlash speculative type: use BeeLlama or a "
+                           "recent mainline llama-server.")
+        elif d.fmt != want and not (caps.generation == Generation.BEE_A and d.fmt == "dflash"
+                                    and "dflash" in caps.spec_types and _bee_reads_upstream(caps)):
+            if d.fmt == "dflash-draft":
+                reasons.append(f"{dn} is in BeeLlama's old fork format (dflash-draft), which this engine "
+                               f"({caps.generation.value}) cannot load: download the upstream 'dflash' GGUF of "
+                               "the same draft, or convert it with BeeLlama's convert-dflash-draft-to-upstream.py.")
+            else:
+                reasons.append(f"{dn} is in the upstream 'dflash' format, which this BeeLlama 0.1 engine cannot "
+                               "load: use a 'dflash-draft' GGUF (spiritbuun / Lucebox) or BeeLlama >= 0.4.")
+    # 2. hidden size
+    if draft.n_embd != target.n_embd:
+        reasons.append(f"{dn} was made for a model with hidden size {draft.n_embd}, but {tn} has {target.n_embd}: "
+                       "pick the draft trained for this target.")
+    if d.n_target_features and target.n_embd and d.n_target_features != len(d.target_layer_ids) * target.n_embd:
+        reasons.append(f"{dn} expects {d.n_target_features} target features, but {len(d.target_layer_ids)} layers x "
+                       f"{target.n_embd} = {len(d.target_layer_ids) * target.n_embd}: it belongs to another model.")
+    # 3. target layer ids
+    if not d.target_layer_ids:
+        reasons.append(f"{dn} names no target layers (DFlash needs target_layers): the draft file is incomplete.")
+    bad = [i for i in d.target_layer_ids if i < 0 or i >= target.n_layer]
+    if bad:
+        reasons.append(f"{dn} reads target layers {bad}, but {tn} has only {target.n_layer} layers: "
+                       "it was made for a deeper model.")
+    # 4. vocabulary
+    _check_dflash_vocab(target, draft, reasons, warnings)
+    # 5. mainline DFlash needs targets that publish layer inputs
+    if gen in (Generation.MAINLINE, Generation.BEE_B) and target.architecture not in MAINLINE_DFLASH_TARGETS:
+        reasons.append(f"{tn} is a '{target.architecture}' model; upstream DFlash (mainline llama.cpp, BeeLlama >= 0.4) "
+                       "reads layer inputs this architecture does not expose, so the server would abort on the "
+                       "first chat: use BeeLlama 0.1-0.3 or a supported target (Qwen3.x, Gemma 4, Llama).")
+    elif gen is None and target.architecture not in MAINLINE_DFLASH_TARGETS:
+        warnings.append(f"'{target.architecture}' targets only work with BeeLlama 0.1-0.3's fork DFlash.")
+    # 6. mask token and block size
+    if d.mask_token_id is not None and target.vocab_size and d.mask_token_id >= target.vocab_size:
+        reasons.append(f"{dn}'s mask token {d.mask_token_id} is outside {tn}'s vocabulary ({target.vocab_size}).")
+    if d.block_size < 2:
+        reasons.append(f"{dn} has block size {d.block_size}: DFlash drafts need at least 2.")
+    # 7. naming heuristic: shapes cannot tell Qwen3.5-27B from Qwen3.6-27B
+    tb, dname = (target.basename or target.name).lower(), (draft.name + " " + draft.basename).lower()
+    if tb and dname.strip() and tb.split("-")[0] not in dname:
+        warnings.append(f"{dn} is named '{draft.name}', which does not mention {target.basename or target.name}: "
+                        "make sure it was trained for this target.")
+    return PairVerdict(not reasons, reasons, warnings)
+
+
+def _bee_reads_upstream(caps: EngineCaps) -> bool:
+    # BeeLlama 0.2-0.3 read both formats; 0.1.x only its own (engine-facts.md §5.1).
+    parts = caps.version.split(".")
+    return len(parts) >= 2 and parts[0] == "0" and parts[1].isdigit() and int(parts[1]) >= 2
+
+
+def _check_dflash_vocab(target: ModelInfo, draft: ModelInfo, reasons: list[str], warnings: list[str]) -> None:
+    dn = draft.path.name
+    if not draft.vocab_size:
+        warnings.append(f"{dn} carries no vocabulary; BeeDeck cannot check it shares {target.path.name}'s.")
+        return
+    if draft.vocab_size != target.vocab_size:
+        reasons.append(f"{dn} has a vocabulary of {draft.vocab_size} tokens but {target.path.name} has "
+                       f"{target.vocab_size}: the draft shares the target's LM head, so they must be the same.")
+        return
+    if draft.tokenizer_model and target.tokenizer_model and draft.tokenizer_model != target.tokenizer_model:
+        warnings.append(f"{dn} declares tokenizer '{draft.tokenizer_model}', {target.path.name} '{target.tokenizer_model}'.")
+    dt, tt = tokenizer_digest(draft), tokenizer_digest(target)
+    if dt and tt and dt != tt:
+        a, b = token_texts(target), token_texts(draft)
+        diff = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), None)
+        if diff is not None:
+            reasons.append(f"{dn}'s token {diff} is {b[diff]!r} but {target.path.name}'s is {a[diff]!r}: "
+                           "the vocabularies differ, so it is a draft for another model family.")
+
+
+def _check_ordinary(target: ModelInfo, draft: ModelInfo, gen: Generation | None, reasons: list[str]) -> None:
+    tn, dn = target.path.name, draft.path.name
+    if draft.is_draft or draft.architecture.startswith("dflash"):
+        reasons.append(f"{dn} has DFlash architecture but no DFlash keys: the file is incomplete.")
+        return
+    if gen == Generation.BEE_A:
+        reasons.append(f"{dn} is an ordinary model; BeeLlama 0.1-0.3 would run it as a DFlash drafter with no "
+                       "target layers (useless drafts or a crash): use a DFlash draft, or mainline llama.cpp.")
+    if draft.tokenizer_model != target.tokenizer_model:
+        reasons.append(f"{dn} uses a '{draft.tokenizer_model}' tokenizer and {tn} a '{target.tokenizer_model}' one: "
+                       "a draft must share the target's vocabulary type.")
+        return
+    md_t, md_d = target.metadata, draft.metadata
+    for kind in ("bos", "eos"):
+        add_t = bool(md_t.get(f"tokenizer.ggml.add_{kind}_token", kind == "bos"))
+        add_d = bool(md_d.get(f"tokenizer.ggml.add_{kind}_token", kind == "bos"))
+        id_t, id_d = getattr(target, f"{kind}_id"), getattr(draft, f"{kind}_id")
+        if add_t != add_d or (add_t and id_t != id_d):
+            reasons.append(f"{dn}'s {kind.upper()} token ({id_d}) differs from {tn}'s ({id_t}): llama.cpp refuses "
+                           "such a pair; pick a draft from the same model family.")
+    if abs(draft.vocab_size - target.vocab_size) > SPEC_VOCAB_MAX_SIZE_DIFFERENCE:
+        reasons.append(f"{dn} has {draft.vocab_size} tokens and {tn} {target.vocab_size}: llama.cpp allows a "
+                       f"difference of at most {SPEC_VOCAB_MAX_SIZE_DIFFERENCE}; pick a draft from the same family.")
+        return
+    a, b = token_texts(target), token_texts(draft)
+    for i in range(SPEC_VOCAB_CHECK_START_TOKEN_ID, min(len(a), len(b))):
+        if a[i] != b[i]:
+            reasons.append(f"{dn}'s token {i} is {b[i]!r} but {tn}'s is {a[i]!r}: the vocabularies differ, "
+                           "so llama.cpp refuses the pair.")
+            break

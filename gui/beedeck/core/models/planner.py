@@ -1,0 +1,369 @@
+"""Memory planner: what a llama-server launch will allocate, per device, before launching it.
+
+Formulas: shared/docs/memory-model.md (section numbers below refer to it). Weights, KV cache,
+recurrent state and padding are exact (read from the GGUF tensor table and hyper-parameters); the
+compute buffer is an empirical model calibrated against the real engine's log lines; the CUDA
+context and fork buffers are published estimates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.models.gguf import ModelInfo
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+CUDA_CONTEXT = 350 * MiB  # §1.8: ~0.1-0.6 GiB, 350 MiB on a 3090/4090 under Linux
+DRAFT_COMPUTE = 150 * MiB  # §1.9: BeeLlama <= 0.3 draft compute, not measured; estimate
+DEFAULT_MARGIN = GiB  # llama.cpp's own --fit-target default
+
+# Cache type -> (values per block, bytes per block). kvarnN is a fit (§1.4): N + 0.375 bits.
+CACHE_TYPES: dict[str, tuple[int, float]] = {
+    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q5_1": (32, 24), "q5_0": (32, 22),
+    "q4_1": (32, 20), "q4_0": (32, 18), "iq4_nl": (32, 18), "turbo4": (128, 66), "turbo3_tcq": (128, 52),
+    "turbo3": (128, 50), "turbo2_tcq": (128, 36), "turbo2": (128, 34),
+    "q2_0": (32, 10), "q2_1": (32, 12), "q3_0": (32, 14), "q3_1": (32, 16), "q6_0": (32, 26), "q6_1": (32, 28),
+    **{f"kvarn{n}": (128, (n + 0.375) * 16) for n in (2, 3, 4, 5, 6, 8)},
+}
+
+
+_REPACKED = frozenset({2, 12, 20})  # Q4_0, Q4_K, IQ4_NL
+
+
+class PlanError(ValueError):
+    """The settings cannot be planned (unknown cache type, a draft given as target...)."""
+
+
+def bits_per_value(cache_type: str) -> float:
+    block, size = _cache(cache_type)
+    return size * 8 / block
+
+
+def _cache(cache_type: str) -> tuple[int, float]:
+    try:
+        return CACHE_TYPES[cache_type]
+    except KeyError:
+        raise PlanError(
+            f"Unknown KV cache type {cache_type!r}: pick one of {', '.join(CACHE_TYPES)}."
+        ) from None
+
+
+def row_bytes(cache_type: str, n: int) -> int:
+    """Bytes of one cache row of ``n`` values: ceil(n / block) x block bytes."""
+    block, size = _cache(cache_type)
+    return math.ceil(math.ceil(n / block) * size)
+
+
+def pad(n: int, to: int = 256) -> int:
+    return (n + to - 1) // to * to
+
+
+@dataclass
+class DeviceUse:
+    """What one device (a GPU, or the host) holds, component by component, in bytes."""
+
+    name: str
+    free: int | None  # free bytes before launch; None for the host
+    items: dict[str, int] = field(default_factory=dict)
+
+    def add(self, key: str, nbytes: float) -> None:
+        if nbytes:
+            self.items[key] = self.items.get(key, 0) + int(nbytes)
+
+    @property
+    def total(self) -> int:
+        return sum(self.items.values())
+
+    @property
+    def left(self) -> int | None:
+        return None if self.free is None else self.free - self.total
+
+
+@dataclass
+class MemoryPlan:
+    """A per-device breakdown; GPUs first, the host ("CPU") last."""
+
+    devices: list[DeviceUse]
+    n_ctx: int  # padded total context
+    n_ctx_seq: int  # context each slot sees
+    cells_swa: int
+    cpu_tensors: list[str]  # target tensors that stay in host memory
+    notes: list[str] = field(default_factory=list)
+    margin: int = DEFAULT_MARGIN
+
+    @property
+    def gpus(self) -> list[DeviceUse]:
+        return [d for d in self.devices if d.free is not None]
+
+    @property
+    def host(self) -> DeviceUse:
+        return self.devices[-1]
+
+    @property
+    def total(self) -> int:
+        return sum(d.total for d in self.devices)
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(d.total for d in self.gpus)
+
+    @property
+    def fits(self) -> bool:
+        return all((d.left or 0) >= self.margin for d in self.gpus)
+
+    def component(self, key: str) -> int:
+        return sum(d.items.get(key, 0) for d in self.devices)
+
+    def explain(self) -> list[str]:
+        lines = []
+        for d in self.devices:
+            parts = ", ".join(f"{k} {v / MiB:,.1f}" for k, v in d.items.items())
+            head = f"{d.name}: {d.total / MiB:,.0f} MiB ({parts})"
+            if d.free is not None:
+                left = d.left or 0
+                verdict = "fits" if left >= self.margin else (
+                    "too tight: keep 1 GiB free" if left >= 0 else "does not fit")
+                head += f"; {d.free / MiB:,.0f} MiB free before launch, {left / MiB:,.0f} MiB left: {verdict}"
+            lines.append(head)
+        lines.append(f"context: {self.n_ctx} cells ({self.n_ctx_seq} per slot)"
+                     + (f", sliding-window cache {self.cells_swa} cells" if self.cells_swa else ""))
+        if self.cpu_tensors:
+            lines.append(f"{len(self.cpu_tensors)} target tensors stay in host memory (partial -ngl).")
+        return lines + self.notes
+
+
+def _ngl(value: str | None, n_layer: int) -> int:
+    if value is None or value in ("all", "auto", "-1", "-2") or not value.lstrip("-").isdigit():
+        return n_layer + 1
+    return max(0, min(int(value), n_layer + 1))
+
+
+def _layer_of(name: str) -> int | None:
+    if name.startswith("blk."):
+        return int(name.split(".", 2)[1])
+    return None
+
+
+def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUse, key: str) -> tuple[
+        list[DeviceUse | None], list[str]]:
+    """Put each tensor on a device with llama.cpp's rule (§1.2); return the per-layer device map."""
+    n = m.n_layer
+    first_gpu_layer = n + 1 - ngl
+    layer_dev: list[DeviceUse | None] = [None] * n
+    if gpus and ngl > 0:
+        on_gpu = [i for i in range(n) if i >= first_gpu_layer]
+        total_free = sum(g.free or 0 for g in gpus) or 1
+        bounds, acc = [], 0.0
+        for g in gpus:
+            acc += (g.free or 0) / total_free
+            bounds.append(acc)
+        for k, i in enumerate(on_gpu):
+            frac = k / max(1, len(on_gpu))
+            layer_dev[i] = gpus[next(j for j, b in enumerate(bounds) if frac < b or j == len(gpus) - 1)]
+    out_dev = gpus[-1] if gpus and ngl > 0 else None
+    cpu_names: list[str] = []
+    for t in m.tensors:
+        layer = _layer_of(t.name)
+        if layer is not None and layer >= n:
+            continue  # MTP / NextN blocks are skipped unless MTP is on
+        if layer is not None:
+            dev = layer_dev[layer]
+        elif t.name.startswith(("token_embd", "per_layer_token_embd")):
+            dev = None  # the input layer always stays in host memory (dev_input = cpu)
+        else:
+            dev = out_dev  # output norm / head and shared tensors (rope_freqs) go with the output layer
+        (dev or host).add(key, t.nbytes)
+        if dev is None and layer is not None and t.ggml_type in _REPACKED and len(t.dims) >= 2 and t.dims[1] % 8 == 0:
+            # The CPU backend copies these matmul weights into an interleaved CPU_REPACK buffer
+            # (ggml-cpu/repack.cpp on x86 AVX2); the mapped file stays mapped, so both count.
+            host.add("cpu_repack", t.nbytes)
+        if dev is None and gpus:
+            cpu_names.append(t.name)
+        if t.name == "token_embd.weight" and m.tied_embeddings and out_dev is not None:
+            out_dev.add(key, t.nbytes)  # tied: loaded again as the output matrix (TENSOR_DUPLICATED)
+    return layer_dev, cpu_names
+
+
+def _n_seq(settings: LaunchSettings, generation: Generation, has_draft: bool) -> int:
+    np_ = max(1, settings.parallel)
+    # BeeLlama Gen A with a draft doubles the sequences (recurrent backup cells, §1.3).
+    return np_ * 2 if generation == Generation.BEE_A and has_draft else np_
+
+
+def _c_arg(s: LaunchSettings, generation: Generation, spec_on: bool) -> int:
+    """The -c value build_argv passes (it mirrors core/launch.py's slot-context compensation)."""
+    if getattr(s, "ctx_is_total", True):
+        return s.ctx_size
+    total = s.ctx_size
+    if s.kv_unified is not True:
+        total *= max(1, s.parallel)
+        if spec_on and generation == Generation.BEE_A:
+            total *= 2
+    return total
+
+
+def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, generation: Generation,
+         devices: list[int], margin: int = DEFAULT_MARGIN) -> MemoryPlan:
+    """Plan the memory of one launch. ``devices``: free bytes per GPU (empty: CPU only)."""
+    if target.is_draft:
+        raise PlanError(f"{target.path.name} is a DFlash draft, not a model to chat with: pick the target model.")
+    gpus = [DeviceUse(f"CUDA{i}", free) for i, free in enumerate(devices)]
+    host = DeviceUse("CPU", None)
+    notes: list[str] = []
+    use_draft = draft is not None and settings.spec_mode == SpecMode.DFLASH
+    gen_a = generation == Generation.BEE_A
+    ngl = _ngl(settings.n_gpu_layers, target.n_layer) if gpus else 0
+    layer_dev, cpu_names = _place_weights(target, ngl, gpus, host, "weights")
+    if gpus and settings.n_gpu_layers == "auto":
+        notes.append("-ngl auto: llama.cpp's --fit may move layers to the CPU if this does not fit.")
+
+    # --- context, slots, cells (§1.3, §1.5)
+    np_ = max(1, settings.parallel)
+    n_seq = _n_seq(settings, generation, use_draft)
+    unified = bool(settings.kv_unified)
+    ub_default, b_default = (64, 256) if gen_a and use_draft else (512, 2048)
+    b = settings.batch_size or b_default
+    ub = min(settings.ubatch_size or ub_default, b)
+    n_ctx = pad(_c_arg(settings, generation, use_draft) or target.context_length or 4096)
+    if unified:
+        n_ctx_seq, streams = n_ctx, 1
+    else:
+        n_ctx_seq, streams = pad(n_ctx // n_seq), n_seq
+        n_ctx = n_ctx_seq * n_seq
+    if gen_a and use_draft and not unified and getattr(settings, "ctx_is_total", True):
+        notes.append("BeeLlama 0.1-0.3 with a draft and no --kv-unified gives each slot half of -c: "
+                     "pass --kv-unified.")
+    swa_seqs = n_seq if unified else 1
+    cells_swa = pad(min(n_ctx_seq, target.sliding_window * swa_seqs + ub)) if any(target.is_swa) else 0
+
+    # --- KV cache (§1.4)
+    fa = settings.flash_attn != "off"
+    ctk, ctv = settings.cache_type_k, settings.cache_type_v
+    if not fa and _cache(ctv)[0] > 1:
+        raise PlanError(f"A quantized V cache ({ctv}) needs flash attention: set flash attention on.")
+    kv_layers = target.kv_layers()
+    v_max = max((target.n_head_kv[i] * target.head_dim_v[i] for i in kv_layers), default=0)
+    widest = (0, 0, 0)  # (cells, n_embd_k, n_embd_v) of the largest quantized-cache layer
+    for i in kv_layers:
+        cells = cells_swa if target.is_swa[i] else n_ctx_seq
+        nk = target.n_head_kv[i] * target.head_dim_k[i]
+        nv = v_max if not fa else target.n_head_kv[i] * target.head_dim_v[i]
+        tk, tv = ctk, ctv
+        if ctk.startswith("turbo") or ctv.startswith("turbo"):
+            if target.head_dim_k[i] > 512:
+                tk = tv = "f16"  # Bee <= 0.3 falls back to f16 above head dim 512
+            else:
+                nk = target.n_head_kv[i] * pad(target.head_dim_k[i], 128)
+                nv = target.n_head_kv[i] * pad(target.head_dim_v[i], 128)
+        dev = layer_dev[i] or host
+        dev.add("kv", cells * streams * (row_bytes(tk, nk) + row_bytes(tv, nv)))
+        if cells * (nk + nv) > widest[0] * (widest[1] + widest[2]):
+            widest = (cells * streams, nk, nv)
+
+    # --- recurrent state (§1.6)
+    rec = [i for i in range(target.n_layer) if target.is_recurrent[i]]
+    if rec:
+        s = target.ssm
+        n_r = (s["conv_kernel"] - 1) * (s["inner_size"] + 2 * s["group_count"] * s["state_size"])
+        n_s = s["state_size"] * s["inner_size"]
+        n_rs_seq = 0
+        if use_draft and generation in (Generation.MAINLINE, Generation.BEE_B):
+            n_rs_seq = settings.draft_n_max or (3 if generation == Generation.MAINLINE else 15)
+        rows = n_seq * (1 + n_rs_seq)
+        for i in rec:
+            (layer_dev[i] or host).add("recurrent", (n_r + n_s) * 4 * rows)
+
+    # --- compute buffer (§1.7, calibrated; see tests/engine/test_planner_real.py)
+    n_draft = (settings.draft_n_max or (3 if generation == Generation.MAINLINE else 15)) if use_draft else 0
+    n_out = ub if gen_a else min(b, np_ * (1 + n_draft))
+    n_tok = min(n_ctx, ub)
+    # Calibrated on llama.cpp's reserved graphs (CPU plans equal the CUDA ones, memory-model.md §3):
+    # f16 KQ masks for both caches, then the larger of the in-layer activation peak (FFN) and the
+    # logits (+ tail activations); small logit buffers coexist with the in-layer peak.
+    masks = 2 * n_tok * (n_ctx_seq + cells_swa)
+    act_layer = 4 * n_tok * (4 * target.n_ff + target.n_embd)
+    act_tail = 4 * n_tok * (2 * target.n_embd + target.n_ff)
+    logits = 4 * n_out * target.vocab_size
+    scores = 0 if fa else 4 * n_tok * n_ctx_seq * max(target.n_head or [0])  # f32 KQ of the widest layer
+    compute_dev = gpus[-1] if gpus and ngl > 0 else host
+    gpu_kv = bool(gpus) and any(layer_dev[i] is not None for i in kv_layers)
+    quant_kv = _cache(ctk)[0] > 1 or _cache(ctv)[0] > 1
+    turbo = ctk.startswith("turbo") or ctv.startswith("turbo")
+    cells, nk, nv = widest
+    fa_copy = cells * (nk + nv) * 2  # f16 copy of the widest layer's quantized K and V (CUDA FA)
+    in_graph = gpu_kv and quant_kv and fa and not gen_a and not turbo
+    # Recent mainline (and Bee >= 0.4) reserves that copy inside the compute graph, next to the
+    # attention activations (measured on an H200: Gemma 4 31B q5_0/q4_1 32k, 396.8 MiB).
+    att = 3 * 4 * n_tok * max((target.n_head[i] * target.head_dim_k[i] for i in kv_layers), default=0)
+    peak = max(act_layer, fa_copy + att) if in_graph else act_layer
+    cb = masks + max(peak, max(logits, scores) + act_tail) + (logits if logits < peak else 0)
+    compute_dev.add("compute", cb)
+    if compute_dev is not host:
+        host.add("compute", masks + 16 * n_tok * target.n_embd)  # CUDA_Host staging (measured)
+
+    # --- runtime outside llama.cpp's accounting (§1.8)
+    for g in gpus:
+        if g.total:
+            g.add("cuda_context", CUDA_CONTEXT)
+    if gpu_kv and turbo:
+        # BeeLlama <= 0.3 keeps f16 dequant buffers for the whole cache (raw cudaMalloc); they
+        # double as the flash-attention f16 copy.
+        gpus[-1].add("turbo_dequant", fa_copy)
+    elif gpu_kv and quant_kv and gen_a:
+        gpus[-1].add("fa_scratch", fa_copy)  # BeeLlama <= 0.3 takes it from the CUDA pool
+    if gpu_kv and quant_kv:
+        notes.append("The flash-attention f16 copy of the quantized cache grows as the context fills: "
+                     "the launch can pass and still run out of memory later.")
+
+    # --- the DFlash draft (§1.9)
+    if use_draft and draft is not None:
+        _plan_draft(target, draft, settings, generation, gpus, host, n_ctx_seq, ub, np_, notes)
+    return MemoryPlan(gpus + [host], n_ctx, n_ctx_seq, cells_swa, cpu_names, notes, margin)
+
+
+def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, generation: Generation,
+                gpus: list[DeviceUse], host: DeviceUse, n_ctx_seq: int, ub: int, np_: int,
+                notes: list[str]) -> None:
+    on_gpu = bool(gpus) and _ngl(settings.draft_n_gpu_layers, draft.n_layer) > 0
+    dev = gpus[-1] if on_gpu else host
+    dev.add("draft_weights", draft.tensor_bytes)
+    if generation == Generation.BEE_A:
+        dev.add("draft_compute", DRAFT_COMPUTE)
+    else:
+        # Measured (H200, mainline, Gemma 4 31B draft at -ub 512): the draft reserves logits for every
+        # ubatch row, 4 x ub x (n_vocab + n_embd) = 522.50 MiB to the byte, and the process held
+        # about as much again outside llama.cpp's accounting (+524 MiB over the 601 MiB baseline).
+        logits = 4 * ub * (target.vocab_size + target.n_embd)
+        dev.add("draft_compute", logits)
+        if on_gpu:
+            dev.add("draft_runtime", logits)
+    n_tl = len(draft.dflash.target_layer_ids) if draft.dflash else 0
+    if generation == Generation.BEE_A:
+        cross = settings.dflash_cross_ctx or 512
+        if on_gpu and len(gpus) == 1:
+            dev.add("dflash_ring", cross * n_tl * target.n_embd * 4 * 2)
+            d_kv = max(draft.n_head_kv or [0]) * max(draft.head_dim_k or [0])
+            dev.add("dflash_kv_proj", draft.n_layer * 2 * d_kv * cross * 4)
+            rec = [i for i in range(target.n_layer) if target.is_recurrent[i]]
+            if rec:
+                s = target.ssm
+                hk, hv, st = s["group_count"], s["time_step_rank"], s["state_size"]
+                conv_ch = 2 * hk * st + hv * st
+                dev.add("dflash_tape", np_ * 25 * len(rec) * (st * hk + st * hv + 2 * hv + conv_ch) * 4)
+            dev.add("dflash_capture", n_tl * target.n_embd * 25 * 4)
+        host.add("dflash_cpu_ring", n_tl * 4096 * target.n_embd * 4)
+        notes.append("Draft compute (150 MiB) is an estimate: not measured on a GPU.")
+        return
+    # Gen B / mainline: the draft is an ordinary context with its own (f16 by default) KV cache.
+    cells_swa = pad(min(n_ctx_seq, draft.sliding_window + ub)) if any(draft.is_swa) else 0
+    for i in draft.kv_layers():
+        cells = cells_swa if draft.is_swa[i] else n_ctx_seq
+        nk = draft.n_head_kv[i] * draft.head_dim_k[i]
+        nv = draft.n_head_kv[i] * draft.head_dim_v[i]
+        dev.add("draft_kv", cells * (row_bytes("f16", nk) + row_bytes("f16", nv)))
+    if on_gpu:
+        notes.append("The draft's runtime share (draft_runtime) comes from one H200 measurement.")

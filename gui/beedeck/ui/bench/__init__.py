@@ -1,0 +1,1 @@
+"""The benchmark dialog, its results view and charts."""

@@ -1,0 +1,168 @@
+"""Bar charts of a benchmark report, drawn with QPainter: the view's widgets and the PNG files the
+CLI writes (on a QImage, offscreen; QtCharts is not installed, python-stack.md §8)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QWidget
+
+from beedeck.core.bench.report import Summary
+from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, BenchReport
+
+MODE_COLORS = {BASELINE: QColor("#7f8c9a"), DFLASH: QColor("#f2a900"), MODEL_FREE: QColor("#3d8bd9")}
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar: a group (prompt), a mode, a value and its whisker (min-max or a CI)."""
+
+    group: str
+    mode: str
+    value: float
+    low: float
+    high: float
+
+
+def speed_bars(report: BenchReport, summary: Summary) -> list[Bar]:
+    """Median generation tok/s per prompt and mode, whiskers min-max."""
+    out = []
+    for p in report.suite.prompts:
+        for mode in report.modes:
+            m = summary.prompts.get(p.id, {}).get(mode)
+            if m is not None and m.gen_tps is not None:
+                out.append(Bar(p.id, mode, m.gen_tps.median, m.gen_tps.min, m.gen_tps.max))
+    return out
+
+
+def speedup_bars(report: BenchReport, summary: Summary) -> list[Bar]:
+    """Speed-up over the baseline per prompt and overall, whiskers the 95 % bootstrap interval."""
+    out = []
+    groups = [(p.id, summary.prompts.get(p.id, {})) for p in report.suite.prompts] + [("overall", summary.overall)]
+    for gid, modes in groups:
+        for mode, m in modes.items():
+            if m.speedup is not None:
+                out.append(Bar(gid, mode, m.speedup.ratio, m.speedup.ci_low, m.speedup.ci_high))
+    return out
+
+
+def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, unit: str,
+               reference: float | None = None) -> None:
+    """Grouped vertical bars with whiskers; ``reference`` draws a dashed line (1.0 for speed-ups)."""
+    painter.save()
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.fillRect(rect, QColor("white"))
+    font = QFont(painter.font())
+    font.setPixelSize(13)
+    painter.setFont(font)
+    painter.setPen(QColor("#222"))
+    painter.drawText(rect.adjusted(8, 4, -8, 0), int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft), title)
+    plot = rect.adjusted(56, 30, -12, -44)
+    if not bars or plot.width() < 20 or plot.height() < 20:
+        painter.drawText(plot, int(Qt.AlignmentFlag.AlignCenter), "no data yet")
+        painter.restore()
+        return
+    top = max(max(b.high for b in bars), reference or 0.0) * 1.1 or 1.0
+
+    def y(v: float) -> float:
+        return plot.bottom() - plot.height() * max(v, 0.0) / top
+
+    painter.setPen(QPen(QColor("#ccc"), 1))
+    for i in range(5):
+        v = top * i / 4
+        painter.drawLine(int(plot.left()), int(y(v)), int(plot.right()), int(y(v)))
+        painter.drawText(QRectF(rect.left(), y(v) - 8, 50, 16),
+                         int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), f"{v:.3g}")
+    groups = list(dict.fromkeys(b.group for b in bars))
+    modes = list(dict.fromkeys(b.mode for b in bars))
+    gw = plot.width() / len(groups)
+    bw = gw * 0.8 / len(modes)
+    for gi, g in enumerate(groups):
+        painter.setPen(QColor("#222"))
+        painter.drawText(QRectF(plot.left() + gi * gw, plot.bottom() + 4, gw, 16),
+                         int(Qt.AlignmentFlag.AlignHCenter), g[:18])
+        for b in (b for b in bars if b.group == g):
+            x = plot.left() + gi * gw + gw * 0.1 + modes.index(b.mode) * bw
+            color = MODE_COLORS.get(b.mode, QColor("#5a5"))
+            painter.fillRect(QRectF(x, y(b.value), bw * 0.9, plot.bottom() - y(b.value)), color)
+            painter.setPen(QPen(QColor("#333"), 1.5))
+            cx = x + bw * 0.45
+            painter.drawLine(int(cx), int(y(b.low)), int(cx), int(y(b.high)))
+            painter.drawLine(int(cx - 4), int(y(b.low)), int(cx + 4), int(y(b.low)))
+            painter.drawLine(int(cx - 4), int(y(b.high)), int(cx + 4), int(y(b.high)))
+    if reference is not None:
+        pen = QPen(QColor("#c0392b"), 1.5, Qt.PenStyle.DashLine)
+        painter.setPen(pen)
+        painter.drawLine(int(plot.left()), int(y(reference)), int(plot.right()), int(y(reference)))
+    lx = plot.left()
+    for mode in modes:  # legend
+        painter.fillRect(QRectF(lx, rect.bottom() - 18, 12, 12), MODE_COLORS.get(mode, QColor("#5a5")))
+        painter.setPen(QColor("#222"))
+        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 120, 16), int(Qt.AlignmentFlag.AlignLeft), mode)
+        lx += 110
+    painter.setPen(QColor("#555"))
+    painter.drawText(QRectF(rect.right() - 160, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignRight), unit)
+    painter.restore()
+
+
+_app: QGuiApplication | None = None
+
+
+def _ensure_gui_app() -> None:
+    """QImage text drawing needs a QGuiApplication; the CLI has none, so make an offscreen one."""
+    global _app
+    if QGuiApplication.instance() is None:
+        if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        _app = QGuiApplication([])
+
+
+def render_report_charts(report: BenchReport, summary: Summary, out_dir: Path) -> list[Path]:
+    """Draw tokens_per_s.png and (with a baseline) speedup.png into ``out_dir``; returns their paths."""
+    _ensure_gui_app()
+    charts: list[tuple[str, list[Bar], str, str, float | None]] = [("tokens_per_s.png", speed_bars(report, summary), "Generation speed per prompt (median, min-max)",
+               "tokens/s", None)]
+    sp = speedup_bars(report, summary)
+    if sp:
+        charts.append(("speedup.png", sp, "Speed-up over the baseline (95 % bootstrap CI)", "x baseline", 1.0))
+    out = []
+    for name, bars, title, unit, ref in charts:
+        img = QImage(900, 420, QImage.Format.Format_ARGB32)
+        img.fill(QColor("white"))
+        painter = QPainter(img)
+        try:
+            paint_bars(painter, QRectF(0, 0, 900, 420), bars, title, unit, ref)
+        finally:
+            painter.end()
+        path = Path(out_dir) / name
+        if not img.save(str(path)):  # the format follows the .png suffix
+            raise OSError(f"could not write {path}: check that the folder is writable")
+        out.append(path)
+    return out
+
+
+class BarChart(QWidget):
+    """Draws :func:`paint_bars` for the latest report; ``set_bars()`` stores and repaints."""
+
+    def __init__(self, title: str, unit: str, reference: float | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.title, self.unit, self.reference = title, unit, reference
+        self.bars: list[Bar] = []
+        self.setMinimumHeight(220)
+
+    def set_bars(self, bars: list[Bar]) -> None:
+        self.bars = bars
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        try:
+            paint_bars(painter, QRectF(self.rect()), self.bars, self.title, self.unit, self.reference)
+        finally:
+            painter.end()
+
+

@@ -1,0 +1,283 @@
+"""The benchmark view: pick a suite and modes, run baseline vs DFlash, see the table and bar charts,
+export the reports (charts: bench_chart.py; the main window's dialog: bench_dialog.py).
+
+Signals: ``run_started()``, ``run_finished(object)`` (the :class:`BenchReport`, partial when cancelled),
+``progress_changed(int, int, str)``. The run happens in a QThread worker; core callbacks arrive as
+queued signals, so no widget is touched off the GUI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from beedeck.core.bench.report import Summary, summarize, to_markdown, write_reports
+from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, BenchReport
+from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
+from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.ui.bench.bench_chart import BarChart, render_report_charts, speed_bars, speedup_bars
+
+
+class _Worker(QObject):
+    """Runs one benchmark on its QThread; core callbacks become queued signals."""
+
+    progressed = Signal(int, int, str)
+    finished = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, kwargs: dict[str, Any], cancel: threading.Event) -> None:
+        super().__init__()
+        self.kwargs, self.cancel = kwargs, cancel
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            report = run_bench(**self.kwargs, on_progress=self.progressed.emit, cancel_event=self.cancel)
+        except BenchError as exc:
+            self.failed.emit(str(exc))
+            return
+        except Exception as exc:  # every failure must reach the view, never vanish in a thread
+            self.failed.emit(f"The benchmark stopped unexpectedly: {type(exc).__name__}: {exc}")
+            return
+        self.finished.emit(report)
+
+
+class BenchView(QWidget):
+    """One-click baseline-vs-DFlash benchmark. Call :meth:`set_launch` (or :meth:`set_server_url`) first.
+
+    Signals: run_started(), run_finished(object), progress_changed(int, int, str).
+    """
+
+    run_started = Signal()
+    run_finished = Signal(object)
+    progress_changed = Signal(int, int, str)
+
+    COLUMNS = ("mode", "gen tok/s", "min-max", "prompt tok/s", "TTFT s", "acceptance", "speed-up (95% CI)", "same text")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._launch: tuple[Path, EngineCaps, LaunchSettings] | None = None
+        self._url: tuple[str, str | None] | None = None
+        self._suite_override: BenchSuite | None = None
+        self._thread: QThread | None = None
+        self._worker: _Worker | None = None
+        self._cancel = threading.Event()
+        self.report: BenchReport | None = None
+        self.summary: Summary | None = None
+
+        self.suite_box = QComboBox()
+        self.suite_box.addItems(list(BUILTIN_SUITES))
+        self.mode_boxes = {m: QCheckBox(m) for m in (BASELINE, DFLASH, MODEL_FREE)}
+        self.mode_boxes[BASELINE].setChecked(True)
+        self.reps = QSpinBox()
+        self.reps.setRange(1, 50)
+        self.reps.setValue(DEFAULT_REPS)
+        self.run_button = QPushButton("Run benchmark")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.status = QLabel("Pick a suite and the modes, then run.")
+        self.status.setWordWrap(True)
+        self.table = QTableWidget(0, len(self.COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(self.COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        self.speed_chart = BarChart("Generation speed per prompt (median, min-max)", "tokens/s")
+        self.speedup_chart = BarChart("Speed-up over the baseline (95 % CI)", "x baseline", 1.0)
+        self.save_button = QPushButton("Save reports…")
+        self.copy_button = QPushButton("Copy Markdown")
+        for b in (self.save_button, self.copy_button):
+            b.setEnabled(False)
+
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Suite"))
+        top.addWidget(self.suite_box)
+        for box in self.mode_boxes.values():
+            top.addWidget(box)
+        top.addWidget(QLabel("Repetitions"))
+        top.addWidget(self.reps)
+        top.addStretch(1)
+        top.addWidget(self.run_button)
+        top.addWidget(self.cancel_button)
+        charts = QHBoxLayout()
+        charts.addWidget(self.speed_chart)
+        charts.addWidget(self.speedup_chart)
+        bottom = QHBoxLayout()
+        bottom.addStretch(1)
+        bottom.addWidget(self.copy_button)
+        bottom.addWidget(self.save_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table)
+        layout.addLayout(charts)
+        layout.addLayout(bottom)
+
+        self.run_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.save_button.clicked.connect(self._on_save_clicked)
+        self.copy_button.clicked.connect(self._on_copy_clicked)
+
+    # ---- configuration ----
+
+    def set_launch(self, engine: Path, caps: EngineCaps, settings: LaunchSettings) -> None:
+        """Benchmark by starting ``engine`` (the view stops its servers when done)."""
+        self._launch, self._url = (Path(engine), caps, settings), None
+        self.mode_boxes[DFLASH].setEnabled(caps.dflash_spec_type is not None and bool(settings.draft))
+        self.mode_boxes[DFLASH].setChecked(self.mode_boxes[DFLASH].isEnabled())
+        self.mode_boxes[MODEL_FREE].setEnabled(bool(caps.model_free_spec_types))
+
+    def set_server_url(self, url: str, api_key: str | None = None) -> None:
+        """Benchmark a server that is already running (one mode: it cannot be restarted from here)."""
+        self._url, self._launch = (url, api_key), None
+
+    def set_suite(self, suite: BenchSuite) -> None:
+        """Use this suite instead of the picked built-in one (a user's file, or a short test suite)."""
+        self._suite_override = suite
+
+    def selected_modes(self) -> list[str]:
+        return [m for m, box in self.mode_boxes.items() if box.isChecked() and box.isEnabled()]
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    # ---- running ----
+
+    @Slot()
+    def start(self) -> None:
+        if self.running:
+            return
+        if self._launch is None and self._url is None:
+            self.status.setText("No engine is set up: start or configure a server first, then run the benchmark.")
+            return
+        try:
+            suite = self._suite_override or load_suite(self.suite_box.currentText())
+        except BenchError as exc:
+            self.status.setText(str(exc))
+            return
+        kwargs: dict[str, Any] = {"suite": suite, "modes": self.selected_modes(), "reps": self.reps.value()}
+        if self._launch is not None:
+            kwargs.update(engine=self._launch[0], caps=self._launch[1], base_settings=self._launch[2])
+        else:
+            assert self._url is not None
+            kwargs.update(engine=None, caps=None, base_settings=None, url=self._url[0], api_key=self._url[1])
+        self._cancel = threading.Event()
+        self._thread = QThread(self)
+        self._worker = _Worker(kwargs, self._cancel)
+        self._worker.moveToThread(self._thread)
+        self._thread.started.connect(self._worker.run)
+        self._worker.progressed.connect(self._on_worker_progressed)
+        self._worker.finished.connect(self._on_worker_finished)
+        self._worker.failed.connect(self._on_worker_failed)
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.status.setText("Running…")
+        self._thread.start()
+        self.run_started.emit()
+
+    @Slot()
+    def cancel(self) -> None:
+        self._cancel.set()
+        self.status.setText("Cancelling after the current reply…")
+
+    def _end_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait()
+            self._thread.deleteLater()
+        if self._worker is not None:
+            self._worker.deleteLater()
+        self._thread = self._worker = None
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+
+    def shutdown(self) -> None:
+        """Cancel a run and wait for its thread (the owner calls this on close)."""
+        if self.running:
+            self._cancel.set()
+            self._end_thread()
+
+    @Slot(int, int, str)
+    def _on_worker_progressed(self, done: int, total: int, label: str) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        self.status.setText(label)
+        self.progress_changed.emit(done, total, label)
+
+    @Slot(str)
+    def _on_worker_failed(self, message: str) -> None:
+        self._end_thread()
+        self.status.setText(message)
+        self.run_finished.emit(None)
+
+    @Slot(object)
+    def _on_worker_finished(self, report: BenchReport) -> None:
+        self._end_thread()
+        self.show_report(report)
+        self.run_finished.emit(report)
+
+    def show_report(self, report: BenchReport) -> None:
+        """Fill the table and charts from a report (also for reports loaded from elsewhere)."""
+        self.report, self.summary = report, summarize(report)
+        s = self.summary
+        self.table.setRowCount(0)
+        for mode in report.modes:
+            m = s.overall.get(mode)
+            if m is None or m.gen_tps is None:
+                continue
+            cells = [mode, f"{m.gen_tps.median:.1f}", f"{m.gen_tps.min:.1f}-{m.gen_tps.max:.1f}",
+                     f"{m.prompt_tps.median:.1f}" if m.prompt_tps else "-",
+                     f"{m.ttft_s.median:.3f}" if m.ttft_s else "-",
+                     f"{100 * m.acceptance:.1f} %" if m.acceptance is not None else "-",
+                     f"{m.speedup.ratio:.2f}x ({m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else "-",
+                     f"{m.identical}/{m.compared}" if m.compared else "-"]
+            row = self.table.rowCount()
+            self.table.insertRow(row)
+            for col, text in enumerate(cells):
+                self.table.setItem(row, col, QTableWidgetItem(text))
+        self.speed_chart.set_bars(speed_bars(report, s))
+        self.speedup_chart.set_bars(speedup_bars(report, s))
+        state = "cancelled" if report.cancelled else ("finished with errors" if report.errors else "finished")
+        self.status.setText(f"Benchmark {state}: {len(report.samples)} replies." +
+                            (f" {s.flags[0]}" if s.flags else ""))
+        for b in (self.save_button, self.copy_button):
+            b.setEnabled(True)
+
+    def save_reports(self, out_dir: Path) -> list[Path]:
+        """Write report.md/json, samples.csv and the PNG charts into ``out_dir``."""
+        if self.report is None:
+            return []
+        return write_reports(self.report, out_dir, render_report_charts)
+
+    @Slot()
+    def _on_save_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Save benchmark reports")
+        if folder:
+            files = self.save_reports(Path(folder))
+            self.status.setText(f"Saved {len(files)} files to {folder}.")
+
+    @Slot()
+    def _on_copy_clicked(self) -> None:
+        if self.report is not None:
+            QGuiApplication.clipboard().setText(to_markdown(self.report, self.summary))

@@ -1,0 +1,1 @@
+"""The chat pane: conversation list, streamed Markdown view, worker thread, guard banner."""

@@ -1,0 +1,329 @@
+"""The chat pane: transcript, system prompt, input, Send / Stop / Regenerate, and the glue between
+the chat store (persistence as the reply streams), the chat worker and the speed gauge.
+
+A reasoning model's thinking is shown (folded once the answer starts), stored with its message and
+exported, but never sent back: the next request carries only the answers (llama-server's templates
+drop or re-derive reasoning, and resending it would only eat context).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from beedeck.core.chat.store import ChatStore, Message
+from beedeck.ui.chat.chat_view import ChatView, MessageView
+from beedeck.ui.chat.chat_worker import ChatRun
+
+PERSIST_MS = 250  # the streaming reply is written to SQLite at most 4 times a second
+MAX_TOKENS = 2048
+
+# mode_provider() -> (mode name "baseline"/"dflash"/"", extra request fields)
+ModeProvider = Callable[[], tuple[str, dict[str, Any]]]
+
+
+def stats_from_result(result: Any, mode: str) -> dict[str, Any]:
+    """The per-message statistics stored with a reply (from a core.client.ChatResult)."""
+    t = getattr(result, "timings", None)
+    stats: dict[str, Any] = {"mode": mode, "cancelled": bool(getattr(result, "cancelled", False))}
+    if getattr(result, "ttft_s", None) is not None:
+        stats["ttft_s"] = round(result.ttft_s, 3)
+    if t is not None:
+        stats.update(
+            tokens=t.predicted_n,
+            tps=round(t.predicted_per_second, 2),
+            prompt_tps=round(t.prompt_per_second, 1),
+            prompt_n=t.prompt_n,
+        )
+        if t.draft_n:
+            stats.update(draft_n=t.draft_n, draft_accepted=t.draft_n_accepted)
+    elif getattr(result, "client_tokens_per_s", None):
+        stats["tps"] = round(result.client_tokens_per_s, 2)
+    return stats
+
+
+class ChatPane(QWidget):
+    """Chat with the running server, one conversation at a time.
+
+    Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer pieces;
+    ``reasoning_received(str)`` thinking pieces; ``reply_finished(dict)`` stats; ``reply_failed(str)``;
+    ``conversation_changed(int)``; ``conversations_edited()`` (titles/order).
+    """
+
+    reply_started = Signal(str)
+    delta_received = Signal(str)
+    reasoning_received = Signal(str)
+    reply_finished = Signal(dict)
+    reply_failed = Signal(str)
+    conversation_changed = Signal(int)
+    conversations_edited = Signal()
+
+    def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.client: Any = None
+        self.mode_provider: ModeProvider = lambda: ("", {})
+        self.max_tokens = MAX_TOKENS
+        self.conversation_id: int | None = None
+        self._run: ChatRun | None = None
+        self._reply_id: int | None = None
+        self._reply_mode = ""
+        self._edit_from: int | None = None
+
+        self.system_prompt = QLineEdit(placeholderText="System prompt (optional): how the assistant should behave")
+        self.system_prompt.editingFinished.connect(self._on_system_prompt_edited)
+        self.view = ChatView()
+        self.view.action_triggered.connect(self._on_view_action)
+        self.input = QPlainTextEdit(placeholderText="Message… (Ctrl+Enter to send)")
+        self.input.setMaximumHeight(110)
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(self.stop)  # calls ChatRun.cancel directly on this thread
+        self.regen_button = QPushButton("Regenerate")
+        self.regen_button.clicked.connect(self.regenerate)
+        self.notice = QLabel()
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("color: palette(mid);")
+
+        buttons = QVBoxLayout()
+        for b in (self.send_button, self.stop_button, self.regen_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        row = QHBoxLayout()
+        row.addWidget(self.input, 1)
+        row.addLayout(buttons)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.system_prompt)
+        layout.addWidget(self.view, 1)
+        layout.addWidget(self.notice)
+        layout.addLayout(row)
+
+        self._persist_timer = QTimer(self, singleShot=True, interval=PERSIST_MS)
+        self._persist_timer.timeout.connect(self._persist_reply)
+        self._update_buttons()
+
+    # -- state -----------------------------------------------------------------------------
+    def set_client(self, client: Any) -> None:
+        """The LlamaClient of the ready server, or None when no server is ready."""
+        self.client = client
+        self._update_buttons()
+
+    def set_notice(self, text: str) -> None:
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+
+    def is_generating(self) -> bool:
+        return self._run is not None
+
+    def _update_buttons(self) -> None:
+        busy = self._run is not None
+        self.send_button.setEnabled(self.client is not None and not busy)
+        self.stop_button.setEnabled(busy)
+        has_reply = any(m.role == "assistant" for m in self.view.messages())
+        self.regen_button.setEnabled(self.client is not None and not busy and has_reply)
+        if self.client is None and not busy:
+            self.send_button.setToolTip("Start the server first (toolbar: Start).")
+        else:
+            self.send_button.setToolTip("Send (Ctrl+Enter)")
+
+    # -- conversations ---------------------------------------------------------------------
+    def new_conversation(self) -> int:
+        if self._run is not None:
+            self.stop()
+        conv = self.store.create_conversation(system_prompt=self.system_prompt.text())
+        self.load_conversation(conv.id)
+        self.conversations_edited.emit()
+        return conv.id
+
+    def load_conversation(self, conversation_id: int) -> None:
+        if self._run is not None:
+            self.stop()
+        conv = self.store.conversation(conversation_id)
+        if conv is None:
+            return
+        self.conversation_id = conversation_id
+        self.system_prompt.setText(conv.system_prompt)
+        self.view.set_messages([self._view_of(m) for m in self.store.messages(conversation_id)])
+        self._edit_from = None
+        self._update_buttons()
+        self.conversation_changed.emit(conversation_id)
+
+    @staticmethod
+    def _view_of(m: Message) -> MessageView:
+        return MessageView(m.id, m.role, m.content, dict(m.stats), m.complete, m.reasoning)
+
+    def _on_system_prompt_edited(self) -> None:
+        if self.conversation_id is not None:
+            self.store.set_system_prompt(self.conversation_id, self.system_prompt.text())
+
+    # -- sending ---------------------------------------------------------------------------
+    def focus_input(self) -> None:
+        self.input.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def send(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text or self.client is None or self._run is not None:
+            return
+        if self.conversation_id is None:
+            self.new_conversation()
+        assert self.conversation_id is not None
+        if self._edit_from is not None:
+            # Edit-and-resend: the edited prompt replaces that message and everything after it.
+            self.store.delete_messages_from(self.conversation_id, self._edit_from)
+            self._edit_from = None
+            self.view.set_messages([self._view_of(m) for m in self.store.messages(self.conversation_id)])
+        conv = self.store.conversation(self.conversation_id)
+        if conv is not None and conv.title == "New chat":
+            self.store.rename(self.conversation_id, text.splitlines()[0][:60])
+        msg = self.store.add_message(self.conversation_id, "user", text)
+        self.view.append_message(self._view_of(msg))
+        self.input.clear()
+        self.conversations_edited.emit()
+        self._start_reply()
+
+    def regenerate(self) -> None:
+        """Drop the last reply and ask again."""
+        if self.conversation_id is None or self._run is not None or self.client is None:
+            return
+        msgs = self.store.messages(self.conversation_id)
+        last_assistant = next((m for m in reversed(msgs) if m.role == "assistant"), None)
+        if last_assistant is None:
+            return
+        self.store.delete_messages_from(self.conversation_id, last_assistant.id)
+        self.view.set_messages([self._view_of(m) for m in self.store.messages(self.conversation_id)])
+        self._start_reply()
+
+    def _history(self) -> list[dict[str, str]]:
+        """The request's messages: role and answer text only, never the stored thinking."""
+        assert self.conversation_id is not None
+        out: list[dict[str, str]] = []
+        prompt = self.system_prompt.text().strip()
+        if prompt:
+            out.append({"role": "system", "content": prompt})
+        for m in self.store.messages(self.conversation_id):
+            if m.role in ("user", "assistant") and m.content:
+                out.append({"role": m.role, "content": m.content})
+        return out
+
+    def _start_reply(self) -> None:
+        assert self.conversation_id is not None
+        mode, extra = self.mode_provider()
+        stream = self.client.stream_chat(self._history(), max_tokens=self.max_tokens, extra=extra or None)
+        reply = self.store.add_message(self.conversation_id, "assistant", "", {"mode": mode}, complete=False)
+        self._reply_id, self._reply_mode = reply.id, mode
+        self.view.begin_reply(self._view_of(reply))
+        run = ChatRun(stream, self)
+        run.delta_received.connect(self._on_run_delta)
+        run.reasoning_received.connect(self._on_run_reasoning)
+        run.finished.connect(self._on_run_finished)
+        run.failed.connect(self._on_run_failed)
+        run.ended.connect(run.deleteLater)
+        self._run = run
+        self._t_sent = time.perf_counter()
+        self.set_notice("")
+        self._update_buttons()
+        self.reply_started.emit(mode)
+        run.start()
+
+    def stop(self) -> None:
+        """Stop the current reply (Esc). The partial reply is kept and marked stopped."""
+        if self._run is not None:
+            self._run.cancel()
+
+    def wait_idle(self, ms: int = 5000) -> None:
+        """Cancel and wait for the worker (app shutdown), then save what it streamed.
+
+        The worker's last pieces and its ``finished`` are queued events the closing app would never
+        deliver: handing them over here stores the whole partial reply, marked stopped, instead of
+        the text of the last throttled write.
+        """
+        run = self._run
+        if run is not None:
+            run.cancel()
+            if run.wait(ms):
+                # PySide routes a Python slot through a hidden receiver, not ``run``: deliver every
+                # queued call of this thread (the worker's are the ones that can still be pending).
+                QCoreApplication.sendPostedEvents(None, QEvent.Type.MetaCall)
+
+    # -- worker events ---------------------------------------------------------------------
+    def _on_run_delta(self, text: str) -> None:
+        self.view.append_delta(text)
+        self.delta_received.emit(text)
+        if not self._persist_timer.isActive():
+            self._persist_timer.start()
+
+    def _on_run_reasoning(self, text: str) -> None:
+        self.view.append_reasoning(text)
+        self.reasoning_received.emit(text)
+        if not self._persist_timer.isActive():
+            self._persist_timer.start()
+
+    def _persist_reply(self) -> None:
+        reply = self.view.current_reply()
+        if reply is not None and self._reply_id is not None:
+            self.store.update_message(self._reply_id, reply.content, reasoning=reply.reasoning)
+
+    def _with_thinking_time(self, stats: dict[str, Any], reasoning: str) -> dict[str, Any]:
+        secs = self.view.thinking_seconds()
+        if reasoning and secs is not None:
+            stats["reasoning_s"] = round(secs, 2)
+        return stats
+
+    def _finish(self) -> None:
+        self._persist_timer.stop()
+        self._run = None
+        self._reply_id = None
+        self._update_buttons()
+
+    def _on_run_finished(self, result: Any) -> None:
+        text = getattr(result, "text", None)
+        thought = getattr(result, "reasoning", None)
+        current = self.view.current_reply()
+        content = text if text is not None else (current.content if current else "")
+        reasoning = thought if thought is not None else (current.reasoning if current else "")
+        stats = self._with_thinking_time(stats_from_result(result, self._reply_mode), reasoning)
+        if self._reply_id is not None:
+            self.store.update_message(self._reply_id, content, stats, complete=True, reasoning=reasoning)
+        self.view.end_reply(content, stats, complete=True, reasoning=reasoning)
+        self._finish()
+        self.reply_finished.emit(stats)
+
+    def _on_run_failed(self, message: str) -> None:
+        current = self.view.current_reply()
+        content = current.content if current else ""
+        reasoning = current.reasoning if current else ""
+        stats = self._with_thinking_time({"mode": self._reply_mode, "error": message}, reasoning)
+        if self._reply_id is not None:
+            self.store.update_message(self._reply_id, content, stats, complete=False, reasoning=reasoning)
+        self.view.end_reply(content, stats, complete=False)
+        self._finish()
+        self.set_notice(f"The reply failed: {message}")
+        self.reply_failed.emit(message)
+
+    def _on_view_action(self, action: str, message_id: int) -> None:
+        if self._run is not None or self.conversation_id is None:
+            return
+        if action == "regenerate":
+            self.regenerate()
+        elif action == "edit":
+            m = next((m for m in self.store.messages(self.conversation_id) if m.id == message_id), None)
+            if m is not None:
+                self._edit_from = m.id
+                self.input.setPlainText(m.content)
+                self.set_notice("Editing an earlier message: Send replaces it and everything after it.")
+                self.focus_input()

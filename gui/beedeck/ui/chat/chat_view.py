@@ -1,0 +1,517 @@
+"""The chat transcript: one QTextBrowser that stays smooth at any generation speed.
+
+While a reply streams, pieces are buffered and appended as plain text on a 40 ms coalescing
+throttle (one ``insertText`` per frame, ~0.3 ms). Only the *current* reply is re-rendered, on a slower
+adaptive throttle, and only its last Markdown block: blocks that are finished (a later block has
+begun) are rendered once with markdown-it + Pygments and frozen, so a closed code block is coloured
+as soon as it closes and the cost of a tick does not grow with the reply. The live last block uses
+Qt's cheaper md4c ``insertMarkdown``. Older messages are never touched (python-stack.md §6).
+
+A reasoning model's thinking (``reasoning_content``) streams first, through the same 40 ms append
+throttle, as dimmed plain text under a "Thinking…" label (no Markdown render: it is read as it comes
+and then folded away). When the answer starts, or the reply ends, the section folds to one line,
+"Thinking · Thought for 12.3 s · 850 chars — show"; a click on it (``think:<id>``) expands or folds it.
+A toggle rebuilds the document once (the current reply included), like loading the conversation.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QGuiApplication,
+    QPalette,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+)
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from beedeck.ui.chat.markdown_render import closed_fences, code_blocks, render_html, stable_prefix_len
+
+FLUSH_MS = 40  # append throttle: 25 frames a second is smooth and cheap
+RENDER_MIN_MS = 200  # markdown re-render of the current reply, at most 5 times a second
+RENDER_COST_FACTOR = 8  # ...and never more than 1/8 of the GUI thread's time
+DIM = "#888"  # thinking text and stats lines: readable on light and dark palettes, clearly secondary
+
+
+@dataclass
+class MessageView:
+    """What the view shows for one message."""
+
+    id: int
+    role: str
+    content: str
+    stats: dict[str, Any] = field(default_factory=dict)
+    complete: bool = True
+    reasoning: str = ""
+
+
+def is_dark(palette: QPalette | None = None) -> bool:
+    pal = palette or QGuiApplication.palette()
+    return pal.color(QPalette.ColorRole.Base).lightness() < 128
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """The per-message line: tokens, tok/s, TTFT, drafts accepted/drafted, mode."""
+    if not stats:
+        return ""
+    parts: list[str] = []
+    if stats.get("tokens") is not None:
+        parts.append(f"{stats['tokens']} tokens")
+    if stats.get("tps"):
+        parts.append(f"{stats['tps']:.1f} tok/s")
+    if stats.get("ttft_s") is not None:
+        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
+    if stats.get("prompt_tps"):
+        parts.append(f"prefill {stats['prompt_tps']:.0f} tok/s")
+    if stats.get("draft_n"):
+        acc = stats.get("draft_accepted", 0)
+        parts.append(f"drafts {acc}/{stats['draft_n']} accepted ({100 * acc / stats['draft_n']:.0f} %)")
+    if stats.get("mode"):
+        parts.append("DFlash" if stats["mode"] == "dflash" else "baseline")
+    if stats.get("cancelled"):
+        parts.append("stopped")
+    return " · ".join(parts)
+
+
+def thinking_summary(reasoning: str, seconds: float | None, expanded: bool) -> str:
+    """The folded line of a thinking section, e.g. "Thought for 12.3 s · 850 chars — show"."""
+    took = f"Thought for {seconds:.1f} s" if seconds is not None else "Thought"
+    return f"{took} · {len(reasoning):,} chars — {'hide' if expanded else 'show'}"
+
+
+class ChatView(QTextBrowser):
+    """Shows a conversation and streams the current reply into it.
+
+    Signals: ``action_triggered(str, int)``: "edit" / "regenerate" / "copy" on a message id;
+    ``flushed(int)``: streamed characters now in the document (for benchmarks and tests);
+    ``thinking_toggled(int, bool)``: a message's thinking section was expanded (True) or folded.
+    """
+
+    action_triggered = Signal(str, int)
+    flushed = Signal(int)
+    thinking_toggled = Signal(int, bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.anchorClicked.connect(self._on_anchor_clicked)
+        self.document().setDocumentMargin(12)
+        self._messages: list[MessageView] = []
+        self._pending: list[str] = []
+        self._streamed_chars = 0
+        self._reply: MessageView | None = None
+        self._body_start = 0
+        self._tail_start = 0  # document position of the live (not yet frozen) part of the reply
+        self._frozen_chars = 0  # characters of the reply text already rendered for good
+        self._frozen_blocks = 0  # code blocks in the frozen part (numbering of the copy links)
+        self._render_cost_s = 0.0
+        self._pending_reasoning: list[str] = []
+        self._think_start = 0  # document position of the current reply's thinking section
+        self._thinking_live = False  # the thinking text is streaming at the document's end
+        self._think_t0: float | None = None  # first thinking piece of the current reply (perf_counter)
+        self._think_s: float | None = None  # how long the current reply thought, once its answer began
+        self._thinking_stale = False  # thinking arrived after the answer began: redo the section at the end
+        self._expanded: set[int] = set()  # ids of messages whose thinking is shown in full
+        # (id, dark) -> (content, html) of finished replies: a fold toggle re-lays the document out
+        # without running markdown-it + Pygments again (~80 % of a rebuild's cost).
+        self._html_cache: dict[tuple[int, bool], tuple[str, str]] = {}
+        self._flush_timer = QTimer(self, singleShot=True, interval=FLUSH_MS)
+        self._flush_timer.timeout.connect(self._flush)
+        self._render_timer = QTimer(self, singleShot=True, interval=RENDER_MIN_MS)
+        self._render_timer.timeout.connect(self._render_current)
+        self.copy_text: Callable[[str], None] = lambda text: QGuiApplication.clipboard().setText(text)
+
+    # -- whole conversation ----------------------------------------------------------------
+    def set_messages(self, messages: list[MessageView]) -> None:
+        self._stop_stream_timers()
+        self._reply = None
+        self._messages = list(messages)
+        ids = {m.id for m in self._messages}
+        self._html_cache = {k: v for k, v in self._html_cache.items() if k[0] in ids}
+        dark = is_dark(self.palette())
+        self.setHtml("".join(self._message_html(m, dark) for m in self._messages) or self._empty_html())
+        self._scroll_to_end()
+
+    def toggle_thinking(self, message_id: int) -> None:
+        """Expand a message's folded thinking section, or fold it again."""
+        m = self._message(message_id)
+        if m is None or not m.reasoning or (m is self._reply and self._thinking_live):
+            return  # a section still streaming has no fold yet: it folds itself when the answer starts
+        expanded = message_id not in self._expanded
+        (self._expanded.add if expanded else self._expanded.discard)(message_id)
+        self._rebuild()
+        self.thinking_toggled.emit(message_id, expanded)
+
+    def _rebuild(self) -> None:
+        """Lay the whole document out again where it was scrolled (a fold toggle; rare, like a load).
+
+        A streaming reply is laid out in its current state and keeps streaming: its frozen part is
+        re-rendered once by :meth:`_render_current`.
+        """
+        bar = self.verticalScrollBar()
+        at_end, value = self._at_end(), bar.value()
+        reply = self._reply
+        dark = is_dark(self.palette())
+        older = [m for m in self._messages if m is not reply]
+        self._flush_timer.stop()
+        self._pending.clear()
+        self._pending_reasoning.clear()
+        if older:
+            self.setHtml("".join(self._message_html(m, dark) for m in older))
+        elif reply is None:
+            self.setHtml(self._empty_html())
+        else:
+            self.clear()
+        if reply is not None:
+            self._lay_out_reply_start(reply)
+            if reply.reasoning and (reply.content or not self._thinking_live):
+                self._body_start = self._tail_start = self._replace_from(self._think_start, self._put_thinking(reply))
+            elif reply.reasoning:
+                self._start_live_thinking()
+                self._insert_reasoning(reply.reasoning)
+            self._frozen_chars = self._frozen_blocks = 0
+            if reply.content:
+                self._render_current()
+        if at_end:
+            self._scroll_to_end()
+        else:
+            bar.setValue(value)
+
+    def messages(self) -> list[MessageView]:
+        return list(self._messages)
+
+    def _empty_html(self) -> str:
+        return (
+            '<p style="color:#888;margin-top:40px" align="center">Ask anything. '
+            "Ctrl+Enter sends, Esc stops, Ctrl+N starts a new chat.</p>"
+        )
+
+    def _header_html(self, m: MessageView) -> str:
+        who = {"user": "You", "assistant": "Assistant"}.get(m.role, m.role.title())
+        links = [f'<a href="copy-msg:{m.id}">Copy</a>']
+        if m.role == "user":
+            links.append(f'<a href="edit:{m.id}">Edit</a>')
+        elif m.role == "assistant":
+            links.append(f'<a href="regenerate:{m.id}">Regenerate</a>')
+        return (
+            f'<p style="margin-top:14px;margin-bottom:2px"><b>{who}</b>&nbsp;&nbsp;'
+            f'<span style="font-size:small">{"&nbsp;&nbsp;".join(links)}</span></p>'
+        )
+
+    def _stats_html(self, m: MessageView) -> str:
+        line = format_stats(m.stats)
+        if not m.complete and not m.stats.get("cancelled"):
+            line = (line + " · " if line else "") + "interrupted"
+        return f'<p style="color:{DIM};font-size:small;margin-top:2px">{html.escape(line)}</p>' if line else ""
+
+    def _thinking_seconds_of(self, m: MessageView) -> float | None:
+        if m is self._reply and self._think_s is not None:
+            return self._think_s
+        secs = m.stats.get("reasoning_s")
+        return float(secs) if isinstance(secs, (int, float)) else None
+
+    def _thinking_html(self, m: MessageView) -> str:
+        """The folded (or expanded) thinking section of a message; empty without thinking."""
+        if not m.reasoning:
+            return ""
+        expanded = m.id in self._expanded
+        line = html.escape(thinking_summary(m.reasoning, self._thinking_seconds_of(m), expanded))
+        out = (
+            f'<p style="margin-top:2px;margin-bottom:4px"><a href="think:{m.id}" '
+            f'style="color:{DIM};text-decoration:none">{"▾" if expanded else "▸"} <b>Thinking</b> · {line}</a></p>'
+        )
+        if expanded:
+            body = html.escape(m.reasoning.strip()).replace("\n", "<br>")
+            out += f'<p style="color:{DIM};margin-left:14px;margin-bottom:6px">{body}</p>'
+        return out
+
+    def _put_thinking(self, m: MessageView) -> Callable[[QTextCursor], None]:
+        html_text = self._thinking_html(m)
+
+        def put(c: QTextCursor) -> None:
+            c.insertHtml(html_text)
+            c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+
+        return put
+
+    def _body_html(self, m: MessageView, dark: bool) -> str:
+        if m.role == "user":
+            return "<p>" + html.escape(m.content).replace("\n", "<br>") + "</p>"
+        cached = self._html_cache.get((m.id, dark))
+        if cached is not None and cached[0] == m.content:
+            return cached[1]
+        out = render_html(m.content, str(m.id), dark)
+        self._html_cache[(m.id, dark)] = (m.content, out)
+        return out
+
+    def _message_html(self, m: MessageView, dark: bool) -> str:
+        return self._header_html(m) + self._thinking_html(m) + self._body_html(m, dark) + self._stats_html(m)
+
+    def append_message(self, m: MessageView) -> None:
+        """Append one finished message (the user's prompt) without re-rendering the rest."""
+        if not self._messages:
+            self.clear()
+        self._messages.append(m)
+        cursor = self._new_block_cursor()
+        cursor.insertHtml(self._message_html(m, is_dark(self.palette())))
+        self._scroll_to_end()
+
+    # -- streaming -------------------------------------------------------------------------
+    def begin_reply(self, m: MessageView) -> None:
+        if not self._messages:
+            self.clear()
+        self._messages.append(m)
+        self._reply = m
+        self._pending.clear()
+        self._pending_reasoning.clear()
+        self._streamed_chars = 0
+        self._frozen_chars = 0
+        self._frozen_blocks = 0
+        self._thinking_live = self._thinking_stale = False
+        self._think_t0 = self._think_s = None
+        self._lay_out_reply_start(m)
+        self._scroll_to_end()
+
+    def _lay_out_reply_start(self, m: MessageView) -> None:
+        """The streaming reply's header and the empty block its thinking, then its answer, go into."""
+        cursor = self._new_block_cursor()
+        cursor.insertHtml(self._header_html(m))
+        cursor.insertBlock()
+        cursor.setBlockFormat(cursor.blockFormat())
+        self._think_start = self._body_start = self._tail_start = cursor.position()
+
+    def append_reasoning(self, text: str) -> None:
+        """Buffer a piece of the thinking; it shows, dimmed, on the same throttle as the answer."""
+        m = self._reply
+        if m is None or not text:
+            return
+        m.reasoning += text
+        if self._think_t0 is None:
+            self._think_t0 = time.perf_counter()
+        if m.content:
+            # Thinking after the answer began (not llama-server's order): keep it, redo the fold at the end.
+            self._thinking_stale = True
+            return
+        if not self._thinking_live:
+            self._start_live_thinking()
+        self._pending_reasoning.append(text)
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
+    def thinking_seconds(self) -> float | None:
+        """How long the current reply has thought (until its answer began); None if it did not."""
+        if self._think_s is not None:
+            return self._think_s
+        return time.perf_counter() - self._think_t0 if self._think_t0 is not None else None
+
+    def _dim_format(self, bold: bool = False) -> QTextCharFormat:
+        fmt = QTextCharFormat()
+        fmt.setForeground(QColor(DIM))
+        if bold:
+            fmt.setFontWeight(QFont.Weight.Bold)
+        return fmt
+
+    def _start_live_thinking(self) -> None:
+        """The "Thinking…" label, once, at the start of the reply's body; the text streams below it."""
+        cursor = self._end_cursor()
+        cursor.insertText("Thinking…", self._dim_format(bold=True))
+        cursor.insertBlock(QTextBlockFormat(), self._dim_format())
+        self._thinking_live = True
+
+    def _insert_reasoning(self, text: str) -> None:
+        at_end = self._at_end()
+        self._end_cursor().insertText(text, self._dim_format())
+        if at_end:
+            self._scroll_to_end()
+
+    def _fold_live_thinking(self) -> None:
+        """The answer began (or the reply ended): the streamed thinking becomes its one-line fold."""
+        assert self._reply is not None
+        self._pending_reasoning.clear()
+        self._thinking_live = False
+        if self._think_t0 is not None and self._think_s is None:
+            # Rounded as it is stored, so the fold reads the same now and after a reload.
+            self._think_s = round(time.perf_counter() - self._think_t0, 2)
+        self._body_start = self._tail_start = self._replace_from(self._think_start, self._put_thinking(self._reply))
+
+    def append_delta(self, text: str) -> None:
+        """Buffer a piece of the reply; it shows on the next throttle tick (<= 40 ms)."""
+        if self._reply is None or not text:
+            return
+        if self._thinking_live:
+            self._fold_live_thinking()
+        self._pending.append(text)
+        self._reply.content += text
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+        if not self._render_timer.isActive():
+            interval = max(RENDER_MIN_MS, int(self._render_cost_s * 1000 * RENDER_COST_FACTOR))
+            self._render_timer.start(interval)
+
+    def _flush(self) -> None:
+        if self._pending_reasoning and self._thinking_live:
+            text = "".join(self._pending_reasoning)
+            self._pending_reasoning.clear()
+            self._insert_reasoning(text)
+        if not self._pending or self._reply is None:
+            return
+        text = "".join(self._pending)
+        self._pending.clear()
+        at_end = self._at_end()
+        cursor = self._end_cursor()
+        cursor.insertText(text, QTextCharFormat())
+        self._streamed_chars += len(text)
+        if at_end:
+            self._scroll_to_end()
+        self.flushed.emit(self._streamed_chars)
+
+    def _replace_from(self, position: int, render: Callable[[QTextCursor], None]) -> int:
+        """Replace the document from ``position`` to the end; returns the end position of the render."""
+        at_end = self._at_end()
+        cursor = QTextCursor(self.document())
+        cursor.beginEditBlock()
+        cursor.setPosition(position)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        render(cursor)
+        cursor.endEditBlock()
+        if at_end:
+            self._scroll_to_end()
+        return cursor.position()
+
+    def _freeze(self, text: str, dark: bool) -> None:
+        """Render ``text`` (the next finished part of the reply) with Pygments and keep it for good."""
+        assert self._reply is not None
+        html_text = render_html(text, str(self._reply.id), dark, self._frozen_blocks)
+
+        def put(c: QTextCursor) -> None:
+            c.insertHtml(html_text)
+            c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+
+        self._tail_start = self._replace_from(self._tail_start, put)
+        self._frozen_chars += len(text)
+        self._frozen_blocks += closed_fences(text)
+
+    def _render_current(self) -> None:
+        """Re-render the streaming reply's live part (throttled; current reply, last block only)."""
+        if self._reply is None:
+            return
+        t0 = time.perf_counter()
+        self._pending.clear()  # the render below includes everything received so far
+        text = self._reply.content
+        tail = text[self._frozen_chars :]
+        cut = stable_prefix_len(tail)
+        if cut > 0:
+            self._freeze(tail[:cut], is_dark(self.palette()))
+            tail = tail[cut:]
+        self._replace_from(
+            self._tail_start,
+            lambda c: c.insertMarkdown(tail, QTextDocument.MarkdownFeature.MarkdownDialectGitHub),
+        )
+        self._streamed_chars = len(text)
+        self._render_cost_s = time.perf_counter() - t0
+        self.flushed.emit(self._streamed_chars)
+
+    def end_reply(
+        self,
+        content: str | None = None,
+        stats: dict[str, Any] | None = None,
+        complete: bool = True,
+        reasoning: str | None = None,
+    ) -> None:
+        """Render the rest of the finished reply with Pygments colours, copy links and its stats line.
+
+        ``reasoning`` is the whole thinking text as the stream's result has it (None: as streamed).
+        """
+        if self._reply is None:
+            return
+        self._stop_stream_timers()
+        m = self._reply
+        m.stats = dict(stats or {})
+        m.complete = complete
+        if reasoning is not None and reasoning != m.reasoning:
+            m.reasoning = reasoning
+            self._thinking_stale = True
+        if self._think_s is None and isinstance(m.stats.get("reasoning_s"), (int, float)):
+            self._think_s = float(m.stats["reasoning_s"])  # the fold shows what was stored
+        if self._thinking_live:
+            self._fold_live_thinking()
+        if m.reasoning and self._think_s is not None:
+            m.stats.setdefault("reasoning_s", self._think_s)
+        if content is not None and content != m.content:
+            # The server's text differs from what streamed (should not happen): render it all anew.
+            m.content = content
+            self._tail_start, self._frozen_chars, self._frozen_blocks = self._body_start, 0, 0
+        dark = is_dark(self.palette())
+        rest = render_html(m.content[self._frozen_chars :], str(m.id), dark, self._frozen_blocks)
+        self._replace_from(self._tail_start, lambda c: c.insertHtml(rest + self._stats_html(m)))
+        self._reply = None
+        if self._thinking_stale:
+            self._thinking_stale = False
+            self._rebuild()
+        self._streamed_chars = len(m.content)
+        self.flushed.emit(self._streamed_chars)
+
+    def is_streaming(self) -> bool:
+        return self._reply is not None
+
+    def current_reply(self) -> MessageView | None:
+        return self._reply
+
+    def _stop_stream_timers(self) -> None:
+        self._flush_timer.stop()
+        self._render_timer.stop()
+        self._pending.clear()
+        self._pending_reasoning.clear()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _end_cursor(self) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor
+
+    def _new_block_cursor(self) -> QTextCursor:
+        """A cursor at the end, in a fresh plain block: a new message never joins the previous one."""
+        cursor = self._end_cursor()
+        if not self.document().isEmpty():
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        return cursor
+
+    def _at_end(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 8
+
+    def _scroll_to_end(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _message(self, message_id: int) -> MessageView | None:
+        return next((m for m in self._messages if m.id == message_id), None)
+
+    def _on_anchor_clicked(self, url: QUrl) -> None:
+        scheme, _, rest = url.toString().partition(":")
+        if scheme == "copy":
+            key, _, index = rest.partition(":")
+            m = self._message(int(key)) if key.lstrip("-").isdigit() else None
+            blocks = code_blocks(m.content) if m else []
+            if index.isdigit() and int(index) < len(blocks):
+                self.copy_text(blocks[int(index)])
+        elif scheme == "copy-msg" and rest.lstrip("-").isdigit():
+            m = self._message(int(rest))
+            if m:
+                self.copy_text(m.content)
+        elif scheme == "think" and rest.lstrip("-").isdigit():
+            self.toggle_thinking(int(rest))
+        elif scheme in ("edit", "regenerate") and rest.lstrip("-").isdigit():
+            self.action_triggered.emit(scheme, int(rest))

@@ -1,0 +1,1 @@
+"""The running engine: server controller, Baseline | DFlash toggle, server log, failure panel, endpoint."""

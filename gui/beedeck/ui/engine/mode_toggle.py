@@ -1,0 +1,198 @@
+"""Baseline | DFlash: which mode the next reply uses. The conversation is kept either way.
+
+Two paths, chosen from the engine's capabilities:
+
+1. **per-request** (BeeLlama): the server keeps its draft; a baseline reply sends
+   ``"speculative.n_max": 0`` (engine-facts.md §3.9). Instant.
+2. **restart** (mainline, whose per-request overrides are compiled out): the server is restarted
+   with or without the draft, same command line otherwise. Shows progress and how long it took.
+
+Disabled, with a tooltip saying why, when no draft is configured.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
+
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+
+PER_REQUEST = "per-request"
+RESTART = "restart"
+
+
+def has_draft(settings: LaunchSettings | None) -> bool:
+    return bool(settings and settings.draft and settings.spec_mode == SpecMode.DFLASH)
+
+
+def switch_path(caps: EngineCaps | None) -> str:
+    """per-request on BeeLlama (it reads ``speculative.n_max`` per request), otherwise restart."""
+    if caps is not None and caps.generation in (Generation.BEE_A, Generation.BEE_B):
+        return PER_REQUEST
+    return RESTART
+
+
+def settings_for_mode(profile: LaunchSettings, mode: str) -> LaunchSettings:
+    """The profile's settings with the draft (dflash) or without it (baseline); nothing else changes."""
+    if mode == "dflash":
+        return replace(profile)
+    return replace(profile, draft=None, spec_mode=SpecMode.OFF)
+
+
+class ModeToggle(QWidget):
+    """A two-segment switch plus a status line.
+
+    Signals: ``mode_changed(str)`` once the new mode is in effect ("baseline"/"dflash");
+    ``restart_requested(object)`` with the LaunchSettings to restart the server with (path 2).
+    Call :meth:`restart_finished` / :meth:`restart_failed` when that restart ends.
+    ``last_switch_s``: seconds the last finished restart-path switch took (the status shows it rounded).
+    """
+
+    mode_changed = Signal(str)
+    restart_requested = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.baseline_button = QToolButton()
+        self.dflash_button = QToolButton()
+        for button, text in ((self.baseline_button, "Baseline"), (self.dflash_button, "DFlash")):
+            button.setText(text)
+            button.setCheckable(True)
+        self.group = QButtonGroup(self)
+        self.group.setExclusive(True)
+        self.group.addButton(self.baseline_button)
+        self.group.addButton(self.dflash_button)
+        self.baseline_button.setChecked(True)
+        self.baseline_button.clicked.connect(lambda: self.request_mode("baseline"))
+        self.dflash_button.clicked.connect(lambda: self.request_mode("dflash"))
+        self.status = QLabel()
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.baseline_button)
+        layout.addWidget(self.dflash_button)
+        layout.addSpacing(8)
+        layout.addWidget(self.status)
+        self._mode = "baseline"
+        self._profile: LaunchSettings | None = None
+        self._caps: EngineCaps | None = None
+        self._pending: str | None = None
+        self._t0 = 0.0
+        self.last_switch_s: float | None = None
+        self._tick = QTimer(self, interval=200)
+        self._tick.timeout.connect(self._on_tick)
+        self.configure(None, None)
+
+    # -- configuration ---------------------------------------------------------------------
+    def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None) -> None:
+        """Set the launch profile (with its draft, if any) and the engine's capabilities.
+
+        Re-configuring with the same profile (new caps after a restart) keeps the chosen mode.
+        """
+        same_profile = profile is not None and profile is self._profile
+        self._profile, self._caps = profile, caps
+        enabled = has_draft(profile)
+        self.setEnabled(enabled)
+        if not enabled:
+            tip = "No DFlash draft model is configured for this profile: choose one in Settings to compare."
+            self._set_checked("baseline")
+            self._mode = "baseline"
+        else:
+            tip = (
+                "Baseline vs DFlash for the next reply. "
+                + (
+                    "This engine switches per request (no restart)."
+                    if self.path() == PER_REQUEST
+                    else "This engine restarts the server with or without the draft."
+                )
+            )
+            if not same_profile:
+                self._mode = "dflash"
+            self._set_checked(self._pending or self._mode)
+        for w in (self, self.baseline_button, self.dflash_button):
+            w.setToolTip(tip)
+        if not same_profile:
+            self.status.setText("" if enabled else "no draft configured")
+
+    def path(self) -> str:
+        return switch_path(self._caps)
+
+    def mode(self) -> str:
+        return self._mode
+
+    def request_extra(self) -> dict[str, Any]:
+        """Fields to add to the next chat request."""
+        if self._mode == "baseline" and has_draft(self._profile) and self.path() == PER_REQUEST:
+            return {"speculative.n_max": 0}
+        return {}
+
+    def provider(self) -> tuple[str, dict[str, Any]]:
+        """For ChatPane.mode_provider: (mode, extra request fields)."""
+        return self._mode, self.request_extra()
+
+    # -- switching -------------------------------------------------------------------------
+    def request_mode(self, mode: str) -> None:
+        if mode == self._mode or self._pending is not None:
+            self._set_checked(self._pending or self._mode)
+            return
+        if self.path() == PER_REQUEST or self._profile is None:
+            self._mode = mode
+            self.status.setText(
+                f"{self._label(mode)}: next reply "
+                + ("sends speculative.n_max = 0 (per request, no restart)" if mode == "baseline" else "uses the draft")
+            )
+            self.mode_changed.emit(mode)
+            return
+        self._pending = mode
+        self._t0 = time.monotonic()
+        self.baseline_button.setEnabled(False)
+        self.dflash_button.setEnabled(False)
+        self._on_tick()
+        self._tick.start()
+        self.restart_requested.emit(settings_for_mode(self._profile, mode))
+
+    def restart_finished(self) -> None:
+        if self._pending is None:
+            return
+        mode, self._pending = self._pending, None
+        self._tick.stop()
+        took = self.last_switch_s = time.monotonic() - self._t0
+        self._mode = mode
+        self._set_checked(mode)
+        self._enable_buttons()
+        without = "without" if mode == "baseline" else "with"
+        self.status.setText(f"{self._label(mode)}: restarted the server {without} the draft in {took:.1f} s")
+        self.mode_changed.emit(mode)
+
+    def restart_failed(self) -> None:
+        if self._pending is None:
+            return
+        self._pending = None
+        self._tick.stop()
+        self._enable_buttons()
+        self._set_checked(self._mode)
+        self.status.setText("switch failed: see the server log")
+
+    def is_switching(self) -> bool:
+        return self._pending is not None
+
+    def _on_tick(self) -> None:
+        if self._pending is not None:
+            without = "without" if self._pending == "baseline" else "with"
+            self.status.setText(f"restarting {without} the draft… {time.monotonic() - self._t0:.1f} s")
+
+    def _enable_buttons(self) -> None:
+        self.baseline_button.setEnabled(True)
+        self.dflash_button.setEnabled(True)
+
+    def _set_checked(self, mode: str) -> None:
+        (self.dflash_button if mode == "dflash" else self.baseline_button).setChecked(True)
+
+    @staticmethod
+    def _label(mode: str) -> str:
+        return "DFlash" if mode == "dflash" else "Baseline"

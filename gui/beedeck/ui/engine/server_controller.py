@@ -1,0 +1,186 @@
+"""The GUI's handle on one llama-server: starts, stops and restarts it on a background thread and turns
+the core's callbacks into Qt signals. Nothing here blocks the GUI thread, except :meth:`shutdown` at exit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+
+READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
+STOP_TIMEOUT_S = 10.0  # graceful stop, then the process tree is killed
+
+
+def _state_name(state: object) -> str:
+    value = getattr(state, "value", None)
+    return str(value if value is not None else state).lower()
+
+
+class ServerController(QObject):
+    """Owns the running ``ServerProcess``.
+
+    Signals: ``state_changed(str)`` (starting/loading/ready/failed/stopped), ``line_received(str)``,
+    ``failed(object)`` (a ServerFailure, or an exception before the process existed), ``ready(str)``
+    (base URL), ``stopped()``, ``memory_reported(object)`` (the process's memory report once ready),
+    ``caps_known(object)`` (EngineCaps of the engine being launched).
+    """
+
+    state_changed = Signal(str)
+    line_received = Signal(str)
+    failed = Signal(object)
+    ready = Signal(str)
+    stopped = Signal()
+    memory_reported = Signal(object)
+    caps_known = Signal(object)
+
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        probe: Callable[[str], EngineCaps] | None = None,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
+        super().__init__(parent)
+        self._probe = probe
+        self._ready_timeout_s = ready_timeout_s
+        self._lock = threading.Lock()
+        self._proc: Any = None
+        self._thread: threading.Thread | None = None
+        self.engine: str = ""
+        self.settings: LaunchSettings | None = None
+        self.caps: EngineCaps | None = None
+        self.base_url: str = ""
+        self.state: str = "stopped"
+        self.last_start_s: float | None = None  # seconds from start() to ready, for the mode toggle
+        self._closed = False  # set by shutdown(): a start still in flight must not leave a server behind
+
+    # -- public ---------------------------------------------------------------------------
+    def is_busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def is_running(self) -> bool:
+        return self.state in ("starting", "loading", "ready")
+
+    def start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+        """Probe (if needed), build the command line, launch, wait until ready: all off the GUI thread."""
+        self._spawn(lambda: self._do_start(engine, settings, caps))
+
+    def stop(self) -> None:
+        self._spawn(self._do_stop)
+
+    def restart(self, settings: LaunchSettings) -> None:
+        """Stop, then start the same engine with new settings (the Baseline|DFlash restart path)."""
+        engine, caps = self.engine, self.caps
+
+        def job() -> None:
+            self._do_stop()
+            self._do_start(engine, settings, caps)
+
+        self._spawn(job)
+
+    def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5) -> None:
+        """Stop the server and wait for it: called when the app quits, so nothing is left running.
+
+        A start still probing or loading when the join times out is not abandoned: ``_closed`` makes
+        it stop whatever it launches, and ``_do_stop`` stops what it has launched already.
+        """
+        with self._lock:
+            self._closed = True
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._do_stop()
+        self._thread = None
+
+    # -- background -----------------------------------------------------------------------
+    def _spawn(self, job: Callable[[], None]) -> None:
+        previous = self._thread
+
+        def run() -> None:
+            if previous is not None:
+                previous.join()  # jobs run in order: a stop issued during a start waits for it
+            job()
+
+        self._thread = threading.Thread(target=run, name="beedeck-server", daemon=True)
+        self._thread.start()
+
+    def _set_state(self, state: object) -> None:
+        name = _state_name(state)
+        if name == self.state and name != "starting":
+            return
+        self.state = name
+        self.state_changed.emit(name)
+
+    def _do_start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None) -> None:
+        from beedeck.core import launcher  # imported lazily: the GUI opens without it
+
+        t0 = time.monotonic()
+        self.engine, self.settings = engine, replace(settings)
+        self._set_state("starting")
+        try:
+            if caps is None:
+                probe = self._probe
+                if probe is None:
+                    from beedeck.core.engine.probe import probe_engine
+
+                    probe = probe_engine
+                caps = probe(engine)
+            self.caps = caps
+            if self._closed:
+                return  # the app quit while the engine was probed: launch nothing
+            self.caps_known.emit(caps)
+            proc = launcher.launch(
+                engine, caps, settings, on_line=self.line_received.emit, on_state=self._on_proc_state
+            )
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._proc = proc
+            if closed:  # shutdown() ran while launch() was starting it: nobody else will stop it
+                proc.stop(STOP_TIMEOUT_S)
+                return
+            proc.wait_ready(self._ready_timeout_s)
+        except Exception as exc:  # a refused launch or a missing engine is shown, not raised
+            # A timeout leaves the process running: stop it, nothing may be left behind.
+            with self._lock:
+                proc, self._proc = self._proc, None
+            if proc is not None:
+                proc.stop(STOP_TIMEOUT_S)
+            if self._closed:
+                return  # stopped by shutdown(): the window is gone, nothing to show
+            self._set_state("failed")
+            self.failed.emit(getattr(exc, "failure", None) or exc)
+            return
+        self.base_url = proc.base_url
+        self.last_start_s = time.monotonic() - t0
+        self._set_state("ready")
+        self.ready.emit(self.base_url)
+        memory = getattr(proc, "memory", None)
+        if memory is not None:
+            self.memory_reported.emit(memory)
+
+    def _on_proc_state(self, state: object, failure: object = None) -> None:
+        name = _state_name(state)
+        # READY and FAILED are announced by _do_start once wait_ready returned, in order with ready().
+        if name in ("starting", "loading") or (name in ("failed", "stopped") and self.state == "ready"):
+            self._set_state(name)
+            if name == "failed" and failure is not None:
+                self.failed.emit(failure)  # the server died while serving
+
+    def _do_stop(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            proc.stop(STOP_TIMEOUT_S)
+        finally:
+            self.base_url = ""
+            self._set_state("stopped")
+            self.stopped.emit()

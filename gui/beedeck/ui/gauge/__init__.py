@@ -1,0 +1,1 @@
+"""The live speed gauge and its sparkline."""

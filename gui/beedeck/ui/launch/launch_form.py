@@ -1,0 +1,515 @@
+"""The launch form: every LaunchSettings field, grouped, explained, and checked against the engine.
+
+Only options the probed engine supports are enabled; the others are greyed out with a tooltip that
+says why. The memory bar, the pair check and the command preview all follow the form live, and
+"Copy command" copies exactly what ``build_argv`` produces (API key masked).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication, QStandardItemModel
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, build_argv
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.models import gguf
+from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.paircheck import check_pair
+from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
+from beedeck.ui.launch import launch_presets
+from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
+from beedeck.ui.launch.memory_bar import MemoryBar, WrapLabel
+from beedeck.ui.window.background import Runner, run_in_background
+
+DEFAULT = "engine default"
+TRI = {None: DEFAULT, True: "on", False: "off"}
+
+
+class LaunchForm(QWidget):
+    """Edit a :class:`LaunchSettings` for one engine.
+
+    Signals: ``settings_changed(object)`` (LaunchSettings, on every edit), ``launch_requested(object)``
+    (LaunchSettings, the Launch button), ``command_copied(str)``.
+    Feed it with :meth:`set_engine` (probed caps + binary), :meth:`set_devices` (free bytes per GPU)
+    and :meth:`set_settings`.
+    """
+
+    settings_changed = Signal(object)
+    launch_requested = Signal(object)
+    command_copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, *, runner: Runner = run_in_background,
+                 inspect_fn: Callable[[str], ModelInfo] = gguf.inspect) -> None:
+        super().__init__(parent)
+        self.caps: EngineCaps | None = None
+        self.binary = "llama-server"
+        self.devices: list[int] = []
+        self.infos: dict[str, ModelInfo | str] = {}  # path -> ModelInfo, or the error text
+        self._runner, self._inspect = runner, inspect_fn
+        self._loading = False
+        self.widgets: dict[str, QWidget] = {}
+        self.rows: dict[str, QLabel] = {}
+        self._build()
+        self.set_settings(LaunchSettings())
+
+    # -- building ---------------------------------------------------------------------------
+    def _build(self) -> None:
+        groups: dict[str, QFormLayout] = {}
+        boxes: dict[str, QGroupBox] = {}
+        for section in SECTIONS:
+            box = QGroupBox(section.replace("&", "&&"))  # a bare & would become a mnemonic
+            form = QFormLayout(box)
+            form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+            form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            form.setHorizontalSpacing(10)
+            form.setVerticalSpacing(6)
+            groups[section], boxes[section] = form, box
+        for spec in FIELDS:
+            widget = self._make_widget(spec)
+            label = QLabel(spec.label)
+            label.setToolTip(spec.tooltip)
+            widget.setToolTip(spec.tooltip)
+            self.widgets[spec.name], self.rows[spec.name] = widget, label
+            groups[spec.section].addRow(label, self._with_browse(spec, widget))
+            if spec.name == "draft":
+                self.pair_label = WrapLabel()
+                self.pair_label.setObjectName("pair-verdict")
+                groups[spec.section].addRow("", self.pair_label)
+                self._pair_form = groups[spec.section]
+        columns = QHBoxLayout()
+        columns.setSpacing(12)
+        for names in (SECTIONS[:3], SECTIONS[3:]):
+            col = QVBoxLayout()
+            col.setSpacing(12)
+            for n in names:
+                col.addWidget(boxes[n])
+            col.addStretch(1)
+            columns.addLayout(col, 1)
+        inner = QWidget()
+        inner.setLayout(columns)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+
+        self.memory_bar = MemoryBar()
+        mem_box = QGroupBox("Memory plan")
+        QVBoxLayout(mem_box).addWidget(self.memory_bar)
+        mem_box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.check_label = WrapLabel()
+        self.check_label.setObjectName("argv-check")
+        self.check_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.preset_combo = QComboBox()
+        self.preset_combo.setMinimumContentsLength(22)
+        self.preset_combo.setToolTip("Apply a preset: the guide's lines, BeeLlama's combos, or your own.")
+        self.preset_combo.activated.connect(self._on_preset_activated)
+        self.save_preset_button = QPushButton("Save preset…")
+        self.save_preset_button.clicked.connect(self._on_save_preset_clicked)
+        self.copy_button = QPushButton("Copy command")
+        self.copy_button.setToolTip("Copy the exact llama-server command line (the API key is masked).")
+        self.copy_button.clicked.connect(self.copy_command)
+        self.launch_button = QPushButton("Launch")
+        self.launch_button.setDefault(True)
+        self.launch_button.clicked.connect(lambda: self.launch_requested.emit(self.settings()))
+        buttons = QHBoxLayout()
+        buttons.addWidget(QLabel("Preset:"))
+        buttons.addWidget(self.preset_combo)
+        buttons.addWidget(self.save_preset_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.copy_button)
+        buttons.addWidget(self.launch_button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 10, 10, 10)
+        layout.setSpacing(8)
+        layout.addWidget(scroll, 1)
+        layout.addWidget(mem_box)
+        layout.addWidget(self.check_label)
+        layout.addLayout(buttons)
+        self._fill_presets()
+
+    def _make_widget(self, spec: FieldSpec) -> QWidget:
+        w: QWidget
+        if spec.kind in ("path", "text", "secret", "args"):
+            w = QLineEdit()
+            w.setPlaceholderText(spec.placeholder)
+            if spec.kind == "secret":
+                w.setEchoMode(QLineEdit.EchoMode.Password)
+            w.textEdited.connect(self._on_widget_changed)
+        elif spec.kind in ("combo", "tristate", "cache", "layers"):
+            w = QComboBox()
+            w.setEditable(spec.kind == "layers")
+            w.addItems(list(spec.choices))
+            w.currentTextChanged.connect(self._on_widget_changed)
+        elif spec.kind == "int":
+            w = QSpinBox()
+            w.setRange(spec.minimum, spec.maximum)
+            w.setSingleStep(spec.step)
+            w.setGroupSeparatorShown(True)
+            if spec.optional:
+                w.setSpecialValueText(spec.special or DEFAULT)
+            w.valueChanged.connect(self._on_widget_changed)
+        elif spec.kind == "float":
+            w = QDoubleSpinBox()
+            w.setDecimals(2)
+            w.setRange(-0.01, spec.maximum)
+            w.setSingleStep(0.05)
+            w.setSpecialValueText(DEFAULT)
+            w.valueChanged.connect(self._on_widget_changed)
+        else:  # bool
+            w = QCheckBox()
+            w.toggled.connect(self._on_widget_changed)
+        w.setObjectName(spec.name)
+        return w
+
+    def _with_browse(self, spec: FieldSpec, widget: QWidget) -> QWidget:
+        if spec.kind != "path":
+            return widget
+        row = QWidget()
+        lay = QHBoxLayout(row)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(widget, 1)
+        button = QToolButton()
+        button.setText("…")
+        button.setToolTip(f"Choose the {spec.label.lower()} GGUF file")
+        button.clicked.connect(lambda: self._browse(spec.name))
+        lay.addWidget(button)
+        return row
+
+    def _browse(self, name: str) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", "", "GGUF models (*.gguf)")
+        if path:
+            edit = self.widgets[name]
+            assert isinstance(edit, QLineEdit)
+            edit.setText(path)
+            self._on_widget_changed()
+
+    # -- inputs from the window -----------------------------------------------------------------
+    def set_engine(self, caps: EngineCaps | None, binary: str | None = None) -> None:
+        """The probed engine; enables what it supports and re-checks everything."""
+        self.caps = caps
+        self.binary = binary or (caps.path if caps else "llama-server")
+        self._fill_choices()
+        self._fill_presets()
+        self._on_widget_changed()
+
+    def set_devices(self, free_bytes: list[int]) -> None:
+        """Free bytes per GPU (empty: CPU only), for the memory bar."""
+        self.devices = list(free_bytes)
+        self._schedule_plan()
+
+    def set_settings(self, s: LaunchSettings) -> None:
+        self._loading = True
+        try:
+            for spec in FIELDS:
+                self._put(spec, getattr(s, spec.name))
+        finally:
+            self._loading = False
+        self._on_widget_changed()
+
+    # -- reading and writing widgets --------------------------------------------------------------
+    def _put(self, spec: FieldSpec, value: Any) -> None:
+        w = self.widgets[spec.name]
+        if isinstance(w, QLineEdit):
+            text = shlex.join(value) if spec.kind == "args" else ("" if value is None else str(value))
+            w.setText(text)
+        elif isinstance(w, QComboBox):
+            text = TRI[value] if spec.kind == "tristate" else (DEFAULT if value is None else str(value))
+            if w.findText(text) < 0:
+                w.addItem(text)
+            w.setCurrentText(text)
+        elif isinstance(w, QSpinBox):
+            w.setValue(w.minimum() if value is None else int(value))
+        elif isinstance(w, QDoubleSpinBox):
+            w.setValue(w.minimum() if value is None else float(value))
+        elif isinstance(w, QCheckBox):
+            w.setChecked(bool(value))
+
+    def _get(self, spec: FieldSpec) -> Any:
+        w = self.widgets[spec.name]
+        if isinstance(w, QLineEdit):
+            text = w.text().strip()
+            if spec.kind == "args":
+                try:
+                    return shlex.split(text)
+                except ValueError:
+                    return text.split()
+            if spec.name in ("target", "host"):
+                return text
+            return text or None
+        if isinstance(w, QComboBox):
+            text = w.currentText().strip()
+            if spec.kind == "tristate":
+                return {v: k for k, v in TRI.items()}.get(text)
+            if spec.name == "spec_mode":
+                return SpecMode(text)
+            return None if text == DEFAULT and spec.optional else text
+        if isinstance(w, QSpinBox):
+            return None if spec.optional and w.value() == w.minimum() and spec.name != "port" else w.value()
+        if isinstance(w, QDoubleSpinBox):
+            return None if w.value() < 0 else round(w.value(), 2)
+        assert isinstance(w, QCheckBox)
+        return w.isChecked()
+
+    def settings(self) -> LaunchSettings:
+        """The settings the form shows now (the API key is kept from set_settings or the field)."""
+        values = {spec.name: self._get(spec) for spec in FIELDS}
+        known = {f.name for f in fields(LaunchSettings)}
+        return LaunchSettings(**{k: v for k, v in values.items() if k in known})
+
+    # -- engine rules --------------------------------------------------------------------------
+    def _fill_choices(self) -> None:
+        caps = self.caps
+        for name in ("cache_type_k", "cache_type_v"):
+            combo = self.widgets[name]
+            assert isinstance(combo, QComboBox)
+            current = combo.currentText()
+            combo.blockSignals(True)
+            combo.clear()
+            names = list(caps.cache_types) if caps else []
+            names += [t for t in CACHE_TYPES if t not in names]
+            model = combo.model()
+            assert isinstance(model, QStandardItemModel)
+            for t in names:
+                combo.addItem(t)
+                item = model.item(combo.count() - 1)
+                why = cache_type_reason(t, caps, "--" + name.replace("_", "-"))
+                item.setEnabled(why is None)
+                item.setToolTip(why or f"{t}: {CACHE_TYPES.get(t, (1, 2))[1] * 8 / CACHE_TYPES.get(t, (1, 2))[0]:.2f} "
+                                       "bits per value")
+            combo.setCurrentText(current if combo.findText(current) >= 0 else "f16")
+            combo.blockSignals(False)
+        spec_combo = self.widgets["spec_model_free_type"]
+        assert isinstance(spec_combo, QComboBox)
+        current = spec_combo.currentText()
+        spec_combo.blockSignals(True)
+        spec_combo.clear()
+        types = list(caps.model_free_spec_types) if caps else ["ngram-mod", "ngram-simple", "ngram-map-k"]
+        spec_combo.addItems(types)
+        if current and spec_combo.findText(current) < 0:
+            spec_combo.addItem(current)
+        spec_combo.setCurrentText(current or (types[0] if types else ""))
+        spec_combo.blockSignals(False)
+        fa = self.widgets["flash_attn"]
+        assert isinstance(fa, QComboBox)
+        values = list(caps.flash_attn_values) if caps and caps.flash_attn_values else ["on", "off", "auto"]
+        cur = fa.currentText()
+        fa.blockSignals(True)
+        fa.clear()
+        fa.addItems(values)
+        fa.setCurrentText(cur if cur in values else values[-1])
+        fa.blockSignals(False)
+        mode = self.widgets["spec_mode"]
+        assert isinstance(mode, QComboBox)
+        mmodel = mode.model()
+        assert isinstance(mmodel, QStandardItemModel)
+        for i in range(mode.count()):
+            why = field_reason("spec_mode:" + mode.itemText(i), caps)
+            mmodel.item(i).setEnabled(why is None)
+            mmodel.item(i).setToolTip(why or "")
+
+    def reason_disabled(self, name: str) -> str | None:
+        """Why field ``name`` is disabled now (engine support or another setting), or None."""
+        why = field_reason(name, self.caps)
+        if why:
+            return why
+        mode = self._get_spec("spec_mode")
+        if name in ("draft", "dflash_cross_ctx", "draft_n_gpu_layers") and mode != SpecMode.DFLASH:
+            return "Used only with speculation mode dflash."
+        if name == "spec_model_free_type" and mode != SpecMode.MODEL_FREE:
+            return "Used only with speculation mode model-free."
+        if name in ("draft_n_max", "draft_n_min") and mode == SpecMode.OFF:
+            return "Used only when speculation is on."
+        return None
+
+    def _get_spec(self, name: str) -> Any:
+        return self._get(next(s for s in FIELDS if s.name == name))
+
+    def _apply_enabled(self) -> None:
+        for spec in FIELDS:
+            why = self.reason_disabled(spec.name)
+            w, label = self.widgets[spec.name], self.rows[spec.name]
+            w.setEnabled(why is None)
+            label.setEnabled(why is None)
+            tip = spec.tooltip if why is None else f"{spec.tooltip}\n\nDisabled: {why}"
+            w.setToolTip(tip)
+            label.setToolTip(tip)
+
+    # -- reactions ----------------------------------------------------------------------------
+    def _on_widget_changed(self, *_: object) -> None:
+        if self._loading:
+            return
+        self._apply_enabled()
+        s = self.settings()
+        self._load_infos(s)
+        self._check_argv(s)
+        self._check_pair(s)
+        self._schedule_plan()
+        self.settings_changed.emit(s)
+
+    def build_plan(self) -> LaunchPlan:
+        """build_argv for the form's settings (raises LaunchRefused)."""
+        if self.caps is None:
+            raise LaunchRefused(["No engine is picked: choose one under Settings → Engine."])
+        return build_argv(self.settings(), self.caps)
+
+    def command_line(self) -> str | None:
+        try:
+            return self.build_plan().command_line(self.binary)
+        except LaunchRefused:
+            return None
+
+    def copy_command(self) -> None:
+        line = self.command_line()
+        if line is None:
+            return
+        QGuiApplication.clipboard().setText(line)
+        self.command_copied.emit(line)
+
+    def _check_argv(self, s: LaunchSettings) -> None:
+        try:
+            lp = self.build_plan()
+        except LaunchRefused as exc:
+            self.check_label.setStyleSheet("color: #d62728;")
+            self.check_label.setText("Cannot launch yet:\n• " + "\n• ".join(exc.reasons))
+            self.launch_button.setEnabled(False)
+            self.copy_button.setEnabled(False)
+            return
+        notes = [n.message for n in lp.notes]
+        self.check_label.setStyleSheet("color: palette(placeholder-text);")
+        self.check_label.setText("\n".join(f"• {n}" for n in notes))
+        self.check_label.setVisible(bool(notes))
+        self.launch_button.setEnabled(True)
+        self.copy_button.setEnabled(True)
+        self.copy_button.setToolTip(lp.command_line(self.binary))
+
+    def _load_infos(self, s: LaunchSettings) -> None:
+        for path in (s.target, s.draft):
+            if not path or path in self.infos or not Path(path).is_file():
+                continue
+            self.infos[path] = "loading"
+
+            def ok(info: Any, path: str = path) -> None:
+                self.infos[path] = info
+                self._on_widget_changed()
+
+            def err(exc: BaseException, path: str = path) -> None:
+                self.infos[path] = str(exc)
+                self._on_widget_changed()
+
+            self._runner(lambda path=path: self._inspect(path), ok, err)  # type: ignore[misc]
+
+    def _info(self, path: str | None) -> ModelInfo | None:
+        info = self.infos.get(path or "")
+        return info if isinstance(info, ModelInfo) else None
+
+    def _check_pair(self, s: LaunchSettings) -> None:
+        target, draft = self._info(s.target), self._info(s.draft)
+        bad = next((v for p in (s.target, s.draft) if p and isinstance(v := self.infos.get(p), str)
+                    and v != "loading"), None)
+        if s.spec_mode != SpecMode.DFLASH or not s.draft:
+            self.pair_label.setText("")
+        elif bad:
+            self._show_pair("#d62728", f"✗ {bad}")
+        elif target is None or draft is None:
+            self.pair_label.setText("Reading the GGUF headers…" if Path(s.draft).is_file() else "")
+        else:
+            verdict = check_pair(target, draft, self.caps)
+            if not verdict.ok:
+                self._show_pair("#d62728", "✗ " + " ".join(verdict.reasons))
+            elif verdict.warnings:
+                self._show_pair("#c98a00", "⚠ Pair OK, but: " + " ".join(verdict.warnings))
+            else:
+                self._show_pair("#2e7d32", "✓ This draft matches the target.")
+        self._pair_form.setRowVisible(self.pair_label, bool(self.pair_label.text()))
+
+    def _show_pair(self, color: str, text: str) -> None:
+        self.pair_label.setStyleSheet(f"color: {color};")
+        self.pair_label.setText(text)
+
+    def _schedule_plan(self) -> None:
+        self.memory_bar.schedule(self.compute_plan)
+
+    def compute_plan(self) -> MemoryPlan | None:
+        s = self.settings()
+        target = self._info(s.target)
+        if target is None:
+            return None
+        draft = self._info(s.draft) if s.spec_mode == SpecMode.DFLASH else None
+        gen = self.caps.generation if self.caps else Generation.MAINLINE
+        if gen == Generation.UNKNOWN:
+            gen = Generation.MAINLINE
+        return plan(target, draft, s, gen, self.devices)
+
+    # -- presets --------------------------------------------------------------------------------
+    def _fill_presets(self) -> None:
+        combo = self.preset_combo
+        combo.blockSignals(True)
+        combo.clear()
+        combo.addItem("Choose a preset…")
+        model = combo.model()
+        assert isinstance(model, QStandardItemModel)
+        for p in launch_presets.BUILTIN_PRESETS:
+            combo.addItem(p.name, ("builtin", p.name))
+            why = p.unavailable_reason(self.caps)
+            item = model.item(combo.count() - 1)
+            item.setEnabled(why is None)
+            item.setToolTip(why or p.description)
+        for name in launch_presets.load_presets():
+            combo.addItem(f"★ {name}", ("user", name))
+        combo.setCurrentIndex(0)
+        combo.blockSignals(False)
+
+    def apply_preset(self, name: str) -> None:
+        """Apply a built-in preset (keeps the model files) or a user preset (replaces everything)."""
+        cur = self.settings()
+        builtin = next((p for p in launch_presets.BUILTIN_PRESETS if p.name == name), None)
+        if builtin is not None:
+            new = builtin.make(cur)
+        else:
+            new = launch_presets.load_presets()[name]
+        new.api_key = cur.api_key  # the key is never stored in a preset; keep the one typed
+        self.set_settings(new)
+
+    def save_preset(self, name: str) -> Path:
+        path = launch_presets.save_preset(name, self.settings())
+        self._fill_presets()
+        return path
+
+    def _on_preset_activated(self, index: int) -> None:
+        data = self.preset_combo.itemData(index)
+        if data:
+            self.apply_preset(data[1])
+        self.preset_combo.setCurrentIndex(0)
+
+    def _on_save_preset_clicked(self) -> None:
+        name, ok = QInputDialog.getText(self, "Save preset", "Preset name:")
+        if ok and name.strip():
+            self.save_preset(name)

@@ -1,0 +1,1 @@
+"""The first-run setup wizard: detect, recommend, get the engine and models, smoke-test."""

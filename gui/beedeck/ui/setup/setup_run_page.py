@@ -1,0 +1,410 @@
+"""Page 3 of the setup wizard: one button gets an engine, downloads the pair, smoke-tests, and hands
+over to the main window. Every step runs in a :class:`TaskRunner`; a failure shows the core's
+message (what happened and what to do) with a Retry button that resumes from that step (downloads
+continue from their ``.part`` files).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import shiboken6
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QRadioButton,
+    QToolButton,
+    QVBoxLayout,
+    QWizardPage,
+)
+
+from beedeck.core import starter
+from beedeck.core.engine import builder
+from beedeck.core.engine import registry as engines
+from beedeck.core.engine.argv import LaunchRefused, build_argv
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.registry import EngineRecord, EngineRegistry
+from beedeck.core.models import hub, library
+from beedeck.core.settings import load_settings, save_settings
+from beedeck.ui.launch.memory_bar import WrapLabel
+from beedeck.ui.setup.task_runner import TaskRunner
+
+if TYPE_CHECKING:
+    from beedeck.ui.setup.setup_wizard import DetectPage, RecommendPage, WizardServices
+
+StepFn = Callable[..., Any]  # fn(on_progress=, on_line=, cancel_event=) -> result
+
+
+@dataclass
+class _Step:
+    key: str
+    title: str
+    label: QLabel
+    bar: QProgressBar
+    status: WrapLabel
+    retry: QPushButton
+
+
+class RunPage(QWizardPage):
+    """Page 3. Signals: ``finished_setup(object)`` (SetupResult)."""
+
+    finished_setup = Signal(object)
+
+    def __init__(self, services: WizardServices, detect_page: DetectPage, recommend_page: RecommendPage) -> None:
+        super().__init__()
+        self.services, self.detect_page, self.recommend_page = services, detect_page, recommend_page
+        x = services.extra
+        self.registry: EngineRegistry = x.get("registry") or EngineRegistry()
+        self.locate_starter: Callable[[], Path] = x.get("starter_engine") or starter.starter_engine
+        self.starter_model: Callable[[], Path] = x.get("starter_model") or starter.starter_model
+        self.download_model: Callable[..., list[Path]] = x.get("download_model") or hub.download_model
+        self.build_engine: Callable[..., Any] = x.get("build_engine") or builder.build_engine
+        self.smoke_test: Callable[..., engines.SmokeResult] = x.get("smoke_test") or engines.smoke_test
+        self.find_local: Callable[[str, str], Any] = x.get("find_local") or library.find_local
+        self.runner = TaskRunner(self)
+        self.runner.progress_changed.connect(self._on_runner_progress)
+        self.runner.line_received.connect(self._on_runner_line)
+        self.runner.finished.connect(self._on_runner_finished)
+        self.runner.failed.connect(self._on_runner_failed)
+        self.runner.cancelled.connect(self._on_runner_cancelled)
+        self.engine: EngineRecord | None = None
+        self.paths: dict[str, str] = {}
+        self.result: Any = None
+        self._index = 0
+        self._done = False
+        self._build_chosen = False
+        self._found_id = ""
+        self._list_generation = 0  # initializePage's engine listing that may still fill the combo
+        self.setTitle("Get everything ready")
+        self.setSubTitle("One click: engine, models, a smoke test, then BeeDeck starts the server.")
+        self._build()
+
+    # -- building ----------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.engine_group = QButtonGroup(self)
+        self.use_found = QRadioButton("Use an engine BeeDeck found:")
+        self.found_combo = QComboBox()
+        self.download_radio = QRadioButton("Download a release")
+        self.download_radio.setEnabled(False)
+        self.download_radio.setToolTip("Release downloads are not available in this build yet: use a found "
+                                       "engine or build one.")
+        self.build_radio = QRadioButton("Build BeeLlama from source (needs git, CMake, a compiler; CUDA for GPUs)")
+        for i, b in enumerate((self.use_found, self.download_radio, self.build_radio)):
+            self.engine_group.addButton(b, i)
+        found_row = QHBoxLayout()
+        found_row.addWidget(self.use_found)
+        found_row.addWidget(self.found_combo, 1)
+        self.grid = QGridLayout()
+        self.grid.setHorizontalSpacing(10)
+        self.grid.setVerticalSpacing(4)
+        self.grid.setColumnStretch(1, 1)
+        self.steps: list[_Step] = []
+        for key, title in (("engine", "Engine"), ("target", "Target model"), ("draft", "Draft model"),
+                           ("smoke", "Smoke test")):
+            self._add_step(key, title)
+        self.start_button = QPushButton("Set up and launch")
+        self.start_button.setDefault(True)
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(lambda: self.runner.cancel())
+        self.log_toggle = QToolButton()
+        self.log_toggle.setText("Show log")
+        self.log_toggle.setCheckable(True)
+        self.log_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.log_toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(5000)
+        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.log.setMinimumHeight(140)
+        self.log.hide()
+        self.log_toggle.toggled.connect(self._on_log_toggled)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.log_toggle)
+        buttons.addStretch(1)
+        buttons.addWidget(self.cancel_button)
+        buttons.addWidget(self.start_button)
+        layout = QVBoxLayout(self)
+        layout.setSpacing(8)
+        layout.addLayout(found_row)
+        layout.addWidget(self.download_radio)
+        layout.addWidget(self.build_radio)
+        layout.addSpacing(6)
+        layout.addLayout(self.grid)
+        layout.addLayout(buttons)
+        layout.addWidget(self.log, 1)
+        layout.addStretch(0)
+
+    def _add_step(self, key: str, title: str) -> None:
+        row = len(self.steps) * 2
+        label = QLabel(title)
+        bar = QProgressBar()
+        bar.setRange(0, 1)
+        bar.setValue(0)
+        bar.setTextVisible(False)
+        bar.setFixedHeight(12)
+        status = WrapLabel("waiting")
+        status.setStyleSheet("color: palette(placeholder-text);")
+        retry = QPushButton("Retry")
+        retry.hide()
+        retry.clicked.connect(lambda: self._retry(key))
+        self.grid.addWidget(label, row, 0)
+        self.grid.addWidget(bar, row, 1)
+        self.grid.addWidget(retry, row, 2)
+        self.grid.addWidget(status, row + 1, 1, 1, 2)
+        self.steps.append(_Step(key, title, label, bar, status, retry))
+
+    def _on_log_toggled(self, shown: bool) -> None:
+        self.log.setVisible(shown)
+        self.log_toggle.setText("Hide log" if shown else "Show log")
+        self.log_toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+
+    # -- page life ---------------------------------------------------------------------------
+    def initializePage(self) -> None:
+        starter_mode = self.detect_page.use_starter or self.recommend_page.choice is None \
+            or self.recommend_page.choice.draft_file is None
+        self.found_combo.clear()
+        self.use_found.setEnabled(False)
+        self.found_combo.setEnabled(False)
+        self.build_radio.setEnabled(False)
+        self.start_button.setEnabled(False)  # until the engine list is in
+        self.start_button.setToolTip("Looking for engines…")
+        # Registering the starter probes its binary (three subprocess runs of up to 15 s each):
+        # never on the GUI thread.
+        self._list_generation += 1
+        generation = self._list_generation
+        self.services.runner(lambda: self._engines(starter_mode),
+                             lambda records: self._show_engines(generation, starter_mode, records),
+                             lambda exc: self._show_engines(generation, starter_mode, [], exc))
+        for step in self.steps:
+            shown = not (starter_mode and step.key == "draft")
+            for w in (step.label, step.bar, step.status):
+                w.setVisible(shown)
+        self.steps[1].label.setText("Starter model" if starter_mode else "Target model")
+
+    def _show_engines(self, generation: int, starter_mode: bool, records: list[EngineRecord],
+                      error: BaseException | None = None) -> None:
+        if not shiboken6.isValid(self) or generation != self._list_generation:
+            return  # the wizard closed, or the page was entered again, while the list was loading
+        for r in records:
+            gen = f"{r.generation} {r.version}".strip()
+            self.found_combo.addItem(f"{r.name or r.id} ({gen})", r.id)
+        self.use_found.setEnabled(bool(records))
+        self.found_combo.setEnabled(bool(records))
+        (self.use_found if records else self.build_radio).setChecked(True)
+        self.build_radio.setEnabled(not starter_mode)
+        self.start_button.setEnabled(not self._done)
+        self.start_button.setToolTip("")
+        if error is not None:
+            self.log.appendPlainText(f"The engine list could not be read: {error}. Build an engine, or "
+                                     "check that BeeDeck's engines folder is readable.")
+
+    def _engines(self, starter_mode: bool) -> list[EngineRecord]:
+        try:
+            self.registry.ensure_starter(self.locate_starter)
+        except engines.EngineError:
+            pass  # no starter installed: the list simply lacks it
+        records = [r for r in self.registry.list() if r.ready]
+        if starter_mode:
+            records.sort(key=lambda r: r.origin != engines.Origin.STARTER)
+        else:  # prefer engines of the recommended generation
+            choice = self.recommend_page.choice
+            want = choice.generation.value if choice else ""
+            records.sort(key=lambda r: (r.generation != want, r.origin == engines.Origin.STARTER))
+        return records
+
+    def isComplete(self) -> bool:
+        return self._done
+
+    def shutdown(self) -> None:
+        self.runner.shutdown()
+
+    # -- running -----------------------------------------------------------------------------
+    def _active_steps(self) -> list[_Step]:
+        return [s for s in self.steps if not (s.key == "draft" and self._starter_mode())]
+
+    def _starter_mode(self) -> bool:
+        c = self.recommend_page.choice
+        return self.detect_page.use_starter or c is None or c.draft_file is None
+
+    def start(self) -> None:
+        self._index = 0
+        for s in self.steps:
+            self._set_status(s, "waiting", None)
+            s.bar.setRange(0, 1)
+            s.bar.setValue(0)
+        self._run_current()
+
+    def _retry(self, key: str) -> None:
+        self._index = next(i for i, s in enumerate(self._active_steps()) if s.key == key)
+        self._run_current()
+
+    def _run_current(self) -> None:
+        steps = self._active_steps()
+        if self._index >= len(steps):
+            self._complete()
+            return
+        step = steps[self._index]
+        step.retry.hide()
+        step.bar.setRange(0, 0)  # busy until the first progress report
+        self._set_status(step, "working…", None)
+        self.start_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.engine_group.setExclusive(True)
+        # Read the widgets here, on the GUI thread: the step itself runs on a worker.
+        self._build_chosen = self.build_radio.isChecked()
+        self._found_id = str(self.found_combo.currentData())
+        for b in self.engine_group.buttons():
+            b.setEnabled(False)
+        self.runner.start(self._task(step.key))
+
+    def _task(self, key: str) -> StepFn:
+        return {"engine": self._get_engine, "target": lambda **kw: self._get_model("target", **kw),
+                "draft": lambda **kw: self._get_model("draft", **kw), "smoke": self._smoke}[key]
+
+    def _current(self) -> _Step:
+        return self._active_steps()[self._index]
+
+    def _set_status(self, step: _Step, text: str, color: str | None) -> None:
+        step.status.setStyleSheet(f"color: {color};" if color else "color: palette(placeholder-text);")
+        step.status.setText(text)
+
+    def _on_runner_progress(self, done: int, total: int) -> None:
+        bar = self._current().bar
+        if total > 0:
+            bar.setRange(0, 1000)
+            bar.setValue(int(1000 * min(done, total) / total))
+            bar.setTextVisible(False)
+
+    def _on_runner_line(self, line: str) -> None:
+        self.log.appendPlainText(line)
+
+    def _on_runner_finished(self, result: object) -> None:
+        step = self._current()
+        step.bar.setRange(0, 1)
+        step.bar.setValue(1)
+        self._set_status(step, str(result), "#2e7d32")
+        self._index += 1
+        self._run_current()
+
+    def _on_runner_failed(self, message: str) -> None:
+        step = self._current()
+        step.bar.setRange(0, 1)
+        step.bar.setValue(0)
+        self._set_status(step, message, "#d62728")
+        step.retry.show()
+        self.log.appendPlainText(f"[{step.title}] {message}")
+        self._idle()
+
+    def _on_runner_cancelled(self) -> None:
+        step = self._current()
+        step.bar.setRange(0, 1)
+        self._set_status(step, "Cancelled. Press Retry to continue where it stopped.", "#c98a00")
+        step.retry.show()
+        self._idle()
+
+    def _idle(self) -> None:
+        self.start_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        for b in self.engine_group.buttons():
+            b.setEnabled(b is not self.download_radio)
+        self.use_found.setEnabled(self.found_combo.count() > 0)
+
+    # -- the steps (worker thread: no widget access; values are read before start) ---------------
+    def _get_engine(self, *, on_progress: Callable[[int, int | None], None], on_line: Callable[[str], None],
+                    cancel_event: threading.Event) -> str:
+        if self._build_chosen:
+            report = self.detect_page.report
+            gpus = [g.compute_capability for g in (report.gpus if report else []) if g.compute_capability]
+            res = self.build_engine(gpus=gpus, cpu_only=not gpus,
+                                    driver_cuda=report.cuda_driver_version if report else None,
+                                    on_progress=on_progress, on_line=on_line, cancel_event=cancel_event,
+                                    registry=self.registry)
+            if not res.ok or res.record is None:
+                raise engines.EngineError(res.smoke.message if res.smoke else "The build produced no engine.")
+            self.engine = res.record
+        else:
+            self.engine = self.registry.get(self._found_id)
+        return f"{self.engine.name or self.engine.id}: {self.engine.generation} {self.engine.version}".strip()
+
+    def _get_model(self, which: str, *, on_progress: Callable[[int, int | None], None],
+                   on_line: Callable[[str], None], cancel_event: threading.Event) -> str:
+        if self._starter_mode():
+            path = self.starter_model()
+            self.paths["target"] = str(path)
+            return f"{path.name} (installed with BeeDeck)"
+        choice = self.recommend_page.choice
+        assert choice is not None
+        repo = choice.target_repo if which == "target" else choice.draft_repo
+        filename = choice.target_file if which == "target" else choice.draft_file
+        assert repo and filename
+        local = self.find_local(repo, filename)
+        if local is not None:
+            self.paths[which] = str(local.path)
+            return f"found {local.path}"
+        on_line(f"downloading {repo}/{filename}")
+        got = self.download_model(repo, filename, dest_dir=self.services.models_dir(),
+                                  endpoint=self.services.endpoint, on_progress=on_progress,
+                                  cancel_event=cancel_event)
+        self.paths[which] = str(got[0])
+        return f"downloaded to {got[0]}"
+
+    def launch_settings(self) -> LaunchSettings:
+        choice = self.recommend_page.choice
+        if self._starter_mode():
+            return starter.StarterProfile(Path(self.engine.binary if self.engine else ""),
+                                          Path(self.paths["target"])).settings()
+        assert choice is not None
+        s = LaunchSettings.from_dict(choice.settings.to_dict())
+        s.target, s.draft = self.paths["target"], self.paths.get("draft")
+        return s
+
+    def _smoke(self, *, on_progress: Callable[[int, int | None], None], on_line: Callable[[str], None],
+               cancel_event: threading.Event) -> str:
+        assert self.engine is not None
+        report = self.detect_page.report
+        expect_gpu = bool(report and report.has_gpu) and not self._starter_mode()
+        res = self.smoke_test(self.engine.binary, expect_gpu=expect_gpu)
+        on_line(res.message)
+        if not res.ok:
+            raise engines.EngineError(res.message)
+        caps = self.engine.engine_caps()
+        if caps is not None:
+            try:
+                plan = build_argv(self.launch_settings(), caps)
+            except LaunchRefused as exc:
+                raise engines.EngineError("This engine cannot run the chosen settings: " + " ".join(exc.reasons)) from None
+            on_line("command: " + plan.command_line(self.engine.binary))
+        return res.message
+
+    def _complete(self) -> None:
+        from beedeck.ui.setup.setup_wizard import SetupResult
+
+        assert self.engine is not None
+        settings = self.launch_settings()
+        app = load_settings()
+        app.first_run_done = True
+        app.last_profile = settings.to_dict()
+        app.last_engine = self.engine.binary
+        app.default_engine_id = self.engine.id
+        app.goal = self.recommend_page.goal()
+        save_settings(app)
+        self.result = SetupResult(self.engine.binary, settings, self.engine.name or self.engine.id, self.engine.id)
+        self._done = True
+        self._idle()
+        self.start_button.setEnabled(False)
+        self.start_button.setText("Ready")
+        self.completeChanged.emit()
+        self.finished_setup.emit(self.result)

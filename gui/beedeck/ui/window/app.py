@@ -1,0 +1,306 @@
+"""BeeDeck's desktop entry point: ``beedeck-gui`` / ``python -m beedeck.ui.window.app``.
+
+On first run (no profile saved by Settings or the setup wizard) the built-in starter profile (CPU
+llama-server + Gemma 3 270M from PyPI) is started automatically, so ``make run`` reaches a working
+chat with no terminal. When an NVIDIA GPU is found and the wizard never finished, the setup wizard
+opens instead (the starter profile is loaded behind it, not started).
+``--screenshot DIR`` grabs each main screen offscreen to PNG files and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
+
+from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
+from beedeck.core import paths, secrets
+from beedeck.core.chat.store import ChatStore, ChatStoreError
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.machine.report import HardwareReport
+from beedeck.core.settings import load_settings
+from beedeck.ui.chat.markdown_render import warm_up
+from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.window.background import run_in_background
+from beedeck.ui.window.main_window import MainWindow, Profile
+
+
+def profile_path() -> Path:
+    """Where Settings / the setup wizard save the launch profile (engine + LaunchSettings)."""
+    return paths.config_dir() / "profile.json"
+
+
+def load_saved_profile() -> Profile | None:
+    path = profile_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        settings = LaunchSettings.from_dict(data["settings"])
+        settings.api_key = secrets.get_secret(secrets.SERVER_API_KEY)  # kept in the OS keyring only
+        return Profile(str(data["engine"]), settings, str(data.get("label", "")))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        # A corrupt profile is kept aside, never silently deleted (house-style: settings).
+        path.replace(path.with_name(path.name + ".corrupt"))
+        return None
+
+
+def save_profile(profile: Profile) -> Path:
+    """Write profile.json atomically (a crash leaves the old file). The API key is never written
+    there (``LaunchSettings.to_dict`` drops it): it goes to the OS keyring, and where there is no
+    keyring it lives only in the running session's profile."""
+    path = profile_path()
+    secrets.set_secret(secrets.SERVER_API_KEY, profile.settings.api_key)
+    data = {"engine": profile.engine, "settings": profile.settings.to_dict(), "label": profile.label}
+    paths.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
+    return path
+
+
+def load_starter_profile() -> Profile:
+    """Blocking (hashes / assembles the model the first time): call it off the GUI thread."""
+    from beedeck.core.starter import starter_profile
+
+    sp = starter_profile()
+    return Profile(str(sp.engine), sp.settings(), "starter (CPU)")
+
+
+def dark_palette() -> QPalette:
+    pal = QPalette()
+    colors = {
+        QPalette.ColorRole.Window: "#202124",
+        QPalette.ColorRole.WindowText: "#e8eaed",
+        QPalette.ColorRole.Base: "#17181a",
+        QPalette.ColorRole.AlternateBase: "#2a2b2e",
+        QPalette.ColorRole.ToolTipBase: "#2a2b2e",
+        QPalette.ColorRole.ToolTipText: "#e8eaed",
+        QPalette.ColorRole.Text: "#e8eaed",
+        QPalette.ColorRole.Button: "#2d2e31",
+        QPalette.ColorRole.ButtonText: "#e8eaed",
+        QPalette.ColorRole.BrightText: "#ffffff",
+        QPalette.ColorRole.Highlight: "#e0a100",
+        QPalette.ColorRole.HighlightedText: "#17181a",
+        QPalette.ColorRole.Link: "#8ab4f8",
+        QPalette.ColorRole.PlaceholderText: "#9aa0a6",
+        QPalette.ColorRole.Mid: "#5f6368",
+    }
+    for role, value in colors.items():
+        pal.setColor(role, QColor(value))
+    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
+        pal.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6f7378"))
+    return pal
+
+
+def apply_theme(app: QApplication, theme: str) -> None:
+    """Fusion everywhere; the palette follows the system's light/dark scheme unless forced."""
+    app.setStyle("Fusion")
+    if theme == "system":
+        dark = QGuiApplication.styleHints().colorScheme() == Qt.ColorScheme.Dark
+    else:
+        dark = theme == "dark"
+    if dark:
+        app.setPalette(dark_palette())
+    else:
+        pal = app.style().standardPalette()
+        pal.setColor(QPalette.ColorRole.Highlight, QColor("#c98a00"))
+        app.setPalette(pal)
+
+
+def create_app(argv: Sequence[str]) -> QApplication:
+    existing = QApplication.instance()
+    if isinstance(existing, QApplication):
+        return existing
+    # Fractional scaling (125 %, 150 %) without rounding: crisp text on high-DPI screens.
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+    app = QApplication(list(argv))
+    set_identity(app)
+    return app
+
+
+def set_identity(app: QApplication) -> None:
+    app.setApplicationName(APP_NAME)  # also the X11 WM_CLASS, matched by the .desktop StartupWMClass
+    app.setApplicationDisplayName(APP_DISPLAY_NAME)
+    app.setApplicationVersion(__version__)
+    app.setDesktopFileName(APP_ID)  # the Wayland app_id
+
+
+def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareReport] | None = None,
+                 controller: ServerController | None = None) -> MainWindow:
+    """The main window with its profile and dialogs; on first run, the setup wizard (a GPU was
+    found) or the starter profile, started at once (no GPU). ``detect`` replaces GPU detection and
+    ``controller`` the server controller (tests)."""
+    notice = ""
+    try:
+        store = ChatStore()
+    except ChatStoreError as exc:
+        kept = set_chat_db_aside(paths.data_dir() / "chats.sqlite3")
+        notice = (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; "
+                  "copy it back when it is repaired.")
+        print(notice, file=sys.stderr)
+        store = ChatStore()
+    window = MainWindow(store, controller)
+    if notice:  # the person at the window must see it, not only a terminal
+        window.statusBar().showMessage(notice)
+    if detect is not None:
+        window.detect_hardware = detect
+    plug_views(window)
+    window.open_latest_chat()
+    saved = load_saved_profile()
+    if saved is not None:
+        window.set_profile(saved)
+    else:
+        _first_start(window, no_autostart)
+    _start_gpu_sampler(window)
+    return window
+
+
+def set_chat_db_aside(db: Path) -> Path:
+    """Move an unusable chat database (with its WAL files) to a name no earlier one has, so a
+    second failure never overwrites the chats kept aside the first time; returns the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = db.with_name(f"{db.name}.unreadable-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = db.with_name(f"{db.name}.unreadable-{stamp}-{n}")
+    db.replace(aside)
+    for suffix in ("-wal", "-shm"):  # the newest commits may still live in the WAL file
+        side = db.with_name(db.name + suffix)
+        if side.exists():
+            side.replace(aside.with_name(aside.name + suffix))
+    return aside
+
+
+def _first_start(window: MainWindow, no_autostart: bool) -> None:
+    """No saved profile: the wizard when a GPU is found and it never finished, else the starter."""
+    window.chat.set_notice("Preparing the starter model (first run only)…")
+
+    def load_starter(autostart: bool) -> None:
+        def on_starter(profile: object) -> None:
+            assert isinstance(profile, Profile)
+            if window.profile is not None:
+                return  # the wizard finished first: its profile wins
+            window.set_profile(profile)
+            if autostart and not no_autostart:
+                window.start_server()
+
+        def on_starter_error(exc: BaseException) -> None:
+            window.chat.set_notice("")
+            window.failure.show_failure(exc)
+
+        run_in_background(load_starter_profile, on_starter, on_starter_error, owner=window)
+
+    if load_settings().first_run_done:
+        load_starter(autostart=True)
+        return
+
+    def on_report(report: object) -> None:
+        has_gpu = isinstance(report, HardwareReport) and report.has_gpu
+        if has_gpu:
+            window.open_wizard()  # the starter stays loaded behind it, for a user who cancels
+        load_starter(autostart=not has_gpu)
+
+    run_in_background(window.detect_hardware, on_report, lambda exc: load_starter(autostart=True), owner=window)
+
+
+def plug_views(window: MainWindow) -> None:
+    """Fill the window's dialog slots: Settings, the setup wizard and the benchmark."""
+    from beedeck.ui.bench import bench_dialog
+    from beedeck.ui.launch import settings_dialog
+    from beedeck.ui.setup import setup_wizard
+
+    window.settings_factory = settings_dialog.open_dialog
+    window.wizard_factory = setup_wizard.open_dialog
+    window.bench_factory = bench_dialog.open_dialog
+
+
+def _start_gpu_sampler(window: MainWindow) -> None:
+    """Live GPU memory/utilisation from core.hardware's sampler (its thread), relayed to the GUI thread."""
+    try:
+        from beedeck.core.machine.sampler import GpuSampler
+    except ImportError:
+        window.on_gpu_sample(None, None, None)
+        return
+    from PySide6.QtCore import QObject, Signal
+
+    class _Relay(QObject):
+        sampled = Signal(object)
+
+    relay = _Relay(window)
+
+    def on_samples(samples: object) -> None:
+        gpus = list(samples or [])  # type: ignore[call-overload]
+        if not gpus:
+            window.on_gpu_sample(None, None, None)
+            return
+        used = sum(g.memory_used for g in gpus)
+        total = sum(g.memory_total for g in gpus)
+        utils = [g.utilization for g in gpus if g.utilization is not None]
+        window.on_gpu_sample(used, total, max(utils) if utils else None)
+
+    relay.sampled.connect(on_samples)
+    window.on_gpu_sample(None, None, None)
+    sampler = GpuSampler(interval=1.0, on_sample=relay.sampled.emit)
+    try:
+        sampler.start()
+    except Exception:  # no GPU (or no driver) just means no GPU line
+        return
+    window.close_hooks.append(sampler.stop)
+
+
+def install_signal_handlers(app: QApplication, window: MainWindow) -> None:
+    """SIGTERM / SIGINT close the window like the user would, so the server is stopped too.
+
+    Python runs signal handlers only when it gets control; a 200 ms no-op timer gives it that
+    control while Qt's event loop runs.
+    """
+    import signal
+
+    def on_signal(signum: int, frame: object) -> None:
+        window.close()
+        app.quit()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    timer = QTimer(window, interval=200)
+    timer.timeout.connect(lambda: None)
+    timer.start()
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="beedeck-gui", description="BeeDeck desktop app")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), default="system")
+    parser.add_argument("--no-autostart", action="store_true", help="do not start the starter server on first run")
+    parser.add_argument("--screenshot", metavar="DIR", help="save PNGs of the main screens offscreen and exit")
+    parser.add_argument("--screenshot-prompt", default="Write a Python function that reverses a string.",
+                        help="with --screenshot: chat this prompt with the real starter engine first")
+    return parser.parse_args(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.screenshot:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    app = create_app([sys.argv[0]])
+    apply_theme(app, args.theme)
+    if args.screenshot:
+        from beedeck.ui.window.screenshots import take_screenshots
+
+        return take_screenshots(app, Path(args.screenshot), args.screenshot_prompt, args.theme)
+    window = build_window(no_autostart=args.no_autostart)
+    install_signal_handlers(app, window)
+    window.show()
+    QTimer.singleShot(0, window.chat.focus_input)
+    QTimer.singleShot(300, warm_up)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,447 @@
+"""The main window: composition only. Toolbar (Start/Stop, Baseline|DFlash, Benchmark, Settings,
+endpoint), conversations on the left, the speculation-guard banner and the chat in the middle, the
+speed gauge on the right, the server log below, a status bar. The widgets hold the behaviour; this
+module wires their signals. The Settings, Benchmark and Setup-wizard dialogs plug into factory slots
+(``app.build_window`` fills them) and report back through :meth:`MainWindow.apply_profile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QSizePolicy,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from beedeck import APP_DISPLAY_NAME
+from beedeck.core import paths
+from beedeck.core.chat.spec_guard import Advice, SpecGuard
+from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.machine.report import HardwareReport
+from beedeck.ui.chat.chat_pane import ChatPane
+from beedeck.ui.chat.conversation_list import ConversationList
+from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
+from beedeck.ui.engine.endpoint_label import EndpointLabel
+from beedeck.ui.engine.failure_panel import FailurePanel
+from beedeck.ui.engine.log_dock import LogDock
+from beedeck.ui.engine.mode_toggle import RESTART, ModeToggle, has_draft, settings_for_mode
+from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.gauge.speed_gauge import SpeedPanel
+
+if TYPE_CHECKING:
+    from beedeck.ui.setup.setup_wizard import SetupResult
+
+
+@dataclass
+class Profile:
+    """What to launch: an engine binary and its settings (the starter, or what Settings saved)."""
+
+    engine: str
+    settings: LaunchSettings
+    label: str = ""
+
+
+def ui_settings() -> QSettings:
+    """Window geometry and view state, in BeeDeck's config folder (BEEDECK_HOME-aware)."""
+    return QSettings(str(paths.config_dir() / "ui.ini"), QSettings.Format.IniFormat)
+
+
+class PlaceholderDialog(QDialog):
+    """Stands in for a view that lands later (launch form, setup wizard, benchmark)."""
+
+    def __init__(self, title: str, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        label = QLabel(text)
+        label.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(label)
+        layout.addWidget(buttons)
+
+
+# A factory builds the dialog for a slot: factory(main_window) -> QDialog.
+DialogFactory = Callable[["MainWindow"], QDialog]
+
+
+class MainWindow(QMainWindow):
+    """BeeDeck's window. ``settings_factory`` / ``bench_factory`` / ``wizard_factory`` are the slots
+    the settings dialog, benchmark view and setup wizard plug into.
+
+    ``probe`` (engine path -> EngineCaps), ``detect_hardware`` and ``profile_saver`` are the core
+    calls the dialogs and :meth:`apply_profile` make; tests replace the ones that need a GPU.
+    ``known_caps`` maps engine paths to their probed capabilities.
+    """
+
+    def __init__(self, store: ChatStore, controller: ServerController | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle(APP_DISPLAY_NAME)
+        self.store = store
+        self.profile: Profile | None = None
+        self.settings_factory: DialogFactory | None = None
+        self.bench_factory: DialogFactory | None = None
+        self.wizard_factory: DialogFactory | None = None
+        self.client_factory: Callable[[str, str | None], Any] = _default_client
+        self.probe: Callable[[str], EngineCaps] = _default_probe
+        self.detect_hardware: Callable[[], HardwareReport] = _default_detect
+        self.profile_saver: Callable[[Profile], object] = _default_save_profile
+        self.known_caps: dict[str, EngineCaps] = {}
+        self.close_hooks: list[Callable[[], None]] = []  # e.g. the GPU sampler's stop()
+        self.closing = False  # set in closeEvent: dialogs closing with the window start nothing
+
+        self.controller = controller or ServerController(self)
+        self.chat = ChatPane(store)
+        self.failure = FailurePanel()
+        self.conversations = ConversationList(store)
+        self.speed = SpeedPanel()
+        self.log = LogDock(self)
+        self.mode = ModeToggle()
+        self.endpoint = EndpointLabel()
+        self.guard = SpecGuard()
+        self.guard_monitor = GuardMonitor(self.guard, store, self)
+        self.banner = GuardBanner()
+        self._build_toolbar()
+        self._build_layout()
+        self._build_status_bar()
+        self._build_shortcuts()
+        self._wire()
+        self._restore_view()
+        self._on_controller_state("stopped")
+
+    # -- building --------------------------------------------------------------------------
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Main")
+        bar.setObjectName("main-toolbar")
+        bar.setMovable(False)
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.start_action = QAction("Start", self, toolTip="Start the server with the current profile")
+        self.stop_action = QAction("Stop", self, toolTip="Stop the server")
+        self.bench_action = QAction("Benchmark", self, toolTip="Baseline vs DFlash on a fixed prompt set")
+        self.settings_action = QAction("Settings", self, toolTip="Engine, models, launch options")
+        bar.addAction(self.start_action)
+        bar.addAction(self.stop_action)
+        bar.addSeparator()
+        bar.addWidget(self.mode)
+        bar.addSeparator()
+        bar.addAction(self.bench_action)
+        bar.addAction(self.settings_action)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        bar.addWidget(spacer)
+        bar.addWidget(self.endpoint)
+        self.addToolBar(bar)
+        self.toolbar = bar
+
+    def _build_layout(self) -> None:
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.addWidget(self.failure)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.chat, 1)
+        self.setCentralWidget(central)
+        left = QDockWidget("Chats", self)
+        left.setObjectName("chats-dock")
+        left.setWidget(self.conversations)
+        left.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left)
+        right = QDockWidget("Speed", self)
+        right.setObjectName("speed-dock")
+        right.setWidget(self.speed)
+        right.setFeatures(left.features())
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, right)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log)
+        self.chats_dock, self.speed_dock = left, right
+        self.resizeDocks([left, right], [220, 270], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.log], [160], Qt.Orientation.Vertical)
+        file_menu = self.menuBar().addMenu("&File")
+        file_menu.addAction("New chat", self.new_chat)
+        file_menu.addAction("Settings…", self.settings_action.trigger)
+        self.wizard_action = file_menu.addAction("Setup wizard…", self.open_wizard)
+        self.wizard_action.setToolTip("Detect the GPU, pick a model pair that fits, get an engine and the models")
+        file_menu.addSeparator()
+        quit_action = file_menu.addAction("Quit", self.close)
+        quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
+        server_menu = self.menuBar().addMenu("&Server")
+        server_menu.addAction(self.start_action)
+        server_menu.addAction(self.stop_action)
+        server_menu.addAction(self.bench_action)
+        view = self.menuBar().addMenu("&View")
+        for dock in (left, right, self.log):
+            view.addAction(dock.toggleViewAction())
+
+    def _build_status_bar(self) -> None:
+        self.engine_label = QLabel("engine: —")
+        self.pair_label = QLabel("model: —")
+        self.vram_label = QLabel("VRAM: —")
+        self.state_label = QLabel("server: stopped")
+        sb = self.statusBar()
+        for w in (self.engine_label, self.pair_label, self.vram_label):
+            sb.addWidget(w)
+        sb.addPermanentWidget(self.state_label)
+
+    def _build_shortcuts(self) -> None:
+        def sc(keys: str | QKeySequence, fn: Callable[[], None]) -> QShortcut:
+            s = QShortcut(QKeySequence(keys), self)
+            s.setContext(Qt.ShortcutContext.WindowShortcut)
+            s.activated.connect(fn)
+            return s
+
+        self.shortcuts = [
+            sc("Ctrl+Return", self.chat.send),
+            sc("Ctrl+Enter", self.chat.send),
+            sc(QKeySequence(Qt.Key.Key_Escape), self.chat.stop),
+            sc("Ctrl+N", self.new_chat),
+            sc("Ctrl+L", self.chat.focus_input),
+        ]
+
+    def _wire(self) -> None:
+        c = self.controller
+        c.state_changed.connect(self._on_controller_state)
+        c.line_received.connect(self.log.append_line)
+        c.ready.connect(self._on_controller_ready)
+        c.failed.connect(self._on_controller_failed)
+        c.caps_known.connect(self._on_controller_caps)
+        self.start_action.triggered.connect(self.start_server)
+        self.stop_action.triggered.connect(self.stop_server)
+        self.settings_action.triggered.connect(lambda: self._open(self.settings_factory, "Settings"))
+        self.bench_action.triggered.connect(lambda: self._open(self.bench_factory, "Benchmark"))
+        self.chat.reply_started.connect(self.guard_monitor.reply_started)
+        self.chat.reply_finished.connect(self.guard_monitor.reply_finished)
+        self.chat.conversation_changed.connect(self.guard_monitor.conversation_changed)
+        self.guard_monitor.advice_given.connect(self._on_guard_advice)
+        self.guard_monitor.conversation_switched.connect(self.banner.hide)
+        self.banner.switch_requested.connect(self._on_banner_switch_requested)
+        self.failure.retry_requested.connect(self.start_server)
+        self.failure.log_requested.connect(self._show_log)
+        self.chat.mode_provider = self.mode.provider
+        self.chat.reply_started.connect(self.speed.reply_started)
+        self.chat.delta_received.connect(self.speed.delta_arrived)
+        self.chat.reasoning_received.connect(self.speed.delta_arrived)  # thinking tokens are generated tokens too
+        self.chat.reply_finished.connect(self.speed.reply_finished)
+        self.chat.conversations_edited.connect(self.conversations.refresh)
+        self.chat.conversation_changed.connect(self.conversations.set_current)
+        self.conversations.conversation_selected.connect(self.chat.load_conversation)
+        self.conversations.new_requested.connect(self.new_chat)
+        self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
+        self.mode.restart_requested.connect(self._on_mode_restart_requested)
+
+    def _show_log(self) -> None:
+        self.log.show()
+        self.log.raise_()
+
+    # -- profile and server ----------------------------------------------------------------
+    def set_profile(self, profile: Profile) -> None:
+        self.profile = profile
+        s = profile.settings
+        pair = Path(s.target).name if s.target else "—"
+        if has_draft(s):
+            pair += " + " + Path(str(s.draft)).name
+        self.pair_label.setText(f"model: {pair}")
+        self.engine_label.setText(f"engine: {profile.label or Path(profile.engine).name}")
+        self.mode.configure(s, self.known_caps.get(profile.engine))
+        self._on_controller_state(self.controller.state)
+
+    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
+        """A new profile from Settings or the wizard: show it, save it (profile.json, without the API
+        key), and restart the server if it runs (``start``: start it even if it was stopped)."""
+        if caps is not None:
+            self.known_caps[profile.engine] = caps
+        self.set_profile(profile)
+        try:
+            self.profile_saver(profile)
+        except OSError as exc:
+            self.failure.show_failure(OSError(f"The profile could not be saved ({exc}): check that BeeDeck's "
+                                              "config folder is writable. It is used for this session only."))
+        if self.controller.is_running() or self.controller.is_busy():
+            self.chat.stop()
+            self.controller.stop()  # jobs run in order: the start below waits for this stop
+            self.failure.hide()
+            self.controller.start(profile.engine, self._launch_settings(), self.known_caps.get(profile.engine))
+        elif start:
+            self.start_server()
+
+    def apply_setup(self, result: SetupResult) -> None:
+        """The setup wizard's ``setup_finished``: use its profile and start the server."""
+        self.apply_profile(Profile(result.engine, result.settings, result.label), start=True)
+
+    def start_server(self) -> None:
+        if self.profile is None:
+            self._open(self.wizard_factory or self.settings_factory, "Set up BeeDeck")
+            return
+        if self.controller.is_running() or self.controller.is_busy():
+            return
+        self.failure.hide()
+        self.controller.start(self.profile.engine, self._launch_settings(), self.known_caps.get(self.profile.engine))
+
+    def _launch_settings(self) -> LaunchSettings:
+        """The profile's settings in the toggle's mode: after a restart-path switch to Baseline, a later
+        Start must not bring the draft back while the toggle (and the reply stats) say baseline."""
+        assert self.profile is not None
+        s = self.profile.settings
+        if self.mode.mode() == "baseline" and has_draft(s) and self.mode.path() == RESTART:
+            return settings_for_mode(s, "baseline")
+        return s
+
+    def stop_server(self) -> None:
+        self.chat.stop()
+        self.controller.stop()
+
+    def _on_controller_state(self, state: str) -> None:
+        self.state_label.setText(f"server: {state}")
+        running = state in ("starting", "loading", "ready")
+        self.start_action.setEnabled(not running and not self.mode.is_switching())
+        self.stop_action.setEnabled(running)
+        if state != "ready":
+            self.chat.set_client(None)
+            self.endpoint.set_base_url("")
+            if state in ("starting", "loading"):
+                self.chat.set_notice("Starting the server and loading the model…")
+            elif state == "stopped" and not self.mode.is_switching():
+                self.chat.set_notice("The server is stopped. Press Start to chat." if self.profile else
+                                     "No engine or model is set up yet: open Settings.")
+
+    def _on_controller_caps(self, caps: object) -> None:
+        if isinstance(caps, EngineCaps) and self.controller.engine:
+            self.known_caps[self.controller.engine] = caps
+        if self.profile is not None:
+            self.mode.configure(self.profile.settings, caps)  # type: ignore[arg-type]
+            gen = getattr(caps, "generation", "")
+            version = getattr(caps, "version", "")
+            self.engine_label.setText(f"engine: {getattr(gen, 'value', gen)} {version}".strip())
+
+    def _on_controller_ready(self, base_url: str) -> None:
+        api_key = self.controller.settings.api_key if self.controller.settings else None
+        self.chat.set_client(self.client_factory(base_url, api_key))
+        self.chat.set_notice("")
+        self.endpoint.set_base_url(base_url)
+        self.failure.hide()
+        self.mode.restart_finished()
+
+    def _on_controller_failed(self, failure: object) -> None:
+        self.mode.restart_failed()
+        self._on_controller_state(self.controller.state)  # Start was held off while switching
+        self.failure.show_failure(failure)
+        self.chat.set_notice("")
+
+    def _on_mode_restart_requested(self, settings: LaunchSettings) -> None:
+        self.chat.stop()
+        self.chat.set_notice("Switching mode: restarting the server…")
+        self.controller.restart(settings)
+
+    # -- speculation guard -----------------------------------------------------------------
+    def _on_guard_advice(self, advice: Advice) -> None:
+        if self.mode.isEnabled() and self.mode.mode() != advice.suggested_mode:
+            self.banner.show_advice(advice)
+
+    def _on_banner_switch_requested(self, mode: str) -> None:
+        button = self.mode.baseline_button if mode == "baseline" else self.mode.dflash_button
+        button.click()  # the same path as the user's click: per request or by restart
+
+    # -- chats -----------------------------------------------------------------------------
+    def new_chat(self) -> None:
+        self.chat.new_conversation()
+        self.chat.focus_input()
+
+    def open_latest_chat(self) -> None:
+        convs = self.store.list_conversations()
+        if convs:
+            self.chat.load_conversation(convs[0].id)
+        else:
+            self.chat.new_conversation()
+
+    def _on_conversation_deleted(self, conversation_id: int) -> None:
+        if self.chat.conversation_id == conversation_id:
+            self.chat.conversation_id = None
+            self.open_latest_chat()
+
+    # -- dialogs ---------------------------------------------------------------------------
+    def open_wizard(self) -> None:
+        self._open(self.wizard_factory, "Set up BeeDeck")
+
+    def _open(self, factory: DialogFactory | None, title: str) -> None:
+        if factory is not None:
+            dialog = factory(self)
+        else:
+            dialog = PlaceholderDialog(
+                title, f"{title} is not available in this build yet. The starter profile is used meanwhile.", self
+            )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+
+    # -- GPU -------------------------------------------------------------------------------
+    def on_gpu_sample(self, used: int | None, total: int | None, util: int | None) -> None:
+        self.speed.set_gpu(used, total, util)
+        if total:
+            self.vram_label.setText(f"VRAM: {(used or 0) / 2**30:.1f} / {total / 2**30:.1f} GiB")
+        else:
+            self.vram_label.setText("VRAM: no GPU")
+
+    # -- view state and shutdown -----------------------------------------------------------
+    def _restore_view(self) -> None:
+        s = ui_settings()
+        geometry = s.value("window/geometry")
+        state = s.value("window/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1280, 800)
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+
+    def save_view(self) -> None:
+        s = ui_settings()
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.save_view()
+        self.closing = True
+        for dialog in self.findChildren(QDialog):
+            dialog.close()  # their reject/done stop their own workers (benchmark, wizard downloads)
+        self.chat.wait_idle()
+        self.controller.shutdown()  # nothing is left running after the window closes
+        while self.close_hooks:
+            self.close_hooks.pop()()
+        event.accept()
+
+
+def _default_client(base_url: str, api_key: str | None) -> Any:
+    from beedeck.core.engine.client import LlamaClient
+
+    return LlamaClient(base_url, api_key)
+
+
+def _default_probe(engine: str) -> EngineCaps:
+    from beedeck.core.engine.probe import probe_engine
+
+    return probe_engine(engine)
+
+
+def _default_detect() -> HardwareReport:
+    from beedeck.core.machine import hardware
+
+    return hardware.detect(disk_path=paths.models_dir())
+
+
+def _default_save_profile(profile: Profile) -> object:
+    from beedeck.ui.window.app import save_profile  # app imports this module: resolve at call time
+
+    return save_profile(profile)

@@ -1,0 +1,83 @@
+"""``beedeck-gui --screenshot DIR``: drive the real app offscreen and save PNGs of its main screens.
+
+With the starter engine installed it really starts llama-server and chats, so the pictures show
+real output and real speed figures. The failure-panel picture shows a sample failure (labelled).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QEventLoop
+from PySide6.QtWidgets import QApplication, QWidget
+
+from beedeck.core.engine.logparse import ServerFailure
+
+
+def _wait(app: QApplication, cond: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+    return True
+
+
+def _save(app: QApplication, widget: QWidget, path: Path) -> None:
+    app.processEvents()
+    widget.grab().save(str(path))
+    print(f"saved {path}")
+
+
+def take_screenshots(app: QApplication, out_dir: Path, prompt: str, theme: str) -> int:
+    from beedeck.ui.chat.markdown_render import warm_up
+    from beedeck.ui.window.app import apply_theme, build_window
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    warm_up()
+    from beedeck.ui.window.app import install_signal_handlers
+
+    window = build_window()
+    install_signal_handlers(app, window)
+    window.chat.max_tokens = 160  # a CPU starter model: keep the pictures quick
+    window.resize(1280, 800)
+    window.show()
+    ready = _wait(app, lambda: window.controller.state in ("ready", "failed"), 300)
+    ok = ready and window.controller.state == "ready"
+    if not ok:
+        print("the starter server did not become ready; screenshots show the failure instead")
+    _save(app, window, out_dir / "main-start.png")
+    if ok:
+        window.new_chat()
+        window.chat.input.setPlainText(prompt)
+        done: list[dict] = []
+        window.chat.reply_finished.connect(done.append)
+        window.chat.send()
+        _wait(app, lambda: bool(done), 300)
+        window.chat.input.setPlainText("And now in one line?")
+        done.clear()
+        window.chat.send()
+        _wait(app, lambda: bool(done), 300)
+        _save(app, window, out_dir / "main-chat.png")
+        _save(app, window.speed, out_dir / "speed-panel.png")
+        _save(app, window.log, out_dir / "server-log.png")
+        window.failure.show_failure(
+            ServerFailure(
+                "out_of_memory",
+                "(sample) The model and its KV cache did not fit in the GPU's memory.",
+                "Lower the context size, pick a smaller quant, or use a q8_0 KV cache.",
+                exit_code=1,
+                log_tail=["llama_kv_cache: failed to allocate buffer for kv cache"],
+            )
+        )
+        _save(app, window, out_dir / "failure-panel.png")
+        window.failure.hide()
+        other = "light" if theme == "dark" else "dark"
+        apply_theme(app, other)
+        if window.chat.conversation_id is not None:
+            window.chat.load_conversation(window.chat.conversation_id)  # re-render with the other palette
+        _save(app, window, out_dir / f"main-chat-{other}.png")
+    window.close()  # stops the server: nothing is left running
+    return 0 if ok else 1

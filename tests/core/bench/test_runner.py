@@ -1,0 +1,316 @@
+"""The benchmark core against the protocol-level fake llama-server (the real engine runs in
+tests/engine/test_bench_real.py): suites, fairness of the requests, statistics, reports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beedeck.core.bench import report as br
+from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, BenchReport, Sample
+from beedeck.core.bench.runner import check_modes, mode_settings, per_request_possible, run_bench
+from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite, SuiteError, load_suite
+from beedeck.core.engine.argv import build_argv
+from beedeck.core.engine.help_text import caps_from_texts
+from beedeck.core.engine.launch_settings import LaunchSettings
+from tests.conftest import SHARED
+from tests.fakes.sse_server import FakeLlamaServer, SSEScript
+from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
+
+
+class ModeAwareFake(FakeLlamaServer):
+    """The fake llama-server, answering a request that turns speculation off (BeeLlama's
+    ``speculative.n_max: 0``) from ``base`` and any other from ``spec``, as a Bee server would."""
+
+    def __init__(self, base: SSEScript, spec: SSEScript) -> None:
+        super().__init__(base)
+        self.base, self.spec = base, spec
+
+    def stream_bytes(self, script: SSEScript) -> Iterator[bytes | None]:
+        body = self.requests[-1].body
+        chosen = self.base if isinstance(body, dict) and body.get("speculative.n_max") == 0 else self.spec
+        return super().stream_bytes(chosen)
+
+
+SUITE = BenchSuite("t", (BenchPrompt("a", "Write code A."), BenchPrompt("b", "Write prose B.", "prose")),
+                   max_tokens=20, temperature=0.0, seed=7)
+
+
+@pytest.fixture
+def fake() -> Iterator[ModeAwareFake]:
+    tokens = [f"t{i} " for i in range(20)]
+    srv = ModeAwareFake(SSEScript(tokens=tokens, rate=100),
+                        SSEScript(tokens=tokens, rate=400, draft_n=18, draft_n_accepted=15))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _chat_bodies(srv: FakeLlamaServer) -> list[dict[str, Any]]:
+    return [r.body for r in srv.requests if r.method == "POST"]
+
+
+# --------------------------------------------------------------------------------------- suites
+
+
+def test_builtin_suites_load_and_seed_matches_the_guide() -> None:
+    guide = json.loads((SHARED / "fixtures" / "seed-bench-prompts.json").read_text())
+    seed = load_suite("seed")
+    assert [p.text for p in seed.prompts] == [p["text"] for p in guide["prompts"]]
+    assert (seed.max_tokens, seed.temperature) == (1200, 0.7)
+    assert seed.reference and seed.reference["baseline_tok_s"] == 40.68
+    for name in ("prose", "json", "code-edit"):
+        s = load_suite(name)
+        assert len(s.prompts) >= 3 and s.source == f"builtin:{name}"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"prompts": []}', "prompts: is missing or empty"),
+        ('{"prompts": ["x"], "request": {"max_tokens": 0}}', "request.max_tokens: 0 is not a positive whole number"),
+        ('{"prompts": ["x"], "request": {"temperature": "hot"}}', "request.temperature"),
+        ('{"prompts": ["x"], "request": {"cache_prompt": true}}', "cache_prompt is set by the benchmark itself"),
+        ('{"prompts": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}', "prompts[1].id: 'a' is used twice"),
+        ('{"prompts": [{"id": "a", "text": "  "}]}', "prompts[0].text: is missing or empty"),
+        ('{"prompts": [{"text": "x", "max_tokens": -5}]}', "prompts[0].max_tokens"),
+    ],
+)
+def test_user_suite_errors_name_the_field_and_the_fix(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text(content)
+    with pytest.raises(SuiteError) as err:
+        load_suite(path)
+    assert expected in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_user_suite_from_file_and_unknown_name(tmp_path: Path) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"prompts": ["Say hi.", {"id": "q", "text": "Q?", "category": "prose",
+                                                        "system": "Be brief."}],
+                                "request": {"max_tokens": 50, "top_k": 1}}))
+    s = load_suite(str(path))
+    assert s.name == "mine" and s.max_tokens == 50 and s.extra == {"top_k": 1}
+    assert s.prompts[1].messages()[0] == {"role": "system", "content": "Be brief."}
+    assert s.with_overrides(max_tokens=8).max_tokens_for(s.prompts[0]) == 8
+    with pytest.raises(SuiteError, match="not a built-in suite: use one of seed"):
+        load_suite("nope")
+
+
+# ------------------------------------------------------------------------------ modes and argv
+
+
+def test_mode_checks_and_per_request_choice() -> None:
+    ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
+    bee = caps_from_texts("bee", "", help_stdout(BEE_A))
+    with pytest.raises(BenchError, match="needs a DFlash draft model"):
+        check_modes([BASELINE, DFLASH], ml, LaunchSettings(target="t.gguf"))
+    with pytest.raises(BenchError, match="Unknown benchmark mode 'fast'"):
+        check_modes(["fast"], ml, None)
+    assert check_modes(["baseline", "baseline", MODEL_FREE], ml, LaunchSettings(target="t")) == [BASELINE, MODEL_FREE]
+    assert per_request_possible(bee, [BASELINE, DFLASH]) and not per_request_possible(ml, [BASELINE, DFLASH])
+    assert not per_request_possible(bee, [BASELINE, DFLASH, MODEL_FREE])
+
+
+def test_restart_modes_differ_only_in_speculation_flags() -> None:
+    ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
+    base = LaunchSettings(target="t.gguf", draft="d.gguf", port=8910, draft_n_max=15)
+    plans = {m: build_argv(mode_settings(base, m, ml), ml) for m in (BASELINE, DFLASH, MODEL_FREE)}
+    argv = {m: p.argv for m, p in plans.items()}
+    for m in (DFLASH, MODEL_FREE):
+        rest = [pair for pair in plans[m].pairs() if not pair[0].startswith("--spec-")]
+        assert rest == plans[BASELINE].pairs()
+        assert len(plans[m].pairs()) > len(rest)
+    assert "draft-dflash" in argv[DFLASH] and "ngram-mod" in argv[MODEL_FREE]
+
+
+# ---------------------------------------------------------------------------------- the runner
+
+
+def test_per_request_run_is_fair_and_finds_the_speedup(fake: ModeAwareFake) -> None:
+    progress: list[tuple[int, int, str]] = []
+    seen: list[Sample] = []
+    report = run_bench(None, None, None, SUITE, (BASELINE, DFLASH), reps=3, warmup=1, url=fake.base_url,
+                       switching="per-request", on_progress=lambda d, t, s: progress.append((d, t, s)),
+                       on_sample=seen.append, environment={})
+    assert report.ok, report.errors
+    bodies = _chat_bodies(fake)
+    assert len(bodies) == 2 * 1 + 2 * 3 * 2  # warm-ups + modes x reps x prompts
+    assert all(b["cache_prompt"] is False and b["temperature"] == 0.0 for b in bodies)
+    base_bodies = [b for b in bodies if b.get("speculative.n_max") == 0]
+    assert len(base_bodies) == 7 and all(b["speculative.n_min"] == 0 for b in base_bodies)
+    # modes interleave, each (prompt, rep) pair goes out with the same seed and messages in both modes
+    measured = bodies[2:]
+    for i in range(0, len(measured), 2):
+        a, b = measured[i], measured[i + 1]
+        assert a["seed"] == b["seed"] and a["messages"] == b["messages"] and a["max_tokens"] == b["max_tokens"] == 20
+    assert sorted({b["seed"] for b in measured}) == [7, 8, 9]
+    assert len(report.samples) == len(seen) == 12
+    assert progress[-1][:2] == (14, 14)
+
+    s = br.summarize(report)
+    d = s.overall[DFLASH]
+    assert d.acceptance == pytest.approx(15 / 18) and d.accepted_share == pytest.approx(15 / 20)
+    assert d.speedup is not None and d.speedup.ratio > 1.5 and d.speedup.ci_low > 1.2, d.speedup
+    assert d.speedup.ci_low <= d.speedup.ratio <= d.speedup.ci_high
+    assert d.similarity == 1.0 and d.identical == d.compared == 6
+    assert s.overall[BASELINE].acceptance is None and s.prompts["a"][DFLASH].speedup is not None
+    assert not s.flags
+
+
+def test_greedy_text_mismatch_is_flagged(fake: ModeAwareFake) -> None:
+    fake.spec.tokens = [f"t{i} " for i in range(19)] + ["different"]
+    report = run_bench(None, None, None, SUITE, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,
+                       switching="per-request", environment={})
+    s = br.summarize(report)
+    assert s.overall[DFLASH].identical == 0 and 0.8 < (s.overall[DFLASH].similarity or 0) < 1.0
+    assert any("greedy decoding the text differs" in f for f in s.flags)
+
+
+def test_cancel_stops_the_run_and_keeps_what_finished(fake: ModeAwareFake) -> None:
+    cancel = threading.Event()
+
+    def on_progress(done: int, total: int, label: str) -> None:
+        if done >= 4:
+            cancel.set()
+
+    report = run_bench(None, None, None, SUITE, (BASELINE,), reps=5, warmup=0, url=fake.base_url,
+                       on_progress=on_progress, cancel_event=cancel, environment={})
+    assert report.cancelled and not report.ok
+    assert 4 <= len(report.samples) < 10
+    assert any("cancelled" in f for f in br.summarize(report).flags)
+
+
+def test_server_errors_are_recorded_not_raised() -> None:
+    with FakeLlamaServer(SSEScript(status=500, error_message="Invalid input batch.")) as srv:
+        report = run_bench(None, None, None, SUITE, (BASELINE,), reps=1, warmup=0, url=srv.base_url, environment={})
+    assert not report.ok and "Invalid input batch." in report.errors[0]
+    assert all(s.error for s in report.samples)
+    assert br.summarize(report).overall == {}
+
+
+def test_a_running_server_cannot_be_switched_without_per_request() -> None:
+    with pytest.raises(BenchError, match="only be benchmarked in one mode"):
+        run_bench(None, None, None, SUITE, (BASELINE, DFLASH), url="http://127.0.0.1:9", environment={})
+    with pytest.raises(BenchError, match="reps must be at least 1"):
+        run_bench(None, None, None, SUITE, (BASELINE,), reps=0, url="http://127.0.0.1:9", environment={})
+
+
+# ---------------------------------------------------------------------------------- statistics
+
+
+def test_stats_and_bootstrap_are_exact_and_reproducible() -> None:
+    st = br.stats([10.0, 30.0, 20.0, None, 40.0])
+    assert st is not None and (st.n, st.median, st.min, st.max) == (4, 25.0, 10.0, 40.0)
+    assert (st.q1, st.q3) == (17.5, 32.5) and st.iqr == 15.0
+    assert br.stats([]) is None
+    one = br.bootstrap_speedup([[10, 11, 9]], [[30, 33, 27]])
+    assert one == br.bootstrap_speedup([[10, 11, 9]], [[30, 33, 27]])  # seeded
+    assert one is not None and one.ratio == 3.0 and 27 / 11 <= one.ci_low <= 3.0 <= one.ci_high <= 33 / 9
+    overlap = br.bootstrap_speedup([[10, 20, 30]], [[12, 18, 29]])
+    assert overlap is not None and overlap.ci_low < 1.0 < overlap.ci_high
+
+
+def _report_with(samples: list[Sample], env: dict[str, Any]) -> BenchReport:
+    r = BenchReport(SUITE, [BASELINE, DFLASH], reps=2, warmup=1, samples=samples, environment=env)
+    return r
+
+
+def _samples() -> list[Sample]:
+    out = []
+    for rep in range(2):
+        for pid in ("a", "b"):
+            out.append(Sample(BASELINE, pid, rep, 7 + rep, completion_tokens=20, gen_tps=40 + rep, text="x y"))
+            out.append(Sample(DFLASH, pid, rep, 7 + rep, completion_tokens=20, gen_tps=140 + rep, draft_n=19,
+                              draft_n_accepted=17, acceptance=17 / 19, accepted_share=0.85, text="x y"))
+    return out
+
+
+def test_reports_are_written_and_consistent(tmp_path: Path) -> None:
+    report = _report_with(_samples(), {"gpus": [], "engine": {"path": "/x/llama-server"}})
+    files = br.write_reports(report, tmp_path / "out")
+    assert [f.name for f in files] == ["report.md", "report.json", "samples.csv"]
+    md = files[0].read_text()
+    assert "| baseline | 40.5 |" in md and "| dflash | 140.5 |" in md and "3.47x" in md
+    assert "are not shown: this run's GPU or model pair differs" in md
+    data = json.loads(files[1].read_text())
+    assert data["kind"] == "beedeck-bench" and len(data["samples"]) == 8
+    assert data["summary"]["overall"]["dflash"]["acceptance"] == pytest.approx(17 / 19)
+    assert data["suite"]["prompts"][0]["text"] == "Write code A."
+    rows = list(csv.DictReader(io.StringIO(files[2].read_text())))
+    assert len(rows) == 8 and rows[1]["mode"] == "dflash" and float(rows[1]["gen_tps"]) == 140.0
+
+
+def test_guide_reference_only_for_the_guides_gpu_and_pair() -> None:
+    env = {"gpus": [{"name": "NVIDIA GeForce RTX 4090"}],
+           "models": {"target": {"file": "gemma-4-31B-it-Q4_K_S.gguf"},
+                      "draft": {"file": "gemma4-31b-it-dflash-Q5_K_M.gguf"}}}
+    md = br.to_markdown(_report_with(_samples(), env))
+    assert "guide (RTX 4090) |" in md and "| 40.68 |" in md and "| 130-153 |" in md
+    env["gpus"] = [{"name": "NVIDIA GeForce RTX 3090"}]
+    assert br.guide_reference(env) is None
+
+
+
+def test_peak_gpu_memory_comes_from_the_sampler(fake: ModeAwareFake) -> None:
+    from beedeck.core.machine.sampler import GpuSampler
+    from tests.fakes.fake_nvml import FakeNvml, rtx4090
+
+    gpu = rtx4090()
+    sampler = GpuSampler(nvml_module=FakeNvml([gpu]), interval=0.01)
+    report = run_bench(None, None, None, SUITE, (BASELINE,), reps=1, warmup=0, url=fake.base_url,
+                       gpu_sampler=sampler, environment={})
+    assert report.ok and not sampler.running  # the run stops its sampler
+    # A running server has no pid the benchmark knows: the whole GPU's use is the figure.
+    assert [s.peak_gpu_mem for s in report.samples] == [gpu.used, gpu.used]
+    s = br.summarize(report)
+    assert s.overall[BASELINE].peak_gpu_mem == gpu.used
+    assert f"{gpu.used / 2**30:.2f} GiB" in br.to_markdown(report, s)
+
+
+def test_cancel_while_the_server_loads_stops_it_at_once(tmp_path: Path) -> None:
+    """A big model can load for minutes: a cancel then must stop the server now, not once it is ready."""
+    import contextlib
+    import os
+    import signal
+    import time
+
+    from tests.fixtures.meta_gguf import tiny_model
+
+    pid_file = tmp_path / "engine.pid"
+    engine = tmp_path / "llama-server"  # prints one log line, then "loads" forever without listening
+    engine.write_text(f"#!/bin/sh\necho $$ > {pid_file}\necho 'loading model'\nexec sleep 600\n")
+    engine.chmod(0o755)
+    caps = caps_from_texts(str(engine), "version: 11434 (abcdef0)", help_stdout(MAINLINE))
+    settings = LaunchSettings(target=str(tiny_model(tmp_path / "tiny.gguf")), n_gpu_layers="0")
+    cancel = threading.Event()
+
+    def on_line(line: str) -> None:
+        if "loading model" in line:
+            cancel.set()
+
+    t0 = time.monotonic()
+    try:
+        report = run_bench(engine, caps, settings, SUITE, (BASELINE,), reps=1, warmup=0, switching="restart",
+                           on_line=on_line, cancel_event=cancel, ready_timeout=30, environment={},
+                           pid_file=tmp_path / "bench.pid")
+        elapsed = time.monotonic() - t0
+        assert report.cancelled and not report.samples
+        assert elapsed < 10, f"the cancel waited {elapsed:.1f} s for a server that never got ready"
+        pid = int(pid_file.read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        if pid_file.exists():  # in case a check above failed: never leave the fake engine behind
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)

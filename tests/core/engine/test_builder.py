@@ -1,0 +1,261 @@
+"""builder: CMake options (pure), progress parsing, and real builds of tests/fixtures/mini_cmake."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from beedeck.core.engine import builder
+from beedeck.core.engine.builder import (
+    BuildCancelled,
+    BuildError,
+    ProgressTracker,
+    build_engine,
+    cmake_options,
+    cuda_arch,
+    latest_release_tag,
+    needs_all_quants,
+    preflight,
+    scan_source_options,
+)
+from beedeck.core.engine.registry import EngineRegistry, Origin
+
+MINI = Path(__file__).resolve().parents[2] / "fixtures" / "mini_cmake"
+# The option() lines of mainline llama.cpp (b11434), so the test runs in CI too (no source tree there).
+ML_TREE = Path(__file__).resolve().parents[2] / "fixtures" / "mainline_cmake"
+
+
+def test_guide_line_for_one_4090() -> None:
+    opts = cmake_options(cuda=True, gpus=["8.9"])
+    assert " ".join(opts) == (
+        "-DGGML_CUDA=ON -DGGML_NATIVE=ON -DGGML_CUDA_FA=ON -DGGML_CUDA_FA_ALL_QUANTS=ON "
+        "-DCMAKE_CUDA_ARCHITECTURES=89 -DCMAKE_BUILD_TYPE=Release"
+    )
+
+
+@pytest.mark.parametrize(("cc", "arch"), [("8.6", "86"), ("8.9", "89"), ("9.0", "90"), ("12.0", "120"),
+                                         ((12, 1), "121"), ("sm_75", "75"), ("120a", "120a")])
+def test_cuda_arch(cc: str | tuple[int, int], arch: str) -> None:
+    assert cuda_arch(cc) == arch
+
+
+def test_cuda_arch_rejects_garbage() -> None:
+    with pytest.raises(ValueError, match="compute capability"):
+        cuda_arch("RTX 4090")
+
+
+def test_several_gpus_sorted_and_deduplicated() -> None:
+    opts = cmake_options(cuda=True, gpus=["8.9", "8.6", "8.9"], cache_pairs=[("q8_0", "q8_0")])
+    assert "-DCMAKE_CUDA_ARCHITECTURES=86;89" in opts
+    assert not any("ALL_QUANTS" in o for o in opts)  # q8_0/q8_0 is compiled by default
+
+
+def test_all_quants_only_when_the_cache_pairs_need_it() -> None:
+    assert not needs_all_quants([("f16", "f16"), ("turbo3", "q8_0"), ("turbo4", "turbo3")])
+    assert needs_all_quants([("q8_0", "q4_0")])
+    assert needs_all_quants([("q5_0", "q5_0")])
+    assert needs_all_quants([("turbo4", "turbo2")])
+    assert needs_all_quants(None)
+
+
+def test_cpu_options_and_version_dependent_ones() -> None:
+    assert cmake_options(cuda=False) == ["-DGGML_CUDA=OFF", "-DGGML_NATIVE=ON", "-DCMAKE_BUILD_TYPE=Release"]
+    opts = cmake_options(cuda=False, native=False, source_options={"LLAMA_CURL"})
+    assert opts == ["-DGGML_CUDA=OFF", "-DGGML_NATIVE=OFF", "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF"]
+
+
+def test_mainline_tree_gets_fa_quants_list_instead_of_deprecated_all_quants() -> None:
+    known = scan_source_options(ML_TREE)
+    assert "GGML_CUDA" in known and "LLAMA_CURL" not in known and "GGML_CUDA_FA_QUANTS" in known
+    opts = cmake_options(cuda=True, gpus=["8.6"], cache_pairs=[("q8_0", "q4_0")], source_options=known)
+    assert "-DGGML_CUDA_FA_QUANTS=q4_0-q4_0;q8_0-q8_0;f16-f16;bf16-bf16;q8_0-q4_0" in opts
+    assert not any("ALL_QUANTS" in o for o in opts)
+    # Bee-only cache types cannot go into that list: fall back to ALL_QUANTS.
+    opts = cmake_options(cuda=True, gpus=["8.6"], cache_pairs=[("turbo4", "turbo2")], source_options=known)
+    assert "-DGGML_CUDA_FA_ALL_QUANTS=ON" in opts
+
+
+def test_scan_source_options_reads_the_fixture() -> None:
+    assert {"MINI_SLOW", "LLAMA_CURL"} <= scan_source_options(MINI)
+
+
+def test_progress_ninja_and_make_with_eta() -> None:
+    now = [100.0]
+    t = ProgressTracker(clock=lambda: now[0])
+    assert t.feed("-- Configuring done") is None
+    assert t.feed("[1/10] Building C object a.o") == (1, 10, None)
+    now[0] = 104.0
+    assert t.feed("[3/10] Building C object b.o") == (3, 10, pytest.approx(14.0))  # 2 units in 4 s, 7 left
+    m = ProgressTracker(clock=lambda: now[0])
+    assert m.feed("[  5%] Building CXX object x.o") == (5, 100, None)
+    now[0] = 114.0
+    assert m.feed("[ 40%] Linking CXX executable ../../bin/llama-server") == (40, 100, pytest.approx(60 * 10 / 35))
+    assert m.feed("[100%] Built target llama-server")[:2] == (100, 100)  # type: ignore[index]
+
+
+def test_preflight_names_the_remedy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(builder.shutil, "which", lambda n: None if n in ("git", "nvcc") else real_which(n))
+    monkeypatch.setattr(builder, "find_nvcc", lambda: None)
+    checks = {c.name: c for c in preflight(need_git=True, cuda=True, driver_cuda="12.4", build_root=tmp_path)}
+    assert not checks["git"].ok and "Install git" in checks["git"].remedy
+    assert not checks["nvcc"].ok and "CUDA Toolkit" in checks["nvcc"].remedy and "--cpu" in checks["nvcc"].remedy
+    assert checks["cmake"].ok and checks["c++ compiler"].ok and checks["build tool"].ok and checks["disk"].ok
+
+
+def test_preflight_catches_nvcc_newer_than_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI has no CUDA toolkit: an executable that prints what nvcc 12.4 prints stands in for it.
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+                    "echo 'Cuda compilation tools, release 12.4, V12.4.131'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setattr(builder, "find_nvcc", lambda: str(nvcc))
+    ok = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="12.4", build_root=tmp_path)}
+    assert ok["nvcc"].ok and "CUDA 12.4" in ok["nvcc"].found
+    checks = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="11.0", build_root=tmp_path)}
+    assert not checks["nvcc"].ok
+    assert "update the NVIDIA driver" in checks["nvcc"].remedy
+
+
+def test_build_mini_project_registers_and_resumes() -> None:
+    reg = EngineRegistry()
+    lines: list[str] = []
+    progress: list[tuple[int, int, float | None]] = []
+    first = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, on_line=lines.append,
+                         on_progress=lambda d, t, e: progress.append((d, t, e)))
+    assert first.ok and first.record is not None and first.record.ready
+    assert first.binary.name == "llama-server" and os.access(first.binary, os.X_OK)
+    assert first.options[:3] == ["-DGGML_CUDA=OFF", "-DGGML_NATIVE=ON", "-DCMAKE_BUILD_TYPE=Release"]
+    assert "-DLLAMA_CURL=OFF" in first.options  # the fixture declares it
+    assert progress and progress[-1][0] == progress[-1][1]
+    assert any("Building C object" in ln for ln in lines)
+    assert not (first.binary.parent / "other-tool").exists()  # only the llama-server target
+    rec = reg.get(first.engine_id)
+    assert rec.origin is Origin.BUILT and rec.version == "7" and rec.smoke is not None and rec.smoke.ok
+    assert rec.caps is not None and rec.build_options == first.options
+    cache = first.binary.parents[1] / "CMakeCache.txt"
+    stamp = cache.stat().st_mtime_ns
+
+    lines.clear()
+    second = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, on_line=lines.append)
+    assert second.engine_id == first.engine_id and second.binary == first.binary
+    assert not any("Building C object" in ln for ln in lines)  # resumed: nothing to recompile
+    assert cache.stat().st_mtime_ns >= stamp and cache.is_file()
+    log = first.log_path.read_text()
+    assert log.count("===== BeeDeck build") == 2  # the full log of both runs is kept
+    assert [r.id for r in reg.list()] == [first.engine_id]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_cancel_mid_build_stops_the_whole_tree_and_resume_finishes() -> None:
+    reg = EngineRegistry()
+    cancel = threading.Event()
+    leaders: list[int] = []
+    tree_at_cancel: list[psutil.Process] = []
+    sleep_seen: list[bool] = []
+    real_popen = subprocess.Popen
+
+    class Spy(real_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *a: object, **kw: object) -> None:
+            super().__init__(*a, **kw)
+            if kw.get("start_new_session"):
+                leaders.append(self.pid)
+
+    def tree() -> list[psutil.Process]:
+        try:
+            leader = psutil.Process(leaders[-1])
+            return [leader, *leader.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def on_line(line: str) -> None:
+        # "[1/2]" is the compile finishing; the link step (with its 300 s PRE_LINK sleep) starts next.
+        # No event tells us that the grandchild exists, so look for it in the process tree.
+        if line.startswith("[1/") and not cancel.is_set():
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with contextlib.suppress(psutil.Error):
+                    if any("sleep" in p.cmdline() for p in tree()):
+                        break
+                time.sleep(0.05)
+            tree_at_cancel.extend(tree())
+            with contextlib.suppress(psutil.Error):
+                sleep_seen.append(any("sleep" in p.cmdline() for p in tree_at_cancel))
+            cancel.set()
+
+    builder.subprocess.Popen = Spy  # type: ignore[misc]
+    try:
+        with pytest.raises(BuildCancelled, match="resumes"):
+            build_engine(MINI, cpu_only=True, jobs=2, registry=reg, on_line=on_line, cancel_event=cancel,
+                         extra_options=["-DMINI_SLOW=ON", "-DMINI_SLOW_SECONDS=300"])
+    finally:
+        builder.subprocess.Popen = real_popen  # type: ignore[misc]
+    assert cancel.is_set() and len(tree_at_cancel) >= 4  # cmake --build, ninja, sh -c, cmake -E sleep
+    assert sleep_seen == [True]
+    assert [p.pid for p in tree_at_cancel if _alive(p.pid)] == []  # nothing outlives the cancel
+    assert reg.list() == []  # not registered while unfinished
+    # Resume with a short slow step: the same folder is reused and the build completes.
+    done = build_engine(MINI, cpu_only=True, jobs=2, registry=reg,
+                        extra_options=["-DMINI_SLOW=ON", "-DMINI_SLOW_SECONDS=1"])
+    assert done.ok and (done.binary.parents[1] / "CMakeCache.txt").is_file()
+
+
+def test_configure_failure_points_at_the_log(tmp_path: Path) -> None:
+    src = tmp_path / "broken"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.14)\nproject(x C)\nmessage(FATAL_ERROR boom)\n")
+    with pytest.raises(BuildError, match=r"configure failed; see .*build\.log"):
+        build_engine(src, cpu_only=True, registry=EngineRegistry())
+
+
+def _git(*args: str, cwd: Path | None = None) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull})
+
+
+def test_git_source_latest_tag_clone_build(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    shutil.copytree(MINI, work)
+    _git("init", "-q", "-b", "main", str(work))
+    _git("add", ".", cwd=work)
+    _git("commit", "-q", "-m", "v1", cwd=work)
+    _git("tag", "v0.4.1", cwd=work)
+    (work / "server.c").write_text((work / "server.c").read_text().replace("version: 7 ", "version: 8 "))
+    _git("commit", "-q", "-am", "v2", cwd=work)
+    _git("tag", "v0.4.10", cwd=work)  # numeric, not lexical: 0.4.10 > 0.4.1
+    _git("tag", "nightly", cwd=work)
+    bare = tmp_path / "beellama.cpp.git"
+    _git("clone", "-q", "--bare", str(work), str(bare))
+
+    assert latest_release_tag(str(bare)) == "v0.4.10"
+    reg = EngineRegistry()
+    result = build_engine(str(bare), cpu_only=True, jobs=2, registry=reg)
+    assert result.ok and result.record is not None
+    assert result.record.version == "8" and result.record.source.endswith("@v0.4.10")
+    assert len(result.commit) == 40 and result.record.commit
+    old = build_engine(str(bare), ref="v0.4.1", cpu_only=True, jobs=2, registry=reg)
+    assert old.record is not None and old.record.version == "7" and old.engine_id != result.engine_id
+    assert len(reg.list()) == 2
+
+
+def test_cuda_build_without_toolkit_stops_before_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(builder.shutil, "which", lambda n: None if n == "nvcc" else real_which(n))
+    monkeypatch.setattr(builder, "find_nvcc", lambda: None)
+    with pytest.raises(BuildError, match=r"Cannot build yet:\n- nvcc: not found\. Install the NVIDIA CUDA Toolkit"):
+        build_engine(MINI, gpus=["8.9"], registry=EngineRegistry())

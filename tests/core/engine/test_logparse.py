@@ -1,0 +1,109 @@
+"""Log parsing against real captured logs and the exact strings the engines print (engine-facts.md §4)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from beedeck.core.engine.logparse import classify_failure, listening_port, parse_memory, strip_prefix
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "engines"
+BEE_LOG = FIXTURES / "beellama-0.1-cuda.gemma3-270m.server.log"
+
+
+def test_strip_prefix_handles_mainline_and_bee_styles() -> None:
+    assert strip_prefix("0.02.345.678 I srv  llama_server: model loaded\n") == "srv  llama_server: model loaded"
+    assert strip_prefix("12.00.001.002 E main: boom") == "main: boom"
+    assert strip_prefix("main: model loaded") == "main: model loaded"
+    assert strip_prefix("\x1b[31mW warn\x1b[0m") == "warn"
+    assert strip_prefix("Is this kept") == "Is this kept"  # a level letter needs a space after it
+
+
+def test_memory_from_real_beellama_cuda_log() -> None:
+    rep = parse_memory(BEE_LOG.read_text().splitlines())
+    cuda = rep.devices["CUDA0"]
+    assert cuda.model_mib == pytest.approx(235.20)
+    assert cuda.kv_mib == pytest.approx(12.00 + 15.00)  # non-SWA + SWA caches
+    assert cuda.compute_mib == pytest.approx(513.25)
+    assert rep.devices["CPU_Mapped"].model_mib == pytest.approx(170.00)
+    assert rep.devices["CUDA_Host"].compute_mib == pytest.approx(12.52)
+    row = rep.breakdown["CUDA0 (H200)"]  # the exit table (printed last) wins over the fit-time one
+    assert (row.total_mib, row.free_mib, row.self_mib, row.model_mib, row.context_mib, row.compute_mib,
+            row.unaccounted_mib) == (143155, 141765, 775, 235, 27, 513, 615)
+    host = rep.breakdown["Host"]
+    assert (host.self_mib, host.model_mib, host.compute_mib, host.total_mib) == (182, 170, 12, None)
+    assert rep.n_ctx_slot == 4096
+
+
+def test_memory_from_real_mainline_cpu_log() -> None:
+    # Captured from the starter engine (mainline b11434, CPU) with -lv 4: without it mainline hides these lines.
+    rep = parse_memory((FIXTURES / "mainline-b11434-cpu.gemma3-270m.lv4.server.log").read_text().splitlines())
+    assert rep.devices["CPU_Mapped"].model_mib == pytest.approx(235.16)
+    assert rep.devices["CPU_REPACK"].model_mib == pytest.approx(12.66)
+    assert rep.devices["CPU"].kv_mib == pytest.approx(27.0)
+    assert rep.devices["CPU"].compute_mib == pytest.approx(23.28)
+    host = rep.breakdown["Host"]
+    assert (host.self_mib, host.model_mib, host.context_mib, host.compute_mib) == (285, 235, 27, 23)
+    assert rep.n_ctx_slot == 4096
+
+
+def test_memory_with_mainline_prefixes() -> None:
+    lines = [
+        "0.00.100.000 I load_tensors:          CPU model buffer size =   235.16 MiB",
+        "0.00.200.000 I llama_kv_cache:        CPU KV buffer size =    27.00 MiB",
+        "0.00.300.000 I llama_context:        CPU compute buffer size =   519.00 MiB",
+        "0.00.300.500 I llama_memory_recurrent:      CPU RS buffer size =     1.50 MiB",
+        "0.00.400.000 I srv    load_model: initializing, n_slots = 1, n_ctx_slot = 4096, kv_unified = 'false'",
+    ]
+    rep = parse_memory(lines)
+    cpu = rep.devices["CPU"]
+    assert (cpu.model_mib, cpu.kv_mib, cpu.compute_mib, cpu.recurrent_mib) == (235.16, 27.0, 519.0, 1.5)
+    assert cpu.total_mib == pytest.approx(782.66)
+    assert rep.n_ctx_slot == 4096
+    assert parse_memory(["nothing here"]).empty
+
+
+@pytest.mark.parametrize(
+    ("lines", "rc", "code", "needle"),
+    [
+        (["0.00.010.000 E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080",
+          "0.00.010.100 E srv  llama_server: exiting due to HTTP server error"], 1, "port_in_use", "127.0.0.1:8080"),
+        (["E gguf_init_from_file: failed to open GGUF file '/m/x.gguf' (No such file or directory)",
+          "E llama_model_load_from_file_impl: failed to load model"], 1, "model_missing", "/m/x.gguf"),
+        (["srv    load_model: loading model '/m/junk.gguf'",
+          "gguf_init_from_file_impl: invalid magic characters: 'junk', expected 'GGUF'",
+          "llama_model_load_from_file_impl: failed to load model"], 1, "not_gguf", "/m/junk.gguf"),
+        (["llama_model_load: error loading model: unknown model architecture: 'dflash-draft'",
+          "srv    load_model: failed to load draft model, '/d.gguf'"], 1, "wrong_draft_format", "'dflash'"),
+        (["llama_model_load: error loading model: error loading model architecture: unknown model architecture: "
+          "'dflash'"], 1, "wrong_draft_format", "'dflash-draft'"),
+        (["llama_model_load: error loading model: unknown model architecture: 'mamba9'"], 1,
+         "unsupported_architecture", "mamba9"),
+        (["ggml_backend_cuda_buffer_type_alloc_buffer: allocating 15632.11 MiB on device 0: cudaMalloc failed: "
+          "out of memory", "llama_model_load: error loading model: unable to allocate CUDA0 buffer"], 1,
+         "out_of_memory", "out of memory"),
+        (["error: invalid argument: --mlock"], 1, "unknown_argument", "--mlock"),
+        (['error while handling argument "--spec-type": unknown speculative decoding type: foo', "", "usage:"], 1,
+         "bad_value", "--spec-type"),
+        (["/src/llama-graph.cpp:1413: GGML_ASSERT(t_layer_inp[il] != nullptr && \"layer input tensor is null\") "
+          "failed"], -signal.SIGABRT, "dflash_target_unsupported", "layer inputs"),
+        (["/x/ggml.c:12: GGML_ASSERT(ne0 > 0) failed"], -signal.SIGABRT, "crashed_signal", "SIGABRT"),
+        (["srv  update_slots: all slots are idle"], -signal.SIGKILL, "crashed_signal", "SIGKILL"),
+        (["main: something odd"], 3, "exited", "status 3"),
+    ],
+)
+def test_classify_failure(lines: list[str], rc: int, code: str, needle: str) -> None:
+    f = classify_failure(lines, rc)
+    assert f.code == code, f
+    assert needle in f.message
+    assert f.remedy  # every failure tells the user what to do
+    assert f.exit_code == rc
+    assert f.log_tail and f.log_tail[-1] == strip_prefix(lines[-1])
+
+
+def test_listening_port() -> None:
+    assert listening_port("0.00.5 I srv  llama_server: listening on http://127.0.0.1:41234") == 41234
+    assert listening_port("main: server is listening on http://127.0.0.1:8910") == 8910
+    assert listening_port("main: model loaded") is None

@@ -1,0 +1,104 @@
+"""Pair checks on small metadata-only GGUFs (real key layout, small shapes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.models.gguf import ModelInfo, inspect
+from beedeck.core.models.paircheck import check_pair
+from tests.fixtures import meta_gguf as mg
+
+MAINLINE = EngineCaps(path="llama-server", generation=Generation.MAINLINE, spec_types=("draft-simple", "draft-dflash"))
+BEE_A = EngineCaps(path="bee", generation=Generation.BEE_A, version="0.1.2", spec_types=("dflash",))
+NO_DFLASH = EngineCaps(path="old", generation=Generation.MAINLINE, spec_types=("ngram-simple",))
+V = 1000
+
+
+def _target(tmp_path: Path, arch: str = "qwen35", n_embd: int = 64, n_layer: int = 8, salt: str = "") -> ModelInfo:
+    return inspect(mg.tiny_model(tmp_path / f"{arch}-{n_embd}-{n_layer}{salt}.gguf", arch, V, salt, n_layer, n_embd,
+                                 extra={"general.basename": "Qwen3.6"}))
+
+
+def _draft(tmp_path: Path, fmt: str = "dflash", n_embd: int = 64, layers: tuple[int, ...] = (1, 3, 6),
+           n_vocab: int = V, tokens: list[str] | None = None, name: str = "d") -> ModelInfo:
+    return inspect(mg.dflash_draft(tmp_path / f"{name}-{fmt}.gguf", fmt, n_embd, layers, n_vocab, n_layer=2,
+                                   n_head=4, n_kv=2, hd=16, n_ff=128, qtype=mg.Q.F32, tokens=tokens))
+
+
+def test_good_upstream_pair_on_mainline(tmp_path: Path) -> None:
+    v = check_pair(_target(tmp_path), _draft(tmp_path), MAINLINE)
+    assert v.ok, v.reasons
+    assert v.reasons == []
+
+
+def test_fork_draft_refused_on_mainline(tmp_path: Path) -> None:
+    v = check_pair(_target(tmp_path), _draft(tmp_path, "dflash-draft"), MAINLINE)
+    assert not v.ok
+    assert any("fork format (dflash-draft)" in r and "upstream" in r for r in v.reasons)
+
+
+def test_upstream_draft_refused_on_bee_01(tmp_path: Path) -> None:
+    v = check_pair(_target(tmp_path), _draft(tmp_path), BEE_A)
+    assert not v.ok and any("upstream 'dflash' format" in r for r in v.reasons)
+    newer = EngineCaps(path="bee", generation=Generation.BEE_A, version="0.3.1", spec_types=("dflash",))
+    assert check_pair(_target(tmp_path), _draft(tmp_path), newer).ok
+
+
+def test_engine_without_dflash(tmp_path: Path) -> None:
+    v = check_pair(_target(tmp_path), _draft(tmp_path), NO_DFLASH)
+    assert any("no DFlash speculative type" in r for r in v.reasons)
+
+
+def test_hidden_size_mismatch(tmp_path: Path) -> None:
+    v = check_pair(_target(tmp_path), _draft(tmp_path, n_embd=128), MAINLINE)
+    assert not v.ok and any("hidden size 128" in r and "has 64" in r for r in v.reasons)
+
+
+def test_layer_ids_beyond_target(tmp_path: Path) -> None:
+    v = check_pair(_target(tmp_path, n_layer=4), _draft(tmp_path), MAINLINE)
+    assert not v.ok and any("[6]" in r and "only 4 layers" in r for r in v.reasons)
+
+
+def test_vocab_size_and_text(tmp_path: Path) -> None:
+    v = check_pair(_target(tmp_path), _draft(tmp_path, n_vocab=V + 8), MAINLINE)
+    assert any("vocabulary of 1008 tokens" in r for r in v.reasons)
+    other = mg.vocab(V)
+    other[42] = "<other>"
+    v = check_pair(_target(tmp_path), _draft(tmp_path, tokens=other, name="o"), MAINLINE)
+    assert not v.ok and any("token 42 is '<other>'" in r for r in v.reasons)
+
+
+def test_gemma3_target_refused_on_mainline_but_fine_on_bee_a(tmp_path: Path) -> None:
+    t = _target(tmp_path, arch="gemma3")
+    v = check_pair(t, _draft(tmp_path), MAINLINE)
+    assert not v.ok and any("'gemma3' model" in r and "abort" in r for r in v.reasons)
+    assert check_pair(t, _draft(tmp_path, "dflash-draft"), BEE_A).ok
+
+
+def test_target_is_a_draft(tmp_path: Path) -> None:
+    d = _draft(tmp_path)
+    v = check_pair(d, d, MAINLINE)
+    assert not v.ok and "not a target model" in v.reasons[0]
+
+
+def test_ordinary_draft_llama_rules(tmp_path: Path) -> None:
+    t = _target(tmp_path, arch="llama")
+    same = inspect(mg.tiny_model(tmp_path / "small.gguf", "llama", V + 100))
+    assert check_pair(t, same, MAINLINE).ok  # size difference 100 <= 128; texts equal
+    far = inspect(mg.tiny_model(tmp_path / "far.gguf", "llama", V + 200))
+    assert any("at most 128" in r for r in check_pair(t, far, MAINLINE).reasons)
+    bos = inspect(mg.tiny_model(tmp_path / "bos.gguf", "llama", V, extra={"tokenizer.ggml.bos_token_id": 7}))
+    assert any("BOS token (7)" in r for r in check_pair(t, bos, MAINLINE).reasons)
+    txt = inspect(mg.tiny_model(tmp_path / "txt.gguf", "llama", V, salt="x"))
+    assert any("token 5 is '<t5x>'" in r for r in check_pair(t, txt, MAINLINE).reasons)
+    v = check_pair(t, same, BEE_A)
+    assert any("BeeLlama 0.1-0.3 would run it as a DFlash drafter" in r for r in v.reasons)
+
+
+@pytest.mark.parametrize("caps", [None, MAINLINE])
+def test_every_rejection_has_a_reason(tmp_path: Path, caps: EngineCaps | None) -> None:
+    v = check_pair(_target(tmp_path, n_layer=2), _draft(tmp_path, n_embd=32, n_vocab=V + 1), caps)
+    assert not v.ok and len(v.reasons) >= 3 and all(r.endswith((".", ")")) for r in v.reasons)

@@ -1,0 +1,88 @@
+"""The benchmark view against the protocol-level fake llama-server (a running server, one mode),
+and the offscreen PNG chart renderer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QColor, QImage
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.bench.report import summarize
+from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, Sample
+from beedeck.core.bench.suites import BenchPrompt, BenchSuite
+from beedeck.ui.bench.bench_chart import render_report_charts
+from beedeck.ui.bench.bench_view import BenchView
+from tests.fakes.sse_server import FakeLlamaServer, SSEScript
+
+SUITE = BenchSuite("t", (BenchPrompt("a", "Write code A."), BenchPrompt("b", "Write prose.", "prose")),
+                   max_tokens=10, temperature=0.0)
+
+
+@pytest.fixture
+def slow_server() -> Iterator[FakeLlamaServer]:
+    srv = FakeLlamaServer(SSEScript(tokens=[f"w{i} " for i in range(10)], rate=500))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_run_fills_table_and_chart(qtbot: QtBot, slow_server: FakeLlamaServer, tmp_path: Path) -> None:
+    view = BenchView()
+    qtbot.addWidget(view)
+    view.set_server_url(slow_server.base_url)
+    view.set_suite(SUITE)
+    view.reps.setValue(2)
+    assert view.selected_modes() == [BASELINE]
+    with qtbot.waitSignal(view.run_started), qtbot.waitSignal(view.run_finished, timeout=30000) as finished:
+        view.run_button.click()
+    report = finished.args[0]
+    assert isinstance(report, BenchReport) and report.ok and len(report.samples) == 4
+    assert not view.running and view.run_button.isEnabled()
+    assert view.table.rowCount() == 1 and view.table.item(0, 0).text() == BASELINE
+    assert float(view.table.item(0, 1).text()) > 0
+    assert [b.group for b in view.speed_chart.bars] == ["a", "b"]
+    assert view.progress.value() == view.progress.maximum() == 5  # 1 warm-up + 2 reps x 2 prompts
+    files = view.save_reports(tmp_path)
+    assert {f.name for f in files} == {"report.md", "report.json", "samples.csv", "tokens_per_s.png"}
+    view.speed_chart.grab()  # paints without error
+
+
+def test_cancel_ends_the_run_with_a_partial_report(qtbot: QtBot, slow_server: FakeLlamaServer) -> None:
+    slow_server.script.rate = 20  # half a second per reply
+    view = BenchView()
+    qtbot.addWidget(view)
+    view.set_server_url(slow_server.base_url)
+    view.set_suite(SUITE)
+    view.reps.setValue(10)
+    with qtbot.waitSignal(view.progress_changed, timeout=10000):
+        view.start()
+    with qtbot.waitSignal(view.run_finished, timeout=15000) as finished:
+        view.cancel_button.click()
+    report = finished.args[0]
+    assert report.cancelled and len(report.samples) < 20
+    assert "cancelled" in view.status.text()
+
+
+def test_no_engine_tells_what_to_do(qtbot: QtBot) -> None:
+    view = BenchView()
+    qtbot.addWidget(view)
+    view.start()
+    assert not view.running and "No engine is set up" in view.status.text()
+
+
+def test_chart_png_has_the_mode_colours(qapp: object, tmp_path: Path) -> None:
+    samples = []
+    for rep in range(3):
+        samples.append(Sample(BASELINE, "a", rep, 1, completion_tokens=10, gen_tps=40.0 + rep))
+        samples.append(Sample(DFLASH, "a", rep, 1, completion_tokens=10, gen_tps=130.0 + rep, draft_n=9,
+                              draft_n_accepted=9))
+    report = BenchReport(SUITE, [BASELINE, DFLASH], 3, 0, samples=samples)
+    paths = render_report_charts(report, summarize(report), tmp_path)
+    assert [p.name for p in paths] == ["tokens_per_s.png", "speedup.png"]
+    img = QImage(str(paths[0]))
+    assert (img.width(), img.height()) == (900, 420)
+    colours = {img.pixelColor(x, y).name() for x in range(0, 900, 5) for y in range(0, 420, 5)}
+    assert QColor("#f2a900").name() in colours and QColor("#7f8c9a").name() in colours

@@ -1,0 +1,194 @@
+"""The setup wizard: detection (fake NVML), the recommendation page, the starter path with the real
+engine, and the download step against a local Hub server."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QLabel
+from pytestqt.qtbot import QtBot
+
+from beedeck.core import settings
+from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.registry import EngineRegistry
+from beedeck.core.models import library
+from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.ui.setup.setup_wizard import SetupResult, SetupWizard, WizardServices
+from tests.fakes.fake_hub import FakeHub
+from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
+from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
+from tests.fakes.inline_runner import run_inline as sync
+
+
+@pytest.fixture
+def isolated_hf(tmp_path: Path) -> Path:
+    """tests/conftest.py already points HF_HOME here and gives each test its own in-memory keyring."""
+    return tmp_path / "hf-home"
+
+
+def make_wizard(qtbot: QtBot, detect: Any, starter_engine: Path | None = None, **extra: Any) -> SetupWizard:
+    ex: dict[str, Any] = {"registry": EngineRegistry()}
+    if starter_engine is not None:
+        ex["starter_engine"] = lambda: starter_engine
+    ex.update(extra)
+    models = settings.AppSettings().models_folder()
+    ex.setdefault("find_local", lambda repo, f: library.find_local(repo, f, library.scan([models])))
+    w = SetupWizard(WizardServices(detect=detect, runner=sync, extra=ex))
+    qtbot.addWidget(w)
+    w.restart()
+    return w
+
+
+def test_rtx_4090_shows_the_gpu_and_a_fitting_pair(qtbot: QtBot) -> None:
+    w = make_wizard(qtbot, gpu_detect)
+    page = w.detect_page
+    assert page.report is not None and page.report.has_gpu and page.isComplete()
+    items = [page.grid.itemAt(i) for i in range(page.grid.count())]
+    texts = [lab.text() for it in items if it is not None and isinstance(lab := it.widget(), QLabel)]
+    assert any("RTX 4090" in t and "24.0 GiB VRAM" in t and "compute 8.9" in t for t in texts)
+    assert "580.159.04" in texts and "13.0" in texts
+    w.next()
+    rec = w.recommend_page
+    assert rec.choice is not None and rec.choice.pair_id == "gemma-4-31b"
+    assert rec.memory_bar.plan is not None and rec.memory_bar.state == "ok"
+    assert rec.size_label.text().startswith("Download: ") and "GiB" in rec.size_label.text()
+    assert rec.runner_label.text().startswith("Runner-up:") and not rec.runner_button.isHidden()
+    primary = rec.choice
+    rec.runner_button.click()
+    assert rec.choice is not primary and rec.rec is not None and rec.rec.runner_up is primary
+    rec.goal_group.button(2).click()  # goal: context
+    assert rec.goal() == "context" and rec.choice is not None
+    assert rec.choice.settings.ctx_size >= primary.settings.ctx_size
+
+
+@pytest.mark.engine
+def test_no_gpu_goes_straight_to_the_starter_and_finishes(qtbot: QtBot, starter_engine_path: Path,
+                                                          starter_model_path: Path) -> None:
+    w = make_wizard(qtbot, no_gpu_detect, starter_engine_path, starter_model=lambda: starter_model_path)
+    page = w.detect_page
+    assert "No NVIDIA GPU found." in page.status.text() and "NVIDIA driver" in page.status.text()
+    assert not page.starter_box.isHidden() and "270M" in page.starter_text.text()
+    page.starter_button.click()
+    assert w.currentPage() is w.recommend_page
+    assert w.recommend_page.choice is not None and w.recommend_page.choice.pair_id == "starter"
+    assert "nothing" in w.recommend_page.size_label.text()
+    w.next()
+    run = w.run_page
+    assert run.found_combo.count() >= 1 and "Starter" in run.found_combo.currentText()
+    assert not run.build_radio.isEnabled() and not run.download_radio.isEnabled()
+    with qtbot.waitSignal(w.setup_finished, timeout=60000) as blocker:
+        run.start_button.click()
+    result = blocker.args[0]
+    assert isinstance(result, SetupResult)
+    assert Path(result.engine) == starter_engine_path.resolve()
+    s = result.settings
+    assert isinstance(s, LaunchSettings) and s.target == str(starter_model_path)
+    assert s.jinja is False and s.chat_template == "gemma" and s.spec_mode == SpecMode.OFF
+    stored = settings.load_settings()
+    assert stored.first_run_done and stored.last_profile == s.to_dict() and stored.default_engine_id == "starter"
+    assert run.isComplete() and run.start_button.text() == "Ready"
+    assert all(st.status.text() != "waiting" for st in run.steps if st.key != "draft")
+
+
+def _fake_choice() -> Recommendation:
+    s = LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192,
+                       flash_attn="on", kv_unified=True)
+    c = Choice("fake", "Fake pair", Generation.MAINLINE, "org/target-GGUF", "target-Q4_K_M.gguf", "Q4_K_M",
+               "org/draft-GGUF", "draft-Q4_K_M.gguf", "Q4_K_M", s, None)
+    return Recommendation(c, None, ["A fake pair served by the local Hub."])
+
+
+@pytest.mark.engine
+def test_download_step_fetches_both_models_then_a_cpu_engine_fails_the_gpu_smoke_test(
+        qtbot: QtBot, starter_engine_path: Path, isolated_hf: Path) -> None:
+    rng = random.Random(5)
+    target, draft = rng.randbytes(300_000), rng.randbytes(120_000)
+    with FakeHub() as hub:
+        hub.add_repo("org/target-GGUF", {"target-Q4_K_M.gguf": target})
+        hub.add_repo("org/draft-GGUF", {"draft-Q4_K_M.gguf": draft})
+        w = make_wizard(qtbot, gpu_detect, starter_engine_path)
+        w.services.recommend = lambda vram, goal: _fake_choice()
+        w.services.endpoint = hub.endpoint
+        w.next()
+        assert w.recommend_page.choice is not None and w.recommend_page.choice.pair_id == "fake"
+        w.next()
+        run = w.run_page
+        assert run.use_found.isChecked() and run.build_radio.isEnabled()
+        smoke = next(s for s in run.steps if s.key == "smoke")
+        run.start_button.click()
+        qtbot.waitUntil(lambda: not smoke.retry.isHidden(), timeout=60000)
+    models = settings.AppSettings().models_folder()
+    assert (models / "target-Q4_K_M.gguf").read_bytes() == target
+    assert (models / "draft-Q4_K_M.gguf").read_bytes() == draft
+    # The real starter engine is a CPU build: on a "GPU machine" it must not pass as ready.
+    assert "lists no GPU" in smoke.status.text() and "driver" in smoke.status.text()
+    assert "#d62728" in smoke.status.styleSheet()
+    assert not run.isComplete() and run.start_button.isEnabled()
+    draft_step = next(s for s in run.steps if s.key == "draft")
+    assert draft_step.status.text().startswith("downloaded to ")
+
+
+
+def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBot, tmp_path: Path) -> None:
+    """Cancel (Esc / the window's X) while the engine builds: the build's process tree is stopped
+    and the worker thread has ended before the wizard goes away."""
+    import psutil
+
+    from beedeck.core.engine import builder
+
+    pid_file = tmp_path / "build.pid"
+    script = tmp_path / "fake-build.sh"
+    script.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n")
+    script.chmod(0o755)
+
+    def build_engine(**kw: Any) -> Any:
+        # The real streaming runner (own process group, cancel watcher) around a never-ending "build".
+        builder.run_streaming([str(script)], on_line=kw["on_line"], cancel_event=kw["cancel_event"])
+        raise AssertionError("the fake build only ends by cancel")
+
+    w = make_wizard(qtbot, gpu_detect, build_engine=build_engine)
+    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.next()
+    w.next()
+    run = w.run_page
+    run.build_radio.setChecked(True)
+    run.start_button.click()
+    qtbot.waitUntil(lambda: pid_file.exists() and pid_file.read_text().strip() != "", timeout=10000)
+    pid = int(pid_file.read_text())
+    try:
+        w.reject()
+        thread = run.runner._thread
+        assert thread is None or thread.isFinished()
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    finally:
+        if psutil.pid_exists(pid):
+            psutil.Process(pid).kill()
+
+
+def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
+    """Registering the starter probes its binary (subprocesses): the page must not do it on the GUI thread."""
+    import threading
+
+    from beedeck.core.starter import StarterMissing
+    from beedeck.ui.window.background import run_in_background
+
+    seen: list[threading.Thread] = []
+
+    def locate() -> Path:
+        seen.append(threading.current_thread())
+        raise StarterMissing("no starter in this test")
+
+    w = make_wizard(qtbot, gpu_detect, starter_engine=None)
+    w.run_page.locate_starter = locate
+    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.next()
+    w.services.runner = run_in_background  # the app's real background runner from here on
+    w.next()
+    run = w.run_page
+    qtbot.waitUntil(lambda: run.start_button.isEnabled(), timeout=10000)
+    assert seen and all(t is not threading.main_thread() for t in seen)
+    assert run.build_radio.isChecked() and run.build_radio.isEnabled()

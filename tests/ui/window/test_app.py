@@ -1,0 +1,92 @@
+"""App entry: identity, theme, the saved profile (and a corrupt one kept aside), window build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from beedeck import APP_ID
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.ui.window import app as app_mod
+
+
+def test_identity_and_dark_theme(qapp: QApplication) -> None:
+    old_palette = qapp.palette()
+    app_mod.set_identity(qapp)
+    assert qapp.applicationName() == "beedeck" and qapp.desktopFileName() == APP_ID
+    app_mod.apply_theme(qapp, "dark")
+    try:
+        assert qapp.palette().color(QPalette.ColorRole.Base).lightness() < 60
+    finally:
+        qapp.setPalette(old_palette)
+
+
+def test_saved_profile_roundtrip_and_window(qtbot: QtBot, beedeck_home: Path) -> None:
+    settings = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=16384)
+    app_mod.profile_path().write_text(
+        json.dumps({"engine": "/opt/bee/llama-server", "settings": settings.to_dict(), "label": "BeeLlama 0.4"})
+    )
+    profile = app_mod.load_saved_profile()
+    assert profile is not None and profile.settings.ctx_size == 16384 and profile.settings.draft == "/m/d.gguf"
+    window = app_mod.build_window(no_autostart=True)
+    qtbot.addWidget(window)
+    assert window.profile is not None and window.pair_label.text() == "model: q.gguf + d.gguf"
+    assert window.mode.isEnabled()  # a draft is configured
+    assert window.controller.state == "stopped"  # a saved (non-starter) profile is not started by itself
+
+
+def test_corrupt_profile_is_kept_aside(beedeck_home: Path) -> None:
+    path = app_mod.profile_path()
+    path.write_text("{not json")
+    assert app_mod.load_saved_profile() is None
+    assert path.with_name("profile.json.corrupt").read_text() == "{not json"
+    assert not path.exists()
+
+
+def test_unusable_chat_db_is_kept_aside_without_overwriting_an_earlier_one(tmp_path: Path) -> None:
+    db = tmp_path / "chats.sqlite3"
+    kept: list[Path] = []
+    for content in (b"first broken database", b"second broken database"):
+        db.write_bytes(content)
+        (tmp_path / "chats.sqlite3-wal").write_bytes(b"wal of " + content)
+        kept.append(app_mod.set_chat_db_aside(db))
+    assert not db.exists() and kept[0] != kept[1]
+    assert kept[0].read_bytes() == b"first broken database"
+    assert kept[1].read_bytes() == b"second broken database"
+    assert Path(str(kept[1]) + "-wal").read_bytes() == b"wal of second broken database"
+
+
+def test_unreadable_chat_db_is_announced_in_the_window(qtbot: QtBot, beedeck_home: Path) -> None:
+    from beedeck.core import paths
+    from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
+
+    (paths.data_dir() / "chats.sqlite3").write_bytes(b"this is not a database" * 100)
+    window = app_mod.build_window(no_autostart=True, detect=no_gpu_detect)
+    qtbot.addWidget(window)
+    message = window.statusBar().currentMessage()
+    assert "fresh chat history" in message and "unreadable" in message
+    window.close()
+
+
+def test_server_api_key_lives_in_the_keyring_not_the_profile_file(beedeck_home: Path) -> None:
+    import keyring
+    import keyring.backends.fail
+
+    from beedeck.ui.window.main_window import Profile
+
+    secret = "lan-key-0f9e8d"
+    s = LaunchSettings(target="/m/q.gguf", host="0.0.0.0", api_key=secret)
+    path = app_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
+    assert secret not in path.read_text()
+    loaded = app_mod.load_saved_profile()
+    assert loaded is not None and loaded.settings.api_key == secret and loaded.settings.host == "0.0.0.0"
+    # No keyring on this system: the key is kept for the session only, never written anywhere.
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    app_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
+    assert secret not in path.read_text()
+    reloaded = app_mod.load_saved_profile()
+    assert reloaded is not None and reloaded.settings.api_key is None

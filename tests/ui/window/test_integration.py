@@ -1,0 +1,282 @@
+"""The main window with its real dialogs plugged in: Settings, Benchmark and the setup wizard open
+from the toolbar/menu, their results reach the profile, profile.json and the server controller
+(a recording fake: no GPU engine here), first start picks the wizard or the starter, and the
+speculation guard's banner speaks once after slow DFlash replies and switches the mode."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QLineEdit, QSpinBox
+from pytestqt.qtbot import QtBot
+
+from beedeck.core import settings
+from beedeck.core.chat.spec_guard import Advice
+from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.help_text import caps_from_texts
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.machine.report import HardwareReport
+from beedeck.ui.bench.bench_dialog import BenchDialog
+from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.launch.settings_dialog import SettingsDialog
+from beedeck.ui.setup.setup_wizard import SetupResult, SetupWizard
+from beedeck.ui.window import app as app_mod
+from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog, Profile
+from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
+from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
+from tests.fakes.sse_server import FakeLlamaServer
+from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
+
+ENGINE = "/opt/ml/llama-server"
+SECRET = "s3cret-key-never-saved"
+
+
+def ml_caps() -> EngineCaps:
+    return caps_from_texts(ENGINE, "version: 11434 (515e85511)\nbuilt with cc", help_stdout(MAINLINE))
+
+
+def bee_caps(path: str) -> EngineCaps:
+    return caps_from_texts(path, "version: 1 (ba1fdce)\nbuilt with cc", help_stdout(BEE_A))
+
+
+class RecordingController(ServerController):
+    """The controller's signals and state, with start/stop recorded instead of running an engine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Any, ...]] = []
+
+    def start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+        self.calls.append(("start", engine, settings, caps))
+        self.engine, self.settings = engine, settings
+        self._set_state("starting")
+
+    def stop(self) -> None:
+        self.calls.append(("stop",))
+        self._set_state("stopped")
+        self.stopped.emit()
+
+    def restart(self, settings: LaunchSettings) -> None:
+        self.calls.append(("restart", settings))
+
+    def shutdown(self, timeout_s: float = 0) -> None:
+        self.calls.append(("shutdown",))
+
+
+def make_window(qtbot: QtBot, store: ChatStore, detect: Callable[[], HardwareReport] = no_gpu_detect,
+                ) -> tuple[MainWindow, RecordingController]:
+    controller = RecordingController()
+    w = MainWindow(store, controller)
+    qtbot.addWidget(w)
+    w.detect_hardware = detect
+    w.probe = lambda path: pytest.fail(f"no probe expected here ({path})")  # caps are known below
+    app_mod.plug_views(w)
+    w.open_latest_chat()
+    w.show()
+    return w, controller
+
+
+def opened(w: MainWindow, cls: type[Any]) -> Any:
+    found = [d for d in w.findChildren(cls) if d.isVisible()]
+    assert len(found) == 1, f"expected one open {cls.__name__}, got {found}"
+    assert not w.findChildren(PlaceholderDialog)
+    return found[0]
+
+
+def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> None:
+    w, _ = make_window(qtbot, store, detect=gpu_detect)
+    w.known_caps[ENGINE] = ml_caps()
+    w.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf"), "mainline"))
+
+    w.settings_action.trigger()
+    dialog = opened(w, SettingsDialog)
+    qtbot.waitUntil(lambda: dialog.devices is not None, timeout=10_000)
+    assert dialog.devices == [gpu_detect().gpus[0].memory_free] and dialog.form.devices == dialog.devices
+    assert "RTX 4090" in dialog.devices_label.text()
+    assert dialog.form.caps is w.known_caps[ENGINE] and dialog.engine_path() == ENGINE
+    assert dialog.form.settings().target == "/m/gemma.gguf"
+    dialog.reject()
+
+    w.bench_action.trigger()
+    bench = opened(w, BenchDialog)
+    assert bench.view._launch is not None and bench.view._launch[0] == Path(ENGINE)
+    assert bench.view.run_button.isEnabled() and "starts llama-server for each mode" in bench.note.text()
+    # A finished benchmark hands its per-mode figures to the speculation guard.
+    from beedeck.core.bench.results import BenchReport, Sample
+    from beedeck.core.bench.suites import BenchPrompt, BenchSuite
+
+    suite = BenchSuite("seed", (BenchPrompt("p1", "Write a Python function that sorts a list"),))
+    samples = [Sample("baseline", "p1", r, 1, gen_tps=40.0 + r) for r in range(3)]
+    bench.view.run_finished.emit(BenchReport(suite, ["baseline"], 3, 0, samples=samples))
+    assert w.guard.figure("baseline", "code") == (41.0, 3)
+    bench.reject()
+
+    w.wizard_action.trigger()
+    wizard = opened(w, SetupWizard)
+    qtbot.waitUntil(lambda: wizard.detect_page.report is not None, timeout=10_000)
+    assert "Found 1 NVIDIA GPU" in wizard.detect_page.status.text()
+    wizard.reject()
+
+
+def test_wizard_without_gpu_says_why(qtbot: QtBot, store: ChatStore) -> None:
+    w, _ = make_window(qtbot, store, detect=no_gpu_detect)
+    w.wizard_action.trigger()
+    wizard = opened(w, SetupWizard)
+    qtbot.waitUntil(lambda: wizard.detect_page.report is not None, timeout=10_000)
+    text = wizard.detect_page.status.text()
+    assert "No NVIDIA GPU found" in text and no_gpu_detect().reason in text
+    assert wizard.detect_page.use_starter and wizard.detect_page.starter_box.isVisible()
+
+
+def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: QtBot, store: ChatStore) -> None:
+    w, controller = make_window(qtbot, store)
+    w.known_caps[ENGINE] = ml_caps()
+    w.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf", ctx_size=4096), "starter (CPU)"))
+    controller._set_state("ready")  # the chat server runs: Launch must restart it
+    w.settings_action.trigger()
+    dialog = opened(w, SettingsDialog)
+    qtbot.waitUntil(lambda: dialog.devices is not None, timeout=10_000)
+    form = dialog.form
+    ctx = form.widgets["ctx_size"]
+    key = form.widgets["api_key"]
+    assert isinstance(ctx, QSpinBox) and isinstance(key, QLineEdit)
+    ctx.setValue(8192)
+    key.setText(SECRET)
+    key.textEdited.emit(SECRET)
+    assert form.launch_button.isEnabled(), form.check_label.text()
+    with qtbot.waitSignal(dialog.profile_applied):
+        form.launch_button.click()
+
+    assert w.profile is not None and w.profile.settings.ctx_size == 8192
+    assert w.profile.settings.api_key == SECRET  # kept for this session's server
+    assert w.profile.label == "starter (CPU)"  # same engine: the label stays
+    text = app_mod.profile_path().read_text()
+    assert SECRET not in text and "api_key" not in json.loads(text)["settings"]
+    saved = app_mod.load_saved_profile()
+    assert saved is not None and saved.engine == ENGINE and saved.settings.ctx_size == 8192
+    assert saved.settings.api_key == SECRET  # back from the (test) OS keyring, never from the file
+    assert [c[0] for c in controller.calls] == ["stop", "start"]
+    _, engine, started, caps = controller.calls[1]
+    assert engine == ENGINE and started.ctx_size == 8192 and started.api_key == SECRET and caps is w.known_caps[ENGINE]
+    assert not dialog.isVisible()
+
+
+def test_wizard_result_sets_the_profile_and_starts(qtbot: QtBot, store: ChatStore) -> None:
+    w, controller = make_window(qtbot, store)
+    w.wizard_action.trigger()
+    wizard = opened(w, SetupWizard)
+    qtbot.waitUntil(lambda: wizard.detect_page.report is not None, timeout=10_000)
+    s = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, api_key=SECRET)
+    wizard.setup_finished.emit(SetupResult("/opt/bee/llama-server", s, "BeeLlama 0.1", "bee-0.1"))
+    assert w.profile is not None and w.profile.engine == "/opt/bee/llama-server" and w.profile.label == "BeeLlama 0.1"
+    assert w.pair_label.text() == "model: q.gguf + d.gguf" and w.mode.isEnabled()
+    assert controller.calls == [("start", "/opt/bee/llama-server", s, None)]  # caps unknown: the controller probes
+    data = json.loads(app_mod.profile_path().read_text())
+    assert data["engine"] == "/opt/bee/llama-server" and data["settings"]["draft"] == "/m/d.gguf"
+    assert SECRET not in app_mod.profile_path().read_text()
+    wizard.reject()
+
+
+@pytest.mark.parametrize(("gpu", "first_run_done", "wizard_shown"),
+                         [(True, False, True), (False, False, False), (True, True, False)])
+def test_first_start_picks_the_wizard_or_the_starter(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, gpu: bool,
+                                                     first_run_done: bool, wizard_shown: bool) -> None:
+    starter = Profile("/opt/starter/llama-server", LaunchSettings(target="/m/gemma-3-270m.gguf"), "starter (CPU)")
+    # The real starter needs minutes to assemble its model in a fresh home; its loading is not under test.
+    monkeypatch.setattr(app_mod, "load_starter_profile", lambda: starter)
+    if first_run_done:
+        settings.save_settings(settings.AppSettings(first_run_done=True))
+    controller = RecordingController()
+    w = app_mod.build_window(detect=gpu_detect if gpu else no_gpu_detect, controller=controller)
+    qtbot.addWidget(w)
+    qtbot.waitUntil(lambda: w.profile is not None, timeout=10_000)
+    assert w.profile is starter
+    wizards = [d for d in w.findChildren(SetupWizard) if d.isVisible()]
+    if wizard_shown:
+        assert len(wizards) == 1 and controller.calls == []  # the starter waits behind the wizard
+        qtbot.waitUntil(lambda: wizards[0].detect_page.report is not None, timeout=10_000)
+    else:
+        assert wizards == [] and controller.calls == [("start", starter.engine, starter.settings, None)]
+
+
+def test_guard_banner_speaks_once_and_switches_to_baseline(
+    qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer
+) -> None:
+    w, controller = make_window(qtbot, store)
+    engine = "/opt/bee/llama-server"
+    w.known_caps[engine] = bee_caps(engine)  # BeeLlama: the mode switches per request, no restart
+    w.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)))
+    controller.ready.emit(fake_server.base_url)
+    fake_server.script.tokens = [f"t{i} " for i in range(12)]
+    advices: list[Advice] = []
+    w.guard_monitor.advice_given.connect(advices.append)
+    prompt = "Write a Python function that reverses a list."
+
+    def reply(rate: float) -> dict[str, Any]:
+        fake_server.script.rate = rate
+        w.chat.input.setPlainText(prompt)
+        with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as blocker:
+            w.chat.send()
+        return blocker.args[0]
+
+    with qtbot.waitSignal(w.mode.mode_changed):
+        w.mode.baseline_button.click()
+    for _ in range(3):
+        assert reply(0)["mode"] == "baseline"  # as fast as the fake can go
+    with qtbot.waitSignal(w.mode.mode_changed):
+        w.mode.dflash_button.click()
+    for i in range(3):  # 3 replies make a figure; the guard then needs 2 slow ones in a row
+        stats = reply(300)  # paced: at most 300 tok/s, far below the unpaced baseline
+        assert stats["mode"] == "dflash" and not w.banner.isVisible(), i
+    reply(300)
+    assert w.banner.isVisible() and len(advices) == 1
+    assert advices[0].mode == "dflash" and advices[0].kind == "code" and advices[0].slowdown > 0.05
+    assert "DFlash is costing you" in w.banner.text.text()
+    for _ in range(2):  # never nags: the guard spoke for this conversation and kind
+        reply(300)
+    assert len(advices) == 1
+
+    with qtbot.waitSignal(w.mode.mode_changed) as switched:
+        w.banner.switch_button.click()
+    assert switched.args == ["baseline"] and w.mode.mode() == "baseline" and not w.banner.isVisible()
+    assert reply(0)["mode"] == "baseline"
+    assert fake_server.requests[-1].body.get("speculative.n_max") == 0
+    assert controller.calls == []  # per-request switching: the server was never restarted
+
+    first = w.guard.conversation
+    w.new_chat()
+    assert w.guard.conversation not in (None, first) and not w.banner.isVisible()
+
+
+def test_benchmark_runs_against_the_running_server_then_stops_it_to_compare(
+    qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer
+) -> None:
+    from beedeck.core.bench.results import BenchReport
+    from beedeck.core.bench.suites import BenchPrompt, BenchSuite
+
+    w, controller = make_window(qtbot, store)
+    w.known_caps[ENGINE] = ml_caps()
+    w.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf")))
+    controller.base_url, controller.settings = fake_server.base_url, w.profile.settings  # type: ignore[union-attr]
+    controller._set_state("ready")
+    w.bench_action.trigger()
+    bench = opened(w, BenchDialog)
+    assert bench.view._url == (fake_server.base_url, None) and bench.view.selected_modes() == ["baseline"]
+    assert not bench.view.mode_boxes["dflash"].isEnabled() and bench.compare_button.isVisible()
+    bench.view.set_suite(BenchSuite("t", (BenchPrompt("a", "Write code A."),), max_tokens=8, temperature=0.0))
+    bench.view.reps.setValue(1)
+    with qtbot.waitSignal(bench.view.run_finished, timeout=30_000) as finished:
+        bench.view.run_button.click()
+    report = finished.args[0]
+    assert isinstance(report, BenchReport) and report.ok and report.modes == ["baseline"]
+
+    bench.compare_button.click()  # frees the GPU: the view will start its own servers per mode
+    assert controller.calls == [("stop",)]
+    assert bench.view._launch is not None and bench.view._url is None and not bench.compare_button.isVisible()
+    bench.reject()  # the chat server comes back when the dialog closes
+    assert controller.calls[-1][:2] == ("start", ENGINE)
