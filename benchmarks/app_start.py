@@ -25,7 +25,8 @@ import os, sys, time
 import psutil
 t0 = psutil.Process().create_time()
 from PySide6.QtCore import QTimer
-from beedeck.ui.window.app import apply_theme, build_window, create_app
+from beedeck.ui.window.app import build_window, create_app
+from beedeck.ui.window.theme import apply_theme
 app = create_app([sys.argv[0]])
 apply_theme(app, "system")
 win = build_window(no_autostart=True)

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.argv import build_argv
+from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.starter import StarterProfile, starter_engine, starter_model

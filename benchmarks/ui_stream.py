@@ -207,9 +207,9 @@ def main() -> int:
     args = parser.parse_args()
     app = QApplication([sys.argv[0]])
     from beedeck.core.chat.store import ChatStore
-    from beedeck.ui.window.app import apply_theme
-    from beedeck.ui.window.main_window import MainWindow
     from beedeck.ui.chat.markdown_render import warm_up
+    from beedeck.ui.window.main_window import MainWindow
+    from beedeck.ui.window.theme import apply_theme
 
     apply_theme(app, "light")
     warm_up()  # as the app does at idle time after showing the window

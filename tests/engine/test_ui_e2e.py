@@ -12,8 +12,9 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.profile import Profile
 from beedeck.core.starter import StarterProfile
-from beedeck.ui.window.main_window import MainWindow, Profile
+from beedeck.ui.window.main_window import MainWindow
 
 
 @pytest.mark.engine

@@ -22,8 +22,9 @@ from pytestqt.qtbot import QtBot
 from beedeck.clicmd.bench import synthetic_settings
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.ui.engine.mode_toggle import RESTART
-from beedeck.ui.window.main_window import MainWindow, Profile
+from beedeck.core.engine.modes import RESTART
+from beedeck.core.profile import Profile
+from beedeck.ui.window.main_window import MainWindow
 from tests.conftest import PERSISTENT
 from tests.fixtures import synth_gguf as sg
 

@@ -6,7 +6,8 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.ui.engine.mode_toggle import PER_REQUEST, RESTART, ModeToggle, settings_for_mode
+from beedeck.core.engine.modes import PER_REQUEST, RESTART, settings_for_mode
+from beedeck.ui.engine.mode_toggle import ModeToggle
 
 WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192)
 BEE = EngineCaps(path="/e/bee", generation=Generation.BEE_B, spec_types=("draft-dflash",))

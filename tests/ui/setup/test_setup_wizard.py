@@ -17,7 +17,8 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.models import library
 from beedeck.core.models.recommend import Choice, Recommendation
-from beedeck.ui.setup.setup_wizard import SetupResult, SetupWizard, WizardServices
+from beedeck.ui.setup.services import SetupResult, WizardServices
+from beedeck.ui.setup.setup_wizard import SetupWizard
 from tests.fakes.fake_hub import FakeHub
 from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
 from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
@@ -174,7 +175,7 @@ def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
     import threading
 
     from beedeck.core.starter import StarterMissing
-    from beedeck.ui.window.background import run_in_background
+    from beedeck.ui.background import run_in_background
 
     seen: list[threading.Thread] = []
 

@@ -10,15 +10,17 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from beedeck import APP_ID
+from beedeck.core import profile as profile_mod
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.ui.window import app as app_mod
+from beedeck.ui.window.theme import apply_theme
 
 
 def test_identity_and_dark_theme(qapp: QApplication) -> None:
     old_palette = qapp.palette()
     app_mod.set_identity(qapp)
     assert qapp.applicationName() == "beedeck" and qapp.desktopFileName() == APP_ID
-    app_mod.apply_theme(qapp, "dark")
+    apply_theme(qapp, "dark")
     try:
         assert qapp.palette().color(QPalette.ColorRole.Base).lightness() < 60
     finally:
@@ -27,10 +29,10 @@ def test_identity_and_dark_theme(qapp: QApplication) -> None:
 
 def test_saved_profile_roundtrip_and_window(qtbot: QtBot, beedeck_home: Path) -> None:
     settings = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=16384)
-    app_mod.profile_path().write_text(
+    profile_mod.profile_path().write_text(
         json.dumps({"engine": "/opt/bee/llama-server", "settings": settings.to_dict(), "label": "BeeLlama 0.4"})
     )
-    profile = app_mod.load_saved_profile()
+    profile = profile_mod.load_saved_profile()
     assert profile is not None and profile.settings.ctx_size == 16384 and profile.settings.draft == "/m/d.gguf"
     window = app_mod.build_window(no_autostart=True)
     qtbot.addWidget(window)
@@ -40,9 +42,9 @@ def test_saved_profile_roundtrip_and_window(qtbot: QtBot, beedeck_home: Path) ->
 
 
 def test_corrupt_profile_is_kept_aside(beedeck_home: Path) -> None:
-    path = app_mod.profile_path()
+    path = profile_mod.profile_path()
     path.write_text("{not json")
-    assert app_mod.load_saved_profile() is None
+    assert profile_mod.load_saved_profile() is None
     assert path.with_name("profile.json.corrupt").read_text() == "{not json"
     assert not path.exists()
 
@@ -76,17 +78,17 @@ def test_server_api_key_lives_in_the_keyring_not_the_profile_file(beedeck_home: 
     import keyring
     import keyring.backends.fail
 
-    from beedeck.ui.window.main_window import Profile
+    from beedeck.core.profile import Profile
 
     secret = "lan-key-0f9e8d"
     s = LaunchSettings(target="/m/q.gguf", host="0.0.0.0", api_key=secret)
-    path = app_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
+    path = profile_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
     assert secret not in path.read_text()
-    loaded = app_mod.load_saved_profile()
+    loaded = profile_mod.load_saved_profile()
     assert loaded is not None and loaded.settings.api_key == secret and loaded.settings.host == "0.0.0.0"
     # No keyring on this system: the key is kept for the session only, never written anywhere.
     keyring.set_keyring(keyring.backends.fail.Keyring())
-    app_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
+    profile_mod.save_profile(Profile("/opt/llama-server", s, "LAN"))
     assert secret not in path.read_text()
-    reloaded = app_mod.load_saved_profile()
+    reloaded = profile_mod.load_saved_profile()
     assert reloaded is not None and reloaded.settings.api_key is None

@@ -9,7 +9,7 @@ import shiboken6
 from PySide6.QtCore import QThreadPool
 from pytestqt.qtbot import QtBot
 
-from beedeck.ui.window.background import run_in_background
+from beedeck.ui.background import run_in_background
 
 
 def test_result_arrives_on_the_gui_thread(qtbot: QtBot) -> None:

@@ -14,6 +14,7 @@ import pytest
 from PySide6.QtWidgets import QLineEdit, QSpinBox
 from pytestqt.qtbot import QtBot
 
+from beedeck.core import profile as profile_mod
 from beedeck.core import settings
 from beedeck.core.chat.spec_guard import Advice
 from beedeck.core.chat.store import ChatStore
@@ -21,12 +22,14 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import Profile
 from beedeck.ui.bench.bench_dialog import BenchDialog
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch.settings_dialog import SettingsDialog
-from beedeck.ui.setup.setup_wizard import SetupResult, SetupWizard
+from beedeck.ui.setup.services import SetupResult
+from beedeck.ui.setup.setup_wizard import SetupWizard
 from beedeck.ui.window import app as app_mod
-from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog, Profile
+from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog
 from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
 from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
 from tests.fakes.sse_server import FakeLlamaServer
@@ -155,9 +158,9 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     assert w.profile is not None and w.profile.settings.ctx_size == 8192
     assert w.profile.settings.api_key == SECRET  # kept for this session's server
     assert w.profile.label == "starter (CPU)"  # same engine: the label stays
-    text = app_mod.profile_path().read_text()
+    text = profile_mod.profile_path().read_text()
     assert SECRET not in text and "api_key" not in json.loads(text)["settings"]
-    saved = app_mod.load_saved_profile()
+    saved = profile_mod.load_saved_profile()
     assert saved is not None and saved.engine == ENGINE and saved.settings.ctx_size == 8192
     assert saved.settings.api_key == SECRET  # back from the (test) OS keyring, never from the file
     assert [c[0] for c in controller.calls] == ["stop", "start"]
@@ -176,9 +179,9 @@ def test_wizard_result_sets_the_profile_and_starts(qtbot: QtBot, store: ChatStor
     assert w.profile is not None and w.profile.engine == "/opt/bee/llama-server" and w.profile.label == "BeeLlama 0.1"
     assert w.pair_label.text() == "model: q.gguf + d.gguf" and w.mode.isEnabled()
     assert controller.calls == [("start", "/opt/bee/llama-server", s, None)]  # caps unknown: the controller probes
-    data = json.loads(app_mod.profile_path().read_text())
+    data = json.loads(profile_mod.profile_path().read_text())
     assert data["engine"] == "/opt/bee/llama-server" and data["settings"]["draft"] == "/m/d.gguf"
-    assert SECRET not in app_mod.profile_path().read_text()
+    assert SECRET not in profile_mod.profile_path().read_text()
     wizard.reject()
 
 

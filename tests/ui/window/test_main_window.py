@@ -9,7 +9,8 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog, Profile
+from beedeck.core.profile import Profile
+from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog
 from tests.fakes.sse_server import FakeLlamaServer
 
 

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport
 from beedeck.core.chat.spec_guard import references_from_bench
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.modes import has_draft
+from beedeck.ui.background import run_in_background
 from beedeck.ui.bench.bench_view import BenchView
-from beedeck.ui.engine.mode_toggle import has_draft
-from beedeck.ui.window.background import run_in_background
-
-if TYPE_CHECKING:
-    from beedeck.ui.window.main_window import MainWindow
+from beedeck.ui.host import WindowHost
 
 
 class BenchDialog(QDialog):
@@ -27,8 +24,8 @@ class BenchDialog(QDialog):
     Closing cancels a run and waits for it (:meth:`BenchView.shutdown`).
     """
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowHost) -> None:
+        super().__init__(window.dialog_parent())
         self.window_ = window
         self.stopped_chat_server = False
         self.setWindowTitle("Benchmark")
@@ -131,6 +128,6 @@ class BenchDialog(QDialog):
             self.stopped_chat_server = False
 
 
-def open_dialog(window: MainWindow) -> BenchDialog:
+def open_dialog(window: WindowHost) -> BenchDialog:
     """The main window's Benchmark slot."""
     return BenchDialog(window)

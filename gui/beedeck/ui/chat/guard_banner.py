@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWi
 
 from beedeck.core.chat.spec_guard import Advice, SpecGuard, classify_prompt
 from beedeck.core.chat.store import ChatStore
-from beedeck.ui.launch.memory_bar import WrapLabel
+from beedeck.ui.wrap_label import WrapLabel
 
 
 class GuardMonitor(QObject):

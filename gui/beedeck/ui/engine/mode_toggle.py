@@ -13,35 +13,14 @@ Disabled, with a tooltip saying why, when no draft is configured.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
 
-from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-
-PER_REQUEST = "per-request"
-RESTART = "restart"
-
-
-def has_draft(settings: LaunchSettings | None) -> bool:
-    return bool(settings and settings.draft and settings.spec_mode == SpecMode.DFLASH)
-
-
-def switch_path(caps: EngineCaps | None) -> str:
-    """per-request on BeeLlama (it reads ``speculative.n_max`` per request), otherwise restart."""
-    if caps is not None and caps.generation in (Generation.BEE_A, Generation.BEE_B):
-        return PER_REQUEST
-    return RESTART
-
-
-def settings_for_mode(profile: LaunchSettings, mode: str) -> LaunchSettings:
-    """The profile's settings with the draft (dflash) or without it (baseline); nothing else changes."""
-    if mode == "dflash":
-        return replace(profile)
-    return replace(profile, draft=None, spec_mode=SpecMode.OFF)
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import PER_REQUEST, has_draft, settings_for_mode, switch_path
 
 
 class ModeToggle(QWidget):

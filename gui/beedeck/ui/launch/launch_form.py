@@ -42,10 +42,11 @@ from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
+from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
-from beedeck.ui.launch.memory_bar import MemoryBar, WrapLabel
-from beedeck.ui.window.background import Runner, run_in_background
+from beedeck.ui.launch.memory_bar import MemoryBar
+from beedeck.ui.wrap_label import WrapLabel
 
 DEFAULT = "engine default"
 TRI = {None: DEFAULT, True: "on", False: "off"}

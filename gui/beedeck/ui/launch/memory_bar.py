@@ -11,10 +11,11 @@ import logging
 from collections.abc import Callable
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen, QResizeEvent
-from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 from beedeck.core.models.planner import DeviceUse, GiB, MemoryPlan
+from beedeck.ui.wrap_label import WrapLabel
 
 log = logging.getLogger(__name__)
 
@@ -171,42 +172,6 @@ class _Canvas(QWidget):
             p.drawText(QRectF(x + 14, y, 200, 18), Qt.AlignmentFlag.AlignVCenter, group)
             x += 14 + fm.horizontalAdvance(group) + 14
         p.end()
-
-
-class WrapLabel(QLabel):
-    """A word-wrapped label that reserves exactly the lines its text needs at its current width.
-
-    WORKAROUND: a word-wrapped QLabel in nested layouts gets squeezed below its text and overlaps
-    its neighbours (https://doc.qt.io/qt-6/layout.html#layout-issues), so this label turns off
-    height-for-width and sets its own minimum height instead.
-    """
-
-    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
-        super().__init__(text, parent)
-        self.setWordWrap(True)
-
-    def hasHeightForWidth(self) -> bool:
-        return False
-
-    def sizeHint(self) -> QSize:
-        return QSize(super().sizeHint().width(), self.minimumHeight())
-
-    def setText(self, text: str) -> None:
-        super().setText(text)
-        self._fit()
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._fit()
-
-    def _fit(self) -> None:
-        width = max(200, self.width() if self.isVisible() else (self.parentWidget() or self).width()) - 4
-        text = self.text()
-        rect = self.fontMetrics().boundingRect(0, 0, width, 100_000, Qt.TextFlag.TextWordWrap, text)
-        height = rect.height() + 4 if text else 0
-        if height != self.minimumHeight():
-            self.setMinimumHeight(height)
-            self.updateGeometry()
 
 
 class MemoryBar(QWidget):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import shiboken6
 from PySide6.QtCore import Signal
@@ -25,12 +24,10 @@ from PySide6.QtWidgets import (
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import Profile
+from beedeck.ui.background import Runner, run_in_background
+from beedeck.ui.host import WindowHost
 from beedeck.ui.launch.launch_form import LaunchForm
-from beedeck.ui.window.background import Runner, run_in_background
-from beedeck.ui.window.main_window import Profile
-
-if TYPE_CHECKING:
-    from beedeck.ui.window.main_window import MainWindow
 
 GiB = 1 << 30
 
@@ -161,10 +158,10 @@ class SettingsDialog(QDialog):
         self.accept()
 
 
-def open_dialog(window: MainWindow) -> SettingsDialog:
+def open_dialog(window: WindowHost) -> SettingsDialog:
     """The main window's Settings slot: the dialog, fed from the window and wired back to it."""
     profile = window.profile
     caps = window.known_caps.get(profile.engine) if profile else None
-    dialog = SettingsDialog(profile, caps, window, probe=window.probe, detect=window.detect_hardware)
+    dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware)
     dialog.profile_applied.connect(window.apply_profile)
     return dialog

@@ -37,11 +37,13 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.models import hub, library
 from beedeck.core.settings import load_settings, save_settings
-from beedeck.ui.launch.memory_bar import WrapLabel
+from beedeck.ui.setup.services import SetupResult, WizardServices
 from beedeck.ui.setup.task_runner import TaskRunner
+from beedeck.ui.wrap_label import WrapLabel
 
 if TYPE_CHECKING:
-    from beedeck.ui.setup.setup_wizard import DetectPage, RecommendPage, WizardServices
+    from beedeck.ui.setup.detect_page import DetectPage
+    from beedeck.ui.setup.recommend_page import RecommendPage
 
 StepFn = Callable[..., Any]  # fn(on_progress=, on_line=, cancel_event=) -> result
 
@@ -390,8 +392,6 @@ class RunPage(QWizardPage):
         return res.message
 
     def _complete(self) -> None:
-        from beedeck.ui.setup.setup_wizard import SetupResult
-
         assert self.engine is not None
         settings = self.launch_settings()
         app = load_settings()

@@ -10,7 +10,6 @@ opens instead (the starter profile is loaded behind it, not started).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,50 +17,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
-from beedeck.core import paths, secrets
+from beedeck.core import paths
 from beedeck.core.chat.store import ChatStore, ChatStoreError
-from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import Profile, load_saved_profile
 from beedeck.core.settings import load_settings
+from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.markdown_render import warm_up
 from beedeck.ui.engine.server_controller import ServerController
-from beedeck.ui.window.background import run_in_background
-from beedeck.ui.window.main_window import MainWindow, Profile
-
-
-def profile_path() -> Path:
-    """Where Settings / the setup wizard save the launch profile (engine + LaunchSettings)."""
-    return paths.config_dir() / "profile.json"
-
-
-def load_saved_profile() -> Profile | None:
-    path = profile_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        settings = LaunchSettings.from_dict(data["settings"])
-        settings.api_key = secrets.get_secret(secrets.SERVER_API_KEY)  # kept in the OS keyring only
-        return Profile(str(data["engine"]), settings, str(data.get("label", "")))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError):
-        # A corrupt profile is kept aside, never silently deleted (house-style: settings).
-        path.replace(path.with_name(path.name + ".corrupt"))
-        return None
-
-
-def save_profile(profile: Profile) -> Path:
-    """Write profile.json atomically (a crash leaves the old file). The API key is never written
-    there (``LaunchSettings.to_dict`` drops it): it goes to the OS keyring, and where there is no
-    keyring it lives only in the running session's profile."""
-    path = profile_path()
-    secrets.set_secret(secrets.SERVER_API_KEY, profile.settings.api_key)
-    data = {"engine": profile.engine, "settings": profile.settings.to_dict(), "label": profile.label}
-    paths.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
-    return path
+from beedeck.ui.window.main_window import MainWindow
+from beedeck.ui.window.theme import apply_theme
 
 
 def load_starter_profile() -> Profile:
@@ -70,47 +39,6 @@ def load_starter_profile() -> Profile:
 
     sp = starter_profile()
     return Profile(str(sp.engine), sp.settings(), "starter (CPU)")
-
-
-def dark_palette() -> QPalette:
-    pal = QPalette()
-    colors = {
-        QPalette.ColorRole.Window: "#202124",
-        QPalette.ColorRole.WindowText: "#e8eaed",
-        QPalette.ColorRole.Base: "#17181a",
-        QPalette.ColorRole.AlternateBase: "#2a2b2e",
-        QPalette.ColorRole.ToolTipBase: "#2a2b2e",
-        QPalette.ColorRole.ToolTipText: "#e8eaed",
-        QPalette.ColorRole.Text: "#e8eaed",
-        QPalette.ColorRole.Button: "#2d2e31",
-        QPalette.ColorRole.ButtonText: "#e8eaed",
-        QPalette.ColorRole.BrightText: "#ffffff",
-        QPalette.ColorRole.Highlight: "#e0a100",
-        QPalette.ColorRole.HighlightedText: "#17181a",
-        QPalette.ColorRole.Link: "#8ab4f8",
-        QPalette.ColorRole.PlaceholderText: "#9aa0a6",
-        QPalette.ColorRole.Mid: "#5f6368",
-    }
-    for role, value in colors.items():
-        pal.setColor(role, QColor(value))
-    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
-        pal.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6f7378"))
-    return pal
-
-
-def apply_theme(app: QApplication, theme: str) -> None:
-    """Fusion everywhere; the palette follows the system's light/dark scheme unless forced."""
-    app.setStyle("Fusion")
-    if theme == "system":
-        dark = QGuiApplication.styleHints().colorScheme() == Qt.ColorScheme.Dark
-    else:
-        dark = theme == "dark"
-    if dark:
-        app.setPalette(dark_palette())
-    else:
-        pal = app.style().standardPalette()
-        pal.setColor(QPalette.ColorRole.Highlight, QColor("#c98a00"))
-        app.setPalette(pal)
 
 
 def create_app(argv: Sequence[str]) -> QApplication:
@@ -293,7 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.screenshot:
         from beedeck.ui.window.screenshots import take_screenshots
 
-        return take_screenshots(app, Path(args.screenshot), args.screenshot_prompt, args.theme)
+        warm_up()
+        window = build_window()
+        install_signal_handlers(app, window)
+        return take_screenshots(app, window, Path(args.screenshot), args.screenshot_prompt, args.theme)
     window = build_window(no_autostart=args.no_autostart)
     install_signal_handlers(app, window)
     window.show()

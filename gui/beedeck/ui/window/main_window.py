@@ -8,9 +8,8 @@ module wires their signals. The Settings, Benchmark and Setup-wizard dialogs plu
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
@@ -32,28 +31,19 @@ from beedeck.core.chat.spec_guard import Advice, SpecGuard
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import RESTART, has_draft, settings_for_mode
 from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import Profile, save_profile
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.conversation_list import ConversationList
 from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.failure_panel import FailurePanel
 from beedeck.ui.engine.log_dock import LogDock
-from beedeck.ui.engine.mode_toggle import RESTART, ModeToggle, has_draft, settings_for_mode
+from beedeck.ui.engine.mode_toggle import ModeToggle
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
-
-if TYPE_CHECKING:
-    from beedeck.ui.setup.setup_wizard import SetupResult
-
-
-@dataclass
-class Profile:
-    """What to launch: an engine binary and its settings (the starter, or what Settings saved)."""
-
-    engine: str
-    settings: LaunchSettings
-    label: str = ""
+from beedeck.ui.host import DialogFactory
 
 
 def ui_settings() -> QSettings:
@@ -76,8 +66,6 @@ class PlaceholderDialog(QDialog):
         layout.addWidget(buttons)
 
 
-# A factory builds the dialog for a slot: factory(main_window) -> QDialog.
-DialogFactory = Callable[["MainWindow"], QDialog]
 
 
 class MainWindow(QMainWindow):
@@ -277,10 +265,6 @@ class MainWindow(QMainWindow):
         elif start:
             self.start_server()
 
-    def apply_setup(self, result: SetupResult) -> None:
-        """The setup wizard's ``setup_finished``: use its profile and start the server."""
-        self.apply_profile(Profile(result.engine, result.settings, result.label), start=True)
-
     def start_server(self) -> None:
         if self.profile is None:
             self._open(self.wizard_factory or self.settings_factory, "Set up BeeDeck")
@@ -375,6 +359,9 @@ class MainWindow(QMainWindow):
     def open_wizard(self) -> None:
         self._open(self.wizard_factory, "Set up BeeDeck")
 
+    def dialog_parent(self) -> QWidget:
+        return self
+
     def _open(self, factory: DialogFactory | None, title: str) -> None:
         if factory is not None:
             dialog = factory(self)
@@ -442,6 +429,4 @@ def _default_detect() -> HardwareReport:
 
 
 def _default_save_profile(profile: Profile) -> object:
-    from beedeck.ui.window.app import save_profile  # app imports this module: resolve at call time
-
     return save_profile(profile)

@@ -14,6 +14,8 @@ from PySide6.QtCore import QEventLoop
 from PySide6.QtWidgets import QApplication, QWidget
 
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.ui.window.main_window import MainWindow
+from beedeck.ui.window.theme import apply_theme
 
 
 def _wait(app: QApplication, cond: Callable[[], bool], timeout_s: float) -> bool:
@@ -31,16 +33,9 @@ def _save(app: QApplication, widget: QWidget, path: Path) -> None:
     print(f"saved {path}")
 
 
-def take_screenshots(app: QApplication, out_dir: Path, prompt: str, theme: str) -> int:
-    from beedeck.ui.chat.markdown_render import warm_up
-    from beedeck.ui.window.app import apply_theme, build_window
-
+def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, prompt: str, theme: str) -> int:
+    """Drive ``window`` (built by the app, its server starting) and save the pictures into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    warm_up()
-    from beedeck.ui.window.app import install_signal_handlers
-
-    window = build_window()
-    install_signal_handlers(app, window)
     window.chat.max_tokens = 160  # a CPU starter model: keep the pictures quick
     window.resize(1280, 800)
     window.show()

@@ -1,0 +1,40 @@
+"""What a dialog may use of the main window: a small protocol, so dialogs never import MainWindow.
+
+:class:`beedeck.ui.window.main_window.MainWindow` satisfies it; tests can pass any object that does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from PySide6.QtWidgets import QDialog, QWidget
+
+from beedeck.core.chat.spec_guard import SpecGuard
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import Profile
+from beedeck.ui.engine.server_controller import ServerController
+
+
+class WindowHost(Protocol):
+    """The services the Settings, Setup and Benchmark dialogs get from the window that opens them."""
+
+    profile: Profile | None
+    known_caps: dict[str, EngineCaps]
+    probe: Callable[[str], EngineCaps]
+    detect_hardware: Callable[[], HardwareReport]
+    controller: ServerController
+    guard: SpecGuard
+    closing: bool
+
+    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None: ...
+
+    def start_server(self) -> None: ...
+
+    def stop_server(self) -> None: ...
+
+    def dialog_parent(self) -> QWidget: ...
+
+
+DialogFactory = Callable[[WindowHost], QDialog]

@@ -1,0 +1,124 @@
+"""Setup page 2: the recommended pair for the chosen goal, its download size, memory plan and runner-up."""
+
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QRadioButton,
+    QVBoxLayout,
+    QWizardPage,
+)
+
+from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.ui.launch.memory_bar import MemoryBar
+from beedeck.ui.setup.detect_page import DetectPage
+from beedeck.ui.setup.services import WizardServices, download_size, gib_text
+from beedeck.ui.wrap_label import WrapLabel
+
+
+class RecommendPage(QWizardPage):
+    """Page 2: the recommended pair for a goal, why, its size, its memory plan, and the runner-up."""
+
+    def __init__(self, services: WizardServices, detect_page: DetectPage) -> None:
+        super().__init__()
+        self.services, self.detect_page = services, detect_page
+        self.rec: Recommendation | None = None
+        self.choice: Choice | None = None
+        self.setTitle("Recommended setup")
+        self.setSubTitle("A target model and its DFlash draft, sized by BeeDeck's memory planner.")
+        goals = QHBoxLayout()
+        goals.addWidget(QLabel("Goal:"))
+        self.goal_group = QButtonGroup(self)
+        for i, (goal, tip) in enumerate((
+                ("quality", "The largest model and quant that still leave 32k context."),
+                ("speed", "The fewest weight bytes per token: fastest replies."),
+                ("context", "The longest context with a 4-bit-or-better quant."))):
+            b = QRadioButton(goal.capitalize())
+            b.setToolTip(tip)
+            b.setProperty("goal", goal)
+            self.goal_group.addButton(b, i)
+            goals.addWidget(b)
+        goals.addStretch(1)
+        self.goal_group.button(0).setChecked(True)
+        self.goal_group.idClicked.connect(lambda _i: self.refresh())
+        self.title_label = QLabel()
+        self.title_label.setStyleSheet("font-size: 15px; font-weight: 600;")
+        self.title_label.setWordWrap(True)
+        self.size_label = QLabel()
+        self.reasons_label = WrapLabel()
+        self.reasons_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.memory_bar = MemoryBar()
+        self.memory_bar.empty_text = "Runs on the CPU: no GPU memory needed."
+        self.runner_label = WrapLabel()
+        self.runner_button = QPushButton("Use the runner-up instead")
+        self.runner_button.clicked.connect(self._on_runner_clicked)
+        runner_row = QHBoxLayout()
+        runner_row.addWidget(self.runner_label, 1)
+        runner_row.addWidget(self.runner_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout = QVBoxLayout(self)
+        layout.setSpacing(10)
+        layout.addLayout(goals)
+        layout.addWidget(self.title_label)
+        layout.addWidget(self.size_label)
+        layout.addWidget(self.reasons_label)
+        layout.addWidget(self.memory_bar)
+        layout.addLayout(runner_row)
+        layout.addStretch(1)
+
+    def goal(self) -> str:
+        b = self.goal_group.checkedButton()
+        return str(b.property("goal")) if b else "quality"
+
+    def initializePage(self) -> None:
+        starter = self.detect_page.use_starter
+        for b in self.goal_group.buttons():
+            b.setEnabled(not starter)
+        self.refresh()
+
+    def refresh(self) -> None:
+        vram, goal = self.detect_page.free_vram(), self.goal()
+        self.title_label.setText("Working out what fits…")
+        self.services.runner(lambda: self.services.recommend(vram, goal), self.show_recommendation,
+                             lambda exc: self.title_label.setText(f"No recommendation: {exc}"))
+
+    def show_recommendation(self, rec: Recommendation) -> None:
+        self.rec = rec
+        self._show_choice(rec.primary, rec.reasons)
+        runner = rec.runner_up
+        self.runner_label.setText(f"Runner-up: {runner.summary()}" if runner else "")
+        self.runner_button.setVisible(runner is not None)
+        self.runner_label.setVisible(runner is not None)
+        self.completeChanged.emit()
+
+    def _show_choice(self, choice: Choice, reasons: list[str]) -> None:
+        self.choice = choice
+        if choice.draft_file is None:
+            self.title_label.setText(choice.title if choice.title.lower().startswith("starter")
+                                     else f"Starter profile: {choice.title}")
+            self.size_label.setText("Download: nothing (installed with BeeDeck).")
+        else:
+            self.title_label.setText(f"{choice.title}: {choice.target_quant} + {choice.draft_quant} draft, "
+                                     f"{choice.settings.ctx_size:,} tokens of context")
+            size = download_size(choice)
+            self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file} + {choice.draft_file})"
+                                    if size else f"Download: {choice.target_file} + {choice.draft_file}")
+        # Plain text: WrapLabel sizes itself from plain-text metrics (the runner-up has its own row).
+        self.reasons_label.setText("\n".join(f"• {r}" for r in reasons if not r.startswith("Runner-up:")))
+        self.memory_bar.set_plan(choice.plan)
+
+    def _on_runner_clicked(self) -> None:
+        if self.rec is None or self.rec.runner_up is None:
+            return
+        primary, runner = self.rec.primary, self.rec.runner_up
+        self.rec = Recommendation(runner, primary, [f"You picked the runner-up: {runner.summary()}.",
+                                                    f"The recommendation was: {primary.summary()}."])
+        self.show_recommendation(self.rec)
+        self.runner_button.setText("Back to the recommendation")
+
+    def isComplete(self) -> bool:
+        return self.choice is not None

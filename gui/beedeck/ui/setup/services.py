@@ -1,0 +1,65 @@
+"""What the setup wizard needs from the core (replaceable in tests) and what it produces."""
+
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from beedeck.core import paths
+from beedeck.core.machine import hardware
+from beedeck.core.machine.report import HardwareReport
+from beedeck.core.models import catalog as catalog_mod
+from beedeck.core.models.recommend import Choice, Recommendation, recommend
+from beedeck.ui.background import Runner, run_in_background
+
+GiB = 1 << 30
+
+
+@dataclass
+class WizardServices:
+    """The core calls the wizard makes; tests replace the ones that need hardware or the internet."""
+
+    detect: Callable[[], HardwareReport] = field(default=lambda: hardware.detect(disk_path=paths.models_dir()))
+    recommend: Callable[..., Recommendation] = recommend
+    runner: Runner = run_in_background
+    models_dir: Callable[[], Path] = paths.models_dir
+    endpoint: str | None = None  # Hub endpoint; None: HF_ENDPOINT or huggingface.co
+    extra: dict[str, Any] = field(default_factory=dict)  # overrides for the run page (see setup_run_page)
+
+
+@dataclass
+class SetupResult:
+    """What the wizard produced: launch ``engine`` with ``settings`` (the main window's Profile)."""
+
+    engine: str
+    settings: Any  # LaunchSettings
+    label: str = ""
+    engine_id: str = ""
+
+
+def download_size(choice: Choice) -> int | None:
+    """Bytes to download for a choice (target + draft), from the catalog; None when unknown."""
+    try:
+        cat = catalog_mod.load()
+        pair = cat.pair(choice.pair_id)
+    except (KeyError, catalog_mod.CatalogError, OSError):
+        return None
+    total = 0
+    tf = pair.target.file(choice.target_quant)
+    if tf is None or tf.best_size is None:
+        return None
+    total += tf.best_size
+    if choice.draft_quant:
+        spec = next((d for d in pair.drafts if d.repo == choice.draft_repo), None)
+        df = spec.file(choice.draft_quant) if spec else None
+        if df is None or df.best_size is None:
+            return None
+        total += df.best_size
+    return total
+
+
+def gib_text(n: float) -> str:
+    return f"{n / GiB:.1f} GiB"
