@@ -11,7 +11,17 @@ from beedeck import __version__
 
 # Each module defines register(sub, groups): `sub` is the top-level subparsers object and
 # `groups` maps a group name ("engine", "models") to that group's subparsers.
-COMMAND_MODULES: tuple[str, ...] = ("beedeck.clicmd.machine", "beedeck.clicmd.engine_probe", "beedeck.clicmd.models", "beedeck.clicmd.serve", "beedeck.clicmd.chat", "beedeck.clicmd.models_info", "beedeck.clicmd.bench", "beedeck.clicmd.engine")
+# The modules follow core's wings: machine, models, engine, chat, bench.
+COMMAND_MODULES: tuple[str, ...] = (
+    "beedeck.clicmd.machine",
+    "beedeck.clicmd.models.library",
+    "beedeck.clicmd.models.plan",
+    "beedeck.clicmd.engine.probe",
+    "beedeck.clicmd.engine.manage",
+    "beedeck.clicmd.engine.serve",
+    "beedeck.clicmd.chat",
+    "beedeck.clicmd.bench",
+)
 
 GROUPS = {
     "engine": "manage llama-server engines (probe, list, add, build, download, remove)",

@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any
 
-from beedeck.clicmd.serve import add_launch_arguments, print_failure, start_from_args
+from beedeck.clicmd.engine.serve import add_launch_arguments, print_failure, start_from_args
 from beedeck.core.engine.client import ChatResult, ClientError, LlamaClient
 from beedeck.core.engine.server import ServerFailed, ServerProcess
 

@@ -12,7 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.client import LlamaClient
-from beedeck.ui.chat.chat_view import DIM, ChatView
+from beedeck.ui.chat.chat_view import ChatView
+from beedeck.ui.chat.message_html import DIM
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 from tests.ui.chat.test_chat_pane import make_pane, send
 

@@ -24,8 +24,9 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.chat.store import ChatStore, Message
-from beedeck.ui.chat.chat_view import ChatView, MessageView
+from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.chat_worker import ChatRun
+from beedeck.ui.chat.message_html import MessageView
 
 PERSIST_MS = 250  # the streaming reply is written to SQLite at most 4 times a second
 MAX_TOKENS = 2048

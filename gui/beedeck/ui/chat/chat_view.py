@@ -19,7 +19,6 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QTimer, QUrl, Signal
@@ -27,7 +26,6 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QGuiApplication,
-    QPalette,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -36,57 +34,19 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from beedeck.ui.chat.markdown_render import closed_fences, code_blocks, render_html, stable_prefix_len
+from beedeck.ui.chat.message_html import (
+    DIM,
+    MessageView,
+    empty_html,
+    header_html,
+    is_dark,
+    stats_html,
+    thinking_html,
+)
 
 FLUSH_MS = 40  # append throttle: 25 frames a second is smooth and cheap
 RENDER_MIN_MS = 200  # markdown re-render of the current reply, at most 5 times a second
 RENDER_COST_FACTOR = 8  # ...and never more than 1/8 of the GUI thread's time
-DIM = "#888"  # thinking text and stats lines: readable on light and dark palettes, clearly secondary
-
-
-@dataclass
-class MessageView:
-    """What the view shows for one message."""
-
-    id: int
-    role: str
-    content: str
-    stats: dict[str, Any] = field(default_factory=dict)
-    complete: bool = True
-    reasoning: str = ""
-
-
-def is_dark(palette: QPalette | None = None) -> bool:
-    pal = palette or QGuiApplication.palette()
-    return pal.color(QPalette.ColorRole.Base).lightness() < 128
-
-
-def format_stats(stats: dict[str, Any]) -> str:
-    """The per-message line: tokens, tok/s, TTFT, drafts accepted/drafted, mode."""
-    if not stats:
-        return ""
-    parts: list[str] = []
-    if stats.get("tokens") is not None:
-        parts.append(f"{stats['tokens']} tokens")
-    if stats.get("tps"):
-        parts.append(f"{stats['tps']:.1f} tok/s")
-    if stats.get("ttft_s") is not None:
-        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
-    if stats.get("prompt_tps"):
-        parts.append(f"prefill {stats['prompt_tps']:.0f} tok/s")
-    if stats.get("draft_n"):
-        acc = stats.get("draft_accepted", 0)
-        parts.append(f"drafts {acc}/{stats['draft_n']} accepted ({100 * acc / stats['draft_n']:.0f} %)")
-    if stats.get("mode"):
-        parts.append("DFlash" if stats["mode"] == "dflash" else "baseline")
-    if stats.get("cancelled"):
-        parts.append("stopped")
-    return " · ".join(parts)
-
-
-def thinking_summary(reasoning: str, seconds: float | None, expanded: bool) -> str:
-    """The folded line of a thinking section, e.g. "Thought for 12.3 s · 850 chars — show"."""
-    took = f"Thought for {seconds:.1f} s" if seconds is not None else "Thought"
-    return f"{took} · {len(reasoning):,} chars — {'hide' if expanded else 'show'}"
 
 
 class ChatView(QTextBrowser):
@@ -140,7 +100,7 @@ class ChatView(QTextBrowser):
         ids = {m.id for m in self._messages}
         self._html_cache = {k: v for k, v in self._html_cache.items() if k[0] in ids}
         dark = is_dark(self.palette())
-        self.setHtml("".join(self._message_html(m, dark) for m in self._messages) or self._empty_html())
+        self.setHtml("".join(self._message_html(m, dark) for m in self._messages) or empty_html())
         self._scroll_to_end()
 
     def toggle_thinking(self, message_id: int) -> None:
@@ -170,7 +130,7 @@ class ChatView(QTextBrowser):
         if older:
             self.setHtml("".join(self._message_html(m, dark) for m in older))
         elif reply is None:
-            self.setHtml(self._empty_html())
+            self.setHtml(empty_html())
         else:
             self.clear()
         if reply is not None:
@@ -191,30 +151,6 @@ class ChatView(QTextBrowser):
     def messages(self) -> list[MessageView]:
         return list(self._messages)
 
-    def _empty_html(self) -> str:
-        return (
-            '<p style="color:#888;margin-top:40px" align="center">Ask anything. '
-            "Ctrl+Enter sends, Esc stops, Ctrl+N starts a new chat.</p>"
-        )
-
-    def _header_html(self, m: MessageView) -> str:
-        who = {"user": "You", "assistant": "Assistant"}.get(m.role, m.role.title())
-        links = [f'<a href="copy-msg:{m.id}">Copy</a>']
-        if m.role == "user":
-            links.append(f'<a href="edit:{m.id}">Edit</a>')
-        elif m.role == "assistant":
-            links.append(f'<a href="regenerate:{m.id}">Regenerate</a>')
-        return (
-            f'<p style="margin-top:14px;margin-bottom:2px"><b>{who}</b>&nbsp;&nbsp;'
-            f'<span style="font-size:small">{"&nbsp;&nbsp;".join(links)}</span></p>'
-        )
-
-    def _stats_html(self, m: MessageView) -> str:
-        line = format_stats(m.stats)
-        if not m.complete and not m.stats.get("cancelled"):
-            line = (line + " · " if line else "") + "interrupted"
-        return f'<p style="color:{DIM};font-size:small;margin-top:2px">{html.escape(line)}</p>' if line else ""
-
     def _thinking_seconds_of(self, m: MessageView) -> float | None:
         if m is self._reply and self._think_s is not None:
             return self._think_s
@@ -222,19 +158,7 @@ class ChatView(QTextBrowser):
         return float(secs) if isinstance(secs, (int, float)) else None
 
     def _thinking_html(self, m: MessageView) -> str:
-        """The folded (or expanded) thinking section of a message; empty without thinking."""
-        if not m.reasoning:
-            return ""
-        expanded = m.id in self._expanded
-        line = html.escape(thinking_summary(m.reasoning, self._thinking_seconds_of(m), expanded))
-        out = (
-            f'<p style="margin-top:2px;margin-bottom:4px"><a href="think:{m.id}" '
-            f'style="color:{DIM};text-decoration:none">{"▾" if expanded else "▸"} <b>Thinking</b> · {line}</a></p>'
-        )
-        if expanded:
-            body = html.escape(m.reasoning.strip()).replace("\n", "<br>")
-            out += f'<p style="color:{DIM};margin-left:14px;margin-bottom:6px">{body}</p>'
-        return out
+        return thinking_html(m, self._thinking_seconds_of(m), m.id in self._expanded)
 
     def _put_thinking(self, m: MessageView) -> Callable[[QTextCursor], None]:
         html_text = self._thinking_html(m)
@@ -256,7 +180,7 @@ class ChatView(QTextBrowser):
         return out
 
     def _message_html(self, m: MessageView, dark: bool) -> str:
-        return self._header_html(m) + self._thinking_html(m) + self._body_html(m, dark) + self._stats_html(m)
+        return header_html(m) + self._thinking_html(m) + self._body_html(m, dark) + stats_html(m)
 
     def append_message(self, m: MessageView) -> None:
         """Append one finished message (the user's prompt) without re-rendering the rest."""
@@ -286,7 +210,7 @@ class ChatView(QTextBrowser):
     def _lay_out_reply_start(self, m: MessageView) -> None:
         """The streaming reply's header and the empty block its thinking, then its answer, go into."""
         cursor = self._new_block_cursor()
-        cursor.insertHtml(self._header_html(m))
+        cursor.insertHtml(header_html(m))
         cursor.insertBlock()
         cursor.setBlockFormat(cursor.blockFormat())
         self._think_start = self._body_start = self._tail_start = cursor.position()
@@ -455,7 +379,7 @@ class ChatView(QTextBrowser):
             self._tail_start, self._frozen_chars, self._frozen_blocks = self._body_start, 0, 0
         dark = is_dark(self.palette())
         rest = render_html(m.content[self._frozen_chars :], str(m.id), dark, self._frozen_blocks)
-        self._replace_from(self._tail_start, lambda c: c.insertHtml(rest + self._stats_html(m)))
+        self._replace_from(self._tail_start, lambda c: c.insertHtml(rest + stats_html(m)))
         self._reply = None
         if self._thinking_stale:
             self._thinking_stale = False

@@ -7,7 +7,6 @@ says why. The memory bar, the pair check and the command preview all follow the 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -16,9 +15,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QStandardItemModel
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGroupBox,
@@ -29,7 +26,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -44,12 +40,10 @@ from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
+from beedeck.ui.launch.field_editors import get_value, make_editor, put_value
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.wrap_label import WrapLabel
-
-DEFAULT = "engine default"
-TRI = {None: DEFAULT, True: "on", False: "off"}
 
 
 class LaunchForm(QWidget):
@@ -92,7 +86,7 @@ class LaunchForm(QWidget):
             form.setVerticalSpacing(6)
             groups[section], boxes[section] = form, box
         for spec in FIELDS:
-            widget = self._make_widget(spec)
+            widget = make_editor(spec, self._on_widget_changed)
             label = QLabel(spec.label)
             label.setToolTip(spec.tooltip)
             widget.setToolTip(spec.tooltip)
@@ -156,40 +150,6 @@ class LaunchForm(QWidget):
         layout.addLayout(buttons)
         self._fill_presets()
 
-    def _make_widget(self, spec: FieldSpec) -> QWidget:
-        w: QWidget
-        if spec.kind in ("path", "text", "secret", "args"):
-            w = QLineEdit()
-            w.setPlaceholderText(spec.placeholder)
-            if spec.kind == "secret":
-                w.setEchoMode(QLineEdit.EchoMode.Password)
-            w.textEdited.connect(self._on_widget_changed)
-        elif spec.kind in ("combo", "tristate", "cache", "layers"):
-            w = QComboBox()
-            w.setEditable(spec.kind == "layers")
-            w.addItems(list(spec.choices))
-            w.currentTextChanged.connect(self._on_widget_changed)
-        elif spec.kind == "int":
-            w = QSpinBox()
-            w.setRange(spec.minimum, spec.maximum)
-            w.setSingleStep(spec.step)
-            w.setGroupSeparatorShown(True)
-            if spec.optional:
-                w.setSpecialValueText(spec.special or DEFAULT)
-            w.valueChanged.connect(self._on_widget_changed)
-        elif spec.kind == "float":
-            w = QDoubleSpinBox()
-            w.setDecimals(2)
-            w.setRange(-0.01, spec.maximum)
-            w.setSingleStep(0.05)
-            w.setSpecialValueText(DEFAULT)
-            w.valueChanged.connect(self._on_widget_changed)
-        else:  # bool
-            w = QCheckBox()
-            w.toggled.connect(self._on_widget_changed)
-        w.setObjectName(spec.name)
-        return w
-
     def _with_browse(self, spec: FieldSpec, widget: QWidget) -> QWidget:
         if spec.kind != "path":
             return widget
@@ -230,58 +190,15 @@ class LaunchForm(QWidget):
         self._loading = True
         try:
             for spec in FIELDS:
-                self._put(spec, getattr(s, spec.name))
+                put_value(self.widgets[spec.name], spec, getattr(s, spec.name))
         finally:
             self._loading = False
         self._on_widget_changed()
 
     # -- reading and writing widgets --------------------------------------------------------------
-    def _put(self, spec: FieldSpec, value: Any) -> None:
-        w = self.widgets[spec.name]
-        if isinstance(w, QLineEdit):
-            text = shlex.join(value) if spec.kind == "args" else ("" if value is None else str(value))
-            w.setText(text)
-        elif isinstance(w, QComboBox):
-            text = TRI[value] if spec.kind == "tristate" else (DEFAULT if value is None else str(value))
-            if w.findText(text) < 0:
-                w.addItem(text)
-            w.setCurrentText(text)
-        elif isinstance(w, QSpinBox):
-            w.setValue(w.minimum() if value is None else int(value))
-        elif isinstance(w, QDoubleSpinBox):
-            w.setValue(w.minimum() if value is None else float(value))
-        elif isinstance(w, QCheckBox):
-            w.setChecked(bool(value))
-
-    def _get(self, spec: FieldSpec) -> Any:
-        w = self.widgets[spec.name]
-        if isinstance(w, QLineEdit):
-            text = w.text().strip()
-            if spec.kind == "args":
-                try:
-                    return shlex.split(text)
-                except ValueError:
-                    return text.split()
-            if spec.name in ("target", "host"):
-                return text
-            return text or None
-        if isinstance(w, QComboBox):
-            text = w.currentText().strip()
-            if spec.kind == "tristate":
-                return {v: k for k, v in TRI.items()}.get(text)
-            if spec.name == "spec_mode":
-                return SpecMode(text)
-            return None if text == DEFAULT and spec.optional else text
-        if isinstance(w, QSpinBox):
-            return None if spec.optional and w.value() == w.minimum() and spec.name != "port" else w.value()
-        if isinstance(w, QDoubleSpinBox):
-            return None if w.value() < 0 else round(w.value(), 2)
-        assert isinstance(w, QCheckBox)
-        return w.isChecked()
-
     def settings(self) -> LaunchSettings:
         """The settings the form shows now (the API key is kept from set_settings or the field)."""
-        values = {spec.name: self._get(spec) for spec in FIELDS}
+        values = {spec.name: get_value(self.widgets[spec.name], spec) for spec in FIELDS}
         known = {f.name for f in fields(LaunchSettings)}
         return LaunchSettings(**{k: v for k, v in values.items() if k in known})
 
@@ -351,7 +268,8 @@ class LaunchForm(QWidget):
         return None
 
     def _get_spec(self, name: str) -> Any:
-        return self._get(next(s for s in FIELDS if s.name == name))
+        spec = next(s for s in FIELDS if s.name == name)
+        return get_value(self.widgets[name], spec)
 
     def _apply_enabled(self) -> None:
         for spec in FIELDS:

@@ -1,0 +1,1 @@
+"""``beedeck engine ...`` and ``serve``: the engine wing, headless."""

@@ -1,0 +1,1 @@
+"""``beedeck models ...``, ``inspect``, ``plan``, ``recommend``: the models wing, headless."""

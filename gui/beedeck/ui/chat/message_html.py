@@ -1,0 +1,99 @@
+"""How one chat message looks: its header links, stats line and thinking section, as HTML."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtGui import QGuiApplication, QPalette
+
+DIM = "#888"  # thinking text and stats lines: readable on light and dark palettes, clearly secondary
+
+
+@dataclass
+class MessageView:
+    """What the view shows for one message."""
+
+    id: int
+    role: str
+    content: str
+    stats: dict[str, Any] = field(default_factory=dict)
+    complete: bool = True
+    reasoning: str = ""
+
+
+def is_dark(palette: QPalette | None = None) -> bool:
+    pal = palette or QGuiApplication.palette()
+    return pal.color(QPalette.ColorRole.Base).lightness() < 128
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """The per-message line: tokens, tok/s, TTFT, drafts accepted/drafted, mode."""
+    if not stats:
+        return ""
+    parts: list[str] = []
+    if stats.get("tokens") is not None:
+        parts.append(f"{stats['tokens']} tokens")
+    if stats.get("tps"):
+        parts.append(f"{stats['tps']:.1f} tok/s")
+    if stats.get("ttft_s") is not None:
+        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
+    if stats.get("prompt_tps"):
+        parts.append(f"prefill {stats['prompt_tps']:.0f} tok/s")
+    if stats.get("draft_n"):
+        acc = stats.get("draft_accepted", 0)
+        parts.append(f"drafts {acc}/{stats['draft_n']} accepted ({100 * acc / stats['draft_n']:.0f} %)")
+    if stats.get("mode"):
+        parts.append("DFlash" if stats["mode"] == "dflash" else "baseline")
+    if stats.get("cancelled"):
+        parts.append("stopped")
+    return " · ".join(parts)
+
+
+def thinking_summary(reasoning: str, seconds: float | None, expanded: bool) -> str:
+    """The folded line of a thinking section, e.g. "Thought for 12.3 s · 850 chars — show"."""
+    took = f"Thought for {seconds:.1f} s" if seconds is not None else "Thought"
+    return f"{took} · {len(reasoning):,} chars — {'hide' if expanded else 'show'}"
+
+
+def empty_html() -> str:
+    return (
+        '<p style="color:#888;margin-top:40px" align="center">Ask anything. '
+        "Ctrl+Enter sends, Esc stops, Ctrl+N starts a new chat.</p>"
+    )
+
+
+def header_html(m: MessageView) -> str:
+    who = {"user": "You", "assistant": "Assistant"}.get(m.role, m.role.title())
+    links = [f'<a href="copy-msg:{m.id}">Copy</a>']
+    if m.role == "user":
+        links.append(f'<a href="edit:{m.id}">Edit</a>')
+    elif m.role == "assistant":
+        links.append(f'<a href="regenerate:{m.id}">Regenerate</a>')
+    return (
+        f'<p style="margin-top:14px;margin-bottom:2px"><b>{who}</b>&nbsp;&nbsp;'
+        f'<span style="font-size:small">{"&nbsp;&nbsp;".join(links)}</span></p>'
+    )
+
+
+def stats_html(m: MessageView) -> str:
+    line = format_stats(m.stats)
+    if not m.complete and not m.stats.get("cancelled"):
+        line = (line + " · " if line else "") + "interrupted"
+    return f'<p style="color:{DIM};font-size:small;margin-top:2px">{html.escape(line)}</p>' if line else ""
+
+
+def thinking_html(m: MessageView, seconds: float | None, expanded: bool) -> str:
+    """The folded (or expanded) thinking section of a message; empty without thinking."""
+    if not m.reasoning:
+        return ""
+    line = html.escape(thinking_summary(m.reasoning, seconds, expanded))
+    out = (
+        f'<p style="margin-top:2px;margin-bottom:4px"><a href="think:{m.id}" '
+        f'style="color:{DIM};text-decoration:none">{"▾" if expanded else "▸"} <b>Thinking</b> · {line}</a></p>'
+    )
+    if expanded:
+        body = html.escape(m.reasoning.strip()).replace("\n", "<br>")
+        out += f'<p style="color:{DIM};margin-left:14px;margin-bottom:6px">{body}</p>'
+    return out
