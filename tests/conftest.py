@@ -11,7 +11,6 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 FIXTURES = REPO / "tests" / "fixtures"
 # Files that outlive one run (the assembled starter model, generated synthetic GGUFs): kept in the
 # checkout, git-ignored, so repeated `make test` runs do not redo minutes of work.

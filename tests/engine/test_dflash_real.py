@@ -34,7 +34,7 @@ SYNTH = PERSISTENT / "synth"
 START_TIMEOUT_S = 120.0
 N_TOKENS = 200
 SPEED_TOKENS = 300  # longer replies average over the bursts of load from other jobs on the shared cores
-# Synthetic target's head size is 32: flash attention "auto" turns itself off cleanly (see dflash-on-cpu.md).
+# Synthetic target's head size is 32: flash attention "auto" turns itself off cleanly (see docs/reference/dflash-on-cpu.md).
 # One thread: with 2 threads on busy shared cores the ggml thread barrier stalls for milliseconds
 # whenever the other thread is descheduled (a random-draft reply took 111 s instead of 2 s).
 COMMON_ARGS = [

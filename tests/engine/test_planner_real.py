@@ -117,15 +117,15 @@ def _fit_params(engine: Path) -> Path | None:
 ])
 def test_metadata_only_big_models(tmp_path: Path, starter_engine_path: Path, which: str, ctx: int, k: str,
                                   v: str, ub: int, fa: str, kv_mib: float) -> None:
-    """Real shapes, no weights: against llama-fit-params if present, else memory-model.md's numbers."""
+    """Real shapes, no weights: against llama-fit-params if present, else docs/reference/memory-model.md's numbers."""
     path = (mg.gemma4_31b if which == "gemma4" else mg.qwen36_27b)(tmp_path / f"{which}.gguf")
     s = LaunchSettings(target=str(path), ctx_size=ctx, cache_type_k=k, cache_type_v=v, flash_attn=fa,
                        n_gpu_layers="0", ubatch_size=ub)
     # llama-fit-params keeps n_outputs_max = n_batch (logits for every ubatch row), which is
-    # BeeLlama Gen A's rule, not the mainline server's (memory-model.md §1.1).
+    # BeeLlama Gen A's rule, not the mainline server's (docs/reference/memory-model.md §1.1).
     p = plan(inspect(path), None, s, Generation.BEE_A, [])
     context = (p.component("kv") + p.component("recurrent")) / MiB
-    assert round(context, 2) == round(kv_mib, 2)  # memory-model.md §3, checked there against llama.cpp
+    assert round(context, 2) == round(kv_mib, 2)  # docs/reference/memory-model.md §3, checked there against llama.cpp
     tool = _fit_params(starter_engine_path)
     if tool is None:
         return

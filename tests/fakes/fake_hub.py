@@ -1,4 +1,4 @@
-"""A local stand-in for the Hugging Face Hub, speaking its HTTP protocol (python-stack.md §4.2, §9).
+"""A local stand-in for the Hugging Face Hub, speaking its HTTP protocol (docs/reference/python-stack.md §4.2, §9).
 
 Two stdlib servers on 127.0.0.1: the *hub* (``/{repo}/resolve/{rev}/{file}``, ``/api/models/...``)
 and a *CDN* that serves LFS blobs. ``huggingface_hub`` 2.4.0 talks to it unchanged when given
@@ -211,7 +211,7 @@ class _HubHandler(_Base):
         self._body = self.rfile.read(length) if length else b""
         self._route()
 
-    # Access rules as the Hub answers them (python-stack.md §4.2).
+    # Access rules as the Hub answers them (docs/reference/python-stack.md §4.2).
     def _check_access(self, repo: FakeRepo | None, repo_id: str, for_files: bool) -> bool:
         token = self._token()
         if repo is None or (repo.private and token not in repo.accepted_tokens):

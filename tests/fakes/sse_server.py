@@ -7,8 +7,8 @@ by other tests and the UI benchmark::
     with FakeLlamaServer(SSEScript(tokens=["Hi", " there"], rate=200)) as srv:
         LlamaClient(srv.base_url).chat([{"role": "user", "content": "x"}])
 
-Chunks are framed as llama-server frames them (engine-facts.md §3.7, and the real captures in
-shared/fixtures/engines/*.sse): ``data: <json>\\n\\n`` over chunked transfer encoding, a first
+Chunks are framed as llama-server frames them (docs/reference/engine-facts.md §3.7, and the real captures in
+tests/fixtures/engines/*.sse): ``data: <json>\\n\\n`` over chunked transfer encoding, a first
 ``role`` delta, content deltas, a ``finish_reason`` chunk, an optional usage chunk carrying
 ``timings``, then ``data: [DONE]``.
 """

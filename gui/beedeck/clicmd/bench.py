@@ -119,7 +119,7 @@ def synthetic_bench_pair(folder: Path) -> tuple[Path, Path]:
 def synthetic_settings(target: Path, draft: Path) -> LaunchSettings:
     """Launch settings for the synthetic pair: greedy-friendly, CPU-stable."""
     # ChatML template inside the target. Flash attention "auto": small heads have no kernel and
-    # "on" hung requests on the 2-core CPU (dflash-on-cpu.md gotcha 6). --threads 1: on a shared CPU
+    # "on" hung requests on the 2-core CPU (docs/reference/dflash-on-cpu.md gotcha 6). --threads 1: on a shared CPU
     # two llama.cpp threads spin on each other's barriers (measured 6-260 tok/s swings vs 160-300).
     return LaunchSettings(target=str(target), draft=str(draft), ctx_size=4096, parallel=1, flash_attn="auto",
                           draft_n_max=15, extra_args=["--threads", "1"])

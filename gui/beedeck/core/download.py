@@ -1,7 +1,7 @@
 """A resumable, verifiable HTTP file download: BeeDeck's own loop for model files and engine assets.
 
 Why not ``hf_hub_download``: it restarts from byte 0 after an interruption, reports progress only per
-10 MiB and has no cancel (shared/docs/python-stack.md §4.3). This loop writes ``<dest>.part``, keeps a
+10 MiB and has no cancel (docs/reference/python-stack.md §4.3). This loop writes ``<dest>.part``, keeps a
 sidecar ``<dest>.part.json`` (source URL, ETag, expected size/sha256) so a later call - even after an
 app restart - resumes with ``Range`` only when the remote file is still the same, hashes while it
 writes, verifies size and sha256, and only then renames atomically onto ``dest``.

@@ -15,7 +15,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 
 STARTER_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 # The model has no chat template of its own; `--chat-template gemma` alone is read as a literal
-# Jinja template (shared/docs/dflash-on-cpu.md, gotcha 1), hence --no-jinja.
+# Jinja template (docs/reference/dflash-on-cpu.md, gotcha 1), hence --no-jinja.
 STARTER_CHAT_TEMPLATE = "gemma"
 
 

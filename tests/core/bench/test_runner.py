@@ -20,7 +20,7 @@ from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite, Suite
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
@@ -61,7 +61,7 @@ def _chat_bodies(srv: FakeLlamaServer) -> list[dict[str, Any]]:
 
 
 def test_builtin_suites_load_and_seed_matches_the_guide() -> None:
-    guide = json.loads((SHARED / "fixtures" / "seed-bench-prompts.json").read_text())
+    guide = json.loads((FIXTURES / "seed-bench-prompts.json").read_text())
     seed = load_suite("seed")
     assert [p.text for p in seed.prompts] == [p["text"] for p in guide["prompts"]]
     assert (seed.max_tokens, seed.temperature) == (1200, 0.7)

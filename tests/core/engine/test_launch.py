@@ -1,4 +1,4 @@
-"""build_argv: golden command lines from the guide (shared/docs/seed.md), translations, refusals."""
+"""build_argv: golden command lines from the guide (docs/reference/seed.md), translations, refusals."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from tests.fixtures.engines import BEE_A, BEE_B_DERIVED, MAINLINE, help_stdout
 
-# The guide's two command lines, verbatim (seed.md steps 6 and 8).
+# The guide's two command lines, verbatim (docs/reference/seed.md steps 6 and 8).
 GUIDE_BASELINE = (
     "llama-server -m models/gemma-4-31B-it-Q4_K_S.gguf --host 0.0.0.0 --port 8910 -np 1 -ngl all -b 2048 "
     "-ub 512 --ctx-size 32768 --cache-type-k q5_0 --cache-type-v q4_1 --flash-attn on --jinja --metrics "

@@ -1,4 +1,4 @@
-"""Log parsing against real captured logs and the exact strings the engines print (engine-facts.md §4)."""
+"""Log parsing against real captured logs and the exact strings the engines print (docs/reference/engine-facts.md §4)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def _release(tag: str, names: list[str]) -> dict[str, object]:
          "digest": "sha256:" + "ab" * 32} for i, n in enumerate(names)]}
 
 
-# Asset lists as published (engine-facts.md §6.2/§6.3).
+# Asset lists as published (docs/reference/engine-facts.md §6.2/§6.3).
 BEE_046 = _release("v0.4.6", [f"beellama-v0.4.6-{s}" for s in (
     "bin-macos-arm64.tar.gz", "bin-ubuntu-arm64.tar.gz", "bin-ubuntu-cuda-12.4-x64.tar.gz", "bin-ubuntu-x64.tar.gz",
     "bin-win-cpu-x64.zip", "bin-win-cuda-12.4-x64.zip", "bin-win-cuda-13.3-x64.zip", "bin-win-hip-radeon-x64.zip",

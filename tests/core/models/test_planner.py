@@ -1,4 +1,4 @@
-"""Memory planner against the byte-exact figures of shared/docs/memory-model.md (§1, §3, §4).
+"""Memory planner against the byte-exact figures of docs/reference/memory-model.md (§1, §3, §4).
 
 Those figures were checked against llama.cpp's own log lines and BeeLlama's published RTX 3090
 measurements; the files here carry the real Gemma 4 31B / Qwen3.6-27B shapes without weights.

@@ -8,9 +8,9 @@ from PySide6.QtGui import QTextCursor
 from pytestqt.qtbot import QtBot
 
 from beedeck.ui.engine.log_dock import LogView
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 
-REAL_LOG = SHARED / "fixtures" / "engines" / "beellama-0.1-cuda.gemma3-270m.server.log"
+REAL_LOG = FIXTURES / "engines" / "beellama-0.1-cuda.gemma3-270m.server.log"
 
 
 def test_lines_are_batched_and_capped(qtbot: QtBot) -> None:

@@ -1,5 +1,5 @@
 """PySide6 6.12.0 on Python <= 3.11 drops a reference to None on every void call and aborts after
-~5,000 calls (shared/docs/python-stack.md §1.2). This fails cleanly if such a build is installed."""
+~5,000 calls (docs/reference/python-stack.md §1.2). This fails cleanly if such a build is installed."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from beedeck.core.bench.results import BASELINE, BenchReport, Sample
 
 BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 20260530
-# The guide's measured numbers (shared/docs/seed.md steps 7-9), shown only for the same GPU and pair.
+# The guide's measured numbers (docs/reference/seed.md steps 7-9), shown only for the same GPU and pair.
 GUIDE_REFERENCE = {
     "gpu": "RTX 4090", "target": "gemma-4-31B-it-Q4_K_S", "draft": "gemma4-31b-it-dflash-Q5_K_M",
     "baseline_tok_s": 40.68, "dflash_tok_s": (130.0, 153.0), "speedup": (3.2, 3.8),

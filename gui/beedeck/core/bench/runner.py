@@ -1,13 +1,13 @@
 """The one-click baseline-versus-speculation benchmark: the runner that serves and measures every mode.
 
-What makes the comparison fair (shared/docs/seed.md step 7-9, anchors.md 3g):
+What makes the comparison fair (docs/reference/seed.md step 7-9, docs/reference/anchors.md 3g):
 
 - every mode gets the same prompts, the same ``seed`` (suite seed + repetition index) and the same
   sampling (the suite's temperature plus its extra request fields);
 - every request sends ``cache_prompt: false``, so no prompt cache carries over between requests or
   modes; ``cache_n`` is recorded per reply to prove it;
 - modes are switched per request where the engine can (BeeLlama: ``"speculative.n_max": 0`` is
-  the baseline on a DFlash-launched server, engine-facts.md §3.9), which lets the runner interleave
+  the baseline on a DFlash-launched server, docs/reference/engine-facts.md §3.9), which lets the runner interleave
   modes prompt by prompt; otherwise (mainline: speculation is command-line only) each mode gets its
   own server, started with the same argv apart from the speculation flags (same port too), and
   both argvs are recorded.

@@ -1,4 +1,4 @@
-"""The "speculation is hurting" guard (anchors.md section 4, point 7): says once when DFlash is slower.
+"""The "speculation is hurting" guard (docs/reference/anchors.md section 4, point 7): says once when DFlash is slower.
 
 BeeLlama's adaptive controller can turn drafting down, but users still hit cases where speculation
 costs speed (open prose, a mismatched draft, BeeLlama issue #94). The guard keeps a rolling

@@ -37,7 +37,7 @@ from beedeck.core.engine.registry import (
 
 BEE_REPO = "https://github.com/Anbeeld/beellama.cpp"
 MIN_CMAKE = (3, 14)  # llama.cpp's cmake_minimum_required
-MIN_CMAKE_CUDA = (3, 18)  # CUDA language support (engine-facts.md §6.1)
+MIN_CMAKE_CUDA = (3, 18)  # CUDA language support (docs/reference/engine-facts.md §6.1)
 DISK_NEEDED_CPU, DISK_NEEDED_CUDA = 2 << 30, 8 << 30
 STOP_GRACE_S = 5.0
 

@@ -1,7 +1,7 @@
 """The capability model of one llama-server binary: which family it is and what it accepts.
 
 Built by :mod:`beedeck.core.engine.help_text` from the binary's own ``--help``/``--version`` and
-cached by :mod:`beedeck.core.engine.probe`. Facts: docs/engine-facts.md (project copy) §2.
+cached by :mod:`beedeck.core.engine.probe`. Facts: docs/reference/engine-facts.md §2.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 
 class Generation(StrEnum):
-    """Which family of llama-server a binary belongs to (shared/docs/engine-facts.md §2.3)."""
+    """Which family of llama-server a binary belongs to (docs/reference/engine-facts.md §2.3)."""
 
     BEE_A = "bee-a"  # BeeLlama <= 0.3: --spec-type dflash, turbo caches, --spec-dflash-cross-ctx
     BEE_B = "bee-b"  # BeeLlama >= 0.4: draft-dflash, KVarN, --load-mode

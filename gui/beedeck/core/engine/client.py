@@ -1,8 +1,8 @@
 """A small llama-server HTTP client: streaming chat with cancel and timings, plus the status routes.
 
-Streaming reads the raw SSE lines of ``POST /v1/chat/completions`` (shared/docs/engine-facts.md §3.7)
+Streaming reads the raw SSE lines of ``POST /v1/chat/completions`` (docs/reference/engine-facts.md §3.7)
 over a fresh connection per request, so :meth:`ChatStream.cancel` can shut that one socket down and
-wake a read that is blocked waiting for the next token (python-stack.md, StreamWorker). Closing the
+wake a read that is blocked waiting for the next token (docs/reference/python-stack.md, StreamWorker). Closing the
 connection is how llama-server learns to stop generating; ``X-Conversation-Id`` is never sent, as it
 would keep the generation running after a disconnect.
 """
@@ -77,7 +77,7 @@ class Timings:
             predicted_n=int(data.get("predicted_n", 0)),
             predicted_ms=float(data.get("predicted_ms", 0.0)),
             predicted_per_second=float(data.get("predicted_per_second", 0.0)),
-            # Present only once a draft token was generated (engine-facts.md §3.7).
+            # Present only once a draft token was generated (docs/reference/engine-facts.md §3.7).
             draft_n=int(data.get("draft_n", 0)),
             draft_n_accepted=int(data.get("draft_n_accepted", 0)),
         )

@@ -48,7 +48,7 @@ def _split_option_part(part: str) -> tuple[tuple[str, ...], str]:
 
 
 def parse_help(text: str) -> list[HelpOption]:
-    """Parse llama.cpp's ``--help`` option table (engine-facts.md §2.1 "Parser recipe")."""
+    """Parse llama.cpp's ``--help`` option table (docs/reference/engine-facts.md §2.1 "Parser recipe")."""
     options: list[HelpOption] = []
     names: tuple[str, ...] | None = None
     hint = ""

@@ -76,7 +76,7 @@ class LaunchSettings:
 
     @classmethod
     def guide_baseline(cls, target: str) -> LaunchSettings:
-        """The guide's baseline server (shared/docs/seed.md step 6), host/port left at BeeDeck's defaults."""
+        """The guide's baseline server (docs/reference/seed.md step 6), host/port left at BeeDeck's defaults."""
         return cls(
             target=target,
             draft_n_gpu_layers=None,
@@ -99,7 +99,7 @@ class LaunchSettings:
 
     @classmethod
     def guide_dflash(cls, target: str, draft: str) -> LaunchSettings:
-        """The guide's DFlash server (seed.md step 8). Its f16 caches (it drops the baseline's q5_0/q4_1)
+        """The guide's DFlash server (docs/reference/seed.md step 8). Its f16 caches (it drops the baseline's q5_0/q4_1)
         and ``--ctx-size 32768`` are kept; with ``--kv-unified`` that is the slot's real context."""
         s = cls.guide_baseline(target)
         s.draft = draft

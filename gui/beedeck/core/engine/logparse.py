@@ -1,6 +1,6 @@
 """Reading llama-server's log: why a launch failed, and how much memory it took.
 
-Strings come from shared/docs/engine-facts.md §4 and the mainline source (``tools/server``,
+Strings come from docs/reference/engine-facts.md §4 and the mainline source (``tools/server``,
 ``src/``, ``common/arg.cpp``, ``ggml/src/gguf.cpp``). Both engines' log styles are handled: Bee
 Gen A prints bare lines; mainline (and Bee >= 0.4) prefix ``M.SS.mmm.uuu`` timestamps and a level.
 """

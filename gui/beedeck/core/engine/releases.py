@@ -1,6 +1,6 @@
 """Prebuilt llama-server downloads from GitHub releases (BeeLlama.cpp and mainline llama.cpp).
 
-Asset names follow engine-facts.md §6.2/§6.3: ``<prefix>-<tag>-bin-<platform>.<zip|tar.gz>`` with
+Asset names follow docs/reference/engine-facts.md §6.2/§6.3: ``<prefix>-<tag>-bin-<platform>.<zip|tar.gz>`` with
 platforms such as ``ubuntu-x64``, ``ubuntu-cuda-12.4-x64``, ``win-cpu-x64``, ``win-cuda-12.4-x64``,
 ``macos-arm64``; Windows CUDA builds need the matching ``cudart`` archive unpacked into the same
 folder. The download goes through :func:`beedeck.core.download.download_file` (resume, size and

@@ -1,6 +1,6 @@
 """The llama-server process: start it, stream its log, follow its health, classify failures, stop it.
 
-Health follows engine-facts.md §3.1: the HTTP socket is bound before the model loads, so ``/health``
+Health follows docs/reference/engine-facts.md §3.1: the HTTP socket is bound before the model loads, so ``/health``
 goes connection refused -> 503 "Loading model" -> 200. A process that exits is classified from its
 log tail (:func:`beedeck.core.engine.logparse.classify_failure`). Stopping is staged (SIGTERM to the
 process group, then SIGKILL after a named timeout), and a pid file lets the next start find a

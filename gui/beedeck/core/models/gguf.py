@@ -1,7 +1,7 @@
 """A lean GGUF header reader: metadata without decoding big arrays, fast enough for the UI.
 
 ``GGUFReader`` from the ``gguf`` package decodes every array element in Python (8.9 s / 650 MB on
-an 8B-sized header, shared/docs/python-stack.md); this scanner seeks over arrays (0.1 s).
+an 8B-sized header, docs/reference/python-stack.md); this scanner seeks over arrays (0.1 s).
 
 :func:`read_header` reads the metadata (and, on request, the tensor table). :func:`inspect` turns
 a model file (or the first part of a split model) into a :class:`ModelInfo` with everything the
@@ -275,7 +275,7 @@ def architecture(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class DFlashInfo:
-    """The DFlash keys of a draft GGUF, normalised over the two formats (engine-facts.md §5.1)."""
+    """The DFlash keys of a draft GGUF, normalised over the two formats (docs/reference/engine-facts.md §5.1)."""
 
     fmt: str  # "dflash-draft" (BeeLlama <= 0.3 fork format) or "dflash" (upstream)
     block_size: int

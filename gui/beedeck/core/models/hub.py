@@ -1,7 +1,7 @@
 """Hugging Face model downloads: metadata and auth from huggingface_hub, bytes from core.download.
 
 huggingface_hub answers "how big, which sha256, gated or not, which commit" and maps the Hub's error
-codes; the bytes come from BeeDeck's resumable loop (python-stack.md §4.4). Files land in the Hub's
+codes; the bytes come from BeeDeck's resumable loop (docs/reference/python-stack.md §4.4). Files land in the Hub's
 own cache layout (``models--org--name/blobs/<etag>``, ``snapshots/<commit>/<file>`` symlinks,
 ``refs/<rev>``) so llama.cpp's ``-hf``, ``huggingface-cli`` and others reuse them, or in a folder the
 user picks. huggingface_hub is imported lazily: it costs ~200 ms at start-up.

@@ -1,7 +1,7 @@
 """Target + draft + engine compatibility: every rejection says why and what to do.
 
-Rules: shared/docs/engine-facts.md §5.3 (DFlash drafts), llama.cpp's
-``common_speculative_are_compatible`` (ordinary drafts), and dflash-on-cpu.md (which mainline target
+Rules: docs/reference/engine-facts.md §5.3 (DFlash drafts), llama.cpp's
+``common_speculative_are_compatible`` (ordinary drafts), and docs/reference/dflash-on-cpu.md (which mainline target
 architectures expose the layer inputs DFlash reads).
 """
 
@@ -14,7 +14,7 @@ from beedeck.core.models.gguf import ModelInfo, token_texts, tokenizer_digest
 
 # Mainline (and BeeLlama >= 0.4) DFlash reads each target layer's input tensor; only these
 # architectures' graphs publish it (src/models/*.cpp with t_layer_inp). gemma3 aborts on the first
-# request (dflash-on-cpu.md).
+# request (docs/reference/dflash-on-cpu.md).
 MAINLINE_DFLASH_TARGETS = frozenset({
     "llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "qwen4exp", "gemma4", "gemma3n",
     "gpt-oss", "lfm2", "nemotron_h", "minimax-m2", "minimax01", "mimo2", "deepseek4", "bailingmoe3",
@@ -103,7 +103,7 @@ def check_pair(target: ModelInfo, draft: ModelInfo, caps: EngineCaps | None = No
 
 
 def _bee_reads_upstream(caps: EngineCaps) -> bool:
-    # BeeLlama 0.2-0.3 read both formats; 0.1.x only its own (engine-facts.md §5.1).
+    # BeeLlama 0.2-0.3 read both formats; 0.1.x only its own (docs/reference/engine-facts.md §5.1).
     parts = caps.version.split(".")
     return len(parts) >= 2 and parts[0] == "0" and parts[1].isdigit() and int(parts[1]) >= 2
 

@@ -1,6 +1,6 @@
 """Memory planner: what a llama-server launch will allocate, per device, before launching it.
 
-Formulas: shared/docs/memory-model.md (section numbers below refer to it). Weights, KV cache,
+Formulas: docs/reference/memory-model.md (section numbers below refer to it). Weights, KV cache,
 recurrent state and padding are exact (read from the GGUF tensor table and hyper-parameters); the
 compute buffer is an empirical model calibrated against the real engine's log lines; the CUDA
 context and fork buffers are published estimates.
@@ -281,7 +281,7 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     n_draft = (settings.draft_n_max or (3 if generation == Generation.MAINLINE else 15)) if use_draft else 0
     n_out = ub if gen_a else min(b, np_ * (1 + n_draft))
     n_tok = min(n_ctx, ub)
-    # Calibrated on llama.cpp's reserved graphs (CPU plans equal the CUDA ones, memory-model.md §3):
+    # Calibrated on llama.cpp's reserved graphs (CPU plans equal the CUDA ones, docs/reference/memory-model.md §3):
     # f16 KQ masks for both caches, then the larger of the in-layer activation peak (FFN) and the
     # logits (+ tail activations); small logit buffers coexist with the in-layer peak.
     masks = 2 * n_tok * (n_ctx_seq + cells_swa)

@@ -18,7 +18,7 @@ from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
 
 GOALS = ("quality", "speed", "context")
 MIN_CTX = 32768  # the guide's context; quality and speed goals want at least this
-CACHES = {  # per generation, best precision first (engine-facts.md §1.3, §9)
+CACHES = {  # per generation, best precision first (docs/reference/engine-facts.md §1.3, §9)
     Generation.MAINLINE: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("q4_0", "q4_0")],
     Generation.BEE_B: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("kvarn4", "kvarn4")],
     Generation.BEE_A: [("turbo4", "turbo3_tcq"), ("turbo3_tcq", "turbo2_tcq")],

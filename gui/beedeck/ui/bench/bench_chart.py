@@ -1,5 +1,5 @@
 """Bar charts of a benchmark report, drawn with QPainter: the view's widgets and the PNG files the
-CLI writes (on a QImage, offscreen; QtCharts is not installed, python-stack.md §8)."""
+CLI writes (on a QImage, offscreen; QtCharts is not installed, docs/reference/python-stack.md §8)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ throttle (one ``insertText`` per frame, ~0.3 ms). Only the *current* reply is re
 adaptive throttle, and only its last Markdown block: blocks that are finished (a later block has
 begun) are rendered once with markdown-it + Pygments and frozen, so a closed code block is coloured
 as soon as it closes and the cost of a tick does not grow with the reply. The live last block uses
-Qt's cheaper md4c ``insertMarkdown``. Older messages are never touched (python-stack.md §6).
+Qt's cheaper md4c ``insertMarkdown``. Older messages are never touched (docs/reference/python-stack.md §6).
 
 A reasoning model's thinking (``reasoning_content``) streams first, through the same 40 ms append
 throttle, as dimmed plain text under a "Thinking…" label (no Markdown render: it is read as it comes

@@ -4,7 +4,7 @@ a worker, its pieces forwarded as signals.
 Cancel is called from the GUI thread *directly* (``stream.cancel()`` is thread-safe: an event plus a
 socket shutdown). Connecting a button to a slot of the worker object would queue the call to the
 worker's thread, which is busy inside the stream, so it would run only after the reply ended
-(shared/docs/python-stack.md §5).
+(docs/reference/python-stack.md §5).
 """
 
 from __future__ import annotations

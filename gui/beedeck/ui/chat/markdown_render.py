@@ -1,7 +1,7 @@
 """Markdown to the HTML subset QTextDocument understands, with Pygments-coloured code blocks.
 
 Used once per finished reply (and when a code fence closes), never per token: markdown-it +
-Pygments costs ~40 ms for a 20k-character reply (shared/docs/python-stack.md §6).
+Pygments costs ~40 ms for a 20k-character reply (docs/reference/python-stack.md §6).
 Each fenced block gets a "Copy code" link ``copy:<message key>:<block index>``; the chat view
 answers it with the raw code from :func:`code_blocks`.
 """

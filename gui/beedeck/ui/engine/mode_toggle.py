@@ -3,7 +3,7 @@
 Two paths, chosen from the engine's capabilities:
 
 1. **per-request** (BeeLlama): the server keeps its draft; a baseline reply sends
-   ``"speculative.n_max": 0`` (engine-facts.md §3.9). Instant.
+   ``"speculative.n_max": 0`` (docs/reference/engine-facts.md §3.9). Instant.
 2. **restart** (mainline, whose per-request overrides are compiled out): the server is restarted
    with or without the draft, same command line otherwise. Shows progress and how long it took.
 

@@ -37,7 +37,7 @@ class BuiltinPreset:
 
 
 def _bee_combo(cur: LaunchSettings, ctk: str, ctv: str) -> LaunchSettings:
-    # BeeLlama <= 0.3 quickstart (engine-facts.md §9.2), tested on a 24 GB RTX 3090.
+    # BeeLlama <= 0.3 quickstart (docs/reference/engine-facts.md §9.2), tested on a 24 GB RTX 3090.
     s = LaunchSettings.guide_dflash(cur.target, cur.draft or "")
     s.ctx_size, s.batch_size, s.ubatch_size = 122800, 2048, 256
     s.cache_type_k, s.cache_type_v = ctk, ctv
