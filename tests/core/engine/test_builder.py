@@ -13,19 +13,19 @@ from pathlib import Path
 import psutil
 import pytest
 
-from beedeck.core.engine import builder
+from beedeck.core.engine import build_tools
+from beedeck.core.engine.build_tools import BuildCancelled, BuildError, preflight
 from beedeck.core.engine.builder import (
-    BuildCancelled,
-    BuildError,
     ProgressTracker,
     build_engine,
     cmake_options,
     cuda_arch,
     latest_release_tag,
     needs_all_quants,
-    preflight,
     scan_source_options,
+    source_release,
 )
+from beedeck.core.engine.probe import probe_engine, release_of, write_release
 from beedeck.core.engine.registry import EngineRegistry, Origin
 
 MINI = Path(__file__).resolve().parents[2] / "fixtures" / "mini_cmake"
@@ -72,6 +72,14 @@ def test_cpu_options_and_version_dependent_ones() -> None:
     assert opts == ["-DGGML_CUDA=OFF", "-DGGML_NATIVE=OFF", "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF"]
 
 
+def test_the_engines_web_ui_is_left_out_under_either_option_name() -> None:
+    # BeeLlama <= 0.3 calls it LLAMA_BUILD_WEBUI, >= 0.4 and mainline LLAMA_BUILD_UI; neither tarball has
+    # the prebuilt bundle, and v0.4 would fetch one from the network at configure time.
+    assert "-DLLAMA_BUILD_WEBUI=OFF" in cmake_options(cuda=False, source_options={"LLAMA_BUILD_WEBUI"})
+    assert "-DLLAMA_BUILD_UI=OFF" in cmake_options(cuda=False, source_options=scan_source_options(ML_TREE))
+    assert not any("_UI=" in o or "WEBUI" in o for o in cmake_options(cuda=False))
+
+
 def test_mainline_tree_gets_fa_quants_list_instead_of_deprecated_all_quants() -> None:
     known = scan_source_options(ML_TREE)
     assert "GGML_CUDA" in known and "LLAMA_CURL" not in known and "GGML_CUDA_FA_QUANTS" in known
@@ -103,8 +111,8 @@ def test_progress_ninja_and_make_with_eta() -> None:
 
 def test_preflight_names_the_remedy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     real_which = shutil.which
-    monkeypatch.setattr(builder.shutil, "which", lambda n: None if n in ("git", "nvcc") else real_which(n))
-    monkeypatch.setattr(builder, "find_nvcc", lambda: None)
+    monkeypatch.setattr(build_tools.shutil, "which", lambda n: None if n in ("git", "nvcc") else real_which(n))
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
     checks = {c.name: c for c in preflight(need_git=True, cuda=True, driver_cuda="12.4", build_root=tmp_path)}
     assert not checks["git"].ok and "Install git" in checks["git"].remedy
     assert not checks["nvcc"].ok and "CUDA Toolkit" in checks["nvcc"].remedy and "--cpu" in checks["nvcc"].remedy
@@ -117,7 +125,7 @@ def test_preflight_catches_nvcc_newer_than_driver(tmp_path: Path, monkeypatch: p
     nvcc.write_text("#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
                     "echo 'Cuda compilation tools, release 12.4, V12.4.131'\n")
     nvcc.chmod(0o755)
-    monkeypatch.setattr(builder, "find_nvcc", lambda: str(nvcc))
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: str(nvcc))
     ok = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="12.4", build_root=tmp_path)}
     assert ok["nvcc"].ok and "CUDA 12.4" in ok["nvcc"].found
     checks = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="11.0", build_root=tmp_path)}
@@ -197,13 +205,13 @@ def test_cancel_mid_build_stops_the_whole_tree_and_resume_finishes() -> None:
                 sleep_seen.append(any("sleep" in p.cmdline() for p in tree_at_cancel))
             cancel.set()
 
-    builder.subprocess.Popen = Spy  # type: ignore[misc]
+    build_tools.subprocess.Popen = Spy  # type: ignore[misc]
     try:
         with pytest.raises(BuildCancelled, match="resumes"):
             build_engine(MINI, cpu_only=True, jobs=2, registry=reg, on_line=on_line, cancel_event=cancel,
                          extra_options=["-DMINI_SLOW=ON", "-DMINI_SLOW_SECONDS=300"])
     finally:
-        builder.subprocess.Popen = real_popen  # type: ignore[misc]
+        build_tools.subprocess.Popen = real_popen  # type: ignore[misc]
     assert cancel.is_set() and len(tree_at_cancel) >= 4  # cmake --build, ninja, sh -c, cmake -E sleep
     assert sleep_seen == [True]
     assert [p.pid for p in tree_at_cancel if _alive(p.pid)] == []  # nothing outlives the cancel
@@ -248,14 +256,31 @@ def test_git_source_latest_tag_clone_build(tmp_path: Path) -> None:
     assert result.ok and result.record is not None
     assert result.record.version == "8" and result.record.source.endswith("@v0.4.10")
     assert len(result.commit) == 40 and result.record.commit
+    assert probe_engine(str(result.binary)).release == "v0.4.10"  # from the tag, in the binary's sidecar
     old = build_engine(str(bare), ref="v0.4.1", cpu_only=True, jobs=2, registry=reg)
     assert old.record is not None and old.record.version == "7" and old.engine_id != result.engine_id
     assert len(reg.list()) == 2
 
 
+def test_a_source_archive_names_its_release_from_the_changelog(tmp_path: Path) -> None:
+    # BeeLlama's tarballs have no git: --version says "0 (unknown)", the CHANGELOG knows (v0.4.3's starts
+    # "# Changelog\n\n## v0.4.3").
+    (tmp_path / "CHANGELOG.md").write_text("# Changelog\n\n## v0.4.3\n\n- Updated ...\n\n## v0.4.2\n")
+    assert source_release(tmp_path) == "v0.4.3"
+    assert source_release(tmp_path, ref="0.5.0") == "v0.5.0" and source_release(tmp_path, ref="main") == "v0.4.3"
+    assert source_release(tmp_path / "nothing-here") == ""
+    binary = tmp_path / "llama-server"
+    binary.write_text("")
+    assert release_of(binary) == ""
+    write_release(binary, "v0.4.3", source="beellama-v0.4.3")
+    assert release_of(binary) == "v0.4.3"
+    Path(str(binary) + ".beedeck.json").write_text("{not json")
+    assert release_of(binary) == ""  # a damaged sidecar only loses the release, never the probe
+
+
 def test_cuda_build_without_toolkit_stops_before_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
     real_which = shutil.which
-    monkeypatch.setattr(builder.shutil, "which", lambda n: None if n == "nvcc" else real_which(n))
-    monkeypatch.setattr(builder, "find_nvcc", lambda: None)
+    monkeypatch.setattr(build_tools.shutil, "which", lambda n: None if n == "nvcc" else real_which(n))
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
     with pytest.raises(BuildError, match=r"Cannot build yet:\n- nvcc: not found\. Install the NVIDIA CUDA Toolkit"):
         build_engine(MINI, gpus=["8.9"], registry=EngineRegistry())

@@ -10,7 +10,7 @@ from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, build_a
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from tests.fixtures.engines import BEE_A, BEE_B_DERIVED, MAINLINE, help_stdout
+from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
 
 # The guide's two command lines, verbatim (docs/reference/seed.md steps 6 and 8).
 GUIDE_BASELINE = (
@@ -40,7 +40,7 @@ def ml() -> EngineCaps:
 
 @pytest.fixture(scope="module")
 def bee_b() -> EngineCaps:
-    return caps_from_texts("bee-b", "", help_stdout(BEE_B_DERIVED))
+    return caps_from_texts("bee-b", "", help_stdout(BEE_B))
 
 
 def comparable(pairs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:

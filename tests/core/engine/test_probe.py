@@ -14,7 +14,7 @@ from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps, Generation, ProbeError
 from beedeck.core.engine.help_text import caps_from_texts, parse_devices, parse_help, parse_version
 from beedeck.core.engine.probe import clear_probe_cache, probe_engine
-from tests.fixtures.engines import BEE_A, BEE_B_DERIVED, MAINLINE, help_stdout
+from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
 
 STANDARD_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 TURBO = ("turbo2", "turbo3", "turbo4", "turbo3_tcq", "turbo2_tcq")
@@ -88,10 +88,16 @@ def test_mainline_fixture_is_mainline_with_draft_dflash_and_load_mode() -> None:
     assert caps.gpu_backend == "cpu" and caps.devices == ()
 
 
-def test_derived_gen_b_text_is_generation_b() -> None:
-    caps = caps_from_texts("b", "", help_stdout(BEE_B_DERIVED))
+def test_real_gen_b_text_is_generation_b() -> None:
+    # Captured from BeeLlama v0.4.3 built by BeeDeck's builder (tests/fixtures/engines/README.md).
+    caps = caps_from_texts("b", "version: 0 (unknown)\nbuilt with GNU 12.2.0 for Linux x86_64", help_stdout(BEE_B))
     assert caps.generation == Generation.BEE_B
     assert caps.dflash_spec_type == "draft-dflash" and caps.has_kvarn and not caps.has_turbo
+    assert "kvarn4" in caps.cache_types and "q6_0" in caps.cache_types and "turbo4" not in caps.cache_types
+    assert "draft-mtp" in caps.spec_types and "copyspec" not in caps.spec_types
+    assert caps.has("--spec-dm-controller") and caps.has("--kv-tail-tokens") and caps.has("--load-mode")
+    assert not caps.has("--spec-draft-ctx-size") and not caps.has("--spec-dflash-cross-ctx")
+    assert caps.defaults["--spec-draft-n-max"] == "3"
 
 
 def test_every_option_line_yields_clean_names() -> None:

@@ -139,7 +139,7 @@ def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBo
     and the worker thread has ended before the wizard goes away."""
     import psutil
 
-    from beedeck.core.engine import builder
+    from beedeck.core.engine import build_tools
 
     pid_file = tmp_path / "build.pid"
     script = tmp_path / "fake-build.sh"
@@ -148,7 +148,7 @@ def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBo
 
     def build_engine(**kw: Any) -> Any:
         # The real streaming runner (own process group, cancel watcher) around a never-ending "build".
-        builder.run_streaming([str(script)], on_line=kw["on_line"], cancel_event=kw["cancel_event"])
+        build_tools.run_streaming([str(script)], on_line=kw["on_line"], cancel_event=kw["cancel_event"])
         raise AssertionError("the fake build only ends by cancel")
 
     w = make_wizard(qtbot, gpu_detect, build_engine=build_engine)

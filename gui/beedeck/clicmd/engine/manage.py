@@ -8,8 +8,9 @@ import sys
 import time
 from typing import Any
 
+from beedeck.core.engine.build_tools import BuildError, find_nvcc
 from beedeck.core.engine.builder import BEE_REPO as BEE_GIT
-from beedeck.core.engine.builder import BuildError, build_engine, find_nvcc
+from beedeck.core.engine.builder import build_engine
 from beedeck.core.engine.registry import EngineError, EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import BEE_REPO, GITHUB_API, MAINLINE_REPO, ReleaseError, download_engine
 from beedeck.core.starter import starter_engine

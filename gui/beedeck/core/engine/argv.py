@@ -383,12 +383,7 @@ def _load_mode(b: _Builder) -> None:
     s, caps = b.s, b.caps
     if s.mmap and not s.mlock:
         return  # the default on every engine
-    if caps.has("--no-mmap") or caps.has("--mlock"):
-        if not s.mmap:
-            b.switch("mmap", ("--no-mmap",))
-        if s.mlock:
-            b.switch("mlock", ("--mlock",))
-        return
+    # --load-mode first: BeeLlama >= 0.4 still lists --mlock/--no-mmap, but as deprecated aliases.
     if caps.has("--load-mode"):
         mode = ("mmap+mlock" if s.mmap else "mlock") if s.mlock else "none"
         if caps.load_modes and mode not in caps.load_modes:
@@ -397,6 +392,12 @@ def _load_mode(b: _Builder) -> None:
         b.add("--load-mode", mode)
         old = " ".join(x for x in ("" if s.mmap else "--no-mmap", "--mlock" if s.mlock else "") if x)
         b.note("mmap", "translated", f"{old} is spelled --load-mode {mode} on this engine.")
+        return
+    if caps.has("--no-mmap") or caps.has("--mlock"):
+        if not s.mmap:
+            b.switch("mmap", ("--no-mmap",))
+        if s.mlock:
+            b.switch("mlock", ("--mlock",))
         return
     b.drop("mmap", "--no-mmap/--mlock")
 

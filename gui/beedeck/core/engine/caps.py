@@ -25,6 +25,9 @@ class ProbeError(RuntimeError):
     """The file is not a usable llama-server; the message names the problem and the remedy."""
 
 
+RELEASE_SIDECAR = ".beedeck.json"  # <binary>.beedeck.json: {"release": "v0.4.3", ...}
+
+
 @dataclass(frozen=True)
 class EngineCaps:
     """The capability model of one llama-server binary."""
@@ -45,6 +48,9 @@ class EngineCaps:
     load_modes: tuple[str, ...] = ()  # values of --load-mode, e.g. ("auto", "none", "mmap", ...)
     devices: tuple[str, ...] = ()  # `--list-devices` lines, e.g. "CUDA0: NVIDIA ... (24575 MiB, ...)"
     gpu_backend: str = ""  # "cuda", "vulkan", "metal", ... ; "cpu" when the build has no GPU; "" unknown
+    # The release it was built from ("v0.4.3"), from the sidecar BeeDeck's builder or downloader writes
+    # beside the binary (RELEASE_SIDECAR): a source-archive build reports "version: 0 (unknown)".
+    release: str = ""
 
     def has(self, flag: str) -> bool:
         return flag in self.flags

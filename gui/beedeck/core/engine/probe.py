@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.engine.caps import EngineCaps, ProbeError
+from beedeck.core.engine.caps import RELEASE_SIDECAR, EngineCaps, ProbeError
 from beedeck.core.engine.help_text import caps_from_texts, parse_devices, parse_help
 
 # ------------------------------------------------------------------------------------ running it
@@ -195,8 +195,31 @@ def probe_engine(path: str, timeout: float = 15.0, use_cache: bool = True) -> En
         cached = _memory_cache.get(key) or _load_disk(key)
         if cached is not None:
             _memory_cache[key] = cached
-            return dataclasses.replace(cached, path=str(path))
+            return dataclasses.replace(cached, path=str(path), release=release_of(p))
     caps = _probe_uncached(str(p), timeout)
     _memory_cache[key] = caps
     _store_disk(key, caps)
-    return dataclasses.replace(caps, path=str(path))
+    return dataclasses.replace(caps, path=str(path), release=release_of(p))
+
+
+# ----------------------------------------------------------------------------------------- release
+
+
+def sidecar_path(binary: str | Path) -> Path:
+    return Path(str(binary) + RELEASE_SIDECAR)
+
+
+def release_of(binary: str | Path) -> str:
+    """The release recorded beside ``binary`` by BeeDeck's builder or downloader ("" when none)."""
+    try:
+        data = json.loads(sidecar_path(binary).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    release = data.get("release") if isinstance(data, dict) else None
+    return release if isinstance(release, str) else ""
+
+
+def write_release(binary: str | Path, release: str, **info: str) -> None:
+    """Record which release ``binary`` was built or downloaded from (a JSON sidecar beside it)."""
+    if release:
+        paths.atomic_write_text(sidecar_path(binary), json.dumps({"release": release, **info}, indent=1))

@@ -1,0 +1,172 @@
+"""How long a build has left: progress weighted by what each step costs, not by step count.
+
+Ninja's ``[n/N]`` counts steps, and llama.cpp's steps differ by two orders of magnitude: the ggml C
+files take a second, ``tools/server`` and ``common`` (nlohmann/json, cpp-httplib) 20-45 s each, and
+they come last. A count-linear estimate therefore said "1 min 30 s left" at 84 % of a 552 s CPU build
+(real: 170 s) and "8 min 32 s left" at 23 % of a 1,172 s CUDA build.
+
+:class:`WeightedEta` weighs each planned step (from ``ninja -n``, a dry run) by a cost profile: the
+step durations of an earlier build (``.ninja_log``), matched by output path, then by folder, then by
+kind (C, C++, CUDA, link). The rate is learnt from this build's own progress, so the profile only has
+to get the *proportions* right. BeeDeck ships profiles measured here (``resources/build-profiles``)
+and saves every finished build's own, so a rebuild or an update of the same tree is estimated from
+its real history.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+from beedeck.core import paths
+
+_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(?P<desc>.*)$")
+_OBJECT = re.compile(r"Building (?:C|CXX|CUDA|ASM|RC)\S* object (?P<out>\S+)")
+_LINK = re.compile(r"Linking \S+ (?:shared library|static library|executable|shared module) (?P<out>\S+)")
+PROFILE_FILE = "build-profile.json"
+# When nothing is known of a kind, relative to the median known step (CUDA kernels take far longer).
+_KIND_FACTOR = {"c": 0.3, "cxx": 1.0, "cuda": 4.0, "link": 1.0, "other": 0.2}
+
+
+def step_output(description: str) -> str | None:
+    """The output file a Ninja step description names (``Building CXX object X.o`` -> ``X.o``)."""
+    m = _OBJECT.search(description) or _LINK.search(description)
+    return m.group("out") if m else None
+
+
+def kind_of(output: str) -> str:
+    if output.endswith((".c.o", ".c.obj")):
+        return "c"
+    if output.endswith((".cu.o", ".cu.obj")):
+        return "cuda"
+    if output.endswith((".o", ".obj")):
+        return "cxx"
+    if "/" in output or output.endswith((".so", ".a", ".dll", ".lib", ".exe")) or "." not in output:
+        return "link"
+    return "other"
+
+
+def folder_of(output: str) -> str:
+    return output.split("/CMakeFiles/", 1)[0] if "/CMakeFiles/" in output else "(top)"
+
+
+def profile_from_ninja_log(log: Path) -> dict[str, float]:
+    """{output: seconds} from a Ninja ``.ninja_log`` (v5: start_ms, end_ms, mtime, output, hash)."""
+    costs: dict[str, float] = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split("\t")
+        if line.startswith("#") or len(parts) < 4:
+            continue
+        try:
+            costs[parts[3]] = max(0.0, (int(parts[1]) - int(parts[0])) / 1000.0)
+        except ValueError:
+            continue
+    return costs
+
+
+def save_profile(build_dir: Path, dest: Path) -> bool:
+    """Keep a finished build's step costs beside its engine (for the next build's estimate)."""
+    log = build_dir / ".ninja_log"
+    if not log.is_file():
+        return False
+    costs = profile_from_ninja_log(log)
+    if not costs:
+        return False
+    paths.atomic_write_text(dest / PROFILE_FILE, json.dumps({"schema": 1, "costs": costs}))
+    return True
+
+
+def load_profile(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(k): float(v) for k, v in data["costs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def shipped_profile(cuda: bool) -> dict[str, float]:
+    """The profile measured here for llama.cpp-family trees (CPU steps; CUDA adds its kernels)."""
+    costs = load_profile(paths.resource_path("build-profiles", "llama-cpp-cpu.json"))
+    if cuda:
+        costs.update(load_profile(paths.resource_path("build-profiles", "llama-cpp-cuda.json")))
+    return costs
+
+
+class CostModel:
+    """Seconds-ish cost of a step: exact output, else its folder's median, else its kind's."""
+
+    def __init__(self, profile: Mapping[str, float]) -> None:
+        self.exact = dict(profile)
+        by_folder: dict[str, list[float]] = {}
+        by_kind: dict[str, list[float]] = {}
+        for out, cost in profile.items():
+            by_folder.setdefault(folder_of(out), []).append(cost)
+            by_kind.setdefault(kind_of(out), []).append(cost)
+        self.folder = {k: statistics.median(v) for k, v in by_folder.items()}
+        self.kind = {k: statistics.median(v) for k, v in by_kind.items()}
+        self.median = statistics.median(profile.values()) if profile else 1.0
+
+    def cost(self, output: str) -> float:
+        if output in self.exact:
+            return max(self.exact[output], 0.05)
+        if folder_of(output) in self.folder:
+            return max(self.folder[folder_of(output)], 0.05)
+        kind = kind_of(output)
+        if kind in self.kind and kind != "link":
+            return max(self.kind[kind], 0.05)
+        return self.median * _KIND_FACTOR.get(kind, 1.0)
+
+
+class WeightedEta:
+    """Turns Ninja status lines into (done, total, eta_seconds), weighing steps by their cost.
+
+    ``planned`` are the outputs the build will produce (a ``ninja -n`` dry run). Writing to a pipe,
+    Ninja prints a step when it *finishes* (its ``.ninja_log`` order). Before any planned weight is
+    done, or without a plan, the estimate falls back to the step count.
+    """
+
+    def __init__(self, planned: Iterable[str], profile: Mapping[str, float],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.model = CostModel(profile)
+        self.weights = {out: self.model.cost(out) for out in planned}
+        self.total_weight = sum(self.weights.values())
+        self.clock = clock
+        self.t0: float | None = None
+        self.finished: set[str] = set()
+        self._done_weight = 0.0
+
+    def feed(self, line: str) -> tuple[int, int, float | None] | None:
+        m = _STEP.match(line)
+        if not m:
+            return None
+        done, total = int(m.group(1)), int(m.group(2))
+        now = self.clock()
+        if self.t0 is None:
+            self.t0 = now
+        out = step_output(m.group("desc"))
+        if out is not None and out not in self.finished:
+            self.finished.add(out)
+            self._done_weight += self.weights.get(out, 0.0)
+        elapsed = now - self.t0
+        done_w = self._done_weight
+        if self.total_weight > 0 and done_w > 0 and elapsed > 0:
+            return done, total, elapsed / done_w * max(self.total_weight - done_w, 0.0)
+        if done > 0 and elapsed > 0:
+            return done, total, elapsed / done * (total - done)
+        return done, total, None
+
+
+def planned_outputs(dry_run_output: str) -> list[str]:
+    """The outputs named by ``ninja -n`` (one ``[k/N] description`` line per step)."""
+    out = []
+    for line in dry_run_output.splitlines():
+        m = _STEP.match(line.strip())
+        if m:
+            name = step_output(m.group("desc"))
+            if name:
+                out.append(name)
+    return out
