@@ -118,12 +118,12 @@ def test_dflash_prelaunch_refusals(
     with pytest.raises(ServerFailed) as info:
         check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(fork_draft)))
     assert info.value.failure.code == "wrong_draft_format"
-    assert "'dflash-draft'" in info.value.failure.message and "BeeLlama <= 0.3" in info.value.failure.message
+    assert "'dflash-draft'" in info.value.failure.message and "BeeLlama 0.1-0.3" in info.value.failure.message
     draft = write_header_only_gguf(tmp_path / "up.gguf", "dflash")
     # The real starter target is gemma3: mainline answers /health, then aborts on the first request.
     with pytest.raises(ServerFailed) as info:
         check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(draft)))
-    assert info.value.failure.code == "dflash_target_unsupported" and "'gemma3'" in info.value.failure.message
+    assert info.value.failure.code == "dflash_target_unsupported" and "(gemma3)" in info.value.failure.message
 
 
 def test_leftover_server_is_stopped_on_next_start(start_server: StartServer, tmp_path: Path) -> None:

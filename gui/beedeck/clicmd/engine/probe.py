@@ -10,6 +10,7 @@ from typing import Any
 
 from beedeck.core.engine.argv import LaunchRefused, build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation, ProbeError
+from beedeck.core.engine.known_issues import load_table, markdown_table
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.probe import probe_engine
 
@@ -56,6 +57,25 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     a.add_argument("--ctx", type=int, help="context tokens for the chat slot")
     a.add_argument("--port", type=int)
     a.set_defaults(func=run_argv)
+
+    k = engine.add_parser("known-issues", help="list what BeeDeck knows crashes or fails on each engine")
+    k.add_argument("--markdown", action="store_true", help="print docs/known-issues.md")
+    k.add_argument("--json", action="store_true", help="print the table as JSON")
+    k.set_defaults(func=run_known_issues)
+
+
+def run_known_issues(args: argparse.Namespace) -> int:
+    rows = load_table()
+    if args.markdown:
+        sys.stdout.write(markdown_table(rows))
+    elif args.json:
+        print(json.dumps([{**vars(r), "params": dict(r.params)} for r in rows], indent=1))
+    else:
+        for r in rows:
+            message, remedy = r.render({}, use_defaults=False)
+            print(f"{r.id}  [{', '.join(r.engines)}; {r.backend}; {r.versions or 'all versions'}; {r.severity}]")
+            print(f"    {message}\n    -> {remedy}")
+    return 0
 
 
 def _version_text(caps: EngineCaps) -> str:

@@ -32,10 +32,10 @@ class KnownIssueError(ValueError):
 
 
 class _Fields(dict[str, str]):
-    """str.format_map mapping that shows an unknown {field} as <field> (the docs' generic form)."""
+    """str.format_map mapping that keeps an unknown {field} as is (the docs' generic form)."""
 
     def __missing__(self, key: str) -> str:
-        return f"<{key}>"
+        return "{" + key + "}"
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class KnownIssue:
     """One row of the table."""
 
     id: str
+    code: str  # the ServerFailure code it is reported under (wrong_draft_format, unsupported_cache_type, ...)
     engines: tuple[str, ...]
     versions: str
     backend: str
@@ -53,6 +54,7 @@ class KnownIssue:
     remedy: str
     source: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, str] = field(default_factory=dict)  # for fields a log line does not name
 
     def applies_to(self, caps: EngineCaps) -> bool | None:
         """True/False for this engine; None when the row has a version range and the engine's release
@@ -68,9 +70,10 @@ class KnownIssue:
             return None
         return in_range(release, self.versions)
 
-    def render(self, fields: Mapping[str, Any]) -> tuple[str, str]:
-        """(message, remedy) with ``{field}`` placeholders filled in."""
-        values = _Fields({k: str(v) for k, v in fields.items() if v is not None})
+    def render(self, fields: Mapping[str, Any], *, use_defaults: bool = True) -> tuple[str, str]:
+        """(message, remedy) with ``{field}`` placeholders filled in (from ``defaults`` where missing)."""
+        base = dict(self.defaults) if use_defaults else {}
+        values = _Fields({**base, **{k: str(v) for k, v in fields.items() if v is not None}})
         return self.message.format_map(values), self.remedy.format_map(values)
 
 
@@ -109,10 +112,11 @@ def _row(data: Any, where: str) -> KnownIssue:
         return value
 
     issue = KnownIssue(
-        id=need("id", str), engines=tuple(need("engines", list)), versions=str(data.get("versions", "")),
+        id=need("id", str), code=str(data.get("code") or "known_issue"), engines=tuple(need("engines", list)), versions=str(data.get("versions", "")),
         backend=need("backend", str), severity=need("severity", str), check=str(data.get("check", "")),
         log=str(data.get("log", "")), message=need("message", str), remedy=need("remedy", str),
         source=need("source", str), params=dict(data.get("params", {})),
+        defaults={str(k): str(v) for k, v in dict(data.get("defaults", {})).items()},
     )
     if not set(issue.engines) <= set(ENGINES) or not issue.engines:
         raise KnownIssueError(f"{where}.engines must be a non-empty list of {', '.join(ENGINES)}")
@@ -145,6 +149,17 @@ def load_table() -> tuple[KnownIssue, ...]:
     """The shipped table (read once)."""
     path = paths.resource_path("known-issues.json")
     return parse_table(json.loads(path.read_text(encoding="utf-8")), str(path))
+
+
+DFLASH_TARGET_ROW = "upstream-dflash-target-arch"
+
+
+def dflash_target_archs(generation: str) -> frozenset[str] | None:
+    """Target architectures this generation's DFlash can feed; None when it reads every graph
+    (BeeLlama 0.1-0.3's fork DFlash). From the table's upstream-dflash-target-arch row."""
+    row = next((r for r in load_table() if r.id == DFLASH_TARGET_ROW), None)
+    archs = row.params.get("archs", {}).get(generation) if row is not None else None
+    return frozenset(archs) if archs is not None else None
 
 
 @dataclass(frozen=True)
@@ -194,7 +209,7 @@ def markdown_table(table: tuple[KnownIssue, ...] | None = None) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        cells = [r.id, ", ".join(r.engines), r.versions or "all", r.backend, r.severity,
-                 r.render({})[0], r.render({})[1], r.source]
+        message, remedy = r.render({}, use_defaults=False)
+        cells = [r.id, ", ".join(r.engines), r.versions or "all", r.backend, r.severity, message, remedy, r.source]
         out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(out) + "\n"

@@ -12,6 +12,9 @@ import signal as _signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.known_issues import explain_log
+
 _TS_PREFIX = re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} ")
 _LEVEL_PREFIX = re.compile(r"^[IWED] ")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -34,6 +37,7 @@ class ServerFailure:
     remedy: str
     exit_code: int | None = None
     log_tail: list[str] = field(default_factory=list)
+    issue: str = ""  # the known-issue table row that explains it (resources/known-issues.json), if any
 
     def __str__(self) -> str:
         return f"{self.message} {self.remedy}".strip()
@@ -51,11 +55,12 @@ _OOM = re.compile(
     r"failed to allocate compute|unable to allocate \S+ buffer|failed to allocate \S+ buffer of size|"
     r"ErrorOutOfDeviceMemory|std::bad_alloc"
 )
-_LAYER_INP = re.compile(r"t_layer_inp\[il\] != nullptr|layer input tensor is null")
-_ASSERT = re.compile(r"GGML_ASSERT\((?P<cond>.*)\) failed|(?P<file>\S+:\d+): GGML_ASSERT")
 _LOAD_FAIL = re.compile(r"failed to load (?:draft )?model|error loading model: (?P<why>.*)")
+_ERROR_LINE = re.compile(r"GGML_ASSERT|\berror\b|\bfailed\b|terminate called|what\(\):|Segmentation|Aborted",
+                         re.IGNORECASE)
+# Lines that say "error"/"failed" but are routine: the memory fit's dry run prints them on every start.
+_NOT_AN_ERROR = re.compile(r"this warning is normal|fit params to free device memory|failed to measure")
 _DRAFT_FAIL = re.compile(r"failed to load draft model, '(?P<path>[^']*)'")
-_DFLASH_NO_LAYERS = re.compile(r"DFlash model (?:has no target_layer_ids|requires 'target_layers')")
 _MODEL_PATH = re.compile(r"loading model '(?P<path>[^']*)'")
 
 
@@ -74,10 +79,21 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | None = None) -> ServerFailure:
+def _last_error(lines: Sequence[str]) -> str:
+    """The engine's last error line (an assertion, an ``error``/``failed`` line), shortened."""
+    for line in reversed(lines):
+        if _ERROR_LINE.search(line) and not _NOT_AN_ERROR.search(line):
+            text = line.strip()
+            return text if len(text) <= 240 else text[:237] + "..."
+    return ""
+
+
+def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | None = None,
+                     caps: EngineCaps | None = None) -> ServerFailure:
     """Turn the end of a dead server's log plus its exit status into a specific failure with a remedy.
 
-    ``signal`` is the number of the signal that killed the process (``-returncode`` on POSIX), if any.
+    ``signal`` is the number of the signal that killed the process (``-returncode`` on POSIX), if any;
+    ``caps`` (the engine) narrows the known issues considered to that engine's.
     """
     clean = [strip_prefix(x) for x in lines]
     tail = clean[-40:]
@@ -87,6 +103,9 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
     def fail(code: str, message: str, remedy: str) -> ServerFailure:
         return ServerFailure(code, message, remedy, exit_code, tail)
 
+    # The engine's own words first: a known issue (resources/known-issues.json) explains itself.
+    if known := explain_log(tail, caps):
+        return ServerFailure(known.issue.code, known.message, known.remedy, exit_code, tail, issue=known.issue.id)
     if m := _INVALID_ARG.search("\n".join(clean)):
         arg = m.group("arg")
         return fail(
@@ -112,15 +131,6 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
         )
     if m := _first(clean, _ARCH):
         arch = m.group("arch")
-        if arch in ("dflash-draft", "dflash"):
-            want = "dflash" if arch == "dflash-draft" else "dflash-draft"
-            gen = "mainline llama.cpp / BeeLlama >= 0.4" if want == "dflash" else "BeeLlama <= 0.3"
-            return fail(
-                "wrong_draft_format",
-                f"The draft model is in the '{arch}' format, but this engine only reads '{want}' drafts "
-                f"({gen} uses '{want}').",
-                f"Download the draft in the '{want}' format, or switch to an engine that reads '{arch}' drafts.",
-            )
         return fail(
             "unsupported_architecture",
             f"This llama-server does not support the model architecture '{arch}'.",
@@ -147,20 +157,6 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
             f"The model file{name} is not a GGUF file (wrong magic bytes).",
             "Pick a .gguf file, or convert / download the model's GGUF version.",
         )
-    if _first(clean, _DFLASH_NO_LAYERS):
-        return fail(
-            "wrong_draft_format",
-            "The draft model is not a DFlash draft (it has no target layer list).",
-            "Pick a DFlash draft GGUF made for this target, or turn speculative decoding off.",
-        )
-    if _first(clean, _LAYER_INP):
-        return fail(
-            "dflash_target_unsupported",
-            "The engine aborted because DFlash could not read this target model's layer inputs "
-            "(its graph does not expose them on mainline llama.cpp).",
-            "Use a target whose architecture mainline DFlash supports (Llama, Qwen3, Qwen3.5/3.6, Gemma 4), "
-            "or BeeLlama, or turn DFlash off.",
-        )
     if _first(clean, _OOM):
         return fail(
             "out_of_memory",
@@ -169,10 +165,13 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
         )
     if signal:
         name = _signal_name(signal)
-        am = _first(clean, _ASSERT)
-        detail = f" ({am.group(0)})" if am else ""
+        said = _last_error(tail)
+        detail = f" right after it said: {said}" if said else ""
         if signal == int(_signal.SIGKILL):
             remedy = "It was killed from outside (perhaps the system ran out of memory): check free RAM and retry."
+        elif said:
+            remedy = ("That line is the engine's own reason: change the setting it names, or try another "
+                      "engine build.")
         else:
             remedy = "This is an engine bug or an unsupported setting: see the log, try other settings or another engine build."
         return fail("crashed_signal", f"llama-server crashed with {name}{detail}.", remedy)

@@ -178,7 +178,8 @@ class ServerProcess:
         self._stopping = False
         self._t_start = 0.0
         self._threads: list[threading.Thread] = []
-        self.notes: tuple[Any, ...] = ()  # launch(): build_argv's ArgNotes
+        self.notes: tuple[Any, ...] = ()  # launch(): build_argv's ArgNotes and the guard's warnings
+        self.caps: EngineCaps | None = None  # start_server(): the engine, for failure explanations
         self.secret_files: list[Path] = []  # launch(): the API-key file, removed on stop
 
     # ---- properties ----
@@ -286,7 +287,7 @@ class ServerProcess:
             self._set_state(ServerState.STOPPED)
             return
         sig = -rc if rc < 0 else None
-        failure = classify_failure(self.log_lines(), rc, sig)
+        failure = classify_failure(self.log_lines(), rc, sig, self.caps)
         self._set_state(ServerState.FAILED, failure)
 
     def _health_status(self) -> int | None:
@@ -445,6 +446,7 @@ def start_server(
     proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_path, env=env,
                          api_key=settings.api_key)
     proc.notes = plan.notes
+    proc.caps = caps
     if argv is not plan.argv:
         proc.secret_files.append(key_file)
     return proc.start()

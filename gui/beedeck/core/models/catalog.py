@@ -14,7 +14,7 @@ from typing import Any
 
 from beedeck.core import paths
 from beedeck.core.engine.caps import Generation
-from beedeck.core.models.paircheck import MAINLINE_DFLASH_TARGETS
+from beedeck.core.engine.known_issues import dflash_target_archs
 
 DRAFT_FORMAT_GENERATIONS = {"dflash": (Generation.BEE_B, Generation.MAINLINE), "dflash-draft": (Generation.BEE_A,)}
 
@@ -73,7 +73,8 @@ class Pair:
         for d in self.drafts:
             if generation not in d.generations:
                 continue
-            if generation != Generation.BEE_A and arch not in MAINLINE_DFLASH_TARGETS:
+            supported = dflash_target_archs(generation.value)
+            if supported is not None and arch not in supported:
                 continue
             out.append(d)
         return out

@@ -1,24 +1,142 @@
 """The pre-launch guard: refuse, before anything starts, a launch that would fail or crash later.
 
-It reads the model files' GGUF headers and compares them with what the probed engine can run:
-missing or non-GGUF files, a draft in the wrong DFlash format, DFlash on a target architecture the
-engine's graph cannot feed.
+It reads the model files' GGUF headers and runs the checks of the known-issue table
+(``resources/known-issues.json``, :mod:`beedeck.core.engine.known_issues`) that apply to the probed
+engine: cache types the model's head size cannot take, a draft in the wrong DFlash format, DFlash on a
+target architecture the engine's graph cannot feed, speculation modes that crash on this build. A row
+that applies refuses the launch (``ServerFailed`` with the row's code); a row that only may
+apply (its version range, an engine of unknown release) or whose severity is "warn" becomes a warning.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.known_issues import KnownIssue, load_table
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.server import ServerFailed
-from beedeck.core.models.gguf import GGUFError, read_header
-from beedeck.core.models.paircheck import MAINLINE_DFLASH_TARGETS
+from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
+
+FULL_PRECISION = frozenset({"f32", "f16", "bf16"})
+TURBO_BLOCK = 128  # BeeLlama 0.1-0.3 TurboQuant: 128-value blocks (ggml-common.h QK_TURBO*)
+QUANT_BLOCK = 32  # every other quantized KV type (q8_0 ... q2_1): QK*_0 = 32
 
 
-def _refuse(code: str, message: str, remedy: str) -> ServerFailed:
-    return ServerFailed(ServerFailure(code, message, remedy))
+def cache_block(cache_type: str) -> int | None:
+    """Values per block of a KV cache type; None for unquantized types and KVarN (not a ggml type)."""
+    t = cache_type.lower()
+    if t in FULL_PRECISION or t.startswith("kvarn"):
+        return None
+    return TURBO_BLOCK if t.startswith("turbo") else QUANT_BLOCK
+
+
+@dataclass
+class LaunchContext:
+    """What the checks look at; model headers are read once, and only when a check needs them."""
+
+    caps: EngineCaps
+    settings: LaunchSettings
+    target_arch: str
+    draft_arch: str | None
+    _target_info: ModelInfo | None = None
+
+    @property
+    def target(self) -> ModelInfo:
+        if self._target_info is None:
+            self._target_info = inspect(self.settings.target)
+        return self._target_info
+
+    @property
+    def dflash(self) -> bool:
+        return self.settings.spec_mode == SpecMode.DFLASH and self.draft_arch is not None
+
+
+Fields = dict[str, Any]
+Check = Callable[[LaunchContext, KnownIssue], Iterator[Fields]]
+
+
+def _kv_head_sizes(info: ModelInfo) -> list[tuple[str, int]]:
+    layers = info.kv_layers() or list(range(info.n_layer))
+    return [(side, dims[i]) for side, dims in (("K", info.head_dim_k), ("V", info.head_dim_v))
+            for i in layers if i < len(dims)]
+
+
+def _check_cache_block(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    s = ctx.settings
+    types = {"K": s.cache_type_k, "V": s.cache_type_v}
+    quantized_v = cache_block(s.cache_type_v) is not None
+    turbo = any(t.startswith("turbo") for t in types.values())
+    if s.flash_attn == "off" and not quantized_v and not turbo:
+        return  # the engines only test the block size when flash attention is on (turbo/quantized V force it)
+    for side, head in _kv_head_sizes(ctx.target):
+        block = cache_block(types[side])
+        if block is not None and head % block:
+            yield {"side": side, "type": types[side], "block": block, "head": head}
+            return
+
+
+def _check_kvarn(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    allowed = set(row.params.get("head_dims", (128, 256, 512)))
+    s = ctx.settings
+    kvarn = next((t for t in (s.cache_type_k, s.cache_type_v) if t.startswith("kvarn")), None)
+    if kvarn is None:
+        return
+    bad = sorted({head for _side, head in _kv_head_sizes(ctx.target) if head not in allowed})
+    if bad:
+        yield {"type": kvarn, "head": ", ".join(map(str, bad))}
+
+
+def _check_spec_type(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    s = ctx.settings
+    if s.spec_mode == SpecMode.MODEL_FREE and s.spec_model_free_type in row.params.get("types", ()):
+        yield {"spec_type": s.spec_model_free_type}
+
+
+def _check_draft_arch_is(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    if ctx.dflash and ctx.draft_arch == row.params.get("arch"):
+        yield {"draft_arch": ctx.draft_arch}
+
+
+def _check_draft_not_dflash(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    if ctx.dflash and ctx.draft_arch not in ("dflash", "dflash-draft"):
+        yield {"draft_arch": ctx.draft_arch}
+
+
+def _check_dflash_target(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    archs = row.params.get("archs", {}).get(ctx.caps.generation.value)
+    if ctx.dflash and archs is not None and ctx.target_arch not in archs:
+        yield {"target_arch": ctx.target_arch}
+
+
+CHECKS: dict[str, Check] = {
+    "cache_block_vs_head_dim": _check_cache_block,
+    "kvarn_head_dim": _check_kvarn,
+    "spec_type_in": _check_spec_type,
+    "draft_arch_is": _check_draft_arch_is,
+    "draft_not_dflash": _check_draft_not_dflash,
+    "dflash_target_arch": _check_dflash_target,
+}
+
+
+@dataclass(frozen=True)
+class GuardWarning:
+    """A known issue that may bite (or is only a warning): shown, not refused."""
+
+    issue: str
+    message: str
+    remedy: str
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.remedy}"
+
+
+def _refuse(code: str, message: str, remedy: str, issue: str = "") -> ServerFailed:
+    return ServerFailed(ServerFailure(code, message, remedy, issue=issue))
 
 
 def _check_gguf(path: str, role: str) -> str:
@@ -32,29 +150,33 @@ def _check_gguf(path: str, role: str) -> str:
         raise _refuse("not_gguf", f"The {role} model cannot be used: {exc}", "Pick a valid .gguf file.") from None
 
 
-def check_launch(caps: EngineCaps, settings: LaunchSettings) -> None:
-    """Refuse, before anything starts, launches that would fail or crash later. Raises ServerFailed."""
+def check_launch(caps: EngineCaps, settings: LaunchSettings,
+                 table: tuple[KnownIssue, ...] | None = None) -> list[GuardWarning]:
+    """Refuse a launch that would fail or crash (raises ServerFailed); return the warnings to show."""
     target_arch = _check_gguf(settings.target, "target")
-    if settings.spec_mode != SpecMode.DFLASH:
-        return
-    if not settings.draft:
-        raise _refuse("wrong_draft_format", "DFlash needs a draft model.", "Pick the DFlash draft GGUF made for this target.")
-    draft_arch = _check_gguf(settings.draft, "draft")
-    want = caps.dflash_draft_arch
-    if want is not None and draft_arch != want:
-        if draft_arch in ("dflash", "dflash-draft"):
-            message = (f"The draft is in the '{draft_arch}' format, but this engine wants '{want}' drafts "
-                       "(BeeLlama <= 0.3 reads 'dflash-draft'; mainline llama.cpp and BeeLlama >= 0.4 read 'dflash').")
-            remedy = f"Download the draft in the '{want}' format, or use an engine that reads '{draft_arch}'."
-        else:
-            message = (f"The draft model's architecture is '{draft_arch}', not a DFlash draft ('{want}' on this engine).")
-            remedy = "Pick the DFlash draft GGUF made for this target."
-        raise _refuse("wrong_draft_format", message, remedy)
-    upstream_dflash = caps.dflash_spec_type == "draft-dflash" or caps.generation in (Generation.MAINLINE, Generation.BEE_B)
-    if upstream_dflash and target_arch not in MAINLINE_DFLASH_TARGETS:
-        raise _refuse(
-            "dflash_target_unsupported",
-            f"This engine's DFlash cannot run a '{target_arch}' target: its graph does not expose the layer inputs "
-            "DFlash reads, so the server would abort on the first request.",
-            "Use a supported target (Llama, Qwen3, Qwen3.5/3.6, Gemma 4, ...), BeeLlama <= 0.3, or turn DFlash off.",
-        )
+    draft_arch = None
+    if settings.spec_mode == SpecMode.DFLASH:
+        if not settings.draft:
+            raise _refuse("wrong_draft_format", "DFlash needs a draft model.",
+                          "Pick the DFlash draft GGUF made for this target.")
+        draft_arch = _check_gguf(settings.draft, "draft")
+    ctx = LaunchContext(caps, settings, target_arch, draft_arch)
+    warnings: list[GuardWarning] = []
+    for row in table if table is not None else load_table():
+        applies = row.applies_to(caps)
+        check = CHECKS.get(row.check)
+        if applies is False or check is None:
+            continue
+        try:
+            hit = next(check(ctx, row), None)
+        except (GGUFError, OSError) as exc:
+            raise _refuse("not_gguf", f"The target model cannot be read: {exc}", "Pick a valid .gguf file.") from None
+        if hit is None:
+            continue
+        message, remedy = row.render(hit)
+        if row.severity == "refuse" and applies:
+            raise _refuse(row.code, message, remedy, issue=row.id)
+        if applies is None:
+            message = f"This engine's release is unknown, so this may apply ({row.versions}): {message}"
+        warnings.append(GuardWarning(row.id, message, remedy))
+    return warnings

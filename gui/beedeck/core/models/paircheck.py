@@ -10,16 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.known_issues import dflash_target_archs
 from beedeck.core.models.gguf import ModelInfo, token_texts, tokenizer_digest
 
-# Mainline (and BeeLlama >= 0.4) DFlash reads each target layer's input tensor; only these
-# architectures' graphs publish it (src/models/*.cpp with t_layer_inp). gemma3 aborts on the first
-# request (docs/reference/dflash-on-cpu.md).
-MAINLINE_DFLASH_TARGETS = frozenset({
-    "llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "qwen4exp", "gemma4", "gemma3n",
-    "gpt-oss", "lfm2", "nemotron_h", "minimax-m2", "minimax01", "mimo2", "deepseek4", "bailingmoe3",
-    "hunyuan-vl", "nanbeige", "muse-glimmer",
-})
+# Upstream DFlash (mainline, BeeLlama >= 0.4) reads each target layer's input tensor; only some
+# architectures' graphs publish it. The lists live in the known-issue table.
+MAINLINE_DFLASH_TARGETS = dflash_target_archs("mainline") or frozenset()
 SPEC_VOCAB_MAX_SIZE_DIFFERENCE = 128  # common/speculative.cpp
 SPEC_VOCAB_CHECK_START_TOKEN_ID = 5
 
@@ -83,7 +79,8 @@ def check_pair(target: ModelInfo, draft: ModelInfo, caps: EngineCaps | None = No
     # 4. vocabulary
     _check_dflash_vocab(target, draft, reasons, warnings)
     # 5. mainline DFlash needs targets that publish layer inputs
-    if gen in (Generation.MAINLINE, Generation.BEE_B) and target.architecture not in MAINLINE_DFLASH_TARGETS:
+    supported = dflash_target_archs(gen.value) if gen is not None else None
+    if supported is not None and target.architecture not in supported:
         reasons.append(f"{tn} is a '{target.architecture}' model; upstream DFlash (mainline llama.cpp, BeeLlama >= 0.4) "
                        "reads layer inputs this architecture does not expose, so the server would abort on the "
                        "first chat: use BeeLlama 0.1-0.3 or a supported target (Qwen3.x, Gemma 4, Llama).")

@@ -1,0 +1,214 @@
+"""The known-issue table row by row: each row's pre-launch check fires on a launch that meets it and
+stays quiet on one that does not, and its log pattern explains the engine's real words after a crash.
+
+Engines are the real --help texts (tests/fixtures/engines); models are metadata-only GGUFs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from beedeck.core import paths
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.help_text import caps_from_texts
+from beedeck.core.engine.known_issues import (
+    KnownIssueError,
+    dflash_target_archs,
+    explain_log,
+    in_range,
+    load_table,
+    markdown_table,
+    parse_table,
+    parse_version,
+)
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.logparse import classify_failure
+from beedeck.core.engine.server import ServerFailed
+from beedeck.core.models.guard import CHECKS, cache_block, check_launch
+from tests.fixtures import meta_gguf as mg
+from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
+
+CUDA_DEVICES = "Available devices:\n  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, 23400 MiB free)\n"
+CPU_DEVICES = "Available devices:\n  (none)\n"
+
+
+def _caps(kind: str, release: str = "") -> EngineCaps:
+    text = {"bee-a": help_stdout(BEE_A), "bee-a-cuda": help_stdout(BEE_A), "bee-b": help_stdout(BEE_B),
+            "mainline": help_stdout(MAINLINE)}[kind]
+    devices = CUDA_DEVICES if kind.endswith("cuda") else CPU_DEVICES
+    caps = caps_from_texts(f"/engines/{kind}/llama-server", "", text, devices)
+    return dataclasses.replace(caps, release=release)
+
+
+@dataclasses.dataclass
+class Models:
+    head32: Path  # llama, 4 heads x 32
+    head16: Path  # llama, 4 heads x 16
+    head128: Path  # llama, 4 heads x 128
+    gemma3: Path  # an architecture upstream DFlash cannot feed
+    fork_draft: Path  # dflash-draft (BeeLlama 0.1-0.3 format)
+    upstream_draft: Path  # dflash (mainline / BeeLlama >= 0.4 format)
+    plain_draft: Path  # an ordinary small LM, not a DFlash draft
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Models:
+    d = tmp_path_factory.mktemp("guard-models")
+    return Models(
+        head32=mg.tiny_model(d / "h32.gguf", n_embd=128),
+        head16=mg.tiny_model(d / "h16.gguf", n_embd=64),
+        head128=mg.tiny_model(d / "h128.gguf", n_embd=512),
+        gemma3=mg.tiny_model(d / "gemma3.gguf", arch="gemma3", n_embd=128),
+        fork_draft=mg.dflash_draft(d / "fork.gguf", "dflash-draft", 128, [0, 1], 1000, n_layer=1, n_ff=256),
+        upstream_draft=mg.dflash_draft(d / "up.gguf", "dflash", 128, [0, 1], 1000, n_layer=1, n_ff=256),
+        plain_draft=mg.tiny_model(d / "plain.gguf", n_embd=128, salt="x"),
+    )
+
+
+def _settings(target: Path, **kw: object) -> LaunchSettings:
+    s = LaunchSettings(target=str(target))
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+def _dflash(target: Path, draft: Path) -> LaunchSettings:
+    return _settings(target, draft=str(draft), spec_mode=SpecMode.DFLASH)
+
+
+# row id -> (engine, settings that meet the row, engine, settings that do not, a real log line it explains)
+Case = tuple[str, Callable[[Models], LaunchSettings], str, Callable[[Models], LaunchSettings], str]
+CASES: dict[str, Case] = {
+    "cache-block-vs-head-dim": (
+        "bee-a", lambda m: _settings(m.head32, cache_type_k="turbo4", cache_type_v="turbo4"),
+        "bee-a", lambda m: _settings(m.head128, cache_type_k="turbo4", cache_type_v="turbo4"),
+        # BeeLlama v0.1.2 (CPU build), then SIGSEGV
+        "llama_init_from_model: K cache type turbo4 with block size 128 does not divide n_embd_head_k=32",
+    ),
+    "kvarn-head-dim": (
+        "bee-b", lambda m: _settings(m.head32, cache_type_k="kvarn4", cache_type_v="kvarn4"),
+        "bee-b", lambda m: _settings(m.head128, cache_type_k="kvarn4", cache_type_v="kvarn4"),
+        "0.00.017.173 E llama_init_from_model: cannot enable kvarn_k4v4_g128: KVarN requires 128-, 256-, or "
+        "512-dimensional key/value heads",
+    ),
+    "bee-a-sampling-assert": (
+        "bee-a-cuda", lambda m: _settings(m.head32, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="copyspec"),
+        "bee-a", lambda m: _settings(m.head32, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="copyspec"),
+        "/src/beellama/common/sampling.cpp:724: GGML_ASSERT(idxs.size() == draft.size() + 1) failed",
+    ),
+    "fork-draft-on-upstream-engine": (
+        "bee-b", lambda m: _dflash(m.head32, m.fork_draft),
+        "bee-b", lambda m: _dflash(m.head32, m.upstream_draft),
+        "llama_model_load: error loading model: unknown model architecture: 'dflash-draft'",
+    ),
+    "upstream-draft-on-bee-0.1": (
+        "bee-a", lambda m: _dflash(m.head32, m.upstream_draft),
+        "bee-a", lambda m: _dflash(m.head32, m.fork_draft),
+        "llama_model_load: error loading model: error loading model architecture: unknown model architecture: 'dflash'",
+    ),
+    "not-a-dflash-draft": (
+        "mainline", lambda m: _dflash(m.head32, m.plain_draft),
+        "mainline", lambda m: _dflash(m.head32, m.upstream_draft),
+        "llama_model_load: error loading model: DFlash model requires 'target_layers' in GGUF metadata",
+    ),
+    "upstream-dflash-target-arch": (
+        "mainline", lambda m: _dflash(m.gemma3, m.upstream_draft),
+        "bee-a", lambda m: _dflash(m.gemma3, m.fork_draft),
+        "/src/llama.cpp/src/llama-context.cpp:2712: GGML_ASSERT(t_layer_inp[il] != nullptr) failed",
+    ),
+}
+RELEASES = {"bee-a": "v0.1.2", "bee-a-cuda": "v0.1.2", "bee-b": "v0.4.3", "mainline": ""}
+
+
+def test_every_row_has_a_case_and_every_case_a_row() -> None:
+    assert {r.id for r in load_table()} == set(CASES)
+    assert len(load_table()) == 7
+
+
+@pytest.mark.parametrize("row_id", sorted(CASES))
+def test_row_refuses_what_meets_it_and_passes_what_does_not(row_id: str, models: Models) -> None:
+    hit_engine, hit, miss_engine, miss, _log = CASES[row_id]
+    row = next(r for r in load_table() if r.id == row_id)
+    with pytest.raises(ServerFailed) as exc:
+        check_launch(_caps(hit_engine, RELEASES[hit_engine]), hit(models))
+    failure = exc.value.failure
+    assert failure.issue == row_id and failure.code == row.code
+    assert "{" not in failure.message + failure.remedy  # every placeholder filled
+    assert [w.issue for w in check_launch(_caps(miss_engine, RELEASES[miss_engine]), miss(models))] == []
+
+
+@pytest.mark.parametrize("row_id", sorted(CASES))
+def test_row_explains_the_engines_own_words_after_a_crash(row_id: str) -> None:
+    *_, line = CASES[row_id]
+    failure = classify_failure(["main: loading model", line, "common_init_from_params: failed to create context"],
+                               -11, 11)
+    assert failure.issue == row_id, failure
+    assert "{" not in failure.message + failure.remedy and not failure.message.startswith("llama-server crashed")
+
+
+def test_the_turbo_head_dim_refusal_names_the_type_and_the_head_size(models: Models) -> None:
+    with pytest.raises(ServerFailed) as exc:
+        check_launch(_caps("bee-a", "v0.1.2"), _settings(models.head32, cache_type_k="turbo4", cache_type_v="q8_0"))
+    assert "turbo4" in exc.value.failure.message and "(32)" in exc.value.failure.message
+    assert "K cache" in exc.value.failure.message and "f16" in exc.value.failure.remedy
+
+
+def test_q8_0_and_q4_0_need_a_head_size_divisible_by_32_on_every_engine(models: Models) -> None:
+    for kind in ("mainline", "bee-b", "bee-a"):
+        with pytest.raises(ServerFailed, match=r"q4_0 stores values in blocks of 32.*\(16\)"):
+            check_launch(_caps(kind), _settings(models.head16, cache_type_k="q4_0", cache_type_v="q4_0"))
+        assert check_launch(_caps(kind), _settings(models.head32, cache_type_k="q4_0", cache_type_v="q4_0")) == []
+    # With flash attention off a quantized K is not tested by the engine (and a quantized V is refused by argv).
+    assert check_launch(_caps("mainline"), _settings(models.head16, cache_type_k="q8_0", flash_attn="off")) == []
+
+
+def test_an_unknown_release_turns_a_versioned_row_into_a_warning(models: Models) -> None:
+    # A Gen A engine of unknown release may be 0.2/0.3, which read upstream drafts: warn, do not refuse.
+    warnings = check_launch(_caps("bee-a", release=""), _dflash(models.head32, models.upstream_draft))
+    assert [w.issue for w in warnings] == ["upstream-draft-on-bee-0.1"]
+    assert "release is unknown" in warnings[0].message
+    assert check_launch(_caps("bee-a", release="v0.3.1"), _dflash(models.head32, models.upstream_draft)) == []
+
+
+def test_the_table_is_valid_and_the_docs_are_generated_from_it() -> None:
+    rows = load_table()
+    assert all(r.check in CHECKS for r in rows if r.check)
+    docs = Path(__file__).resolve().parents[3] / "docs" / "known-issues.md"
+    assert docs.read_text(encoding="utf-8") == markdown_table(rows), "regenerate: beedeck engine known-issues --markdown"
+
+
+def test_malformed_tables_are_refused_with_the_row_and_field() -> None:
+    good = json.loads(paths.resource_path("known-issues.json").read_text())
+    bad = json.loads(json.dumps(good))
+    bad["issues"][2]["backend"] = "rocm"
+    with pytest.raises(KnownIssueError, match=r"issues\[2\]\.backend"):
+        parse_table(bad)
+    bad = json.loads(json.dumps(good))
+    bad["issues"][0]["check"], bad["issues"][0]["log"] = "", ""
+    with pytest.raises(KnownIssueError, match="could never fire"):
+        parse_table(bad)
+    with pytest.raises(KnownIssueError, match="version range"):
+        in_range((0, 1), "about 0.2")
+
+
+def test_versions_and_block_sizes() -> None:
+    assert parse_version("v0.4.3") == (0, 4, 3) and parse_version("0") is None and parse_version("11434") is None
+    assert in_range((0, 1, 2), "<0.2") and not in_range((0, 2), "<0.2") and in_range((0, 3, 9), ">=0.1,<0.4")
+    assert [cache_block(t) for t in ("f16", "bf16", "q8_0", "q2_1", "turbo3_tcq", "kvarn4")] == [
+        None, None, 32, 32, 128, None]
+
+
+def test_dflash_target_lists_per_generation() -> None:
+    assert dflash_target_archs("bee-a") is None  # fork DFlash reads every graph
+    assert "gemma3" not in (dflash_target_archs("mainline") or ()) and "gemma4" in (dflash_target_archs("bee-b") or ())
+
+
+def test_explain_log_skips_rows_of_other_engines() -> None:
+    line = "/src/common/sampling.cpp:724: GGML_ASSERT(idxs.size() == draft.size() + 1) failed"
+    assert explain_log([line], _caps("bee-a-cuda", "v0.1.2")) is not None
+    assert explain_log([line], _caps("mainline")) is None
