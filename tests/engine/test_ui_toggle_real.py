@@ -1,8 +1,10 @@
-"""The Baseline | DFlash toggle of the REAL main window on the REAL mainline llama-server (CPU).
+"""The Baseline | DFlash toggle of the REAL main window on each REAL engine (CPU builds).
 
-Mainline compiles the per-request speculation override out, so the toggle takes its restart path:
-the server is stopped and started again with or without the DFlash draft. The synthetic sticky pair
-(tests/fixtures/synth_gguf.py) makes the outcome exact: greedy replies are " bee bee ...", the sticky
+The window checks, once the server with its draft is ready, whether the engine honours a per-request
+"no drafts": BeeLlama 0.1 (Gen A) does, so its toggle switches per request and keeps the server;
+BeeLlama 0.4 (Gen B) and mainline parse that field inside ``#if 0``, so their toggle restarts the
+server with or without the DFlash draft. The synthetic sticky pair (tests/fixtures/synth_gguf.py, in
+each engine's draft format) makes the outcome exact: greedy replies are " bee bee ...", the sticky
 draft proposes " bee", so a DFlash reply has drafts, all accepted, and a baseline reply has none.
 """
 
@@ -22,10 +24,11 @@ from pytestqt.qtbot import QtBot
 from beedeck.clicmd.bench import synthetic_settings
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import RESTART
+from beedeck.core.engine.modes import PER_REQUEST, RESTART
 from beedeck.core.profile import Profile
 from beedeck.ui.window.main_window import MainWindow
 from tests.conftest import PERSISTENT
+from tests.engine.conftest import RealEngine
 from tests.fixtures import synth_gguf as sg
 
 pytestmark = pytest.mark.engine
@@ -36,14 +39,15 @@ REPLY_MS = 120_000
 TOOK = re.compile(r"restarted the server (with|without) the draft in (\d+\.\d) s")
 
 
-def _sticky_profile(engine: Path) -> Profile:
-    target, draft = sg.synthetic_pair(PERSISTENT / "synth", sticky=True)
+def _sticky_profile(engine: Path, draft_format: str = "mainline") -> Profile:
+    target = sg.cached_target(PERSISTENT / "synth", sticky=True)
+    draft = sg.cached_draft(PERSISTENT / "synth", target, sticky=True, fmt=draft_format)  # type: ignore[arg-type]
     # The bench command's settings for this pair (threads 1, flash-attn auto, draft-n-max 15), in
     # DFlash mode and greedy, so acceptance is exactly 100 %.
     settings: LaunchSettings = replace(
         synthetic_settings(target, draft), spec_mode=SpecMode.DFLASH, temp=0.0, top_k=1
     )
-    return Profile(str(engine), settings, "mainline (CPU) + synthetic sticky pair")
+    return Profile(str(engine), settings, "CPU engine + synthetic sticky pair")
 
 
 def _server_pid(window: MainWindow) -> int:
@@ -117,15 +121,28 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     return reported, wall
 
 
-def test_toggle_restarts_the_real_server_and_keeps_the_conversation(
-    qtbot: QtBot, starter_engine_path: Path
+def _per_request_toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
+    """Click ``mode`` on the per-request path: it takes effect at once, the same server keeps serving."""
+    toggle = window.mode
+    pid = _server_pid(window)
+    t0 = time.monotonic()
+    with qtbot.waitSignal(toggle.mode_changed, timeout=5_000) as blocker:
+        (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
+    wall = time.monotonic() - t0
+    assert blocker.args == [mode] and not toggle.is_switching() and _server_pid(window) == pid
+    assert ("asks for no drafts" if mode == "baseline" else "uses the draft") in toggle.status.text()
+    return 0.0, wall
+
+
+def test_toggle_switches_the_real_server_and_keeps_the_conversation(
+    qtbot: QtBot, real_engine: RealEngine
 ) -> None:
     store = ChatStore()
     window = MainWindow(store)
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
-    window.set_profile(_sticky_profile(starter_engine_path))
+    window.set_profile(_sticky_profile(real_engine.path, real_engine.draft_format))
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
     assert toggle.isEnabled() and toggle.mode() == "dflash" and toggle.dflash_button.isChecked()
@@ -135,8 +152,13 @@ def test_toggle_restarts_the_real_server_and_keeps_the_conversation(
             window.start_action.trigger()
         pids.append(_server_pid(window))
         assert _has_draft_on_command_line(pids[-1])
-        assert toggle.path() == RESTART  # mainline: the engine's caps were probed on start
-        assert "restarts the server" in toggle.toolTip()
+        # The check on ready: two short replies, as it is and asking for no drafts.
+        qtbot.waitUntil(lambda: window.switching.memory.get(window.controller.caps) is not None, timeout=REPLY_MS)
+        honours = real_engine.kind == "bee-a"
+        assert toggle.per_request() is honours, toggle.toolTip()
+        assert toggle.path() == (PER_REQUEST if honours else RESTART)
+        assert ("honours a per-request" if honours else "ignores a per-request") in toggle.toolTip()
+        switch = _per_request_toggle if honours else _toggle
 
         conv_id = window.chat.conversation_id
         assert conv_id is not None
@@ -144,7 +166,7 @@ def test_toggle_restarts_the_real_server_and_keeps_the_conversation(
         _assert_dflash(first)
         assert window.speed.acceptance.text().startswith(f"{first['draft_n']}/{first['draft_n']} (100 %)")
 
-        to_baseline = _toggle(qtbot, window, "baseline")
+        to_baseline = switch(qtbot, window, "baseline")
         pids.append(_server_pid(window))
         assert window.chat.conversation_id == conv_id
         kept = store.messages(conv_id)
@@ -156,10 +178,10 @@ def test_toggle_restarts_the_real_server_and_keeps_the_conversation(
         )
 
         second = _send(qtbot, window, "Write python code.")
-        _assert_baseline(second)
+        _assert_baseline(second)  # per request, the loaded draft was told to stay silent
         assert window.speed.acceptance.text() == "— (no drafts)"
 
-        to_dflash = _toggle(qtbot, window, "dflash")
+        to_dflash = switch(qtbot, window, "dflash")
         pids.append(_server_pid(window))
         third = _send(qtbot, window, "hello")
         _assert_dflash(third)
@@ -189,7 +211,7 @@ def test_toggle_restarts_the_real_server_and_keeps_the_conversation(
     leftover = [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()]
     assert not [p for p in leftover if p.status() != psutil.STATUS_ZOMBIE], leftover
     print(
-        f"\nrestart-path toggle on the synthetic sticky pair: DFlash->Baseline {to_baseline[0]:.3f} s "
+        f"\n{real_engine.kind}: {toggle.path()} toggle on the synthetic sticky pair: DFlash->Baseline {to_baseline[0]:.3f} s "
         f"(click to mode_changed {to_baseline[1]:.2f} s), Baseline->DFlash {to_dflash[0]:.3f} s "
         f"({to_dflash[1]:.2f} s); replies {first['tps']:.0f} / {second['tps']:.0f} / {third['tps']:.0f} tok/s "
         f"(dflash / baseline / dflash), drafts {first['draft_n']} and {third['draft_n']}, all accepted"

@@ -15,6 +15,7 @@ tests/fixtures/engines/*.sse): ``data: <json>\\n\\n`` over chunked transfer enco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -43,6 +44,9 @@ class SSEScript:
     finish_reason: str = "stop"
     draft_n: int = 0
     draft_n_accepted: int = 0
+    # True: a request with "speculative.n_max": 0 gets no drafts (BeeLlama 0.1-0.3); False: it is
+    # ignored and drafts are reported anyway (BeeLlama >= 0.4 and mainline, where the field is #if 0).
+    honours_no_drafts: bool = False
     include_timings: bool = True
     model: str = "fake-model.gguf"
     ping_every_tokens: int = 0  # send ": ping" comment lines, like --sse-ping-interval
@@ -265,6 +269,8 @@ class FakeLlamaServer:
                     self._error(404, "File Not Found", "not_found_error")
                     return
                 script = fake.script
+                if script.honours_no_drafts and isinstance(body, dict) and body.get("speculative.n_max") == 0:
+                    script = dataclasses.replace(script, draft_n=0, draft_n_accepted=0)
                 if script.status != 200:
                     self._error(script.status, script.error_message, script.error_type)
                     return

@@ -1,45 +1,76 @@
-"""Baseline | DFlash: disabled without a draft, per-request override on BeeLlama, restart on mainline."""
+"""Baseline | DFlash: disabled without a draft; per-request only where the engine was measured to
+honour it; restart otherwise (and after a reply contradicts the measurement)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.modes import PER_REQUEST, RESTART, settings_for_mode
+from beedeck.core.engine.switching import PerRequestMemory
 from beedeck.ui.engine.mode_toggle import ModeToggle
+from beedeck.ui.engine.switch_checker import SwitchChecker
+from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 
 WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192)
-BEE = EngineCaps(path="/e/bee", generation=Generation.BEE_B, spec_types=("draft-dflash",))
-MAINLINE = EngineCaps(path="/e/ml", generation=Generation.MAINLINE, spec_types=("draft-dflash",))
+
+
+def _caps(tmp_path: Path, generation: Generation) -> EngineCaps:
+    binary = tmp_path / f"llama-server-{generation.value}"  # the memory is keyed by the real file
+    binary.write_text("#!/bin/sh\n")
+    return EngineCaps(path=str(binary), generation=generation, spec_types=("draft-dflash",))
+
+
+def _inline(fn: Any, done: Any, err: Any) -> None:
+    try:
+        result = fn()
+    except Exception as exc:
+        err(exc)
+        return
+    done(result)
+
+
+def _toggle(qtbot: QtBot, caps: EngineCaps | None, per_request: bool | None = None) -> ModeToggle:
+    t = ModeToggle()
+    qtbot.addWidget(t)
+    t.configure(WITH_DRAFT, caps, per_request)
+    return t
 
 
 def test_disabled_without_a_draft(qtbot: QtBot) -> None:
     t = ModeToggle()
     qtbot.addWidget(t)
-    t.configure(LaunchSettings(target="/m/t.gguf"), MAINLINE)
+    t.configure(LaunchSettings(target="/m/t.gguf"), None)
     assert not t.isEnabled()
     assert "No DFlash draft" in t.toolTip()
     assert t.provider() == ("baseline", {})
 
 
-def test_per_request_path_on_beellama(qtbot: QtBot) -> None:
-    t = ModeToggle()
-    qtbot.addWidget(t)
-    t.configure(WITH_DRAFT, BEE)
+def test_restart_until_the_engine_is_known_whatever_its_generation(qtbot: QtBot, tmp_path: Path) -> None:
+    for generation in (Generation.BEE_A, Generation.BEE_B, Generation.MAINLINE):
+        t = _toggle(qtbot, _caps(tmp_path, generation))
+        assert t.path() == RESTART and "until BeeDeck has checked" in t.toolTip()
+
+
+def test_per_request_path_where_measured(qtbot: QtBot, tmp_path: Path) -> None:
+    t = _toggle(qtbot, _caps(tmp_path, Generation.BEE_A), per_request=True)
     assert t.isEnabled() and t.path() == PER_REQUEST
     assert t.provider() == ("dflash", {})
     with qtbot.waitSignal(t.mode_changed) as blocker:
         t.baseline_button.click()
     assert blocker.args == ["baseline"]
-    assert t.provider() == ("baseline", {"speculative.n_max": 0})
-    assert "per request" in t.status.text()
+    assert t.provider() == ("baseline", {"speculative.n_max": 0, "speculative.n_min": 0})
+    assert "per request" in t.status.text() and "draft stays loaded" in t.status.text()
 
 
-def test_restart_path_on_mainline(qtbot: QtBot) -> None:
-    t = ModeToggle()
-    qtbot.addWidget(t)
-    t.configure(WITH_DRAFT, MAINLINE)
+def test_restart_path(qtbot: QtBot, tmp_path: Path) -> None:
+    caps = _caps(tmp_path, Generation.MAINLINE)
+    t = _toggle(qtbot, caps, per_request=False)
     assert t.path() == RESTART
     with qtbot.waitSignal(t.restart_requested) as blocker:
         t.baseline_button.click()
@@ -50,16 +81,14 @@ def test_restart_path_on_mainline(qtbot: QtBot) -> None:
     assert t.mode() == "dflash"  # unchanged until the restart finished
     with qtbot.waitSignal(t.mode_changed):
         t.restart_finished()
-    assert t.mode() == "baseline" and t.provider() == ("baseline", {})  # no per-request field on mainline
-    t.configure(WITH_DRAFT, MAINLINE)  # the restarted server's caps arrive again: the mode stays
-    assert t.mode() == "baseline" and t.baseline_button.isChecked()
+    assert t.mode() == "baseline" and t.provider() == ("baseline", {})  # no per-request field
+    t.configure(WITH_DRAFT, caps)  # the restarted server's caps arrive again: the mode stays
+    assert t.mode() == "baseline" and t.baseline_button.isChecked() and t.path() == RESTART
     assert "restarted the server without the draft in" in t.status.text()
 
 
-def test_restart_failure_restores_the_old_mode(qtbot: QtBot) -> None:
-    t = ModeToggle()
-    qtbot.addWidget(t)
-    t.configure(WITH_DRAFT, MAINLINE)
+def test_restart_failure_restores_the_old_mode(qtbot: QtBot, tmp_path: Path) -> None:
+    t = _toggle(qtbot, _caps(tmp_path, Generation.MAINLINE))
     t.baseline_button.click()
     t.restart_failed()
     assert t.mode() == "dflash" and t.dflash_button.isChecked() and t.baseline_button.isEnabled()
@@ -69,3 +98,56 @@ def test_settings_for_mode_keeps_everything_else() -> None:
     base = settings_for_mode(WITH_DRAFT, "baseline")
     assert base.to_dict() | {"draft": WITH_DRAFT.draft, "spec_mode": "dflash"} == WITH_DRAFT.to_dict()
     assert settings_for_mode(WITH_DRAFT, "dflash") == WITH_DRAFT
+
+
+def test_checker_measures_a_server_that_ignores_no_drafts_and_remembers_it(qtbot: QtBot, tmp_path: Path) -> None:
+    caps = _caps(tmp_path, Generation.BEE_B)
+    t = _toggle(qtbot, caps)
+    memory = PerRequestMemory(tmp_path / "per-request.json")
+    checker = SwitchChecker(t, memory=memory, runner=_inline)
+    with FakeLlamaServer(SSEScript(tokens=["1,"] * 30, draft_n=36, draft_n_accepted=36)) as srv:
+        checker.server_ready(caps, LlamaClient(srv.base_url))
+        bodies = [r.body for r in srv.requests if r.method == "POST"]
+    assert [b.get("speculative.n_max") for b in bodies] == [None, 0]  # as it is, then asking for none
+    assert t.path() == RESTART and "ignores a per-request" in t.toolTip() and "still drafted 36" in t.toolTip()
+    assert memory.get(caps) is False
+    # A new window on the same build does not ask again.
+    t2 = _toggle(qtbot, caps, memory.get(caps))
+    SwitchChecker(t2, memory=memory, runner=lambda *a: (_ for _ in ()).throw(AssertionError("checked again")))
+    assert t2.path() == RESTART
+
+
+def test_checker_measures_a_server_that_honours_it(qtbot: QtBot, tmp_path: Path) -> None:
+    caps = _caps(tmp_path, Generation.BEE_A)
+    t = _toggle(qtbot, caps)
+    memory = PerRequestMemory(tmp_path / "per-request.json")
+    checker = SwitchChecker(t, memory=memory, runner=_inline)
+    script = SSEScript(tokens=["1,"] * 30, draft_n=33, draft_n_accepted=33, honours_no_drafts=True)
+    with FakeLlamaServer(script) as srv:
+        checker.server_ready(caps, LlamaClient(srv.base_url))
+    assert t.path() == PER_REQUEST and memory.get(caps) is True
+    assert "honours a per-request" in t.toolTip() and "Baseline switches per request" in t.status.text()
+
+
+def test_an_inconclusive_check_keeps_restarting_and_is_not_remembered(qtbot: QtBot, tmp_path: Path) -> None:
+    caps = _caps(tmp_path, Generation.BEE_A)
+    t = _toggle(qtbot, caps)
+    memory = PerRequestMemory(tmp_path / "per-request.json")
+    with FakeLlamaServer(SSEScript(tokens=["x"] * 10, draft_n=0)) as srv:
+        SwitchChecker(t, memory=memory, runner=_inline).server_ready(caps, LlamaClient(srv.base_url))
+    assert t.path() == RESTART and "inconclusive" in t.toolTip() and memory.get(caps) is None
+
+
+def test_a_drafted_baseline_reply_switches_to_restarting(qtbot: QtBot, tmp_path: Path) -> None:
+    caps = _caps(tmp_path, Generation.BEE_A)
+    memory = PerRequestMemory(tmp_path / "per-request.json")
+    t = _toggle(qtbot, caps, per_request=True)
+    checker = SwitchChecker(t, memory=memory, runner=_inline)
+    t.baseline_button.click()
+    assert t.mode() == "baseline" and t.path() == PER_REQUEST
+    with qtbot.waitSignal(t.restart_requested) as blocker:
+        checker.reply_finished(caps, {"mode": "baseline", "draft_n": 12, "draft_accepted": 12})
+    assert blocker.args[0].draft is None  # the server restarts without the draft: a real baseline
+    assert t.path() == RESTART and memory.get(caps) is False and "drafted 12 tokens" in t.toolTip()
+    # A DFlash reply with drafts is no contradiction.
+    checker.reply_finished(caps, {"mode": "dflash", "draft_n": 40})

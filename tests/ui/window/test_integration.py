@@ -21,6 +21,7 @@ from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.modes import PER_REQUEST
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.bench_dialog import BenchDialog
@@ -212,10 +213,15 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
 ) -> None:
     w, controller = make_window(qtbot, store)
     engine = "/opt/bee/llama-server"
-    w.known_caps[engine] = bee_caps(engine)  # BeeLlama: the mode switches per request, no restart
+    w.known_caps[engine] = controller.caps = bee_caps(engine)
     w.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)))
-    controller.ready.emit(fake_server.base_url)
     fake_server.script.tokens = [f"t{i} " for i in range(12)]
+    # A server that honours a per-request "no drafts" (BeeLlama 0.1-0.3): the check on ready finds out,
+    # and the mode then switches per request, without a restart.
+    fake_server.script.draft_n = fake_server.script.draft_n_accepted = 8
+    fake_server.script.honours_no_drafts = True
+    controller.ready.emit(fake_server.base_url)
+    qtbot.waitUntil(lambda: w.mode.path() == PER_REQUEST, timeout=10_000)
     advices: list[Advice] = []
     w.guard_monitor.advice_given.connect(advices.append)
     prompt = "Write a Python function that reverses a list."

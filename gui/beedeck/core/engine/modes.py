@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 
 PER_REQUEST = "per-request"
@@ -17,11 +16,10 @@ def has_draft(settings: LaunchSettings | None) -> bool:
     return bool(settings and settings.draft and settings.spec_mode == SpecMode.DFLASH)
 
 
-def switch_path(caps: EngineCaps | None) -> str:
-    """per-request on BeeLlama (it reads ``speculative.n_max`` per request), otherwise restart."""
-    if caps is not None and caps.generation in (Generation.BEE_A, Generation.BEE_B):
-        return PER_REQUEST
-    return RESTART
+def switch_path(per_request_honoured: bool | None) -> str:
+    """per-request only where this engine build was measured to honour it
+    (:mod:`beedeck.core.engine.switching`), otherwise restart without the draft."""
+    return PER_REQUEST if per_request_honoured else RESTART
 
 
 def settings_for_mode(profile: LaunchSettings, mode: str) -> LaunchSettings:

@@ -42,6 +42,7 @@ from beedeck.ui.engine.failure_panel import FailurePanel
 from beedeck.ui.engine.log_dock import LogDock
 from beedeck.ui.engine.mode_toggle import ModeToggle
 from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.engine.switch_checker import SwitchChecker
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
 from beedeck.ui.host import DialogFactory
 
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
         self.speed = SpeedPanel()
         self.log = LogDock(self)
         self.mode = ModeToggle()
+        self.switching = SwitchChecker(self.mode, self)
         self.endpoint = EndpointLabel()
         self.guard = SpecGuard()
         self.guard_monitor = GuardMonitor(self.guard, store, self)
@@ -229,6 +231,7 @@ class MainWindow(QMainWindow):
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
         self.mode.restart_requested.connect(self._on_mode_restart_requested)
+        self.chat.reply_finished.connect(lambda stats: self.switching.reply_finished(self.controller.caps, stats))
 
     def _show_log(self) -> None:
         self.log.show()
@@ -243,7 +246,8 @@ class MainWindow(QMainWindow):
             pair += " + " + Path(str(s.draft)).name
         self.pair_label.setText(f"model: {pair}")
         self.engine_label.setText(f"engine: {profile.label or Path(profile.engine).name}")
-        self.mode.configure(s, self.known_caps.get(profile.engine))
+        caps = self.known_caps.get(profile.engine)
+        self.mode.configure(s, caps, self.switching.memory.get(caps))
         self._on_controller_state(self.controller.state)
 
     def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
@@ -304,8 +308,8 @@ class MainWindow(QMainWindow):
     def _on_controller_caps(self, caps: object) -> None:
         if isinstance(caps, EngineCaps) and self.controller.engine:
             self.known_caps[self.controller.engine] = caps
-        if self.profile is not None:
-            self.mode.configure(self.profile.settings, caps)  # type: ignore[arg-type]
+        if self.profile is not None and isinstance(caps, EngineCaps):
+            self.mode.configure(self.profile.settings, caps, self.switching.memory.get(caps))
             gen = getattr(caps, "generation", "")
             version = getattr(caps, "version", "")
             self.engine_label.setText(f"engine: {getattr(gen, 'value', gen)} {version}".strip())
@@ -317,6 +321,7 @@ class MainWindow(QMainWindow):
         self.endpoint.set_base_url(base_url)
         self.failure.hide()
         self.mode.restart_finished()
+        self.switching.server_ready(self.controller.caps, self.client_factory(base_url, api_key))
 
     def _on_controller_failed(self, failure: object) -> None:
         self.mode.restart_failed()
