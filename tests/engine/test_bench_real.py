@@ -18,12 +18,13 @@ import pytest
 
 from beedeck.clicmd.bench import synthetic_bench_pair, synthetic_settings
 from beedeck.core.bench import report as br
-from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE
+from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, MODEL_FREE
 from beedeck.core.bench.runner import run_bench
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from tests.conftest import PERSISTENT, REPO
+from tests.engine.conftest import RealEngine
 
 pytestmark = pytest.mark.engine
 
@@ -144,3 +145,35 @@ def test_cli_bench_fails_clearly_on_a_bad_suite(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "beedeck", "bench", "--suite", str(bad)],
                           capture_output=True, text=True, env=env, timeout=60, check=False)
     assert proc.returncode == 2 and "prompts: is missing or empty" in proc.stderr
+
+
+@pytest.mark.timeout(900)
+def test_every_engine_measures_dflash_against_a_server_without_the_draft(
+    real_engine: RealEngine, record_property: Any,
+) -> None:
+    """The default switching on each real engine: the baseline is a server without the draft (no
+    sample of it drafted), DFlash drafts and is accepted 100 %, the text is identical, and where the
+    engine honours a per-request "no drafts" (BeeLlama 0.1 only) the in-server baseline is measured too."""
+    target, draft = synthetic_bench_pair(SYNTH, real_engine.draft_format)
+    suite = BenchSuite("synthetic", (BenchPrompt("py", "Write python code for the deck."),), max_tokens=128,
+                       temperature=0.0, seed=7)
+    report = run_bench(real_engine.path, real_engine.caps, synthetic_settings(target, draft), suite,
+                       (BASELINE, DFLASH), reps=5, warmup=1, environment={})
+    assert report.ok, report.errors
+    honours = real_engine.kind == "bee-a"
+    assert report.modes == ([BASELINE, DFLASH, IN_SERVER_BASELINE] if honours else [BASELINE, DFLASH])
+    assert "honours" in report.environment["per_request"] if honours else "ignores" in report.environment["per_request"]
+    assert [r.switching for r in report.runs] == ["restart", "restart"] + (["per-request"] if honours else [])
+    assert all(s.draft_n == 0 for s in report.samples if s.mode in (BASELINE, IN_SERVER_BASELINE))
+    dflash = report.samples_for(DFLASH)
+    assert len(dflash) == 5 and all(s.draft_n > 0 and s.acceptance == 1.0 for s in dflash)
+    summary = br.summarize(report)
+    d = summary.overall[DFLASH]
+    assert d.identical == d.compared == 5 and d.speedup is not None
+    line = f"{real_engine.kind}: {_line(summary, BASELINE)}; {_line(summary, DFLASH)}"
+    if honours:
+        line += f"; {_line(summary, IN_SERVER_BASELINE)}"
+        assert any(IN_SERVER_BASELINE in f and "a server without the draft" in f for f in summary.flags)
+    print(line)
+    record_property(f"engine_speedup_{real_engine.kind}", line)
+    assert d.speedup.ratio > 1.0, line

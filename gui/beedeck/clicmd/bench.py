@@ -18,10 +18,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
 from beedeck.core.bench.report import ChartRenderer, Summary, summarize, write_reports
-from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport
-from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
+from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, BenchReport
+from beedeck.core.bench.runner import DEFAULT_REPS, IN_SERVER_CHOICES, SWITCHING, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -49,8 +50,14 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--api-key", metavar="KEY", help="API key of the --url server")
     p.add_argument("--synthetic", action="store_true",
                    help="use the tiny synthetic sticky target + DFlash draft (CPU, greedy, 100 %% acceptance)")
-    p.add_argument("--switching", choices=("auto", "restart", "per-request", "side-by-side"), default="auto",
-                   help="how modes are switched (default: per-request on BeeLlama, else restart; side-by-side runs every mode's server at once and interleaves requests, fairest on a busy CPU)")
+    p.add_argument("--switching", choices=SWITCHING, default="auto",
+                   help="how modes are served (default/restart: one server per mode, the baseline without the "
+                        "draft; side-by-side: every mode's server at once, requests interleaved, fairest on a busy "
+                        "CPU; per-request: only the DFlash server, its baseline asked for no drafts)")
+    p.add_argument("--in-server-baseline", choices=IN_SERVER_CHOICES, default="auto",
+                   help=f"also measure the DFlash server asked for no drafts ({IN_SERVER_BASELINE}: what the chat "
+                        "toggle's per-request Baseline costs); auto: where the engine honours it")
+    add_settings_arguments(p)
     p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")
     p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for each server")
     p.set_defaults(func=run_bench_command)
@@ -82,7 +89,9 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
         if args.engine:
             engine = Path(args.engine)
         if args.synthetic:
-            target, draft = synthetic_bench_pair(paths.cache_dir() / "synth-bench")
+            fmt = "bee" if engine is not None and probe_engine(str(engine)).dflash_draft_arch == "dflash-draft" \
+                else "mainline"
+            target, draft = synthetic_bench_pair(paths.cache_dir() / "synth-bench", fmt)
             settings = synthetic_settings(target, draft)
             max_tokens = max_tokens or SYNTH_MAX_TOKENS
             temperature = 0.0 if temperature is None else temperature
@@ -96,23 +105,27 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
             settings.target = str(Path(args.target))
         if args.draft:
             settings.draft = str(Path(args.draft))
+        apply_settings_arguments(args, settings)
         caps = probe_engine(str(engine))
         default_modes = [BASELINE, DFLASH] if settings.draft else [BASELINE]
     modes = [m.strip() for m in args.modes.split(",")] if args.modes else default_modes
     return engine, caps, settings, suite.with_overrides(max_tokens, temperature), modes
 
 
-def synthetic_bench_pair(folder: Path) -> tuple[Path, Path]:
+def synthetic_bench_pair(folder: Path, fmt: str = "mainline") -> tuple[Path, Path]:
     """The sticky synthetic pair, sized for benchmarking (about 50 MB): the 2 MB default target is so
     small that per-token server overhead hides DFlash's batching (measured 0.2x-1.3x on the busy
-    2-core machine), while at n_embd 512 / n_ff 2048 compute dominates and the speed-up is clear."""
-    target, draft = folder / "bench-target-sticky-512.gguf", folder / "bench-dflash-sticky-512.gguf"
+    2-core machine), while at n_embd 512 / n_ff 2048 compute dominates and the speed-up is clear.
+    ``fmt``: the draft format, "mainline" (mainline, BeeLlama >= 0.4) or "bee" (BeeLlama 0.1-0.3)."""
+    suffix = "" if fmt == "mainline" else f"-{fmt}"
+    target, draft = folder / "bench-target-sticky-512.gguf", folder / f"bench-dflash-sticky-512{suffix}.gguf"
     if target.is_file() and draft.is_file() and draft.stat().st_mtime >= target.stat().st_mtime:
         return target, draft
     sg = _load_synth()
     folder.mkdir(parents=True, exist_ok=True)
-    sg.write_llama_target(target, sticky=True, n_embd=512, n_ff=2048, n_head=8)
-    sg.write_dflash_draft(draft, target, sticky=True)
+    if not target.is_file():
+        sg.write_llama_target(target, sticky=True, n_embd=512, n_ff=2048, n_head=8)
+    sg.write_dflash_draft(draft, target, sticky=True, fmt=fmt)
     return target, draft
 
 
@@ -143,18 +156,18 @@ def _bar(done: int, total: int, label: str) -> None:
 
 def format_table(report: BenchReport, summary: Summary) -> str:
     """A plain-text table of the overall figures for the terminal."""
-    head = f"{'mode':<11} {'gen tok/s':>10} {'min-max':>17} {'accept':>8} {'speed-up (95% CI)':>22} {'same':>6}"
+    head = f"{'mode':<21} {'gen tok/s':>10} {'min-max':>17} {'accept':>8} {'speed-up (95% CI)':>22} {'same':>6}"
     lines = [head, "-" * len(head)]
     for mode in report.modes:
         m = summary.overall.get(mode)
         if m is None or m.gen_tps is None:
-            lines.append(f"{mode:<11} no finished replies")
+            lines.append(f"{mode:<21} no finished replies")
             continue
         g = m.gen_tps
         acc = f"{100 * m.acceptance:.1f}%" if m.acceptance is not None else "-"
         sp = f"{m.speedup.ratio:.2f}x ({m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else "-"
         same = f"{m.identical}/{m.compared}" if m.compared else "-"
-        lines.append(f"{mode:<11} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8} {sp:>22} {same:>6}")
+        lines.append(f"{mode:<21} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8} {sp:>22} {same:>6}")
     return "\n".join(lines)
 
 
@@ -172,6 +185,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         try:
             box["report"] = run_bench(engine, caps, settings, suite, modes, reps=args.reps, warmup=args.warmup,
                                       on_progress=_bar, cancel_event=cancel, switching=args.switching,
+                                      in_server_baseline=args.in_server_baseline,
                                       url=args.url, api_key=args.api_key, ready_timeout=args.ready_timeout)
         except BaseException as exc:
             box["error"] = exc

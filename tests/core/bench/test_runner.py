@@ -4,6 +4,7 @@ tests/engine/test_bench_real.py): suites, fairness of the requests, statistics, 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import threading
@@ -14,12 +15,13 @@ from typing import Any
 import pytest
 
 from beedeck.core.bench import report as br
-from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, BenchReport, Sample
-from beedeck.core.bench.runner import check_modes, mode_settings, per_request_possible, run_bench
+from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, MODEL_FREE, BenchReport, Sample
+from beedeck.core.bench.runner import check_modes, mode_settings, run_bench
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite, SuiteError, load_suite
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.switching import PerRequestMemory, PerRequestVerdict
 from tests.conftest import FIXTURES
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
@@ -118,8 +120,8 @@ def test_mode_checks_and_per_request_choice() -> None:
     with pytest.raises(BenchError, match="Unknown benchmark mode 'fast'"):
         check_modes(["fast"], ml, None)
     assert check_modes(["baseline", "baseline", MODEL_FREE], ml, LaunchSettings(target="t")) == [BASELINE, MODEL_FREE]
-    assert per_request_possible(bee, [BASELINE, DFLASH]) and not per_request_possible(ml, [BASELINE, DFLASH])
-    assert not per_request_possible(bee, [BASELINE, DFLASH, MODEL_FREE])
+    with pytest.raises(BenchError, match="add dflash"):
+        check_modes([IN_SERVER_BASELINE], bee, LaunchSettings(target="t", draft="d"))
 
 
 def test_restart_modes_differ_only_in_speculation_flags() -> None:
@@ -137,13 +139,16 @@ def test_restart_modes_differ_only_in_speculation_flags() -> None:
 # ---------------------------------------------------------------------------------- the runner
 
 
-def test_per_request_run_is_fair_and_finds_the_speedup(fake: ModeAwareFake) -> None:
+def test_per_request_run_is_fair_and_names_its_baseline_for_what_it_is(fake: ModeAwareFake) -> None:
     progress: list[tuple[int, int, str]] = []
     seen: list[Sample] = []
     report = run_bench(None, None, None, SUITE, (BASELINE, DFLASH), reps=3, warmup=1, url=fake.base_url,
                        switching="per-request", on_progress=lambda d, t, s: progress.append((d, t, s)),
                        on_sample=seen.append, environment={})
     assert report.ok, report.errors
+    # A running server switched per request has no baseline without the draft: its baseline is the
+    # in-server one, named so, and the report says what the speed-ups are then against.
+    assert report.modes == [IN_SERVER_BASELINE, DFLASH]
     bodies = _chat_bodies(fake)
     assert len(bodies) == 2 * 1 + 2 * 3 * 2  # warm-ups + modes x reps x prompts
     assert all(b["cache_prompt"] is False and b["temperature"] == 0.0 for b in bodies)
@@ -164,8 +169,26 @@ def test_per_request_run_is_fair_and_finds_the_speedup(fake: ModeAwareFake) -> N
     assert d.speedup is not None and d.speedup.ratio > 1.5 and d.speedup.ci_low > 1.2, d.speedup
     assert d.speedup.ci_low <= d.speedup.ratio <= d.speedup.ci_high
     assert d.similarity == 1.0 and d.identical == d.compared == 6
-    assert s.overall[BASELINE].acceptance is None and s.prompts["a"][DFLASH].speedup is not None
-    assert not s.flags
+    assert s.overall[IN_SERVER_BASELINE].acceptance is None and s.prompts["a"][DFLASH].speedup is not None
+    assert len(s.flags) == 1 and "no baseline without the draft" in s.flags[0]
+
+
+def test_a_baseline_reply_that_drafted_is_an_error_not_a_data_point(fake: ModeAwareFake, tmp_path: Path) -> None:
+    # A server that ignores the per-request field (BeeLlama >= 0.4, mainline): the "baseline" drafts.
+    fake.base.draft_n, fake.base.draft_n_accepted = 17, 17
+    engine = tmp_path / "llama-server"
+    engine.write_text("")
+    caps = dataclasses.replace(caps_from_texts(str(engine), "", help_stdout(BEE_A)), path=str(engine))
+    memory = PerRequestMemory(tmp_path / "per-request.json")
+    memory.remember(caps, PerRequestVerdict(True, 20, 0, 0.0))  # a stale verdict the replies overturn
+    report = run_bench(None, caps, None, SUITE, (BASELINE, DFLASH), reps=2, warmup=0, url=fake.base_url,
+                       switching="per-request", environment={}, per_request_memory=memory)
+    bad = [x for x in report.samples if x.mode == IN_SERVER_BASELINE]
+    assert len(bad) == 4 and all(x.error and "drafted 17 tokens" in x.error for x in bad)
+    assert report.samples_for(IN_SERVER_BASELINE) == [] and not report.ok
+    assert any("drafted 17 tokens" in e for e in report.errors)
+    assert IN_SERVER_BASELINE not in br.summarize(report).overall  # never a figure
+    assert memory.get(caps) is False
 
 
 def test_greedy_text_mismatch_is_flagged(fake: ModeAwareFake) -> None:
@@ -184,9 +207,9 @@ def test_cancel_stops_the_run_and_keeps_what_finished(fake: ModeAwareFake) -> No
         if done >= 4:
             cancel.set()
 
-    report = run_bench(None, None, None, SUITE, (BASELINE,), reps=5, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, SUITE, (DFLASH,), reps=5, warmup=0, url=fake.base_url,
                        on_progress=on_progress, cancel_event=cancel, environment={})
-    assert report.cancelled and not report.ok
+    assert report.cancelled and not report.ok and not report.errors
     assert 4 <= len(report.samples) < 10
     assert any("cancelled" in f for f in br.summarize(report).flags)
 
@@ -268,13 +291,14 @@ def test_peak_gpu_memory_comes_from_the_sampler(fake: ModeAwareFake) -> None:
 
     gpu = rtx4090()
     sampler = GpuSampler(nvml_module=FakeNvml([gpu]), interval=0.01)
-    report = run_bench(None, None, None, SUITE, (BASELINE,), reps=1, warmup=0, url=fake.base_url,
+    # (The fake drafts when not asked otherwise: measured as DFlash, since a "baseline" that drafts is an error.)
+    report = run_bench(None, None, None, SUITE, (DFLASH,), reps=1, warmup=0, url=fake.base_url,
                        gpu_sampler=sampler, environment={})
     assert report.ok and not sampler.running  # the run stops its sampler
     # A running server has no pid the benchmark knows: the whole GPU's use is the figure.
     assert [s.peak_gpu_mem for s in report.samples] == [gpu.used, gpu.used]
     s = br.summarize(report)
-    assert s.overall[BASELINE].peak_gpu_mem == gpu.used
+    assert s.overall[DFLASH].peak_gpu_mem == gpu.used
     assert f"{gpu.used / 2**30:.2f} GiB" in br.to_markdown(report, s)
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
@@ -35,9 +36,9 @@ def add_launch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", metavar="GGUF", help="DFlash draft model")
     p.add_argument("--spec", metavar="TYPE", default="off",
                    help="speculative decoding: off, dflash, or a model-free type such as ngram-mod")
-    p.add_argument("--ctx", type=int, metavar="N", help="context tokens for the chat slot")
     p.add_argument("--port", type=int, metavar="N", help="port (default: a free one)")
     p.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1)")
+    add_settings_arguments(p)
 
 
 def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]:
@@ -66,8 +67,7 @@ def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]
         settings.spec_model_free_type = spec
     if args.draft:
         settings.draft = str(Path(args.draft))
-    if args.ctx:
-        settings.ctx_size = args.ctx
+    apply_settings_arguments(args, settings)
     if args.port is not None:
         settings.port = args.port
     if args.host:

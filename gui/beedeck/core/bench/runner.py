@@ -27,13 +27,24 @@ from typing import Any
 
 from beedeck.core import paths
 from beedeck.core.bench.environment import collect_environment
-from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, MODES, BenchReport, ModeRun, Sample
+from beedeck.core.bench.results import (
+    BASELINE,
+    BASELINES,
+    DFLASH,
+    IN_SERVER_BASELINE,
+    MODEL_FREE,
+    MODES,
+    BenchReport,
+    ModeRun,
+    Sample,
+)
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.engine.argv import LaunchRefused, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.client import ClientError, LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
+from beedeck.core.engine.switching import NO_DRAFTS, PerRequestMemory, check_per_request
 from beedeck.core.launcher import launch
 from beedeck.core.machine.sampler import GpuSample, GpuSampler
 
@@ -102,14 +113,16 @@ def check_modes(modes: Sequence[str], caps: EngineCaps | None, settings: LaunchS
         raise BenchError("No benchmark mode was given: use baseline, dflash and/or model-free.")
     for m in out:
         if m not in MODES:
-            raise BenchError(f"Unknown benchmark mode {m!r}: use baseline, dflash or model-free.")
+            raise BenchError(f"Unknown benchmark mode {m!r}: use baseline, dflash, model-free or {IN_SERVER_BASELINE}.")
+    if IN_SERVER_BASELINE in out and DFLASH not in out:
+        raise BenchError(f"{IN_SERVER_BASELINE} is the DFlash server asked for no drafts: add dflash to the modes.")
     if caps is None:
         return out
     if DFLASH in out:
         if caps.dflash_spec_type is None:
             raise BenchError(f"{caps.path} has no DFlash (--spec-type {', '.join(caps.spec_types) or 'missing'}): "
                              "use BeeLlama or a recent mainline llama.cpp, or leave dflash out of the modes.")
-        if settings is None or not settings.draft:
+        if settings is not None and not settings.draft:
             raise BenchError("The dflash mode needs a DFlash draft model: pick the draft made for this target "
                              "(CLI: --draft FILE), or leave dflash out of the modes.")
     if MODEL_FREE in out and pick_model_free_type(caps, settings.spec_model_free_type if settings else None) is None:
@@ -127,13 +140,8 @@ def mode_settings(base: LaunchSettings, mode: str, caps: EngineCaps) -> LaunchSe
     return replace(base, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type=kind)
 
 
-def per_request_possible(caps: EngineCaps | None, modes: Sequence[str]) -> bool:
-    """True where one DFlash server can serve every mode (BeeLlama's per-request ``speculative.n_max``)."""
-    return bool(caps and caps.is_bee and DFLASH in modes and set(modes) <= {BASELINE, DFLASH})
-
-
 SWITCHING = ("auto", "restart", "per-request", "side-by-side")
-BEE_BASELINE_EXTRA: dict[str, Any] = {"speculative.n_max": 0, "speculative.n_min": 0}
+IN_SERVER_CHOICES = ("auto", "on", "off")
 
 
 def run_bench(
@@ -151,6 +159,8 @@ def run_bench(
     on_sample: Callable[[Sample], None] | None = None,
     on_line: Callable[[str], None] | None = None,
     switching: str = "auto",
+    in_server_baseline: str = "auto",
+    per_request_memory: PerRequestMemory | None = None,
     url: str | None = None,
     api_key: str | None = None,
     ready_timeout: float = 600.0,
@@ -159,12 +169,15 @@ def run_bench(
 ) -> BenchReport:
     """Run ``suite`` in every mode and return the raw :class:`BenchReport` (never raises mid-run).
 
-    With ``url`` the benchmark talks to a running server (one mode, or several with
-    ``switching="per-request"`` on BeeLlama); otherwise it starts ``engine`` itself from
-    ``base_settings``. ``switching``: "auto" (per-request where the engine can, else restart),
-    "restart", "per-request" or "side-by-side" (every mode's server at once, requests interleaved:
-    the fairest on a busy machine, for models that fit twice). ``on_progress(done, total, label)`` and ``on_sample`` run on the
-    calling thread; ``cancel_event`` stops between and inside replies (the report is then partial,
+    With ``url`` the benchmark talks to a running server (one mode; or dflash plus the in-server
+    baseline with ``switching="per-request"``); otherwise it starts ``engine`` itself from
+    ``base_settings``. ``switching``: "auto" / "restart" (one server per mode, the baseline without
+    the draft), "side-by-side" (every mode's server at once, requests interleaved: the fairest on a
+    busy machine, for models that fit twice) or "per-request" (only the DFlash server: its baseline is
+    the in-server one, and the report says so). ``in_server_baseline``: also measure the DFlash server
+    asked for no drafts ("auto": where the engine honours it, checked once and remembered in
+    ``per_request_memory``). ``on_progress(done, total, label)`` and ``on_sample`` run on the calling
+    thread; ``cancel_event`` stops between and inside replies (the report is then partial,
     ``cancelled`` True). Raises BenchError before anything starts if the modes cannot run.
     """
     if reps < 1:
@@ -174,19 +187,26 @@ def run_bench(
         raise BenchError("Give either a server URL or an engine, its capabilities and launch settings.")
     if switching not in SWITCHING:
         raise BenchError(f"Unknown mode switching {switching!r}: use one of {', '.join(SWITCHING)}.")
+    if in_server_baseline not in IN_SERVER_CHOICES:
+        raise BenchError(f"in_server_baseline must be one of {', '.join(IN_SERVER_CHOICES)}, not {in_server_baseline!r}.")
     if switching == "auto":
-        switching = "per-request" if per_request_possible(caps, modes) else "restart"
-    if switching == "per-request" and url is None and not per_request_possible(caps, modes):
-        raise BenchError("Per-request mode switching needs BeeLlama and only the baseline and dflash modes: "
-                         "use restart switching.")
-    if url is not None and len(modes) > 1 and switching != "per-request":
+        switching = "restart"
+    if switching == "per-request":
+        if DFLASH not in modes or not set(modes) <= {BASELINE, DFLASH, IN_SERVER_BASELINE}:
+            raise BenchError("Per-request switching serves every mode from the DFlash server: use only the "
+                             "baseline and dflash modes, or restart switching.")
+        # The DFlash server's own baseline is the in-server one: call it that, never "baseline".
+        modes = [IN_SERVER_BASELINE if m == BASELINE else m for m in modes]
+        modes = list(dict.fromkeys(modes))
+    if url is not None and switching != "per-request" and len(modes) > 1:
         raise BenchError("A running server can only be benchmarked in one mode (BeeDeck cannot restart it): "
-                         "pass one mode, or let BeeDeck start the engine.")
+                         "pass one mode, or --switching per-request to add its in-server baseline, or let "
+                         "BeeDeck start the engine.")
     report = BenchReport(suite, modes, reps, warmup, started=time.time())
     report.environment = environment if environment is not None else collect_environment(
         engine, caps, base_settings, url)
     runner = _Runner(report, caps, on_progress, cancel_event or threading.Event(), _PeakTracker(gpu_sampler),
-                     on_sample, on_line, api_key, ready_timeout, pid_file)
+                     on_sample, on_line, api_key, ready_timeout, pid_file, in_server_baseline, per_request_memory)
     try:
         if url is not None:
             runner.run_external(url, switching)
@@ -204,8 +224,10 @@ class _Runner:
     def __init__(self, report: BenchReport, caps: EngineCaps | None, on_progress: ProgressFn | None,
                  cancel: threading.Event, tracker: _PeakTracker, on_sample: Callable[[Sample], None] | None,
                  on_line: Callable[[str], None] | None, api_key: str | None, ready_timeout: float,
-                 pid_file: Path | None) -> None:
+                 pid_file: Path | None, in_server: str = "auto", memory: PerRequestMemory | None = None) -> None:
         self.r, self.caps, self.on_progress, self.cancel = report, caps, on_progress, cancel
+        self.in_server = "on" if IN_SERVER_BASELINE in report.modes and in_server == "auto" else in_server
+        self.memory = memory or PerRequestMemory()
         self.tracker, self.on_sample, self.on_line, self.api_key = tracker, on_sample, on_line, api_key
         self.ready_timeout = ready_timeout
         self.pid_file = pid_file if pid_file is not None else paths.state_dir() / "bench-server.pid"
@@ -285,7 +307,7 @@ class _Runner:
     def run_restart(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
         if base.port == 0:  # one port for every mode: the argvs differ only in speculation
             base = replace(base, port=free_port(base.host))
-        for mode in self.r.modes:
+        for mode in [m for m in self.r.modes if m != IN_SERVER_BASELINE]:
             if self.cancel.is_set():
                 self.r.cancelled = True
                 return
@@ -297,7 +319,44 @@ class _Runner:
             if client is None:
                 self.skip(run)
                 continue
-            self.measure({mode: client}, [run])
+            clients, runs = {mode: client}, [run]
+            if mode == DFLASH and self.wants_in_server(client):
+                inner = self.in_server_run(run)
+                clients[IN_SERVER_BASELINE] = client
+                runs.append(inner)
+            self.measure(clients, runs)
+
+    def wants_in_server(self, client: LlamaClient) -> bool:
+        """Whether to also measure the DFlash server asked for no drafts: asked for, or (auto) where
+        this engine honours it (checked once on this server if the build is not known yet)."""
+        if self.in_server == "off" or self.caps is None:
+            return False
+        known = self.memory.get(self.caps)
+        if known is None:
+            self.progress("checking whether this engine honours a per-request 'no drafts'")
+            try:
+                verdict = check_per_request(client)
+            except ClientError:
+                return False
+            self.memory.remember(self.caps, verdict)
+            self.r.environment["per_request"] = verdict.describe()
+            known = verdict.honoured
+        if not known and self.in_server == "on":
+            self.r.errors.append(f"{IN_SERVER_BASELINE} was asked for, but this engine does not honour a "
+                                 "per-request 'no drafts' (it drafts anyway): that mode was not measured.")
+            self.skip(ModeRun(IN_SERVER_BASELINE, "per-request"))
+        if known and IN_SERVER_BASELINE not in self.r.modes:
+            self.r.modes.insert(self.r.modes.index(DFLASH) + 1, IN_SERVER_BASELINE)
+            self.total += self.r.warmup + self.r.reps * len(self.r.suite.prompts)
+        return bool(known)
+
+    def in_server_run(self, dflash_run: ModeRun) -> ModeRun:
+        run = ModeRun(IN_SERVER_BASELINE, "per-request", argv=dflash_run.argv, request_extra=dict(NO_DRAFTS),
+                      ready_s=dflash_run.ready_s)
+        self.r.runs.append(run)
+        if DFLASH in self.procs:
+            self.procs[IN_SERVER_BASELINE] = self.procs[DFLASH]
+        return run
 
     def run_side_by_side(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
         """Every mode's server at once (own ports), requests interleaved: drifting machine load hits
@@ -320,8 +379,9 @@ class _Runner:
 
     def run_per_request(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
         settings = mode_settings(base, DFLASH, caps)
-        runs = [ModeRun(m, "per-request", request_extra=dict(BEE_BASELINE_EXTRA) if m == BASELINE else {},
-                        spec_type=None if m == BASELINE else _spec_type(settings, caps)) for m in self.r.modes]
+        runs = [ModeRun(m, "per-request", request_extra=dict(NO_DRAFTS) if m == IN_SERVER_BASELINE else {},
+                        spec_type=None if m == IN_SERVER_BASELINE else _spec_type(settings, caps))
+                for m in self.r.modes]
         self.r.runs.extend(runs)
         client = self.start(engine, caps, settings, runs[0])
         for run in runs[1:]:
@@ -333,7 +393,7 @@ class _Runner:
 
     def run_external(self, url: str, switching: str) -> None:
         runs = [ModeRun(m, "external" if switching != "per-request" else "per-request",
-                        request_extra=dict(BEE_BASELINE_EXTRA) if m == BASELINE and len(self.r.modes) > 1 else {})
+                        request_extra=dict(NO_DRAFTS) if m == IN_SERVER_BASELINE else {})
                 for m in self.r.modes]
         self.r.runs.extend(runs)
         client = LlamaClient(url, self.api_key)
@@ -407,6 +467,13 @@ class _Runner:
             return None
         sample = Sample.from_result(run.mode, p.id, rep, seed, result)
         sample.peak_gpu_mem = self.tracker.read()
+        if run.mode in BASELINES and sample.draft_n:
+            # Not a data point: a "baseline" that drafted is the speculative mode under another name.
+            sample.error = (f"this {run.mode} reply drafted {sample.draft_n} tokens: the server used its draft "
+                            "although the request asked for none, so it is left out of the figures")
+            self.r.errors.append(f"{run.mode} / {p.id}: {sample.error}")
+            if run.mode == IN_SERVER_BASELINE and self.caps is not None:
+                self.memory.contradicted(self.caps, sample.draft_n)
         return sample
 
 
