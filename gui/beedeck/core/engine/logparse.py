@@ -104,7 +104,7 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
         return ServerFailure(code, message, remedy, exit_code, tail)
 
     # The engine's own words first: a known issue (resources/known-issues.json) explains itself.
-    if known := explain_log(tail, caps):
+    if known := explain_log(clean, caps):  # the whole log: the fit pass meets a bad setting early
         return ServerFailure(known.issue.code, known.message, known.remedy, exit_code, tail, issue=known.issue.id)
     if m := _INVALID_ARG.search("\n".join(clean)):
         arg = m.group("arg")
