@@ -141,3 +141,11 @@ def real_engine(request: pytest.FixtureRequest, starter_engine_path: Path) -> Re
     kind = str(request.param)
     path = starter_engine_path if kind == "mainline" else beellama_binary(kind)
     return RealEngine(kind, path, probe_engine(str(path)))
+
+
+@pytest.fixture(scope="session", params=("mainline", "bee-b"))
+def upstream_engine(request: pytest.FixtureRequest, starter_engine_path: Path) -> RealEngine:
+    """The engines with upstream DFlash (the 'dflash' draft format): mainline and BeeLlama >= 0.4."""
+    kind = str(request.param)
+    path = starter_engine_path if kind == "mainline" else beellama_binary(kind)
+    return RealEngine(kind, path, probe_engine(str(path)))

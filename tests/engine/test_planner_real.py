@@ -15,10 +15,13 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.planner import MiB, plan
+from tests.conftest import PERSISTENT
+from tests.engine.conftest import RealEngine
 from tests.fixtures import meta_gguf as mg
+from tests.fixtures import synth_gguf as sg
 
 pytestmark = pytest.mark.engine
 
@@ -27,25 +30,19 @@ READY = re.compile(r"listening on|model loaded|server is listening")
 FAIL = re.compile(r"error loading model|failed to|exiting due to")
 
 
-def engine_buffers(engine: Path, argv: list[str], timeout: float = 120.0) -> dict[str, float]:
-    """Start llama-server, read its buffer lines until it is ready, stop it. MiB per kind (summed)."""
+def engine_lines(engine: Path, argv: list[str], timeout: float = 120.0) -> list[str]:
+    """Start llama-server at log level 4, read its log until it is ready, stop it."""
     cmd = [str(engine), *argv, "--host", "127.0.0.1", "--port", "0", "-lv", "4", "--log-colors", "off"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-    out: dict[str, float] = {}
     lines: list[str] = []
     try:
         deadline = time.monotonic() + timeout
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            m = BUF.search(line)
-            if m:
-                out[m.group(2)] = out.get(m.group(2), 0.0) + float(m.group(3))
             if READY.search(line) or time.monotonic() > deadline:
                 break
-        if not out:
-            raise AssertionError("no buffer lines from llama-server:\n" + "".join(lines[-40:]))
-        return out
+        return lines
     finally:
         proc.terminate()
         try:
@@ -53,6 +50,19 @@ def engine_buffers(engine: Path, argv: list[str], timeout: float = 120.0) -> dic
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def engine_buffers(engine: Path, argv: list[str], timeout: float = 120.0) -> dict[str, float]:
+    """The buffer lines of a start, MiB per kind (summed over devices and models)."""
+    lines = engine_lines(engine, argv, timeout)
+    out: dict[str, float] = {}
+    for line in lines:
+        m = BUF.search(line)
+        if m:
+            out[m.group(2)] = out.get(m.group(2), 0.0) + float(m.group(3))
+    if not out:
+        raise AssertionError("no buffer lines from llama-server:\n" + "".join(lines[-40:]))
+    return out
 
 
 def planned(model: Path, ctx: int, k: str, v: str, parallel: int = 1, ub: int | None = None,
@@ -149,3 +159,27 @@ def test_inspect_real_starter_model(starter_model_path: Path) -> None:
     assert m.file_type == "Q4_K_M" and not m.has_chat_template and m.tied_embeddings
     assert m.context_length == 32768 and len(m.tensors) == 236
     assert elapsed < 2.0, f"inspect took {elapsed:.2f} s"
+
+
+@pytest.mark.parametrize("ctx,ub", [(1024, 512), (16384, 512), (16384, 128)])
+def test_upstream_drafter_memory_matches_the_engines(upstream_engine: RealEngine, ctx: int, ub: int) -> None:
+    """Mainline and BeeLlama >= 0.4 give the DFlash drafter its own context as large as the target's:
+    its KV cache and compute buffer grow with -c (the cost Gen B users reported); Gen A has no such
+    context (it uses -cd, 256 by default), so it is not this test's subject."""
+    real_engine = upstream_engine
+    target = sg.cached_target(PERSISTENT / "synth", sticky=True, size="wide")
+    draft = sg.cached_draft(PERSISTENT / "synth", target, sticky=True)
+    argv = ["-m", str(target), "--spec-draft-model", str(draft), "--spec-type", "draft-dflash", "-c", str(ctx),
+            "-ub", str(ub), "-np", "1", "-t", "1"]
+    lines = engine_lines(real_engine.path, argv)
+    loading = next(i for i, x in enumerate(lines) if "loading draft model" in x)
+    kv = [float(m.group(1)) for x in lines[loading:] if (m := re.search(r"KV buffer size =\s*([\d.]+) MiB", x))]
+    compute = [float(m.group(1)) for x in lines[loading:] if (m := re.search(r"compute buffer size =\s*([\d.]+) MiB", x))]
+    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH, ctx_size=ctx,
+                       ubatch_size=ub, n_gpu_layers="0")
+    p = plan(inspect(target), inspect(draft), s, real_engine.caps.generation, [])
+    assert kv == [pytest.approx(p.component("draft_kv") / MiB, abs=0.01)]
+    assert compute[0] == pytest.approx(p.component("draft_compute") / MiB, abs=0.02)
+    # Mainline reserves a second drafter graph of the same size; BeeLlama 0.4 does not.
+    assert len(compute) == (2 if real_engine.kind == "mainline" else 1), compute
+    assert p.component("draft_runtime") / MiB == pytest.approx(sum(compute[1:]), abs=0.02)

@@ -322,3 +322,13 @@ def test_threads_become_dash_t_and_the_starter_leaves_a_core_free() -> None:
     assert argv[argv.index("-t") + 1] == "3"
     assert "-t" not in build_argv(LaunchSettings(target="/m.gguf"), caps).argv
     assert cpu_threads() >= 1
+
+
+def test_the_draft_context_option_exists_only_on_gen_a(bee: EngineCaps, bee_b: EngineCaps) -> None:
+    s = LaunchSettings.guide_dflash(TARGET, DRAFT)
+    s.draft_ctx_size = 512
+    plan = build_argv(s, bee)
+    assert value_of(plan, "--spec-draft-ctx-size") == "512"
+    plan = build_argv(s, bee_b)
+    assert "--spec-draft-ctx-size" not in plan.argv and "-cd" not in plan.argv
+    assert any(n.setting == "draft_ctx_size" and "as large as the target's" in n.message for n in plan.notes)

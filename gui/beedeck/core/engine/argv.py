@@ -198,6 +198,12 @@ def _speculation(b: _Builder) -> bool:
                 f"DFlash is spelled --spec-type {spelling} on this engine "
                 "(BeeLlama <= 0.3 spelled it dflash).",
             )
+        if s.draft_ctx_size is not None:
+            if b.first("--spec-draft-ctx-size", "-cd"):
+                b.opt("draft_ctx_size", ("--spec-draft-ctx-size", "-cd"), str(s.draft_ctx_size))
+            else:
+                b.drop("draft_ctx_size", "--spec-draft-ctx-size",
+                       " (its drafter gets a context as large as the target's)")
         if s.dflash_cross_ctx is not None:
             if caps.has("--spec-dflash-cross-ctx"):
                 b.add("--spec-dflash-cross-ctx", str(s.dflash_cross_ctx))

@@ -29,6 +29,9 @@ class LaunchSettings:
     draft_n_max: int | None = None
     draft_n_min: int | None = None
     dflash_cross_ctx: int | None = None  # BeeLlama Gen A only (--spec-dflash-cross-ctx)
+    # The drafter's own context (-cd, BeeLlama Gen A; it defaults to 256 there). BeeLlama >= 0.4 and
+    # mainline have no such option: their drafter gets a context as large as the target's.
+    draft_ctx_size: int | None = None
     ctx_size: int = 4096  # context tokens promised to the one chat slot
     n_gpu_layers: str = "all"  # a number, "auto" or "all"
     draft_n_gpu_layers: str | None = "all"

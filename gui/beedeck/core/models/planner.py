@@ -334,13 +334,22 @@ def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, g
     if generation == Generation.BEE_A:
         dev.add("draft_compute", DRAFT_COMPUTE)
     else:
-        # Measured (H200, mainline, Gemma 4 31B draft at -ub 512): the draft reserves logits for every
-        # ubatch row, 4 x ub x (n_vocab + n_embd) = 522.50 MiB to the byte, and the process held
-        # about as much again outside llama.cpp's accounting (+524 MiB over the 601 MiB baseline).
+        # The draft's own context reserves the larger of two peaks per ubatch row:
+        # - logits, 4 x ub x (n_vocab + n_embd): 522.50 MiB to the byte for the Gemma 4 31B draft at
+        #   -ub 512 on an H200 (mainline);
+        # - its f16 attention mask over its whole (target-sized) context plus the encoder
+        #   activations, ub x (2 x n_ctx + 4 x (n_target_layers + 2) x n_embd): exact on the CPU builds
+        #   of mainline and BeeLlama v0.4.3 with the synthetic pair at -c 1024..16384, -ub 128..512
+        #   (tests/engine/test_planner_real.py), where the vocabulary is tiny.
+        n_tl = len(draft.dflash.target_layer_ids) if draft.dflash else 0
         logits = 4 * ub * (target.vocab_size + target.n_embd)
-        dev.add("draft_compute", logits)
-        if on_gpu:
-            dev.add("draft_runtime", logits)
+        attention = ub * (2 * n_ctx_seq + 4 * (n_tl + 2) * target.n_embd)
+        draft_compute = max(logits, attention)
+        dev.add("draft_compute", draft_compute)
+        if generation == Generation.MAINLINE:
+            # Mainline reserves a second graph of the same size for the drafter (a third compute buffer
+            # line on the CPU build; on the H200 the process held +524 MiB outside its own accounting).
+            dev.add("draft_runtime", draft_compute)
     n_tl = len(draft.dflash.target_layer_ids) if draft.dflash else 0
     if generation == Generation.BEE_A:
         cross = settings.dflash_cross_ctx or 512
@@ -365,5 +374,6 @@ def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, g
         nk = draft.n_head_kv[i] * draft.head_dim_k[i]
         nv = draft.n_head_kv[i] * draft.head_dim_v[i]
         dev.add("draft_kv", cells * (row_bytes("f16", nk) + row_bytes("f16", nv)))
-    if on_gpu:
-        notes.append("The draft's runtime share (draft_runtime) comes from one H200 measurement.")
+    if on_gpu and generation == Generation.BEE_B:
+        notes.append("BeeLlama >= 0.4's drafter gets a context as large as the target's (it has no -cd): its "
+                     "KV and compute grow with the context; its GPU share was measured on CPU builds only.")

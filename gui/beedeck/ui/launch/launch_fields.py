@@ -51,6 +51,10 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("dflash_cross_ctx", S, "DFlash cross context", "How many recent target tokens the draft "
               "attends to (--spec-dflash-cross-ctx). Larger guesses better and costs a little VRAM.", "int",
               minimum=-1, maximum=65536, step=256, optional=True),
+    FieldSpec("draft_ctx_size", S, "Draft context", "The drafter's own context (-cd). BeeLlama 0.1-0.3 "
+              "sets 256 for DFlash when empty; BeeLlama >= 0.4 and mainline give the drafter a context as "
+              "large as the target's, which the memory bar counts.", "int", minimum=-1, maximum=1 << 20, step=256,
+              optional=True),
     FieldSpec("draft_n_gpu_layers", S, "Draft GPU layers", "Draft layers on the GPU (--spec-draft-ngl). "
               "Keep 'all': a draft on the CPU is usually slower than no speculation.", "layers",
               choices=("all", "auto", "0"), optional=True),
@@ -124,6 +128,8 @@ FIELDS: tuple[FieldSpec, ...] = (
 # field -> (flags, any of which makes it supported; why not, when none is there)
 _RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "dflash_cross_ctx": (("--spec-dflash-cross-ctx",), "--spec-dflash-cross-ctx exists only in BeeLlama 0.1-0.3"),
+    "draft_ctx_size": (("--spec-draft-ctx-size", "-cd"), "this engine has no -cd: its drafter gets a context as "
+                       "large as the target's (BeeLlama >= 0.4, mainline)"),
     "draft_n_max": (("--spec-draft-n-max",), "this engine has no --spec-draft-n-max"),
     "draft_n_min": (("--spec-draft-n-min",), "this engine has no --spec-draft-n-min"),
     "draft_n_gpu_layers": (("--spec-draft-ngl", "-ngld"), "this engine has no --spec-draft-ngl"),

@@ -259,7 +259,7 @@ class LaunchForm(QWidget):
         if why:
             return why
         mode = self._get_spec("spec_mode")
-        if name in ("draft", "dflash_cross_ctx", "draft_n_gpu_layers") and mode != SpecMode.DFLASH:
+        if name in ("draft", "dflash_cross_ctx", "draft_ctx_size", "draft_n_gpu_layers") and mode != SpecMode.DFLASH:
             return "Used only with speculation mode dflash."
         if name == "spec_model_free_type" and mode != SpecMode.MODEL_FREE:
             return "Used only with speculation mode model-free."
