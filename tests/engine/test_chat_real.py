@@ -134,3 +134,21 @@ def test_cli_serve_exit_when_ready(capsys: pytest.CaptureFixture[str], beedeck_h
     rc = main(["serve", "--print-argv", "--ctx", "2048"])
     out, _ = capsys.readouterr()
     assert rc == 0 and "--ctx-size 2048" in out
+
+
+def test_cli_takes_the_forms_launch_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """Headless parity: the settings that matter for the engine cases reach the argv from the CLI."""
+    rc = main(["serve", "--print-argv", "--ctx", "8192", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
+               "--flash-attn", "on", "--no-kv-unified", "--threads", "1", "--gpu-layers", "0"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    for flag in ("--ctx-size 8192", "--cache-type-k q8_0", "--cache-type-v q8_0", "--flash-attn on",
+                 "--no-kv-unified", "-t 1", "-ngl 0"):
+        assert flag in out, (flag, out)
+    rc = main(["serve", "--print-argv", "--spec", "ngram-mod", "--draft-max", "7"])
+    out, _ = capsys.readouterr()
+    assert rc == 0 and "--spec-type ngram-mod" in out and "--spec-draft-n-max 7" in out
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    out, _ = capsys.readouterr()
+    assert "--cache-type-k" in out and "--kv-unified" in out and "--in-server-baseline" in out
