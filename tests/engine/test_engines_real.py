@@ -77,7 +77,8 @@ def servers() -> Iterator[list[ServerProcess]]:
 
 def _chat(proc: ServerProcess, text: str = "Write python code.", n: int = 32, **extra: Any) -> dict[str, Any]:
     body = {"messages": [{"role": "user", "content": text}], "max_tokens": n, "temperature": 0.0, "top_k": 1,
-            "seed": 7, "cache_prompt": False, **extra}
+            "seed": 7, "cache_prompt": False}
+    body.update(extra)
     req = urllib.request.Request(f"{proc.base_url}/v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as resp:
@@ -223,3 +224,34 @@ def test_a_draft_in_the_other_format_fails_clearly(
     with pytest.raises(ServerFailed) as exc:
         raw.wait_ready(READY_S)
     assert exc.value.failure.code == "wrong_draft_format", exc.value.failure
+
+
+def test_bee_a_model_free_sampling_abort_is_refused_and_explained(
+    bee_a_path: Path, tmp_path: Path
+) -> None:
+    """BeeLlama 0.1's ngram-mod aborts on the first sampled reply (GGML_ASSERT at common/sampling.cpp:724,
+    seen on its CPU and CUDA builds; greedy replies pass): refused before launch, explained after."""
+    from beedeck.clicmd.bench import synthetic_bench_pair
+    from beedeck.core.engine.probe import probe_engine
+
+    caps = probe_engine(str(bee_a_path))
+    target, _ = synthetic_bench_pair(PERSISTENT / "synth-bench", "bee")
+    s = LaunchSettings(target=str(target), spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod", **CPU)
+    with pytest.raises(ServerFailed) as exc:
+        launch(bee_a_path, caps, s)
+    assert exc.value.failure.issue == "bee-a-sampling-assert" and "ngram-mod" in exc.value.failure.message
+    raw = ServerProcess(bee_a_path, build_argv(dataclasses.replace(s, port=free_port()), caps).argv,
+                        pid_file=tmp_path / "raw.pid")
+    raw.caps = caps
+    try:
+        raw.start().wait_ready(READY_S)
+        assert _chat(raw, temperature=0.0)["choices"]  # greedy: fine
+        with pytest.raises(OSError):
+            for seed in range(1, 6):  # sampled: the first reply aborts the server
+                _chat(raw, temperature=0.7, top_k=64, seed=seed, n=96)
+        assert raw.wait_exit(30) == -6  # SIGABRT
+        f = raw.failure
+        assert f is not None and f.issue == "bee-a-sampling-assert", f
+        assert "crashed with" not in f.message and "sampler" in f.message
+    finally:
+        raw.stop()

@@ -10,6 +10,7 @@ from beedeck.core.engine.build_eta import (
     CostModel,
     WeightedEta,
     kind_of,
+    load_profile,
     planned_outputs,
     profile_from_ninja_log,
     shipped_profile,
@@ -93,3 +94,22 @@ def test_unknown_steps_borrow_their_folders_or_kinds_cost() -> None:
 def test_the_shipped_profile_covers_a_llama_cpp_tree() -> None:
     costs = shipped_profile(cuda=False)
     assert len(costs) > 300 and costs["tools/server/CMakeFiles/server-context.dir/server-context.cpp.o"] > 10
+
+
+def test_a_cuda_build_without_a_cuda_profile_is_weighted_by_kind() -> None:
+    """The H200 CUDA build replayed against the CPU profile alone (what a first CUDA build of an
+    unknown tree gets): CUDA kernels weigh 25x a C++ step, so the second half of the estimate is right
+    where the step count said 4x too much (real 64 s left at 60 %, the count said 271 s)."""
+    cpu_only = load_profile(Path(__file__).resolve().parents[3] / "resources" / "build-profiles" / "llama-cpp-cpu.json")
+    steps = _finish_order(BUILDS / "beellama-v0.1.2-cuda-h200.ninja_log")
+    rows = []
+    for at in (0.4, 0.6, 0.8):
+        clock = [steps[0][0]]
+        weighted, real = _replay(WeightedEta([o for _, o in steps], cpu_only, clock=lambda c=clock: c[0]),
+                                 steps, clock, at)
+        clock = [steps[0][0]]
+        linear, _ = _replay(ProgressTracker(clock=lambda c=clock: c[0]), steps, clock, at)
+        rows.append((at, real, weighted, linear))
+        assert real / 2 <= weighted <= real * 1.6, (at, real, weighted)
+        assert linear > real * 2, (at, real, linear)  # the step count's error this replaces
+    assert shipped_profile(cuda=True)["ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/fattn.cu.o"] > 10

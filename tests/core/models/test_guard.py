@@ -25,6 +25,7 @@ from beedeck.core.engine.known_issues import (
     markdown_table,
     parse_table,
     parse_version,
+    refused_spec_types,
 )
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import classify_failure
@@ -97,8 +98,8 @@ CASES: dict[str, Case] = {
         "512-dimensional key/value heads",
     ),
     "bee-a-sampling-assert": (
+        "bee-a", lambda m: _settings(m.head32, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod"),
         "bee-a-cuda", lambda m: _settings(m.head32, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="copyspec"),
-        "bee-a", lambda m: _settings(m.head32, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="copyspec"),
         "/src/beellama/common/sampling.cpp:724: GGML_ASSERT(idxs.size() == draft.size() + 1) failed",
     ),
     "fork-draft-on-upstream-engine": (
@@ -210,5 +211,10 @@ def test_dflash_target_lists_per_generation() -> None:
 
 def test_explain_log_skips_rows_of_other_engines() -> None:
     line = "/src/common/sampling.cpp:724: GGML_ASSERT(idxs.size() == draft.size() + 1) failed"
-    assert explain_log([line], _caps("bee-a-cuda", "v0.1.2")) is not None
+    assert explain_log([line], _caps("bee-a", "v0.1.2")) is not None
     assert explain_log([line], _caps("mainline")) is None
+
+
+def test_refused_speculation_types_are_not_offered() -> None:
+    assert refused_spec_types(_caps("bee-a", "v0.1.2")) == {"ngram-mod", "ngram-map-k"}
+    assert refused_spec_types(_caps("bee-b", "v0.4.3")) == set() == refused_spec_types(_caps("mainline"))

@@ -42,6 +42,7 @@ from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.engine.argv import LaunchRefused, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.client import ClientError, LlamaClient
+from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
 from beedeck.core.engine.switching import NO_DRAFTS, PerRequestMemory, check_per_request
@@ -100,7 +101,7 @@ class _PeakTracker:
 
 def pick_model_free_type(caps: EngineCaps, wanted: str | None = None) -> str | None:
     """The model-free speculation type to benchmark on this engine, or None without one."""
-    have = caps.model_free_spec_types
+    have = [t for t in caps.model_free_spec_types if t not in refused_spec_types(caps)]
     if wanted and wanted in have:
         return wanted
     return next((t for t in _MODEL_FREE_ORDER if t in have), None)

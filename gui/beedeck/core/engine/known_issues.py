@@ -162,6 +162,15 @@ def dflash_target_archs(generation: str) -> frozenset[str] | None:
     return frozenset(archs) if archs is not None else None
 
 
+def refused_spec_types(caps: EngineCaps) -> frozenset[str]:
+    """Speculation types a refusing row rules out on this engine (offer them nowhere)."""
+    out: set[str] = set()
+    for row in load_table():
+        if row.check == "spec_type_in" and row.severity == "refuse" and row.applies_to(caps):
+            out.update(row.params.get("types", ()))
+    return frozenset(out)
+
+
 @dataclass(frozen=True)
 class Explanation:
     """A known issue recognised in a log: the row and its rendered words."""

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
@@ -230,10 +231,19 @@ class LaunchForm(QWidget):
         spec_combo.blockSignals(True)
         spec_combo.clear()
         types = list(caps.model_free_spec_types) if caps else ["ngram-mod", "ngram-simple", "ngram-map-k"]
+        refused = refused_spec_types(caps) if caps else frozenset()
         spec_combo.addItems(types)
+        model = spec_combo.model()
+        assert isinstance(model, QStandardItemModel)
+        for i, t in enumerate(types):
+            item = model.item(i)
+            if item is not None and t in refused:
+                item.setEnabled(False)
+                item.setToolTip(f"{t} crashes this engine (see docs/known-issues.md): pick another type.")
         if current and spec_combo.findText(current) < 0:
             spec_combo.addItem(current)
-        spec_combo.setCurrentText(current or (types[0] if types else ""))
+        usable = [t for t in types if t not in refused]
+        spec_combo.setCurrentText(current if current and current not in refused else (usable[0] if usable else ""))
         spec_combo.blockSignals(False)
         fa = self.widgets["flash_attn"]
         assert isinstance(fa, QComboBox)
