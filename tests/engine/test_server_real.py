@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.pidfile import adopt_or_stop_leftover
+from beedeck.core.engine.pidfile import records_dir, stop_leftovers
 from beedeck.core.engine.server import ServerFailed, ServerState
 from beedeck.core.models.guard import check_launch
 
@@ -40,9 +43,10 @@ def test_start_ready_stop(start_server: StartServer, beedeck_home: Path) -> None
     times = [proc.state_times[s] for s in seen]
     assert times == sorted(times) and 0 < ready_s < 120
     assert any("listening on" in x for x in lines) and proc.log_lines()[: len(lines)] == lines
-    # The pid file names this process, so a later start can find it if BeeDeck dies.
-    record = json.loads((beedeck_home / "state" / "server.pid").read_text())
-    assert record["pid"] == proc.pid and record["port"] == proc.port
+    # The ownership record names the server and this BeeDeck process, so a later start can tell a
+    # leftover of a dead BeeDeck from a running session's server.
+    record = json.loads((beedeck_home / "state" / "servers" / f"{proc.pid}.json").read_text())
+    assert record["pid"] == proc.pid and record["port"] == proc.port and record["owner_pid"] == os.getpid()
     # -lv 4 shows mainline's buffer lines: the real CPU figures for this model.
     mem = proc.memory
     assert 200 < mem.devices["CPU_Mapped"].model_mib < 300  # the 235 MiB file, memory-mapped
@@ -51,7 +55,7 @@ def test_start_ready_stop(start_server: StartServer, beedeck_home: Path) -> None
     assert mem.n_ctx_slot == 4096
     rc = proc.stop()
     assert proc.state == ServerState.STOPPED and proc.failure is None and rc is not None
-    assert not (beedeck_home / "state" / "server.pid").exists()
+    assert list((beedeck_home / "state" / "servers").iterdir()) == []
 
 
 def test_port_already_in_use(start_server: StartServer) -> None:
@@ -126,20 +130,33 @@ def test_dflash_prelaunch_refusals(
     assert info.value.failure.code == "dflash_target_unsupported" and "(gemma3)" in info.value.failure.message
 
 
-def test_leftover_server_is_stopped_on_next_start(start_server: StartServer, tmp_path: Path) -> None:
-    pid_file = tmp_path / "server.pid"
-    first = start_server(pid_file=pid_file)
+def _pretend_owner(record_file: Path, owner: subprocess.Popen[bytes]) -> None:
+    data = json.loads(record_file.read_text())
+    data["owner_pid"], data["owner_create_time"] = owner.pid, psutil.Process(owner.pid).create_time()
+    record_file.write_text(json.dumps(data))
+
+
+def test_a_dead_beedecks_server_is_stopped_and_a_live_sessions_is_not(start_server: StartServer) -> None:
+    first = start_server()
     first.wait_ready(120)
-    # Simulate a crashed BeeDeck: the wrapper is forgotten, the process and its pid file remain.
-    assert adopt_or_stop_leftover(pid_file, stop=False) == "adoptable"
-    second = start_server(pid_file=pid_file)  # launch() stops the leftover first
-    assert first.wait_exit(10) is not None
-    second.wait_ready(120)
-    assert json.loads(pid_file.read_text())["pid"] == second.pid
-    second.stop()
-    pid_file.write_text(json.dumps({"pid": first.pid, "engine": "/x/llama-server", "started": 0}))
-    assert adopt_or_stop_leftover(pid_file) == "stale" and not pid_file.exists()
-    assert adopt_or_stop_leftover(pid_file) == "none"
+    record = records_dir() / f"{first.pid}.json"
+    # Another BeeDeck session (a live process) owns it: the next start must leave it running.
+    sibling = subprocess.Popen(["sleep", "60"])
+    try:
+        _pretend_owner(record, sibling)
+        second = start_server()
+        second.wait_ready(120)
+        assert first.state == ServerState.READY and psutil.pid_exists(first.pid)
+        second.stop()
+    finally:
+        sibling.kill()
+        sibling.wait()
+    # Its owner is gone now (a crashed BeeDeck): the next start stops the leftover.
+    assert stop_leftovers() != [] and first.wait_exit(10) is not None
+    assert not record.exists()
+    third = start_server()
+    third.wait_ready(120)
+    assert third.pid != first.pid
 
 
 def test_api_key_goes_through_a_private_file_not_the_command_line(start_server: StartServer) -> None:

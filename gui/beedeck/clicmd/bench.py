@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
 from beedeck.core.bench.report import ChartRenderer, Summary, summarize, write_reports
@@ -47,7 +48,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--target", metavar="GGUF", help="target model (default: the starter model)")
     p.add_argument("--draft", metavar="GGUF", help="DFlash draft model")
     p.add_argument("--url", metavar="URL", help="measure a running server instead of starting one (one mode)")
-    p.add_argument("--api-key", metavar="KEY", help="API key of the --url server")
+    p.add_argument("--api-key-prompt", action="store_true",
+                   help="ask for the --url server's API key on the terminal (or set BEEDECK_API_KEY)")
     p.add_argument("--synthetic", action="store_true",
                    help="use the tiny synthetic sticky target + DFlash draft (CPU, greedy, 100 %% acceptance)")
     p.add_argument("--switching", choices=SWITCHING, default="auto",
@@ -186,7 +188,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
             box["report"] = run_bench(engine, caps, settings, suite, modes, reps=args.reps, warmup=args.warmup,
                                       on_progress=_bar, cancel_event=cancel, switching=args.switching,
                                       in_server_baseline=args.in_server_baseline,
-                                      url=args.url, api_key=args.api_key, ready_timeout=args.ready_timeout)
+                                      url=args.url, api_key=api_key_from(args), ready_timeout=args.ready_timeout)
         except BaseException as exc:
             box["error"] = exc
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
 import shlex
 import sys
 from dataclasses import replace
@@ -37,7 +39,10 @@ def add_launch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", metavar="TYPE", default="off",
                    help="speculative decoding: off, dflash, or a model-free type such as ngram-mod")
     p.add_argument("--port", type=int, metavar="N", help="port (default: a free one)")
-    p.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1; another address "
+                   "needs an API key: BEEDECK_API_KEY in the environment, or --api-key-prompt)")
+    p.add_argument("--api-key-prompt", action="store_true",
+                   help="ask for the server's API key on the terminal (never pass a key on the command line)")
     add_settings_arguments(p)
 
 
@@ -72,7 +77,20 @@ def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]
         settings.port = args.port
     if args.host:
         settings.host = args.host
+    settings.api_key = api_key_from(args)
     return engine, probe_engine(str(engine)), settings
+
+
+API_KEY_ENV = "BEEDECK_API_KEY"
+
+
+def api_key_from(args: argparse.Namespace) -> str | None:
+    """The API key from the environment or the terminal: a key on the command line would show in ps
+    and in the shell's history."""
+    if getattr(args, "api_key_prompt", False):
+        key = getpass.getpass("API key for the server (not shown): ").strip()
+        return key or None
+    return os.environ.get(API_KEY_ENV, "").strip() or None
 
 
 def print_failure(failure: ServerFailure, tail_lines: int = 12) -> None:

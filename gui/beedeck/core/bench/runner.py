@@ -25,7 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from beedeck.core import paths
 from beedeck.core.bench.environment import collect_environment
 from beedeck.core.bench.results import (
     BASELINE,
@@ -231,7 +230,7 @@ class _Runner:
         self.memory = memory or PerRequestMemory()
         self.tracker, self.on_sample, self.on_line, self.api_key = tracker, on_sample, on_line, api_key
         self.ready_timeout = ready_timeout
-        self.pid_file = pid_file if pid_file is not None else paths.state_dir() / "bench-server.pid"
+        self.pid_file = pid_file  # None: each server's own ownership record (core.engine.pidfile)
         self.procs: dict[str, ServerProcess] = {}  # mode -> the server answering it
         self.total = len(report.modes) * (report.warmup + report.reps * len(report.suite.prompts))
         self.done = 0
@@ -263,8 +262,7 @@ class _Runner:
         self.progress(f"starting the {run.mode} server")
         proc: ServerProcess | None = None
         try:
-            proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file,
-                          stop_leftover=pid_file is None)
+            proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file)
             self.procs[run.mode] = proc
             run.argv = redact([str(engine), *proc.argv])
             run.ready_s = self._wait_ready(proc)
@@ -368,7 +366,7 @@ class _Runner:
             settings = mode_settings(replace(base, port=0), mode, caps)
             run = ModeRun(mode, "side-by-side", spec_type=_spec_type(settings, caps))
             self.r.runs.append(run)
-            pid_file = self.pid_file.with_name(f"{self.pid_file.stem}-{i}{self.pid_file.suffix}")
+            pid_file = self.pid_file.with_name(f"{self.pid_file.stem}-{i}{self.pid_file.suffix}") if self.pid_file else None
             client = self.start(engine, caps, settings, run, pid_file=pid_file)
             if client is None:
                 self.skip(run)

@@ -154,6 +154,7 @@ def build_argv(settings: LaunchSettings, caps: EngineCaps) -> LaunchPlan:
     """
     b = _Builder(settings, caps)
     s = settings
+    b.refusals.extend(f"{problem[0].upper()}{problem[1:]}." for problem in s.check())
     if not s.target:
         b.refusals.append("No target model is set: pick a GGUF model file.")
     b.add("-m", s.target)

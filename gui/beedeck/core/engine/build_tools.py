@@ -19,6 +19,8 @@ from typing import IO
 
 import psutil
 
+from beedeck.core.engine import spawn
+
 MIN_CMAKE = (3, 14)  # llama.cpp's cmake_minimum_required
 MIN_CMAKE_CUDA = (3, 18)  # CUDA language support (docs/reference/engine-facts.md §6.1)
 DISK_NEEDED_CPU, DISK_NEEDED_CUDA = 2 << 30, 8 << 30
@@ -50,8 +52,9 @@ def run_streaming(argv: Sequence[str], *, cwd: Path | None = None, env: dict[str
     else:
         kwargs["start_new_session"] = True
     try:
-        proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, **kwargs)  # type: ignore[call-overload]
+        # Through spawn: a BeeDeck that is killed takes its compilers with it.
+        proc = spawn.popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, **kwargs)
     except OSError as exc:
         raise BuildError(f"Could not start {argv[0]}: {exc}. Check that it is installed and on PATH.") from None
     finished = threading.Event()

@@ -1,18 +1,32 @@
-"""Which llama-servers BeeDeck owns: the pid file each server writes, and what to do with a server
-a previous BeeDeck run left behind. Also the process-group signalling the server wrapper uses.
+"""Which llama-servers BeeDeck owns, so one session never stops another's.
+
+Every server BeeDeck starts leaves a record in ``state_dir()/servers/<server pid>.json`` that names
+the server (pid, start time, engine, port) and the BeeDeck process that owns it (pid and start time,
+so a reused pid is not mistaken for it). Before starting a server BeeDeck cleans up only *leftovers*:
+servers whose owner is gone (a BeeDeck that crashed or was killed). A server whose owner still runs
+belongs to a sibling session (another window, ``beedeck serve``, ``chat``, ``bench``) and is left
+alone. Also the process-group signalling the server wrapper uses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import signal
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import psutil
 
 from beedeck.core import paths
 
 SIGKILL = int(getattr(signal, "SIGKILL", signal.SIGTERM))
+RECORDS = "servers"
+_SAME_START_S = 2.0  # create times are rounded differently by platforms; a reused pid starts later
+log = logging.getLogger(__name__)
 
 
 def signal_group(pid: int, sig: int) -> None:
@@ -33,45 +47,131 @@ def signal_group(pid: int, sig: int) -> None:
             pass
 
 
-def adopt_or_stop_leftover(pid_file: Path | None = None, *, stop: bool = True, timeout: float = 10.0) -> str:
-    """Deal with a server a previous BeeDeck run left behind.
+def records_dir() -> Path:
+    return paths.state_dir() / RECORDS
 
-    Returns "none" (no pid file), "stale" (the process is gone or is not that engine: the file was
-    removed), "stopped" (it was still running and is now stopped) or "adoptable" (``stop=False``
-    and it still runs; the file is kept).
-    """
-    import psutil
 
-    pid_file = pid_file if pid_file is not None else paths.state_dir() / "server.pid"
+def _create_time(pid: int) -> float | None:
     try:
-        record = json.loads(pid_file.read_text())
-        pid = int(record["pid"])
-        engine = str(record["engine"])
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return None
+
+
+_OWNER: tuple[int, float] | None = None
+
+
+def owner_identity() -> tuple[int, float]:
+    """(pid, start time) of this BeeDeck process."""
+    global _OWNER
+    if _OWNER is None or _OWNER[0] != os.getpid():
+        _OWNER = (os.getpid(), _create_time(os.getpid()) or time.time())
+    return _OWNER
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    pid: int
+    create_time: float
+    engine: str
+    port: int
+    argv_hash: str
+    owner_pid: int
+    owner_create_time: float
+    started: float
+
+    def server_alive(self) -> bool:
+        t = _create_time(self.pid)
+        return t is not None and abs(t - self.create_time) <= _SAME_START_S
+
+    def owner_alive(self) -> bool:
+        t = _create_time(self.owner_pid)
+        return t is not None and abs(t - self.owner_create_time) <= _SAME_START_S
+
+    def mine(self) -> bool:
+        return (self.owner_pid, self.owner_create_time) == owner_identity()
+
+
+def record_path(pid: int, folder: Path | None = None) -> Path:
+    return (folder or records_dir()) / f"{pid}.json"
+
+
+def write_record(path: Path, pid: int, engine: str, port: int, argv_hash: str) -> ServerRecord:
+    owner, owner_t = owner_identity()
+    rec = ServerRecord(pid, _create_time(pid) or time.time(), engine, port, argv_hash, owner, owner_t, time.time())
+    with contextlib.suppress(OSError):  # a read-only state folder must not stop the server
+        paths.atomic_write_text(path, json.dumps(asdict(rec)))
+    return rec
+
+
+def read_record(path: Path) -> ServerRecord | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return ServerRecord(int(data["pid"]), float(data["create_time"]), str(data["engine"]), int(data["port"]),
+                            str(data["argv_hash"]), int(data["owner_pid"]), float(data["owner_create_time"]),
+                            float(data["started"]))
     except FileNotFoundError:
-        return "none"
-    except (OSError, ValueError, KeyError, TypeError):
-        pid_file.unlink(missing_ok=True)
-        return "stale"
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("unreadable server record %s (%s): removed", path, exc)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+
+
+def remove_record(path: Path, pid: int) -> None:
+    rec = read_record(path)
+    if rec is not None and rec.pid == pid:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def live_records(folder: Path | None = None) -> list[ServerRecord]:
+    """Records of servers that still run (stale files of dead servers are removed on the way)."""
+    folder = folder or records_dir()
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        rec = read_record(path)
+        if rec is None:
+            continue
+        if rec.server_alive():
+            out.append(rec)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    return out
+
+
+def sibling_on_port(port: int, folder: Path | None = None) -> ServerRecord | None:
+    """A live server of another live BeeDeck session on ``port``, if any."""
+    return next((r for r in live_records(folder) if r.port == port and not r.mine() and r.owner_alive()), None)
+
+
+def stop_process(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM the process group, SIGKILL it after ``timeout``."""
     try:
         proc = psutil.Process(pid)
-        cmdline = proc.cmdline()
-        matches = bool(cmdline) and (cmdline[0] == engine or os.path.basename(cmdline[0]) == os.path.basename(engine)) \
-            and proc.create_time() <= float(record.get("started", time.time())) + 5
-    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-        matches = False
-    if not matches:
-        pid_file.unlink(missing_ok=True)
-        return "stale"
-    if not stop:
-        return "adoptable"
+    except psutil.NoSuchProcess:
+        return
     signal_group(pid, signal.SIGTERM)
     try:
         proc.wait(timeout)
     except psutil.TimeoutExpired:
         signal_group(pid, SIGKILL)
-        try:
+        with contextlib.suppress(psutil.TimeoutExpired):
             proc.wait(5)
-        except psutil.TimeoutExpired:
-            pass
-    pid_file.unlink(missing_ok=True)
-    return "stopped"
+
+
+def stop_leftovers(folder: Path | None = None, timeout: float = 10.0) -> list[str]:
+    """Stop servers whose BeeDeck is gone; never a live session's. Returns what was done, for the log."""
+    done = []
+    for rec in live_records(folder):
+        if rec.owner_alive():
+            continue  # a sibling session's server (or this session's own): not ours to stop
+        stop_process(rec.pid, timeout)
+        with contextlib.suppress(OSError):
+            record_path(rec.pid, folder).unlink()
+        done.append(f"stopped a llama-server (pid {rec.pid}, port {rec.port}) left running by a BeeDeck that "
+                    f"is gone (pid {rec.owner_pid})")
+        log.info(done[-1])
+    return done

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -33,11 +34,20 @@ from types import TracebackType
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.engine.argv import build_argv, redact
+from beedeck.core.engine import spawn
+from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import MemoryReport, ServerFailure, classify_failure, parse_memory
-from beedeck.core.engine.pidfile import SIGKILL, adopt_or_stop_leftover, signal_group
+from beedeck.core.engine.pidfile import (
+    SIGKILL,
+    record_path,
+    remove_record,
+    sibling_on_port,
+    signal_group,
+    stop_leftovers,
+    write_record,
+)
 
 __all__ = [
     "ServerFailed",
@@ -82,8 +92,10 @@ def _stop_all_live() -> None:
             pass
 
 
-def _install_exit_hooks() -> None:
-    """Stop our servers when Python exits, and on SIGTERM when nobody else handles it."""
+def install_exit_hooks() -> None:
+    """Stop our servers when Python exits, and on SIGTERM/SIGHUP (a closed terminal) when nobody else
+    handles them. A BeeDeck killed outright takes its servers along through spawn's parent-death
+    signal; these hooks make the ordinary exits graceful."""
     global _hooks_installed
     if _hooks_installed:
         return
@@ -91,15 +103,15 @@ def _install_exit_hooks() -> None:
     atexit.register(_stop_all_live)
     if threading.current_thread() is not threading.main_thread() or sys.platform == "win32":
         return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return  # someone (Qt app, test runner) owns SIGTERM: leave it to them and atexit
 
-    def on_sigterm(signum: int, frame: object) -> None:
+    def on_signal(signum: int, frame: object) -> None:
         _stop_all_live()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:  # the Qt app and test runners own theirs
+            signal.signal(sig, on_signal)
 
 
 def _argv_value(argv: list[str], *names: str) -> str | None:
@@ -160,7 +172,7 @@ class ServerProcess:
         self.argv = list(argv)
         self.on_line = on_line
         self.on_state = on_state
-        self.pid_file = pid_file if pid_file is not None else paths.state_dir() / "server.pid"
+        self.pid_file = pid_file  # None: records_dir()/<server pid>.json, decided at start
         self.env = env
         self.host = _argv_value(self.argv, "--host") or "127.0.0.1"
         # Listening everywhere: talk to it over loopback.
@@ -232,12 +244,12 @@ class ServerProcess:
         """Spawn the process and the reader and health threads; returns without waiting."""
         if self._proc is not None:
             raise RuntimeError("this ServerProcess was already started; make a new one to restart")
-        _install_exit_hooks()
+        install_exit_hooks()
         self._t_start = time.monotonic()
         self.state_times.clear()
         self._set_state(ServerState.STARTING)
         try:
-            self._proc = subprocess.Popen(
+            self._proc = spawn.popen(
                 self.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -288,6 +300,11 @@ class ServerProcess:
             return
         sig = -rc if rc < 0 else None
         failure = classify_failure(self.log_lines(), rc, sig, self.caps)
+        if failure.code == "port_in_use" and (sibling := sibling_on_port(self.port)) is not None:
+            failure = replace(failure, message=(
+                f"Port {self.port} is taken by another BeeDeck session's llama-server (pid {sibling.pid}, "
+                f"started by BeeDeck pid {sibling.owner_pid}), which BeeDeck leaves running."),
+                remedy="Use another port for this one (or 0 for any free port), or stop the other session first.")
         self._set_state(ServerState.FAILED, failure)
 
     def _health_status(self) -> int | None:
@@ -389,29 +406,17 @@ class ServerProcess:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    # ---- pid file ----
+    # ---- ownership record ----
 
     def _write_pid_file(self) -> None:
         assert self._proc is not None
-        record = {
-            "pid": self._proc.pid,
-            "engine": str(self.engine),
-            "port": self.port,
-            "started": time.time(),
-            "argv_hash": argv_hash(self.engine, self.argv),
-        }
-        try:
-            paths.atomic_write_text(self.pid_file, json.dumps(record))
-        except OSError:
-            pass  # a read-only state folder must not stop the server; only leftover detection suffers
+        if self.pid_file is None:
+            self.pid_file = record_path(self._proc.pid)
+        write_record(self.pid_file, self._proc.pid, str(self.engine), self.port, argv_hash(self.engine, self.argv))
 
     def _remove_pid_file(self) -> None:
-        try:
-            record = json.loads(self.pid_file.read_text())
-            if self._proc is not None and record.get("pid") == self._proc.pid:
-                self.pid_file.unlink()
-        except (OSError, ValueError):
-            pass
+        if self._proc is not None and self.pid_file is not None:
+            remove_record(self.pid_file, self._proc.pid)
 
 
 # ---- starting from settings ----
@@ -436,14 +441,18 @@ def start_server(
     if settings.port == 0:
         settings = replace(settings, port=free_port(settings.host))
     plan = build_argv(settings, caps)
-    pid_path = pid_file if pid_file is not None else paths.state_dir() / "server.pid"
+    if settings.api_key and not caps.has("--api-key-file"):
+        raise LaunchRefused([
+            "This engine has no --api-key-file option, so its API key would be on the command line, where every "
+            "local user can read it (ps): use an engine build that has --api-key-file, or keep the server on "
+            "127.0.0.1 without a key."])
     if stop_leftover:
-        adopt_or_stop_leftover(pid_path)
+        stop_leftovers()  # only servers of a BeeDeck that is gone: never a running session's
     argv = plan.argv
-    key_file = pid_path.with_name(pid_path.stem + ".key")
-    if settings.api_key and caps.has("--api-key-file"):
+    key_file = paths.state_dir() / f"api-key-{uuid.uuid4().hex}.key"
+    if settings.api_key:
         argv = key_via_file(argv, settings.api_key, key_file)
-    proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_path, env=env,
+    proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
                          api_key=settings.api_key)
     proc.notes = plan.notes
     proc.caps = caps

@@ -1,0 +1,85 @@
+"""Start child processes that die with BeeDeck, however BeeDeck dies.
+
+A server or build BeeDeck starts must not outlive it: not when the window closes (BeeDeck stops it),
+not on SIGTERM or SIGHUP (signal handlers stop it), and not when BeeDeck is killed outright (SIGKILL,
+an out-of-memory kill, a crash), where no handler runs. For that last case each child asks the Linux
+kernel for SIGTERM when its parent goes (``PR_SET_PDEATHSIG``). The kernel ties that signal to the
+*thread* that forked the child, not to the process: a server started from a short-lived worker thread
+would be killed as soon as that thread ended. So every child is forked from one spawner thread that
+lives as long as the process. Elsewhere (macOS, Windows) children are started directly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+
+_prctl: Callable[..., int] | None = None
+if sys.platform.startswith("linux"):
+    try:
+        _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        _prctl = None
+
+_jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+
+
+def _spawner() -> None:
+    while True:
+        fn, fut = _jobs.get()
+        if not fut.set_running_or_notify_cancel():
+            continue
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:  # delivered to the caller, never lost on this thread
+            fut.set_exception(exc)
+
+
+def _ensure_thread() -> None:
+    global _thread
+    with _lock:
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_spawner, name="beedeck-spawner", daemon=True)
+            _thread.start()
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    prctl = _prctl
+
+    def preexec() -> None:  # runs in the child between fork and exec: no imports, no locks
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before the request took effect
+                os._exit(1)
+
+    return preexec
+
+
+def popen(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **kwargs)``, from the spawner thread, with the child bound to this
+    process's life on Linux. Pass ``start_new_session=True`` as usual for a process group."""
+    if _prctl is None:
+        return subprocess.Popen(list(argv), **kwargs)
+    _ensure_thread()
+    fut: Future[subprocess.Popen[Any]] = Future()
+    parent = os.getpid()
+    _jobs.put((lambda: subprocess.Popen(list(argv), preexec_fn=_die_with_parent(parent), **kwargs), fut))
+    return fut.result()
+
+
+def binds_children() -> bool:
+    """True where children die with BeeDeck even when it is killed (Linux)."""
+    return _prctl is not None
