@@ -5,8 +5,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import platformdirs
@@ -67,15 +71,34 @@ def resource_path(*parts: str) -> Path:
     return candidates[0].joinpath(*parts)
 
 
+def keep_aside(path: Path, tag: str = "corrupt") -> Path:
+    """Move a file BeeDeck cannot use to ``<name>.<tag>-<time>[-n]``, a name no earlier one has, so a
+    second failure never overwrites the copy kept the first time; returns the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.{tag}-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.{tag}-{stamp}-{n}")
+    path.replace(aside)
+    return aside
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write a file so that a crash leaves either the old or the new content, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    # Unique per writer: two threads (or processes) saving the same file must not share a temp file.
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk leaves the old file and no half-written temp file behind
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:

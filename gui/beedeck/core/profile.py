@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from beedeck.core import paths, secrets
-from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.launch_settings import LaunchSettings, SettingsError
 
 
 @dataclass
@@ -27,19 +27,37 @@ def profile_path() -> Path:
     return paths.config_dir() / "profile.json"
 
 
+class ProfileError(ValueError):
+    """The saved profile could not be used; it was kept aside. The message says so, for the window."""
+
+
+def profile_from_dict(data: object) -> Profile:
+    """Validate profile.json's object: an engine path, checked launch settings, a label."""
+    if not isinstance(data, dict):
+        raise SettingsError(f"the file holds a {type(data).__name__}, not an object")
+    engine, label = data.get("engine"), data.get("label", "")
+    if not isinstance(engine, str) or not engine:
+        raise SettingsError("'engine' is missing or not a path")
+    if not isinstance(label, str):
+        raise SettingsError("'label' is not text")
+    settings = LaunchSettings.from_dict(data.get("settings"))  # type and range checked
+    return Profile(engine, settings, label)
+
+
 def load_saved_profile() -> Profile | None:
+    """The saved profile; None when there is none. Raises ProfileError when the file is unusable:
+    it is then kept aside under a name no earlier copy has (house style: settings are never deleted)."""
     path = profile_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        settings = LaunchSettings.from_dict(data["settings"])
-        settings.api_key = secrets.get_secret(secrets.SERVER_API_KEY)  # kept in the OS keyring only
-        return Profile(str(data["engine"]), settings, str(data.get("label", "")))
+        profile = profile_from_dict(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError):
-        # A corrupt profile is kept aside, never silently deleted (house-style: settings).
-        path.replace(path.with_name(path.name + ".corrupt"))
-        return None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        aside = paths.keep_aside(path)
+        raise ProfileError(f"The saved launch profile could not be used ({exc}): it was kept as {aside.name}. "
+                           "Choose the engine and models again in Settings (or the setup wizard).") from None
+    profile.settings.api_key = secrets.get_secret(secrets.SERVER_API_KEY)  # kept in the OS keyring only
+    return profile
 
 
 def save_profile(profile: Profile) -> Path:

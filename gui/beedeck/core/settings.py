@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -86,8 +85,10 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def from_dict(data: dict[str, Any]) -> AppSettings:
-    """Build settings from a (migrated) dict; unknown keys are ignored, wrong types fall back to defaults."""
+def from_dict(data: dict[str, Any], problems: list[str] | None = None) -> AppSettings:
+    """Build settings from a (migrated) dict; unknown keys are ignored, wrong types fall back to
+    defaults, and each such repair is appended to ``problems``."""
+    problems = problems if problems is not None else []
     defaults = AppSettings()
     clean: dict[str, Any] = {}
     for f in fields(AppSettings):
@@ -105,42 +106,48 @@ def from_dict(data: dict[str, Any]) -> AppSettings:
         if ok:
             clean[f.name] = value
         else:
-            log.warning("settings: %s has a %s, expected like %r; using the default", f.name,
-                        type(value).__name__, default)
+            problems.append(f"{f.name} was a {type(value).__name__}, expected like {default!r}: using the default")
     s = AppSettings(**clean)
-    for problem in s.check():
-        log.warning("settings: %s", problem)
+    problems.extend(s.check())
     if s.goal not in GOALS:
         s.goal = defaults.goal
     if s.theme not in THEMES:
         s.theme = defaults.theme
+    for problem in problems:
+        log.warning("settings: %s", problem)
     return s
 
 
 def _set_aside(path: Path, why: str) -> Path:
-    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-    n = 1
-    while aside.exists():
-        aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
-        n += 1
-    path.replace(aside)
+    aside = paths.keep_aside(path)
     log.warning("settings: %s could not be read (%s); kept as %s, using defaults", path, why, aside.name)
     return aside
 
 
 def load_settings(path: Path | None = None) -> AppSettings:
     """Read the settings; a missing file gives defaults, a corrupt one is kept aside and gives defaults."""
+    return load_settings_checked(path)[0]
+
+
+def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
+    """The settings, and a sentence for the person at the window when the file had to be repaired
+    (kept aside when unreadable, single bad values replaced by defaults); "" when all was well."""
     path = path or settings_path()
     if not path.exists():
-        return AppSettings()
+        return AppSettings(), ""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise ValueError(f"top level is a {type(data).__name__}, not an object")
-        return from_dict(migrate(data))
+        problems: list[str] = []
+        settings = from_dict(migrate(data), problems)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        _set_aside(path, str(exc))
-        return AppSettings()
+        aside = _set_aside(path, str(exc))
+        return AppSettings(), (f"BeeDeck's settings file could not be read ({exc}): it was kept as {aside.name} "
+                               "and the defaults are used.")
+    if problems:
+        return settings, f"Some of BeeDeck's settings were invalid and were reset: {'; '.join(problems)}."
+    return settings, ""
 
 
 def save_settings(settings: AppSettings, path: Path | None = None) -> Path:

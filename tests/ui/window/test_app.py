@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from beedeck import APP_ID
 from beedeck.core import profile as profile_mod
+from beedeck.core.chat.recovery import set_aside
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.ui.window import app as app_mod
 from beedeck.ui.window.theme import apply_theme
@@ -41,12 +43,31 @@ def test_saved_profile_roundtrip_and_window(qtbot: QtBot, beedeck_home: Path) ->
     assert window.controller.state == "stopped"  # a saved (non-starter) profile is not started by itself
 
 
-def test_corrupt_profile_is_kept_aside(beedeck_home: Path) -> None:
+def test_a_corrupt_or_malformed_profile_is_kept_aside_under_a_new_name_each_time(beedeck_home: Path) -> None:
     path = profile_mod.profile_path()
-    path.write_text("{not json")
-    assert profile_mod.load_saved_profile() is None
-    assert path.with_name("profile.json.corrupt").read_text() == "{not json"
-    assert not path.exists()
+    bad = ["{not json", '{"engine": "/x", "settings": ["x"]}', '{"engine": "/x", "settings": {"ctx_size": "big"}}',
+           '{"engine": "/x", "settings": {"port": 99999}}', '[1, 2]']
+    for text in bad:
+        path.write_text(text)
+        with pytest.raises(profile_mod.ProfileError, match="kept as profile.json.corrupt-"):
+            profile_mod.load_saved_profile()
+        assert not path.exists()
+    kept = sorted(p.read_text() for p in path.parent.glob("profile.json.corrupt-*"))
+    assert kept == sorted(bad)  # five copies: none overwrote another
+
+
+def test_a_malformed_profile_is_announced_and_the_window_still_opens(qtbot: QtBot, beedeck_home: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes.fake_nvml import detect_no_gpu
+
+    starter = profile_mod.Profile("/opt/starter/llama-server", LaunchSettings(target="/m/s.gguf"), "starter (CPU)")
+    monkeypatch.setattr(app_mod, "load_starter_profile", lambda: starter)
+    profile_mod.profile_path().write_text('{"engine": "/x", "settings": ["x"]}')  # crashed every start before
+    window = app_mod.build_window(no_autostart=True, detect=detect_no_gpu)
+    qtbot.addWidget(window)
+    assert window.failure.isVisibleTo(window) and "saved launch profile could not be used" in window.failure.what.text()
+    qtbot.waitUntil(lambda: window.profile is starter, timeout=10_000)  # the starter takes its place
+    window.close()
 
 
 def test_unusable_chat_db_is_kept_aside_without_overwriting_an_earlier_one(tmp_path: Path) -> None:
@@ -55,7 +76,7 @@ def test_unusable_chat_db_is_kept_aside_without_overwriting_an_earlier_one(tmp_p
     for content in (b"first broken database", b"second broken database"):
         db.write_bytes(content)
         (tmp_path / "chats.sqlite3-wal").write_bytes(b"wal of " + content)
-        kept.append(app_mod.set_chat_db_aside(db))
+        kept.append(set_aside(db))
     assert not db.exists() and kept[0] != kept[1]
     assert kept[0].read_bytes() == b"first broken database"
     assert kept[1].read_bytes() == b"second broken database"
@@ -70,7 +91,9 @@ def test_unreadable_chat_db_is_announced_in_the_window(qtbot: QtBot, beedeck_hom
     window = app_mod.build_window(no_autostart=True, detect=no_gpu_detect)
     qtbot.addWidget(window)
     message = window.statusBar().currentMessage()
-    assert "fresh chat history" in message and "unreadable" in message
+    assert "chat history was damaged" in message and "kept the damaged file as" in message
+    assert window.failure.isVisibleTo(window) and message in window.failure.what.text()
+    assert not window.failure.retry_button.isVisibleTo(window)
     window.close()
 
 

@@ -13,13 +13,14 @@ column rather than riding in the ``stats`` JSON that is rewritten wholesale when
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from beedeck.core import paths
 
@@ -88,7 +89,38 @@ class Message:
 
 
 class ChatStoreError(RuntimeError):
-    """The chat database cannot be used; the message says why and what to do."""
+    """The chat database cannot be used; the message says why and what to do. ``disk_full`` marks the
+    one failure the user can fix on the spot (free space) and after which saving resumes."""
+
+    def __init__(self, message: str, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _guarded(fn: F) -> F:
+    """SQLite errors as ChatStoreError with a cause and a remedy (every public method)."""
+
+    @functools.wraps(fn)
+    def wrapper(self: ChatStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "full" in text:
+                raise ChatStoreError(
+                    f"The disk holding the chat history is full ({self.path.parent}): free some space; what is "
+                    "on screen is kept and saved once there is room.", disk_full=True) from exc
+            raise ChatStoreError(f"The chat history could not be used ({text}): check that {self.path} is "
+                                 "writable.") from exc
+        except sqlite3.DatabaseError as exc:
+            raise ChatStoreError(
+                f"The chat history file is damaged ({exc}): restart BeeDeck, which keeps the damaged file "
+                "aside and recovers every conversation it can still read.") from exc
+
+    return wrapper  # type: ignore[return-value]
 
 
 def default_path() -> Path:
@@ -139,6 +171,11 @@ class ChatStore:
                 raise
 
     @property
+    def connection(self) -> sqlite3.Connection:
+        """The raw connection (for recovery, which copies rows in with their ids)."""
+        return self._db
+
+    @property
     def schema_version(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         return int(row[0]) if row else 0
@@ -147,6 +184,7 @@ class ChatStore:
         self._db.close()
 
     # -- conversations ------------------------------------------------------------------------
+    @_guarded
     def create_conversation(self, title: str = "New chat", system_prompt: str = "") -> Conversation:
         now = time.time()
         cur = self._db.execute(
@@ -155,12 +193,14 @@ class ChatStore:
         )
         return Conversation(int(cur.lastrowid or 0), title, system_prompt, now, now)
 
+    @_guarded
     def conversation(self, conversation_id: int) -> Conversation | None:
         row = self._db.execute(
             "SELECT id, title, system_prompt, created, updated FROM conversations WHERE id=?", (conversation_id,)
         ).fetchone()
         return Conversation(*row) if row else None
 
+    @_guarded
     def list_conversations(self, search: str = "") -> list[Conversation]:
         """Newest first. ``search`` matches titles and message text (case-insensitive)."""
         if search:
@@ -178,12 +218,15 @@ class ChatStore:
             ).fetchall()
         return [Conversation(*r) for r in rows]
 
+    @_guarded
     def rename(self, conversation_id: int, title: str) -> None:
         self._db.execute("UPDATE conversations SET title=? WHERE id=?", (title.strip() or "Untitled", conversation_id))
 
+    @_guarded
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
         self._db.execute("UPDATE conversations SET system_prompt=? WHERE id=?", (system_prompt, conversation_id))
 
+    @_guarded
     def delete_conversation(self, conversation_id: int) -> None:
         self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
 
@@ -191,6 +234,7 @@ class ChatStore:
         self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (time.time(), conversation_id))
 
     # -- messages -----------------------------------------------------------------------------
+    @_guarded
     def add_message(
         self,
         conversation_id: int,
@@ -211,6 +255,7 @@ class ChatStore:
             int(cur.lastrowid or 0), conversation_id, role, content, dict(stats or {}), complete, now, reasoning
         )
 
+    @_guarded
     def update_message(
         self,
         message_id: int,
@@ -235,6 +280,7 @@ class ChatStore:
             args.append(str(int(complete)))
         self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*args, message_id))
 
+    @_guarded
     def messages(self, conversation_id: int) -> list[Message]:
         rows = self._db.execute(
             "SELECT id, conversation_id, role, content, stats, complete, created, reasoning FROM messages "
@@ -246,11 +292,13 @@ class ChatStore:
             for r in rows
         ]
 
+    @_guarded
     def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
         """Delete one message and everything after it (regenerate, edit-and-resend)."""
         self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (conversation_id, message_id))
 
     # -- export -------------------------------------------------------------------------------
+    @_guarded
     def export_json(self, conversation_id: int) -> str:
         conv = self.conversation(conversation_id)
         if conv is None:
@@ -275,6 +323,7 @@ class ChatStore:
         }
         return json.dumps(data, indent=2, ensure_ascii=False)
 
+    @_guarded
     def export_markdown(self, conversation_id: int) -> str:
         conv = self.conversation(conversation_id)
         if conv is None:

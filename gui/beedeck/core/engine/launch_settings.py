@@ -10,6 +10,51 @@ from enum import StrEnum
 from typing import Any
 
 
+class SettingsError(ValueError):
+    """A launch setting has the wrong type or is out of range; the message names it and the fix."""
+
+
+# Allowed ranges of the numeric settings (inclusive; None means "the engine's default" where the
+# field is optional). One table for the form, the CLI, saved profiles and build_argv.
+RANGES: dict[str, tuple[float, float, str]] = {
+    "ctx_size": (0, 1 << 24, "context tokens (0 = the model's own)"),
+    "port": (0, 65535, "a TCP port (0 = any free one)"),
+    "threads": (1, 1024, "CPU threads"),
+    "batch_size": (1, 1 << 20, "tokens per batch"),
+    "ubatch_size": (1, 1 << 20, "tokens per micro-batch"),
+    "parallel": (1, 256, "chat slots"),
+    "draft_n_max": (0, 256, "draft tokens"),
+    "draft_n_min": (0, 256, "draft tokens"),
+    "dflash_cross_ctx": (1, 1 << 20, "tokens"),
+    "draft_ctx_size": (0, 1 << 24, "tokens"),
+    "cache_ram": (-1, 1 << 24, "MiB (-1 = no limit, 0 = off)"),
+    "temp": (0.0, 5.0, "a temperature"),
+    "top_k": (0, 1 << 20, "tokens"),
+    "top_p": (0.0, 1.0, "a probability"),
+    "min_p": (0.0, 1.0, "a probability"),
+}
+
+
+def _type_ok(annotation: str, value: Any) -> bool:
+    optional = annotation.endswith("| None")
+    base = annotation.removesuffix(" | None").strip()
+    if value is None:
+        return optional
+    if base == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if base == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if base == "bool":
+        return isinstance(value, bool)
+    if base == "str":
+        return isinstance(value, str)
+    if base == "list[str]":
+        return isinstance(value, list) and all(isinstance(x, str) for x in value)
+    if base == "SpecMode":
+        return isinstance(value, str) and value in {m.value for m in SpecMode}
+    return True
+
+
 class SpecMode(StrEnum):
     OFF = "off"
     DFLASH = "dflash"
@@ -70,12 +115,45 @@ class LaunchSettings:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LaunchSettings:
-        known = {f.name for f in fields(cls)}
-        clean = {k: v for k, v in data.items() if k in known}
-        if "spec_mode" in clean:
-            clean["spec_mode"] = SpecMode(clean["spec_mode"])
-        return cls(**clean)
+    def from_dict(cls, data: Any) -> LaunchSettings:
+        """Settings from saved JSON: every known field type-checked and range-checked (unknown keys
+        are ignored, so a newer BeeDeck's profile still loads). Raises SettingsError naming the field."""
+        if not isinstance(data, dict):
+            raise SettingsError(f"the launch settings are a {type(data).__name__}, not an object")
+        clean: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if not _type_ok(str(f.type), value):
+                raise SettingsError(f"'{f.name}' is {value!r} ({type(value).__name__}), which is not a valid "
+                                    f"{str(f.type).replace(' | None', ' (or empty)')}")
+            clean[f.name] = SpecMode(value) if f.name == "spec_mode" else value
+        settings = cls(**clean)
+        problems = settings.check()
+        if problems:
+            raise SettingsError("; ".join(problems))
+        return settings
+
+    def check(self) -> list[str]:
+        """Every out-of-range value, each with its allowed range (empty when all are fine)."""
+        out = []
+        for name, (low, high, what) in RANGES.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                shown = f"{low:g}..{high:g}" if high < 1 << 20 else f"at least {low:g}"
+                out.append(f"{name.replace('_', ' ')} is {value!r}: it must be {shown} ({what})")
+        if (self.batch_size is not None and self.ubatch_size is not None
+                and self.ubatch_size > self.batch_size):
+            out.append(f"ubatch size {self.ubatch_size} is larger than batch size {self.batch_size}: the micro-batch "
+                       "must fit in the batch")
+        if self.draft_n_min is not None and self.draft_n_max is not None and self.draft_n_min > self.draft_n_max:
+            out.append(f"draft n min {self.draft_n_min} is above draft n max {self.draft_n_max}")
+        if not self.target.strip() and self.target:
+            out.append("the target model path is only spaces")
+        return out
 
     @classmethod
     def guide_baseline(cls, target: str) -> LaunchSettings:

@@ -23,12 +23,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck.core.chat.store import ChatStore, Message
+from beedeck.core.chat.store import ChatStore, ChatStoreError, Message
+from beedeck.core.engine.client import InvalidText, check_text
 from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.chat_worker import ChatRun
 from beedeck.ui.chat.message_html import MessageView
 
 PERSIST_MS = 250  # the streaming reply is written to SQLite at most 4 times a second
+RETRY_SAVE_MS = 5000  # a reply the store refused (a full disk) is offered again this often
 MAX_TOKENS = 2048
 
 # mode_provider() -> (mode name "baseline"/"dflash"/"", extra request fields)
@@ -60,6 +62,7 @@ class ChatPane(QWidget):
 
     Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer pieces;
     ``reasoning_received(str)`` thinking pieces; ``reply_finished(dict)`` stats; ``reply_failed(str)``;
+    ``store_failed(str)`` the chat store refused a write or read (the text stays on screen);
     ``conversation_changed(int)``; ``conversations_edited()`` (titles/order).
     """
 
@@ -68,6 +71,7 @@ class ChatPane(QWidget):
     reasoning_received = Signal(str)
     reply_finished = Signal(dict)
     reply_failed = Signal(str)
+    store_failed = Signal(str)
     conversation_changed = Signal(int)
     conversations_edited = Signal()
 
@@ -116,6 +120,10 @@ class ChatPane(QWidget):
 
         self._persist_timer = QTimer(self, singleShot=True, interval=PERSIST_MS)
         self._persist_timer.timeout.connect(self._persist_reply)
+        # A reply the store could not take (a full disk): kept here and retried until it is saved.
+        self._unsaved: tuple[int, str, dict[str, Any] | None, bool | None, str] | None = None
+        self._retry_timer = QTimer(self, interval=RETRY_SAVE_MS)
+        self._retry_timer.timeout.connect(self._retry_save)
         self._update_buttons()
 
     # -- state -----------------------------------------------------------------------------
@@ -127,6 +135,41 @@ class ChatPane(QWidget):
     def set_notice(self, text: str) -> None:
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
+
+    # -- the store may fail (a full disk, a damaged file): nothing on screen is lost ------------
+    def _store_failed(self, exc: ChatStoreError) -> None:
+        self.set_notice(str(exc))
+        self.store_failed.emit(str(exc))
+
+    def _save_reply(self, message_id: int, content: str, stats: dict[str, Any] | None = None,
+                    complete: bool | None = None, reasoning: str = "") -> None:
+        """Write the reply; on failure keep it (the view shows it) and retry every few seconds."""
+        try:
+            self.store.update_message(message_id, content, stats, complete=complete, reasoning=reasoning)
+        except ChatStoreError as exc:
+            self._unsaved = (message_id, content, stats, complete, reasoning)
+            self._store_failed(exc)
+            if not self._retry_timer.isActive():
+                self._retry_timer.start()
+            return
+        if self._unsaved is not None and self._unsaved[0] == message_id and complete is not None:
+            self._unsaved = None
+
+    def _retry_save(self) -> None:
+        pending = self._unsaved
+        if pending is None:
+            self._retry_timer.stop()
+            return
+        try:
+            self.store.update_message(pending[0], pending[1], pending[2], complete=pending[3], reasoning=pending[4])
+        except ChatStoreError:
+            return  # still failing: the notice already says why; try again later
+        self._unsaved = None
+        self._retry_timer.stop()
+        self.set_notice("The reply that could not be saved is saved now.")
+
+    def has_unsaved(self) -> bool:
+        return self._unsaved is not None
 
     def is_generating(self) -> bool:
         return self._run is not None
@@ -143,10 +186,14 @@ class ChatPane(QWidget):
             self.send_button.setToolTip("Send (Ctrl+Enter)")
 
     # -- conversations ---------------------------------------------------------------------
-    def new_conversation(self) -> int:
+    def new_conversation(self) -> int | None:
         if self._run is not None:
             self.stop()
-        conv = self.store.create_conversation(system_prompt=self.system_prompt.text())
+        try:
+            conv = self.store.create_conversation(system_prompt=self.system_prompt.text())
+        except ChatStoreError as exc:
+            self._store_failed(exc)
+            return None
         self.load_conversation(conv.id)
         self.conversations_edited.emit()
         return conv.id
@@ -154,12 +201,17 @@ class ChatPane(QWidget):
     def load_conversation(self, conversation_id: int) -> None:
         if self._run is not None:
             self.stop()
-        conv = self.store.conversation(conversation_id)
+        try:
+            conv = self.store.conversation(conversation_id)
+            messages = self.store.messages(conversation_id) if conv is not None else []
+        except ChatStoreError as exc:
+            self._store_failed(exc)
+            return
         if conv is None:
             return
         self.conversation_id = conversation_id
         self.system_prompt.setText(conv.system_prompt)
-        self.view.set_messages([self._view_of(m) for m in self.store.messages(conversation_id)])
+        self.view.set_messages([self._view_of(m) for m in messages])
         self._edit_from = None
         self._update_buttons()
         self.conversation_changed.emit(conversation_id)
@@ -170,7 +222,10 @@ class ChatPane(QWidget):
 
     def _on_system_prompt_edited(self) -> None:
         if self.conversation_id is not None:
-            self.store.set_system_prompt(self.conversation_id, self.system_prompt.text())
+            try:
+                self.store.set_system_prompt(self.conversation_id, self.system_prompt.text())
+            except ChatStoreError as exc:
+                self._store_failed(exc)
 
     # -- sending ---------------------------------------------------------------------------
     def focus_input(self) -> None:
@@ -180,8 +235,19 @@ class ChatPane(QWidget):
         text = self.input.toPlainText().strip()
         if not text or self.client is None or self._run is not None:
             return
-        if self.conversation_id is None:
-            self.new_conversation()
+        try:
+            check_text(text, "The message")  # a paste from another encoding: say so, send nothing
+        except InvalidText as exc:
+            self.set_notice(str(exc))
+            return
+        try:
+            self._send(text)
+        except ChatStoreError as exc:
+            self._store_failed(exc)  # the text stays in the input box: nothing typed is lost
+
+    def _send(self, text: str) -> None:
+        if self.conversation_id is None and self.new_conversation() is None:
+            return
         assert self.conversation_id is not None
         if self._edit_from is not None:
             # Edit-and-resend: the edited prompt replaces that message and everything after it.
@@ -201,6 +267,13 @@ class ChatPane(QWidget):
         """Drop the last reply and ask again."""
         if self.conversation_id is None or self._run is not None or self.client is None:
             return
+        try:
+            self._regenerate()
+        except ChatStoreError as exc:
+            self._store_failed(exc)
+
+    def _regenerate(self) -> None:
+        assert self.conversation_id is not None
         msgs = self.store.messages(self.conversation_id)
         last_assistant = next((m for m in reversed(msgs) if m.role == "assistant"), None)
         if last_assistant is None:
@@ -277,7 +350,7 @@ class ChatPane(QWidget):
     def _persist_reply(self) -> None:
         reply = self.view.current_reply()
         if reply is not None and self._reply_id is not None:
-            self.store.update_message(self._reply_id, reply.content, reasoning=reply.reasoning)
+            self._save_reply(self._reply_id, reply.content, reasoning=reply.reasoning)
 
     def _with_thinking_time(self, stats: dict[str, Any], reasoning: str) -> dict[str, Any]:
         secs = self.view.thinking_seconds()
@@ -299,7 +372,7 @@ class ChatPane(QWidget):
         reasoning = thought if thought is not None else (current.reasoning if current else "")
         stats = self._with_thinking_time(stats_from_result(result, self._reply_mode), reasoning)
         if self._reply_id is not None:
-            self.store.update_message(self._reply_id, content, stats, complete=True, reasoning=reasoning)
+            self._save_reply(self._reply_id, content, stats, complete=True, reasoning=reasoning)
         self.view.end_reply(content, stats, complete=True, reasoning=reasoning)
         self._finish()
         self.reply_finished.emit(stats)
@@ -310,7 +383,7 @@ class ChatPane(QWidget):
         reasoning = current.reasoning if current else ""
         stats = self._with_thinking_time({"mode": self._reply_mode, "error": message}, reasoning)
         if self._reply_id is not None:
-            self.store.update_message(self._reply_id, content, stats, complete=False, reasoning=reasoning)
+            self._save_reply(self._reply_id, content, stats, complete=False, reasoning=reasoning)
         self.view.end_reply(content, stats, complete=False)
         self._finish()
         self.set_notice(f"The reply failed: {message}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import (
@@ -19,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core import paths
-from beedeck.core.chat.store import ChatStore
+from beedeck.core.chat.store import ChatStore, ChatStoreError
 
 
 class ConversationList(QWidget):
@@ -58,9 +60,14 @@ class ConversationList(QWidget):
         self.refresh()
 
     def refresh(self) -> None:
+        try:
+            conversations = self.store.list_conversations(self.search.text().strip())
+        except ChatStoreError as exc:
+            self.show_error(str(exc))
+            return  # the list keeps what it showed
         self.list.blockSignals(True)
         self.list.clear()
-        for conv in self.store.list_conversations(self.search.text().strip()):
+        for conv in conversations:
             item = QListWidgetItem(conv.title)
             item.setData(Qt.ItemDataRole.UserRole, conv.id)
             item.setToolTip(conv.title)
@@ -83,8 +90,25 @@ class ConversationList(QWidget):
             self._current = cid
             self.conversation_selected.emit(cid)
 
-    # -- actions ---------------------------------------------------------------------------
+    # -- actions (a store error is shown, never raised into Qt's event loop) ------------------
     def rename(self, conversation_id: int) -> None:
+        self._guard(self._rename, conversation_id)
+
+    def delete(self, conversation_id: int) -> None:
+        self._guard(self._delete, conversation_id)
+
+    def export(self, conversation_id: int, fmt: str) -> Path | None:
+        result: Path | None = self._guard(self._export, conversation_id, fmt)
+        return result
+
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ChatStoreError as exc:
+            self.show_error(str(exc))
+            return None
+
+    def _rename(self, conversation_id: int) -> None:
         conv = self.store.conversation(conversation_id)
         if conv is None:
             return
@@ -93,7 +117,7 @@ class ConversationList(QWidget):
             self.store.rename(conversation_id, title)
             self.refresh()
 
-    def delete(self, conversation_id: int) -> None:
+    def _delete(self, conversation_id: int) -> None:
         conv = self.store.conversation(conversation_id)
         if conv is None or not self.ask_confirm(f"Delete the chat “{conv.title}”? This cannot be undone."):
             return
@@ -103,7 +127,7 @@ class ConversationList(QWidget):
         self.refresh()
         self.conversation_deleted.emit(conversation_id)
 
-    def export(self, conversation_id: int, fmt: str) -> Path | None:
+    def _export(self, conversation_id: int, fmt: str) -> Path | None:
         conv = self.store.conversation(conversation_id)
         if conv is None:
             return None

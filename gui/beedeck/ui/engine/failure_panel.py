@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -46,8 +48,9 @@ class FailurePanel(QFrame):
         layout.addLayout(row)
         self.hide()
 
-    def show_failure(self, failure: object) -> None:
-        """Fill from a ServerFailure-like object (``message``/``remedy``) or a plain exception."""
+    def show_failure(self, failure: object, title: str = "The server could not start") -> None:
+        """Fill from a ServerFailure-like object (``message``/``remedy``) or a plain exception; ``title``
+        says what failed (a start, a server that was running, a save)."""
         code = getattr(failure, "code", "") or type(failure).__name__
         message = getattr(failure, "message", None) or str(failure) or "The server stopped unexpectedly."
         remedy = getattr(failure, "remedy", "") or ""
@@ -57,7 +60,7 @@ class FailurePanel(QFrame):
             remedy = "\n".join(f"• {r}" for r in reasons)
         exit_code = getattr(failure, "exit_code", None)
         tail = list(getattr(failure, "log_tail", None) or [])[-3:]
-        self.title.setText(f"<b>The server could not start</b> <span style='color:#888'>({code})</span>")
+        self.title.setText(f"<b>{html.escape(title)}</b> <span style='color:#888'>({html.escape(code)})</span>")
         self.what.setText(f"<b>What happened:</b> {message}")
         self.remedy.setText(f"<b>What to change:</b> {remedy}" if remedy else "<b>What to change:</b> see the log.")
         detail = []
@@ -66,6 +69,21 @@ class FailurePanel(QFrame):
         detail.extend(tail)
         self.detail.setText("\n".join(detail))
         self.detail.setVisible(bool(detail))
+        self.remedy.show()
+        self.retry_button.show()
+        self.log_button.show()
+        self.show()
+
+    def show_notice(self, title: str, message: str, remedy: str = "") -> None:
+        """A problem BeeDeck already handled (a damaged file kept aside and recovered): shown until
+        dismissed, without Retry or the server log."""
+        self.title.setText(f"<b>{html.escape(title)}</b>")
+        self.what.setText(html.escape(message))
+        self.remedy.setText(html.escape(remedy))
+        self.remedy.setVisible(bool(remedy))
+        self.detail.hide()
+        self.retry_button.hide()
+        self.log_button.hide()
         self.show()
 
     def _on_dismiss(self) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -21,11 +20,11 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
-from beedeck.core import paths
-from beedeck.core.chat.store import ChatStore, ChatStoreError
+from beedeck.core.chat.recovery import open_store, set_aside
+from beedeck.core.chat.store import ChatStore, ChatStoreError, default_path
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.profile import Profile, load_saved_profile
-from beedeck.core.settings import load_settings
+from beedeck.core.profile import Profile, ProfileError, load_saved_profile
+from beedeck.core.settings import load_settings, load_settings_checked
 from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.markdown_render import warm_up
 from beedeck.ui.engine.server_controller import ServerController
@@ -66,44 +65,36 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
     ``controller`` the server controller (tests)."""
     notice = ""
     try:
-        store = ChatStore()
-    except ChatStoreError as exc:
-        kept = set_chat_db_aside(paths.data_dir() / "chats.sqlite3")
+        store, recovery = open_store()  # a damaged file is kept aside and what it holds recovered
+        if recovery is not None:
+            notice = recovery.notice()
+    except ChatStoreError as exc:  # e.g. written by a newer BeeDeck: keep it, start afresh
+        kept = set_aside(default_path())
         notice = (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; "
-                  "copy it back when it is repaired.")
-        print(notice, file=sys.stderr)
+                  "copy it back when it can be read.")
         store = ChatStore()
     window = MainWindow(store, controller)
-    if notice:  # the person at the window must see it, not only a terminal
-        window.statusBar().showMessage(notice)
     if detect is not None:
         window.detect_hardware = detect
     plug_views(window)
     window.open_latest_chat()
-    saved = load_saved_profile()
+    settings_notice = load_settings_checked()[1]
+    try:
+        saved = load_saved_profile()
+    except ProfileError as exc:  # kept aside: the first-start path below offers the starter again
+        saved, settings_notice = None, " ".join(x for x in (settings_notice, str(exc)) if x)
+    notice = " ".join(x for x in (notice, settings_notice) if x)
+    if notice:  # the person at the window must see it, not only a terminal
+        print(notice, file=sys.stderr)
+        window.failure.show_notice("BeeDeck repaired its own files", notice,
+                                   "Nothing else to do: the damaged or invalid copies are kept beside the originals.")
+        window.statusBar().showMessage(notice)
     if saved is not None:
         window.set_profile(saved)
     else:
         _first_start(window, no_autostart)
     _start_gpu_sampler(window)
     return window
-
-
-def set_chat_db_aside(db: Path) -> Path:
-    """Move an unusable chat database (with its WAL files) to a name no earlier one has, so a
-    second failure never overwrites the chats kept aside the first time; returns the new path."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = db.with_name(f"{db.name}.unreadable-{stamp}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = db.with_name(f"{db.name}.unreadable-{stamp}-{n}")
-    db.replace(aside)
-    for suffix in ("-wal", "-shm"):  # the newest commits may still live in the WAL file
-        side = db.with_name(db.name + suffix)
-        if side.exists():
-            side.replace(aside.with_name(aside.name + suffix))
-    return aside
 
 
 def _first_start(window: MainWindow, no_autostart: bool) -> None:
@@ -184,7 +175,8 @@ def _start_gpu_sampler(window: MainWindow) -> None:
 
 
 def install_signal_handlers(app: QApplication, window: MainWindow) -> None:
-    """SIGTERM / SIGINT close the window like the user would, so the server is stopped too.
+    """SIGTERM / SIGINT / SIGHUP (the terminal that started it closed) close the window like the user
+    would, so the server is stopped too.
 
     Python runs signal handlers only when it gets control; a 200 ms no-op timer gives it that
     control while Qt's event loop runs.
@@ -195,8 +187,9 @@ def install_signal_handlers(app: QApplication, window: MainWindow) -> None:
         window.close()
         app.quit()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, on_signal)
     timer = QTimer(window, interval=200)
     timer.timeout.connect(lambda: None)
     timer.start()

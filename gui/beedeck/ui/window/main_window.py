@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from beedeck import APP_DISPLAY_NAME
 from beedeck.core import paths
 from beedeck.core.chat.spec_guard import Advice, SpecGuard
-from beedeck.core.chat.store import ChatStore
+from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.modes import RESTART, has_draft, settings_for_mode
@@ -93,6 +93,7 @@ class MainWindow(QMainWindow):
         self.known_caps: dict[str, EngineCaps] = {}
         self.close_hooks: list[Callable[[], None]] = []  # e.g. the GPU sampler's stop()
         self.closing = False  # set in closeEvent: dialogs closing with the window start nothing
+        self._served = False  # the current server became ready once (a later failure is a crash, not a start)
 
         self.controller = controller or ServerController(self)
         self.chat = ChatPane(store)
@@ -260,7 +261,8 @@ class MainWindow(QMainWindow):
             self.profile_saver(profile)
         except OSError as exc:
             self.failure.show_failure(OSError(f"The profile could not be saved ({exc}): check that BeeDeck's "
-                                              "config folder is writable. It is used for this session only."))
+                                              "config folder is writable. It is used for this session only."),
+                                      title="The profile could not be saved")
         if self.controller.is_running() or self.controller.is_busy():
             self.chat.stop()
             self.controller.stop()  # jobs run in order: the start below waits for this stop
@@ -292,6 +294,8 @@ class MainWindow(QMainWindow):
         self.controller.stop()
 
     def _on_controller_state(self, state: str) -> None:
+        if state == "starting":
+            self._served = False
         self.state_label.setText(f"server: {state}")
         running = state in ("starting", "loading", "ready")
         self.start_action.setEnabled(not running and not self.mode.is_switching())
@@ -315,6 +319,7 @@ class MainWindow(QMainWindow):
             self.engine_label.setText(f"engine: {getattr(gen, 'value', gen)} {version}".strip())
 
     def _on_controller_ready(self, base_url: str) -> None:
+        self._served = True
         api_key = self.controller.settings.api_key if self.controller.settings else None
         self.chat.set_client(self.client_factory(base_url, api_key))
         self.chat.set_notice("")
@@ -324,9 +329,11 @@ class MainWindow(QMainWindow):
         self.switching.server_ready(self.controller.caps, self.client_factory(base_url, api_key))
 
     def _on_controller_failed(self, failure: object) -> None:
+        was_serving = self._served
         self.mode.restart_failed()
         self._on_controller_state(self.controller.state)  # Start was held off while switching
-        self.failure.show_failure(failure)
+        self.failure.show_failure(failure, "The server stopped while running" if was_serving
+                                  else "The server could not start")
         self.chat.set_notice("")
 
     def _on_mode_restart_requested(self, settings: LaunchSettings) -> None:
@@ -349,7 +356,11 @@ class MainWindow(QMainWindow):
         self.chat.focus_input()
 
     def open_latest_chat(self) -> None:
-        convs = self.store.list_conversations()
+        try:
+            convs = self.store.list_conversations()
+        except ChatStoreError as exc:
+            self.chat.set_notice(str(exc))
+            return
         if convs:
             self.chat.load_conversation(convs[0].id)
         else:

@@ -1,0 +1,161 @@
+"""Opening the chat history so that a damaged file loses as little as possible, and says so.
+
+``open_store`` checks the database before use (``PRAGMA quick_check``: a corrupt page in the middle
+passes a plain open and only fails the queries that touch it). A damaged or unreadable file is kept
+aside under a name no earlier one has, a fresh database takes its place, and every conversation and
+message that can still be read is copied into it, row by row, so one bad page costs only the rows on
+it. The :class:`Recovery` says what was kept and what was lost, for the person at the window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from beedeck.core import paths
+from beedeck.core.chat.store import ChatStore, default_path
+
+
+@dataclass
+class Recovery:
+    """What happened to a damaged chat history; ``notice()`` is the sentence to show."""
+
+    kept_aside: Path
+    reason: str
+    conversations: int = 0
+    messages: int = 0
+    lost_conversations: int = 0
+    lost_messages: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def notice(self) -> str:
+        lost = ""
+        if self.lost_conversations or self.lost_messages:
+            lost = (f" {self.lost_messages} message(s) and {self.lost_conversations} conversation(s) were on "
+                    "damaged pages and could not be read.")
+        why = f" (nothing could be read: {'; '.join(self.problems)})" if self.problems and not self.messages else ""
+        return (f"The chat history was damaged ({self.reason}). BeeDeck kept the damaged file as "
+                f"{self.kept_aside} and recovered {self.conversations} conversation(s) with {self.messages} "
+                f"message(s) into a fresh one{why}.{lost}")
+
+
+def set_aside(db: Path) -> Path:
+    """Move a database (with its WAL files) to a name no earlier one has; returns the new path."""
+    aside = paths.keep_aside(db, "damaged")
+    for suffix in ("-wal", "-shm"):  # the newest commits may still live in the WAL file
+        side = db.with_name(db.name + suffix)
+        if side.exists():
+            side.replace(aside.with_name(aside.name + suffix))
+    return aside
+
+
+def check(path: Path) -> str | None:
+    """None when the file is a healthy database (or does not exist yet), else what is wrong."""
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = db.execute("PRAGMA quick_check").fetchall()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    results = [str(r[0]) for r in rows]
+    return None if results == ["ok"] else "; ".join(results[:3])
+
+
+MAX_RUN = 2000  # consecutive unreadable or missing ids after which a table is given up
+
+
+def _max_id(db: sqlite3.Connection, table: str, path: Path) -> int:
+    try:
+        row = db.execute(f"SELECT max(id) FROM {table}").fetchone()
+        return int(row[0] or 0)
+    except sqlite3.DatabaseError:
+        # The table's tree is damaged where its largest id lives: probe ids up to what the file could
+        # hold (a row takes at least ~20 bytes), giving up after a long run of gaps or errors.
+        return max(1, min(10_000_000, path.stat().st_size // 20))
+
+
+def salvage(damaged: Path, store: ChatStore, rec: Recovery) -> None:
+    """Copy every readable conversation and message of ``damaged`` into ``store`` (ids kept)."""
+    try:
+        src = sqlite3.connect(f"file:{damaged}?mode=ro", uri=True)
+        tables = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+    except sqlite3.DatabaseError as exc:
+        rec.problems.append(f"not readable as a database: {exc}")
+        return
+    if not {"conversations", "messages"} <= tables:
+        src.close()
+        rec.problems.append("it holds no BeeDeck chats")
+        return
+    db = store.connection
+    conv_cols = "id, title, system_prompt, created, updated"
+    msg_cols = "id, conversation_id, role, content, stats, complete, created, reasoning"
+    try:
+        has_reasoning = True
+        with contextlib.suppress(sqlite3.DatabaseError):
+            names = {r[1] for r in src.execute("PRAGMA table_info(messages)").fetchall()}
+            has_reasoning = "reasoning" in names
+        if not has_reasoning:
+            msg_cols = msg_cols.replace(", reasoning", ", '' AS reasoning")
+        kept_convs: set[int] = set()
+        for table, cols in (("conversations", conv_cols), ("messages", msg_cols)):
+            top, run, errors = _max_id(src, table, damaged), 0, 0
+            for rid in range(1, top + 1):
+                try:
+                    row = src.execute(f"SELECT {cols} FROM {table} WHERE id=?", (rid,)).fetchone()
+                except sqlite3.DatabaseError:
+                    run += 1
+                    errors += 1
+                    if run > MAX_RUN:
+                        errors -= run  # past the last row: these ids never existed
+                        break
+                    continue
+                if row is None:
+                    run += 1
+                    if run > MAX_RUN:
+                        break
+                    continue
+                run = 0
+                if table == "conversations":
+                    rec.lost_conversations += errors
+                else:
+                    rec.lost_messages += errors
+                errors = 0
+                if table == "conversations":
+                    db.execute(f"INSERT INTO conversations({conv_cols}) VALUES(?,?,?,?,?)", row)
+                    kept_convs.add(int(row[0]))
+                    rec.conversations += 1
+                elif int(row[1]) in kept_convs:
+                    db.execute("INSERT INTO messages(id, conversation_id, role, content, stats, complete, created, "
+                               "reasoning) VALUES(?,?,?,?,?,?,?,?)", row)
+                    rec.messages += 1
+                else:
+                    rec.lost_messages += 1  # its conversation was on a damaged page
+    finally:
+        src.close()
+
+
+def open_store(path: Path | None = None) -> tuple[ChatStore, Recovery | None]:
+    """The chat store, repaired first if its file is damaged. Raises ChatStoreError only when not
+    even a fresh database can be created (a read-only or full disk)."""
+    path = path or default_path()
+    problem = check(path)
+    if problem is None:
+        return ChatStore(path), None  # a healthy file (a newer schema still raises: not damage)
+    aside = set_aside(path)
+    rec = Recovery(aside, problem)
+    store = ChatStore(path)
+    try:
+        store.connection.execute("BEGIN")
+        salvage(aside, store, rec)
+        store.connection.execute("COMMIT")
+    except sqlite3.Error as exc:  # a full disk while copying: keep what the fresh file holds
+        with contextlib.suppress(sqlite3.Error):
+            store.connection.execute("ROLLBACK")
+        rec.problems.append(f"copying stopped: {exc}")
+    return store, rec
