@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from beedeck.clicmd.engine.serve import add_launch_arguments, print_failure, start_from_args
-from beedeck.core.engine.client import ChatResult, ClientError, LlamaClient
+from beedeck.core.engine.client import ChatResult, ClientError, InvalidText, LlamaClient, check_text
 from beedeck.core.engine.server import ServerFailed, ServerProcess
 
 
@@ -68,6 +68,14 @@ def result_json(res: ChatResult) -> dict[str, Any]:
 
 
 def run_chat(args: argparse.Namespace) -> int:
+    try:
+        check_text(args.prompt, "The prompt")
+    except InvalidText as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.prompt.strip():
+        print("error: the prompt is empty: pass the text to ask, e.g. beedeck chat \"hello\".", file=sys.stderr)
+        return 2
     proc: ServerProcess | None = None
     try:
         if args.url:
@@ -100,8 +108,13 @@ def run_chat(args: argparse.Namespace) -> int:
             stream.cancel()
         except ClientError as exc:
             print(f"\nerror: {exc}", file=sys.stderr)
-            if proc is not None and proc.failure is not None:
-                print_failure(proc.failure)
+            if proc is not None:
+                # The reply broke off: if the server died, say why (its exit is read a moment later).
+                proc.wait_exit(5)
+                if proc.failure is not None:
+                    print_failure(proc.failure)
+                elif proc.exit_code is None:
+                    print("  the server is still running: the connection broke, not the server.", file=sys.stderr)
             return 1
         if interrupted.is_set():
             print("\n(cancelled)", file=sys.stderr)

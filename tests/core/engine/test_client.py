@@ -121,7 +121,7 @@ def test_cancel_before_start_sends_nothing(fake: FakeLlamaServer) -> None:
 
 def test_cut_connection_is_server_gone(fake: FakeLlamaServer) -> None:
     fake.script = SSEScript(tokens=["a"] * 10, cut_after=3)
-    with pytest.raises(ServerGone, match="stopped in the middle"):
+    with pytest.raises(ServerGone, match="broke in the middle of the reply"):
         LlamaClient(fake.base_url).chat(MSG)
 
 

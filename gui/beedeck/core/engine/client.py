@@ -45,6 +45,32 @@ class HTTPStatusError(ClientError):
         super().__init__(text)
 
 
+class InvalidText(ClientError, ValueError):
+    """Text BeeDeck was asked to send is not valid UTF-8 (a terminal or file in another encoding)."""
+
+
+def check_text(text: str, what: str = "The message") -> None:
+    """Refuse text that cannot be sent as UTF-8 (lone surrogates: bytes of another encoding that
+    reached Python through a shell's argv or a pasted clipboard), naming where and how to fix it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start:exc.end].encode("utf-8", "surrogateescape")
+        shown = " ".join(f"0x{b:02X}" for b in bad[:6])
+        raise InvalidText(
+            f"{what} is not valid UTF-8: byte(s) {shown} at character {exc.start + 1} are in another "
+            "encoding (often Latin-1 from a terminal or a file). Retype it, or convert it first, e.g. "
+            "`iconv -f latin1 -t utf-8`."
+        ) from None
+
+
+def _check_messages(messages: list[dict[str, Any]]) -> None:
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            check_text(content, f"The {m.get('role', 'message')} text" if len(messages) > 1 else "The message")
+
+
 class StreamTruncated(ClientError):
     """The reply stream ended without ``[DONE]`` or a finish reason: the text may be incomplete."""
 
@@ -288,7 +314,8 @@ class ChatStream:
                     f"The server at {self._client.base_url} stopped answering (timed out): see its log."
                 ) from exc
             raise ServerGone(
-                f"The server stopped in the middle of the reply ({type(exc).__name__}): see its log."
+                f"The connection to the server broke in the middle of the reply ({type(exc).__name__}): the "
+                "server stopped, or the network between here and it did."
             ) from exc
         finally:
             with self._lock:
@@ -413,6 +440,7 @@ class LlamaClient:
         seed: int | None = None,
         extra: dict[str, Any] | None = None,
     ) -> ChatStream:
+        _check_messages(messages)
         payload: dict[str, Any] = {
             "messages": messages,
             "stream": True,
