@@ -29,10 +29,21 @@ from typing import Any
 class FakeFile:
     data: bytes
     lfs: bool = True
+    # A hub that lies: the size and sha256 its API and headers state, when not the content's own.
+    claimed_size: int | None = None
+    claimed_sha256: str | None = None
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def meta_size(self) -> int:
+        return len(self.data) if self.claimed_size is None else self.claimed_size
+
+    @property
+    def meta_sha256(self) -> str:
+        return self.claimed_sha256 or self.sha256
 
     @property
     def git_oid(self) -> str:
@@ -66,6 +77,7 @@ class CdnBehaviour:
     cut_times: int = 1  # how many requests in a row get cut
     fail_statuses: list[int] = field(default_factory=list)  # answer the next requests with these statuses
     ignore_range: bool = False  # answer 200 with the full body even when Range is asked for
+    stall_after: int | None = None  # send this many body bytes, then nothing (connection held open; one request)
 
 
 
@@ -83,6 +95,7 @@ class FakeHub:
         self._cdn_srv = _Server(("127.0.0.1", 0), _CdnHandler, self)
         self._threads: list[threading.Thread] = []
         self.bytes_sent = 0  # blob body bytes the CDN wrote (counts partial sends too)
+        self.stopping = threading.Event()
 
     # -- set-up -----------------------------------------------------------------
     @property
@@ -130,6 +143,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         for srv in (self._hub_srv, self._cdn_srv):
             srv.shutdown()
             srv.server_close()
@@ -266,8 +280,8 @@ class _HubHandler(_Base):
             self._send(302, b"", {
                 "Location": f"{self.hub.cdn_url}/blobs/{f.sha256}?X-Amz-Signature=sig{int(time.time())}",
                 "X-Repo-Commit": repo.commit,
-                "X-Linked-Etag": f'"{f.sha256}"',
-                "X-Linked-Size": str(len(f.data)),
+                "X-Linked-Etag": f'"{f.meta_sha256}"',
+                "X-Linked-Size": str(f.meta_size),
                 "ETag": f'"{f.git_oid}"',
             })
         else:
@@ -275,9 +289,9 @@ class _HubHandler(_Base):
                                      "Content-Type": "application/octet-stream"})
 
     def _entry(self, name: str, f: FakeFile) -> dict[str, Any]:
-        entry: dict[str, Any] = {"type": "file", "oid": f.git_oid, "size": len(f.data), "path": name}
+        entry: dict[str, Any] = {"type": "file", "oid": f.git_oid, "size": f.meta_size, "path": name}
         if f.lfs:
-            entry["lfs"] = {"oid": f.sha256, "size": len(f.data), "pointerSize": 134}
+            entry["lfs"] = {"oid": f.meta_sha256, "size": f.meta_size, "pointerSize": 134}
         return entry
 
     def _api(self, repo_id: str, kind: str | None, rev: str | None, sub: str, query: dict[str, list[str]]) -> None:
@@ -292,9 +306,9 @@ class _HubHandler(_Base):
             for name, f in sorted(repo.files.items()):
                 s: dict[str, Any] = {"rfilename": name}
                 if query.get("blobs") == ["true"]:
-                    s.update(size=len(f.data), blobId=f.git_oid)
+                    s.update(size=f.meta_size, blobId=f.git_oid)
                     if f.lfs:
-                        s["lfs"] = {"sha256": f.sha256, "size": len(f.data), "pointerSize": 134}
+                        s["lfs"] = {"sha256": f.meta_sha256, "size": f.meta_size, "pointerSize": 134}
                 siblings.append(s)
             body = {"_id": "0" * 24, "id": repo_id, "modelId": repo_id, "sha": repo.commit, "private": repo.private,
                     "gated": repo.gated, "disabled": False, "downloads": 0, "likes": 0, "tags": ["gguf"],
@@ -359,9 +373,23 @@ class _CdnHandler(_Base):
         if behaviour.cut_after is not None and behaviour.cut_times > 0 and self.command == "GET":
             cut = behaviour.cut_after
             behaviour.cut_times -= 1
+        if behaviour.stall_after is not None and self.command == "GET":
+            stall, behaviour.stall_after = behaviour.stall_after, None
+            self._write_body(body, stall, 0, close=False)
+            self.wfile.flush()
+            while not self.hub.stopping.wait(0.05):  # hold the connection open, silent, until the client leaves
+                try:
+                    if self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                        break
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    break
+            self.close_connection = True
+            return
         self._write_body(body, cut, behaviour.throttle_bps)
 
-    def _write_body(self, body: bytes, cut: int | None, bps: int) -> None:
+    def _write_body(self, body: bytes, cut: int | None, bps: int, close: bool = True) -> None:
         limit = len(body) if cut is None else min(cut, len(body))
         step = 64 * 1024 if not bps else max(1024, bps // 20)
         sent, t0 = 0, time.monotonic()
@@ -379,7 +407,7 @@ class _CdnHandler(_Base):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             return
-        if cut is not None and cut < len(body):
+        if cut is not None and cut < len(body) and close:
             self.wfile.flush()
             self.close_connection = True
             try:

@@ -33,6 +33,7 @@ class SSEScript:
     tokens: list[str] = field(default_factory=lambda: [f"tok{i} " for i in range(20)])
     reasoning_tokens: list[str] = field(default_factory=list)  # sent before the content as reasoning_content
     rate: float = 0.0  # tokens per second; 0 = as fast as possible
+    first_token_delay: float = 0.0  # seconds of silence before the first token (a long prompt being read)
     stall_after: int | None = None  # after N tokens, stop sending (connection stays open) until released
     cut_after: int | None = None  # after N tokens, close the connection without [DONE]
     error_after: int | None = None  # after N tokens, send data: {"error": ...} (as llama-server does)
@@ -151,6 +152,8 @@ class FakeLlamaServer:
         """The stream body, piece by piece; ``None`` means "cut the connection here"."""
         model = script.model
         yield _chunk(model, {"role": "assistant", "content": None})
+        if script.first_token_delay:
+            time.sleep(script.first_token_delay)
         t0 = time.perf_counter()
         pieces = [("reasoning_content", t) for t in script.reasoning_tokens] + [("content", t) for t in script.tokens]
         for i, (key, tok) in enumerate(pieces):

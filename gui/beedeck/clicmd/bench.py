@@ -28,7 +28,13 @@ from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, lo
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.probe import probe_engine
-from beedeck.core.starter import StarterMissing, starter_profile
+from beedeck.core.starter import (
+    STARTER_MODEL_NAME,
+    StarterMissing,
+    StarterProfile,
+    starter_engine,
+    starter_model,
+)
 
 SYNTH_MAX_TOKENS = 128  # the sticky pair repeats one token: 128 are enough to see the speed-up
 
@@ -97,12 +103,11 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
             settings = synthetic_settings(target, draft)
             max_tokens = max_tokens or SYNTH_MAX_TOKENS
             temperature = 0.0 if temperature is None else temperature
-        if engine is None or (settings is None and not args.target):
-            profile = starter_profile()  # raises StarterMissing with the install command
-            engine = engine or profile.engine
-            settings = settings or profile.settings()
+        engine = engine or starter_engine()  # raises StarterMissing with the install command
         if settings is None:
-            settings = LaunchSettings(target=str(Path(args.target)))
+            target = Path(args.target) if args.target else starter_model()
+            settings = (StarterProfile(engine=engine, model=target).settings() if target.name == STARTER_MODEL_NAME
+                        else LaunchSettings(target=str(target)))
         if args.target:
             settings.target = str(Path(args.target))
         if args.draft:

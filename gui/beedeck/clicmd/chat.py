@@ -14,7 +14,15 @@ import threading
 from typing import Any
 
 from beedeck.clicmd.engine.serve import add_launch_arguments, print_failure, start_from_args
-from beedeck.core.engine.client import ChatResult, ClientError, InvalidText, LlamaClient, check_text
+from beedeck.core.engine.client import (
+    STALL_S,
+    ChatResult,
+    ClientError,
+    InvalidText,
+    LlamaClient,
+    Stalled,
+    check_text,
+)
 from beedeck.core.engine.server import ServerFailed, ServerProcess
 
 
@@ -27,6 +35,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--seed", type=int, metavar="N")
     p.add_argument("--json", action="store_true", help="print the reply and the figures as one JSON object")
     p.add_argument("--ready-timeout", type=float, default=600.0, help=argparse.SUPPRESS)
+    p.add_argument("--stall-timeout", type=float, default=STALL_S, metavar="S",
+                   help=f"give up when the reply stops arriving for S seconds (default: {STALL_S:.0f})")
     add_launch_arguments(p)
     p.set_defaults(func=run_chat)
 
@@ -96,7 +106,7 @@ def run_chat(args: argparse.Namespace) -> int:
                 print(f"ready in {ready_s:.2f} s", file=sys.stderr, flush=True)
             client = LlamaClient(proc.base_url, api_key=proc.api_key)
         stream = client.stream_chat([{"role": "user", "content": args.prompt}], max_tokens=args.max_tokens,
-                                    temperature=args.temperature, seed=args.seed)
+                                    temperature=args.temperature, seed=args.seed, stall_s=args.stall_timeout)
         interrupted = threading.Event()
         try:
             for delta in stream:
@@ -108,7 +118,7 @@ def run_chat(args: argparse.Namespace) -> int:
             stream.cancel()
         except ClientError as exc:
             print(f"\nerror: {exc}", file=sys.stderr)
-            if proc is not None:
+            if proc is not None and not isinstance(exc, Stalled):
                 # The reply broke off: if the server died, say why (its exit is read a moment later).
                 proc.wait_exit(5)
                 if proc.failure is not None:

@@ -26,7 +26,7 @@ def add_settings_arguments(p: argparse.ArgumentParser, *, with_ctx: bool = True)
 
 def apply_settings_arguments(args: argparse.Namespace, s: LaunchSettings) -> LaunchSettings:
     """``s`` with every given flag applied (in place, and returned)."""
-    if getattr(args, "ctx", None):
+    if getattr(args, "ctx", None) is not None:
         s.ctx_size = args.ctx
     if args.cache_type_k:
         s.cache_type_k = args.cache_type_k

@@ -29,9 +29,17 @@ class _Job(QRunnable):
             result = self._fn()
         except BaseException as exc:  # every failure must reach the GUI, never vanish
             exc.__beedeck_traceback__ = traceback.format_exc()  # type: ignore[attr-defined]
-            self._relay.errored.emit(exc)
+            self._emit(self._relay.errored, exc)
             return
-        self._relay.done.emit(result)
+        self._emit(self._relay.done, result)
+
+    def _emit(self, signal: Any, value: object) -> None:
+        # The app may be quitting (its QObjects deleted) while a job still runs: nobody is left to tell.
+        if shiboken6.isValid(self._relay):
+            try:
+                signal.emit(value)
+            except RuntimeError:
+                pass
 
 
 _live: set[_Relay] = set()  # keeps relays alive until their job reported

@@ -14,6 +14,7 @@ from beedeck.core.engine.client import (
     HTTPStatusError,
     LlamaClient,
     ServerGone,
+    Stalled,
     StreamTruncated,
     Timings,
     parse_prometheus,
@@ -144,7 +145,26 @@ def test_http_errors_are_parsed(fake: FakeLlamaServer) -> None:
     with pytest.raises(HTTPStatusError) as info:
         LlamaClient(fake.base_url).chat(MSG)
     assert (info.value.status, info.value.err_type) == (400, "exceed_context_size_error")
-    assert "context size" in str(info.value)
+    assert "longer than the server's context" in str(info.value) and "raise Context in Settings" in str(info.value)
+
+
+def test_a_stream_that_goes_silent_after_it_began_is_given_up(fake: FakeLlamaServer) -> None:
+    fake.script = SSEScript(tokens=["a"] * 10, stall_after=3)
+    stream = LlamaClient(fake.base_url).stream_chat(MSG, stall_s=0.5)
+    got: list[str] = []
+    t0 = time.monotonic()
+    with pytest.raises(Stalled, match="sent nothing for 0.5 s in the middle of the reply: it looks hung"):
+        for delta in stream:
+            got.append(delta.content)
+    assert got == ["a"] * 3 and time.monotonic() - t0 < 5
+    assert stream.result.text == "aaa"  # what arrived is kept for the caller
+
+
+def test_a_slow_first_token_is_not_a_stall(fake: FakeLlamaServer) -> None:
+    """The stall clock starts at the first token: a long prompt may take minutes before it."""
+    fake.script = SSEScript(tokens=["a"] * 3, first_token_delay=1.5)
+    result = LlamaClient(fake.base_url).chat(MSG, stall_s=0.5)
+    assert result.text == "aaa"
 
 
 def test_wrong_api_key_says_so(fake: FakeLlamaServer) -> None:

@@ -79,12 +79,14 @@ def test_corrupt_manifest_is_kept_aside_with_a_warning(caplog: pytest.LogCapture
     (reg.root / "half").mkdir()
     (reg.root / "half" / "manifest.json").write_text(json.dumps({"origin": "built"}))
     assert [r.id for r in reg.list()] == [good.id]
-    assert (bad_dir / "manifest.json.corrupt").read_text() == "{not json"
+    assert [p.read_text() for p in bad_dir.glob("manifest.json.corrupt-*")] == ["{not json"]
     assert not (bad_dir / "manifest.json").exists()
     assert len(reg.warnings) == 2 and "kept as" in reg.warnings[0] and "beedeck engine add" in reg.warnings[0]
     assert "could not be read" in caplog.text
     (reg.root / "registry.json").write_text("[]")
-    assert reg.default_id() is None and (reg.root / "registry.json.corrupt").exists()
+    assert reg.default_id() is None and len(list(reg.root.glob("registry.json.corrupt-*"))) == 1
+    (reg.root / "registry.json").write_text("{")  # a second bad file keeps the first kept copy
+    assert reg.default_id() is None and len(list(reg.root.glob("registry.json.corrupt-*"))) == 2
 
 
 def test_records_round_trip_and_remove_owned_files() -> None:

@@ -19,7 +19,13 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.engine.server import ServerFailed, ServerFailure, ServerProcess, describe
 from beedeck.core.launcher import launch
-from beedeck.core.starter import StarterMissing, starter_profile
+from beedeck.core.starter import (
+    STARTER_MODEL_NAME,
+    StarterMissing,
+    StarterProfile,
+    starter_engine,
+    starter_model,
+)
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -48,20 +54,16 @@ def add_launch_arguments(p: argparse.ArgumentParser) -> None:
 
 def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]:
     """Engine, its capabilities and the settings for these arguments (raises StarterMissing, ProbeError)."""
+    # Only what was not given comes from the starter: assembling its model for a user's own model
+    # would cost a 250 MB copy, and its chat template (Gemma's) would be wrong for another model.
+    engine = Path(args.engine) if args.engine else starter_engine()
     settings: LaunchSettings
-    engine: Path
-    if args.engine and args.model:
-        engine = Path(args.engine)
-        try:
-            settings = starter_profile().settings(target=str(Path(args.model)))
-        except StarterMissing:
-            settings = LaunchSettings(target=str(Path(args.model)))
+    if args.model:
+        model = Path(args.model)
+        settings = (StarterProfile(engine=engine, model=model).settings() if model.name == STARTER_MODEL_NAME
+                    else LaunchSettings(target=str(model)))
     else:
-        profile = starter_profile()  # raises StarterMissing with the install command
-        engine = Path(args.engine) if args.engine else profile.engine
-        settings = profile.settings()
-        if args.model:
-            settings.target = str(Path(args.model))
+        settings = StarterProfile(engine=engine, model=starter_model()).settings()
     spec = (args.spec or "off").strip()
     if spec == "off":
         settings.spec_mode = SpecMode.OFF
@@ -103,6 +105,16 @@ def print_failure(failure: ServerFailure, tail_lines: int = 12) -> None:
             print(f"    {line}", file=sys.stderr)
 
 
+def print_refusal(exc: LaunchRefused) -> None:
+    """Why the launch was refused, with the command line's own way out where the form's differs."""
+    for reason in exc.reasons:
+        print(f"error: {reason}", file=sys.stderr)
+        if "needs an API key" in reason:
+            print(f"  from the command line: put the key in the {API_KEY_ENV} environment variable, or pass "
+                  "--api-key-prompt to type it (a key in argv would show in ps and the shell history).",
+                  file=sys.stderr)
+
+
 def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerProcess | int:
     """Launch for these arguments; on a refusal print why and return the exit status instead."""
     try:
@@ -113,8 +125,7 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
     try:
         return launch(engine, caps, settings, on_line=on_line)
     except LaunchRefused as exc:
-        for reason in exc.reasons:
-            print(f"error: {reason}", file=sys.stderr)
+        print_refusal(exc)
         return 2
     except ServerFailed as exc:
         print_failure(exc.failure)
@@ -130,8 +141,7 @@ def run_serve(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except LaunchRefused as exc:
-            for reason in exc.reasons:
-                print(f"error: {reason}", file=sys.stderr)
+            print_refusal(exc)
             return 2
         print(shlex.join([str(engine), *redact(plan.argv)]))
         return 0

@@ -41,9 +41,9 @@ class Recovery:
                 f"message(s) into a fresh one{why}.{lost}")
 
 
-def set_aside(db: Path) -> Path:
+def set_aside(db: Path, tag: str = "damaged") -> Path:
     """Move a database (with its WAL files) to a name no earlier one has; returns the new path."""
-    aside = paths.keep_aside(db, "damaged")
+    aside = paths.keep_aside(db, tag)
     for suffix in ("-wal", "-shm"):  # the newest commits may still live in the WAL file
         side = db.with_name(db.name + suffix)
         if side.exists():

@@ -54,7 +54,8 @@ def run_streaming(argv: Sequence[str], *, cwd: Path | None = None, env: dict[str
     try:
         # Through spawn: a BeeDeck that is killed takes its compilers with it.
         proc = spawn.popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, **kwargs)
+                           stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, session_guard=True,
+                           **kwargs)
     except OSError as exc:
         raise BuildError(f"Could not start {argv[0]}: {exc}. Check that it is installed and on PATH.") from None
     finished = threading.Event()

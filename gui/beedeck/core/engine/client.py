@@ -14,13 +14,16 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 
 DEFAULT_TIMEOUT = httpx2.Timeout(10.0, read=600.0)  # a long prompt on a CPU can take minutes to the first token
+# Once tokens flow, one decoding step is at most seconds even for a big model on a CPU: this long a
+# silence after the first token means a hung server (stopped, swapping to death), not a slow one.
+STALL_S = 120.0
 
 
 class ClientError(RuntimeError):
@@ -38,6 +41,11 @@ class HTTPStatusError(ClientError):
             text = "The server refused the request because the API key is wrong (HTTP 401): use the key it was started with."
         elif status == 501 and "metrics" in message:
             text = f"{message} (HTTP 501): start the server with --metrics."
+        elif err_type == "exceed_context_size_error" or "exceeds the available context size" in message:
+            m = re.search(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)", message)
+            sizes = f" ({m.group(1)} tokens; the context holds {m.group(2)})" if m else ""
+            text = (f"The conversation is longer than the server's context{sizes}: start a new chat or shorten "
+                    "the message, or raise Context in Settings (`--ctx` on the command line) and restart the server.")
         elif status == 503:
             text = f"The server is still loading the model (HTTP 503: {message}): wait until it is ready."
         else:
@@ -77,6 +85,10 @@ class StreamTruncated(ClientError):
 
 class ServerGone(ClientError):
     """The connection was refused or broke: the server is not running (any more)."""
+
+
+class Stalled(ServerGone):
+    """The reply stopped arriving for :data:`STALL_S` seconds after it began: the server looks hung."""
 
 
 @dataclass
@@ -162,9 +174,13 @@ class ChatStream:
     100 ms, without raising, and ``result.cancelled`` is True.
     """
 
-    def __init__(self, client: LlamaClient, payload: dict[str, Any]) -> None:
+    def __init__(self, client: LlamaClient, payload: dict[str, Any], stall_s: float | None = STALL_S) -> None:
         self._client = client
         self._payload = payload
+        self._stall_s = stall_s
+        self._stalled = False
+        self._last_bytes = time.monotonic()
+        self._flowing = False  # set at the first token: only then does the stall clock run
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
@@ -202,6 +218,15 @@ class ChatStream:
                 self._sock = sock
             if self._cancel.is_set():
                 self.cancel()
+
+    def _watch_for_stall(self, done: threading.Event) -> None:
+        assert self._stall_s is not None
+        step = min(0.5, self._stall_s / 4)
+        while not done.wait(step):
+            if self._flowing and time.monotonic() - self._last_bytes > self._stall_s:
+                self._stalled = True
+                self.cancel()  # shuts the socket: the blocked read returns at once
+                return
 
     def __iter__(self) -> Iterator[ChatDelta]:
         if self._started:
@@ -249,6 +274,10 @@ class ChatStream:
             finish_result(True)
             return
         http = httpx2.Client(timeout=self._client.timeout, trust_env=False)
+        watch_done = threading.Event()
+        if self._stall_s:
+            threading.Thread(target=self._watch_for_stall, args=(watch_done,), name="chat-stall-watch",
+                             daemon=True).start()
         try:
             with http.stream(
                 "POST",
@@ -260,7 +289,7 @@ class ChatStream:
                 if resp.status_code != 200:
                     body = resp.read()
                     raise _error_from_body(resp.status_code, body)
-                for line in _sse_lines(resp):
+                for line in _sse_lines(resp, self._touch):
                     if self._cancel.is_set():
                         break
                     if not line.startswith("data:"):
@@ -294,6 +323,7 @@ class ChatStream:
                             now = time.perf_counter()
                             if t_first is None:
                                 t_first = now
+                                self._flowing = True
                             t_last = now
                             n_token_chunks += 1
                             if c:
@@ -302,6 +332,9 @@ class ChatStream:
                                 reasoning.append(r)
                             yield ChatDelta(c, r, now)
         except (httpx2.TransportError, OSError) as exc:
+            if self._stalled:
+                finish_result(True)
+                raise self._stall_error() from exc
             if self._cancel.is_set():
                 finish_result(True)
                 return
@@ -318,9 +351,13 @@ class ChatStream:
                 "server stopped, or the network between here and it did."
             ) from exc
         finally:
+            watch_done.set()
             with self._lock:
                 self._sock = None
             http.close()
+        if self._stalled:
+            finish_result(True)
+            raise self._stall_error()
         if self._cancel.is_set():
             finish_result(True)
             return
@@ -332,7 +369,18 @@ class ChatStream:
             )
 
 
-def _sse_lines(resp: httpx2.Response) -> Iterator[str]:
+    def _touch(self) -> None:
+        self._last_bytes = time.monotonic()
+
+    def _stall_error(self) -> Stalled:
+        return Stalled(
+            f"llama-server sent nothing for {self._stall_s:g} s in the middle of the reply: it looks hung "
+            "(stopped, or the machine is out of memory and swapping). What arrived is kept; restart the server "
+            "and try again."
+        )
+
+
+def _sse_lines(resp: httpx2.Response, on_bytes: Callable[[], None] | None = None) -> Iterator[str]:
     """Lines split on ``\n`` only, from raw bytes as they arrive.
 
     ``Response.iter_lines`` uses ``str.splitlines``, which also splits on U+2028, U+0085 and friends:
@@ -341,6 +389,8 @@ def _sse_lines(resp: httpx2.Response) -> Iterator[str]:
     """
     buf = b""
     for block in resp.iter_bytes():
+        if on_bytes is not None:
+            on_bytes()
         buf += block
         if b"\n" not in block:
             continue
@@ -439,6 +489,7 @@ class LlamaClient:
         temperature: float | None = None,
         seed: int | None = None,
         extra: dict[str, Any] | None = None,
+        stall_s: float | None = STALL_S,
     ) -> ChatStream:
         _check_messages(messages)
         payload: dict[str, Any] = {
@@ -454,7 +505,7 @@ class LlamaClient:
             payload["seed"] = seed
         if extra:
             payload.update(extra)
-        return ChatStream(self, payload)
+        return ChatStream(self, payload, stall_s)
 
     def chat(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
         """Send a chat and wait for the whole reply (streamed underneath, for the timings)."""

@@ -16,22 +16,23 @@ class SettingsError(ValueError):
 
 # Allowed ranges of the numeric settings (inclusive; None means "the engine's default" where the
 # field is optional). One table for the form, the CLI, saved profiles and build_argv.
-RANGES: dict[str, tuple[float, float, str]] = {
-    "ctx_size": (0, 1 << 24, "context tokens (0 = the model's own)"),
-    "port": (0, 65535, "a TCP port (0 = any free one)"),
-    "threads": (1, 1024, "CPU threads"),
-    "batch_size": (1, 1 << 20, "tokens per batch"),
-    "ubatch_size": (1, 1 << 20, "tokens per micro-batch"),
-    "parallel": (1, 256, "chat slots"),
-    "draft_n_max": (0, 256, "draft tokens"),
-    "draft_n_min": (0, 256, "draft tokens"),
-    "dflash_cross_ctx": (1, 1 << 20, "tokens"),
-    "draft_ctx_size": (0, 1 << 24, "tokens"),
-    "cache_ram": (-1, 1 << 24, "MiB (-1 = no limit, 0 = off)"),
-    "temp": (0.0, 5.0, "a temperature"),
-    "top_k": (0, 1 << 20, "tokens"),
-    "top_p": (0.0, 1.0, "a probability"),
-    "min_p": (0.0, 1.0, "a probability"),
+# field: (lowest, highest, what it counts, the name the form and the CLI show)
+RANGES: dict[str, tuple[float, float, str, str]] = {
+    "ctx_size": (0, 1 << 24, "context tokens (0 = the model's own)", "Context size (--ctx)"),
+    "port": (0, 65535, "a TCP port (0 = any free one)", "Port (--port)"),
+    "threads": (1, 1024, "CPU threads", "Threads (--threads)"),
+    "batch_size": (1, 1 << 20, "tokens per batch", "Batch size"),
+    "ubatch_size": (1, 1 << 20, "tokens per micro-batch", "Micro-batch size"),
+    "parallel": (1, 256, "chat slots", "Parallel slots"),
+    "draft_n_max": (0, 256, "draft tokens", "Draft max (--draft-max)"),
+    "draft_n_min": (0, 256, "draft tokens", "Draft min"),
+    "dflash_cross_ctx": (1, 1 << 20, "tokens", "DFlash cross context"),
+    "draft_ctx_size": (0, 1 << 24, "tokens", "Draft context size"),
+    "cache_ram": (-1, 1 << 24, "MiB (-1 = no limit, 0 = off)", "Prompt cache RAM"),
+    "temp": (0.0, 5.0, "a temperature", "Temperature"),
+    "top_k": (0, 1 << 20, "tokens", "Top-k"),
+    "top_p": (0.0, 1.0, "a probability", "Top-p"),
+    "min_p": (0.0, 1.0, "a probability", "Min-p"),
 }
 
 
@@ -138,13 +139,13 @@ class LaunchSettings:
     def check(self) -> list[str]:
         """Every out-of-range value, each with its allowed range (empty when all are fine)."""
         out = []
-        for name, (low, high, what) in RANGES.items():
+        for name, (low, high, what, label) in RANGES.items():
             value = getattr(self, name)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
                 shown = f"{low:g}..{high:g}" if high < 1 << 20 else f"at least {low:g}"
-                out.append(f"{name.replace('_', ' ')} is {value!r}: it must be {shown} ({what})")
+                out.append(f"{label} is {value!r}: it must be {shown} ({what})")
         if (self.batch_size is not None and self.ubatch_size is not None
                 and self.ubatch_size > self.batch_size):
             out.append(f"ubatch size {self.ubatch_size} is larger than batch size {self.batch_size}: the micro-batch "

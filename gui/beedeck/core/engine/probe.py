@@ -117,7 +117,7 @@ def _validate_path(path: str) -> Path:
         )
     if sys.platform != "win32" and not os.access(p, os.X_OK):
         raise ProbeError(f"{p} is not executable: run `chmod +x {p}` or pick the llama-server binary.")
-    return p
+    return p.absolute()  # "bin/llama-server" or "llama-server" in the current folder, never a PATH lookup
 
 
 def _probe_uncached(path: str, timeout: float) -> EngineCaps:

@@ -4,7 +4,7 @@ Each engine lives in ``paths.engines_dir()/<id>/manifest.json`` (written atomica
 downloaded engines keep their files in that folder, so removing them deletes the folder; an
 ``existing`` engine (a binary the user already had) and the ``starter`` engine (owned by its pip
 package) only lose their manifest folder, never the binary. ``registry.json`` next to the engine
-folders holds the default. A manifest that cannot be read is renamed ``manifest.json.corrupt``
+folders holds the default. A manifest that cannot be read is renamed ``manifest.json.corrupt-<time>``
 and reported in :attr:`EngineRegistry.warnings`; it is never deleted silently.
 """
 
@@ -186,9 +186,8 @@ class EngineRegistry:
         try:
             record = EngineRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, KeyError) as exc:
-            aside = path.with_name(MANIFEST + ".corrupt")
             try:
-                path.replace(aside)
+                aside = paths.keep_aside(path)
                 kept = f"kept as {aside}"
             except OSError as move_exc:
                 kept = f"could not be moved aside either ({move_exc})"
@@ -249,9 +248,11 @@ class EngineRegistry:
                 raise ValueError("not a JSON object")
             return data
         except (OSError, ValueError) as exc:
-            aside = path.with_name(REGISTRY + ".corrupt")
-            path.replace(aside)
-            msg = f"{path} could not be read ({exc}); kept as {aside}. Choose the default engine again."
+            try:
+                kept = f"kept as {paths.keep_aside(path)}"
+            except OSError as move_exc:
+                kept = f"could not be moved aside either ({move_exc})"
+            msg = f"{path} could not be read ({exc}); it was {kept}. Choose the default engine again."
             log.warning(msg)
             self.warnings.append(msg)
             return {}

@@ -33,9 +33,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psutil
+
 from beedeck.core import paths
 from beedeck.core.engine import spawn
-from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
+from beedeck.core.engine.argv import ArgNote, LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import MemoryReport, ServerFailure, classify_failure, parse_memory
@@ -149,6 +151,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def _listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a listening TCP socket on ``port`` (True when the OS will not say)."""
+    try:
+        conns = psutil.Process(pid).net_connections(kind="inet")
+    except psutil.AccessDenied:
+        return True
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns)
+
+
 class ServerProcess:
     """One llama-server child process. ``argv`` excludes the binary path (``build_argv`` output).
 
@@ -217,7 +230,7 @@ class ServerProcess:
 
     def command(self) -> list[str]:
         """The full command (binary first) this wrapper runs."""
-        return [str(self.engine), *self.argv]
+        return [str(Path(self.engine).absolute()), *self.argv]  # a relative path is not looked up in PATH
 
     def __repr__(self) -> str:
         return f"ServerProcess(pid={self.pid}, port={self.port}, state={self.state.value})"
@@ -322,8 +335,15 @@ class ServerProcess:
     def _poll_health(self) -> None:
         proc = self._proc
         assert proc is not None
+        owned = False
         while not self._stopping and proc.poll() is None:
             status = self._health_status()
+            if status is not None and not owned:
+                # Something answers on the port: our server, or another one that already had the port
+                # (then ours is about to fail to bind). Only our own listening socket counts.
+                owned = _listens_on(proc.pid, self.port)
+                if not owned:
+                    status = None
             if status == 200:
                 self._set_state(ServerState.READY)
                 return
@@ -377,6 +397,8 @@ class ServerProcess:
             self._cond.notify_all()
         if proc.poll() is None:
             signal_group(proc.pid, signal.SIGTERM)
+            if hasattr(signal, "SIGCONT"):
+                signal_group(proc.pid, signal.SIGCONT)  # a stopped (hung) server must run to see the SIGTERM
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -446,15 +468,14 @@ def start_server(
             "This engine has no --api-key-file option, so its API key would be on the command line, where every "
             "local user can read it (ps): use an engine build that has --api-key-file, or keep the server on "
             "127.0.0.1 without a key."])
-    if stop_leftover:
-        stop_leftovers()  # only servers of a BeeDeck that is gone: never a running session's
+    cleaned = stop_leftovers() if stop_leftover else []  # only a gone BeeDeck's servers, never a live session's
     argv = plan.argv
     key_file = paths.state_dir() / f"api-key-{uuid.uuid4().hex}.key"
     if settings.api_key:
         argv = key_via_file(argv, settings.api_key, key_file)
     proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
                          api_key=settings.api_key)
-    proc.notes = plan.notes
+    proc.notes = (*plan.notes, *(ArgNote("leftover", "info", done) for done in cleaned))
     proc.caps = caps
     if argv is not plan.argv:
         proc.secret_files.append(key_file)

@@ -68,11 +68,45 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
     return preexec
 
 
-def popen(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+# A tree of processes (cmake -> ninja -> a compiler per job) outlives a parent-death signal sent to
+# its root alone: ninja puts every job in a process group of its own, and a dying cmake leaves them
+# running. They all stay in the session the root started, though, so this guard (the session's
+# leader, bound to BeeDeck by the parent-death signal) ends the whole session when it is signalled:
+# SIGTERM to every member, SIGKILL to what is left after about 3 s.
+_SESSION_GUARD = r"""
+stop() {
+  trap '' TERM HUP INT
+  for sig in TERM TERM TERM TERM TERM TERM KILL; do
+    left=0
+    for d in /proc/[0-9]*; do
+      pid=${d#/proc/}
+      [ "$pid" = "$$" ] && continue
+      read -r line < "$d/stat" 2>/dev/null || continue
+      set -- ${line##*) }
+      if [ "$4" = "$$" ]; then kill -$sig "$pid" 2>/dev/null && left=1; fi
+    done
+    [ $left = 0 ] && break
+    sleep 0.5
+  done
+  exit 143
+}
+trap stop TERM HUP INT
+"$@" &
+wait $!
+"""
+
+
+def popen(argv: Sequence[str], *, session_guard: bool = False, **kwargs: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(argv, **kwargs)``, from the spawner thread, with the child bound to this
-    process's life on Linux. Pass ``start_new_session=True`` as usual for a process group."""
+    process's life on Linux. Pass ``start_new_session=True`` as usual for a process group.
+
+    ``session_guard`` (with ``start_new_session``): the child is a tree of processes that must all go
+    together (a build); a small shell guard leads the session and ends every member of it when
+    BeeDeck dies or the guard is signalled. The exit status is the command's."""
     if _prctl is None:
         return subprocess.Popen(list(argv), **kwargs)
+    if session_guard and kwargs.get("start_new_session") and os.path.exists("/bin/sh"):
+        argv = ["/bin/sh", "-c", _SESSION_GUARD, "beedeck-build-guard", *argv]
     _ensure_thread()
     fut: Future[subprocess.Popen[Any]] = Future()
     parent = os.getpid()

@@ -138,6 +138,8 @@ def read_header(path: str | Path, max_kv: int = 100_000, tensors: bool = False) 
         raise GGUFError(f"{p} cannot be read (permission denied): fix its permissions.") from None
     with fh:
         head = fh.read(24)
+        if not head:
+            raise GGUFError(f"{p.name} is empty (0 bytes): its download or copy failed; download it again.")
         if len(head) < 4 or struct.unpack("<I", head[:4])[0] != GGUF_MAGIC:
             raise GGUFError(
                 f"{p.name} is not a GGUF model (wrong magic bytes): llama-server needs a .gguf file; "

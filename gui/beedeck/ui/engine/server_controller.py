@@ -138,6 +138,8 @@ class ServerController(QObject):
             proc = launcher.launch(
                 engine, caps, settings, on_line=self.line_received.emit, on_state=self._on_proc_state
             )
+            for note in getattr(proc, "notes", ()):  # what BeeDeck did on the way, in the log beside the engine's
+                self.line_received.emit(f"BeeDeck: {note.message}")
             with self._lock:
                 closed = self._closed
                 if not closed:

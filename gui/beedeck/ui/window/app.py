@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QApplication
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
 from beedeck.core.chat.recovery import open_store, set_aside
 from beedeck.core.chat.store import ChatStore, ChatStoreError, default_path
+from beedeck.core.engine.registry import EngineError, EngineRegistry
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile
 from beedeck.core.settings import load_settings, load_settings_checked
@@ -69,7 +70,7 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         if recovery is not None:
             notice = recovery.notice()
     except ChatStoreError as exc:  # e.g. written by a newer BeeDeck: keep it, start afresh
-        kept = set_aside(default_path())
+        kept = set_aside(default_path(), "unreadable")
         notice = (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; "
                   "copy it back when it can be read.")
         store = ChatStore()
@@ -83,7 +84,7 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         saved = load_saved_profile()
     except ProfileError as exc:  # kept aside: the first-start path below offers the starter again
         saved, settings_notice = None, " ".join(x for x in (settings_notice, str(exc)) if x)
-    notice = " ".join(x for x in (notice, settings_notice) if x)
+    notice = " ".join(x for x in (notice, settings_notice, _engine_registry_notice()) if x)
     if notice:  # the person at the window must see it, not only a terminal
         print(notice, file=sys.stderr)
         window.failure.show_notice("BeeDeck repaired its own files", notice,
@@ -95,6 +96,17 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         _first_start(window, no_autostart)
     _start_gpu_sampler(window)
     return window
+
+
+def _engine_registry_notice() -> str:
+    """Damaged engine manifests or registry, kept aside by the registry as it reads them."""
+    try:
+        registry = EngineRegistry()
+        registry.list()
+        registry.default_id()
+    except (OSError, EngineError) as exc:
+        return f"The engine list could not be read ({exc})."
+    return " ".join(registry.warnings)
 
 
 def _first_start(window: MainWindow, no_autostart: bool) -> None:
