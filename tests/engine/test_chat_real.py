@@ -129,7 +129,7 @@ def test_cli_serve_exit_when_ready(capsys: pytest.CaptureFixture[str], beedeck_h
     rc = main(["serve", "--exit-when-ready"])
     out, err = capsys.readouterr()
     assert rc == 0, err
-    assert out.startswith("running: ") and "--no-jinja" in out and "ready in" in out
+    assert out.startswith("running: ") and "--jinja" in out and "ready in" in out
     assert not (beedeck_home / "state" / "server.pid").exists()
     rc = main(["serve", "--print-argv", "--ctx", "2048"])
     out, _ = capsys.readouterr()

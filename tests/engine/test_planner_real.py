@@ -79,7 +79,7 @@ CONFIGS = [(c, t) for c in (2048, 8192, 32768) for t in ("f16", "q8_0", "q4_0")]
 
 
 @pytest.fixture(scope="module")
-def results(starter_engine_path: Path, starter_model_path: Path) -> Iterator[list[tuple[str, dict[str, float], dict[str, float]]]]:
+def results(starter_engine_path: Path, gemma_model_path: Path) -> Iterator[list[tuple[str, dict[str, float], dict[str, float]]]]:
     rows: list[tuple[str, dict[str, float], dict[str, float]]] = []
     yield rows
     print("\nconfig | kind | engine MiB | planned MiB | error %")
@@ -90,13 +90,13 @@ def results(starter_engine_path: Path, starter_model_path: Path) -> Iterator[lis
 
 
 @pytest.mark.parametrize("ctx,cache", CONFIGS)
-def test_planner_matches_engine_log(starter_engine_path: Path, starter_model_path: Path, ctx: int, cache: str,
+def test_planner_matches_engine_log(starter_engine_path: Path, gemma_model_path: Path, ctx: int, cache: str,
                                     results: list[tuple[str, dict[str, float], dict[str, float]]]) -> None:
-    argv = ["-m", str(starter_model_path), "-ngl", "0", "--no-jinja", "--chat-template", "gemma", "-c", str(ctx),
+    argv = ["-m", str(gemma_model_path), "-ngl", "0", "--no-jinja", "--chat-template", "gemma", "-c", str(ctx),
             "-ctk", cache, "-ctv", cache, "-fa", "on", "-np", "1"]
     real = engine_buffers(starter_engine_path, argv)
     real["total"] = real.get("model", 0) + real.get("KV", 0) + real.get("compute", 0)
-    want = planned(starter_model_path, ctx, cache, cache)
+    want = planned(gemma_model_path, ctx, cache, cache)
     results.append((f"{ctx}/{cache}", real, want))
     assert abs(want["KV"] - real["KV"]) < 0.01  # KV is exact
     assert abs(want["model"] - real["model"]) / real["model"] < 0.01
@@ -104,13 +104,23 @@ def test_planner_matches_engine_log(starter_engine_path: Path, starter_model_pat
     assert abs(want["total"] - real["total"]) / real["total"] < 0.03
 
 
-def test_server_default_slots_and_small_ubatch(starter_engine_path: Path, starter_model_path: Path) -> None:
+def test_planner_matches_engine_log_for_the_starter(starter_engine_path: Path, starter_model_path: Path) -> None:
+    """The starter (SmolLM2, llama architecture, no sliding window) as the app launches it."""
+    argv = ["-m", str(starter_model_path), "-ngl", "0", "--jinja", "-c", "8192", "-fa", "on", "-np", "1"]
+    real = engine_buffers(starter_engine_path, argv)
+    want = planned(starter_model_path, 8192, "f16", "f16")
+    assert abs(want["KV"] - real["KV"]) < 0.01
+    assert abs(want["model"] - real["model"]) / real["model"] < 0.01
+    assert abs(want["compute"] - real["compute"]) / real["compute"] < 0.10
+
+
+def test_server_default_slots_and_small_ubatch(starter_engine_path: Path, gemma_model_path: Path) -> None:
     """4 unified slots (the server's auto mode) and -ub 128 change the sliding-window cells (§1.5)."""
-    base = ["-m", str(starter_model_path), "-ngl", "0", "--no-jinja", "--chat-template", "gemma", "-fa", "on"]
+    base = ["-m", str(gemma_model_path), "-ngl", "0", "--no-jinja", "--chat-template", "gemma", "-fa", "on"]
     real = engine_buffers(starter_engine_path, [*base, "-c", "4096", "-np", "4", "--kv-unified"])
-    assert abs(planned(starter_model_path, 4096, "f16", "f16", parallel=4, unified=True)["KV"] - real["KV"]) < 0.01
+    assert abs(planned(gemma_model_path, 4096, "f16", "f16", parallel=4, unified=True)["KV"] - real["KV"]) < 0.01
     real = engine_buffers(starter_engine_path, [*base, "-c", "16384", "-np", "1", "-ub", "128"])
-    assert abs(planned(starter_model_path, 16384, "f16", "f16", ub=128)["KV"] - real["KV"]) < 0.01
+    assert abs(planned(gemma_model_path, 16384, "f16", "f16", ub=128)["KV"] - real["KV"]) < 0.01
 
 
 def _fit_params(engine: Path) -> Path | None:
@@ -150,15 +160,19 @@ def test_metadata_only_big_models(tmp_path: Path, starter_engine_path: Path, whi
     assert abs(compute - compute_r) / compute_r < (0.03 if fa == "on" else 0.06)
 
 
-def test_inspect_real_starter_model(starter_model_path: Path) -> None:
-    t0 = time.perf_counter()
-    m = inspect(starter_model_path)
-    elapsed = time.perf_counter() - t0
+def test_inspect_real_gemma_model(gemma_model_path: Path) -> None:
+    m = inspect(gemma_model_path)
     assert (m.architecture, m.n_layer, m.n_embd, m.vocab_size) == ("gemma3", 18, 640, 262144)
     assert sum(m.is_swa) == 15 and m.sliding_window == 512 and m.kv_layers() == list(range(18))
     assert m.file_type == "Q4_K_M" and not m.has_chat_template and m.tied_embeddings
     assert m.context_length == 32768 and len(m.tensors) == 236
-    assert elapsed < 2.0, f"inspect took {elapsed:.2f} s"
+
+
+def test_inspect_real_starter_model(starter_model_path: Path) -> None:
+    """The starter brings its own chat template (the app launches it with --jinja and no override)."""
+    m = inspect(starter_model_path)
+    assert (m.architecture, m.n_layer, m.n_embd, m.vocab_size) == ("llama", 30, 576, 49152)
+    assert m.file_type == "Q4_1" and m.has_chat_template and not any(m.is_swa)
 
 
 @pytest.mark.parametrize("ctx,ub", [(1024, 512), (16384, 512), (16384, 128)])

@@ -114,7 +114,7 @@ def test_bad_value(raw_server: RawServer) -> None:
 
 
 def test_dflash_prelaunch_refusals(
-    starter_caps: EngineCaps, starter_settings: Callable[..., LaunchSettings], tmp_path: Path
+    starter_caps: EngineCaps, starter_settings: Callable[..., LaunchSettings], tmp_path: Path, gemma_model_path: Path
 ) -> None:
     make = starter_settings
     assert starter_caps.dflash_draft_arch == "dflash"
@@ -124,9 +124,9 @@ def test_dflash_prelaunch_refusals(
     assert info.value.failure.code == "wrong_draft_format"
     assert "'dflash-draft'" in info.value.failure.message and "BeeLlama 0.1-0.3" in info.value.failure.message
     draft = write_header_only_gguf(tmp_path / "up.gguf", "dflash")
-    # The real starter target is gemma3: mainline answers /health, then aborts on the first request.
+    # A gemma3 target: mainline answers /health, then aborts on the first request.
     with pytest.raises(ServerFailed) as info:
-        check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(draft)))
+        check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(draft), target=str(gemma_model_path)))
     assert info.value.failure.code == "dflash_target_unsupported" and "(gemma3)" in info.value.failure.message
 
 

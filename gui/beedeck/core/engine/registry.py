@@ -32,6 +32,7 @@ MANIFEST = "manifest.json"
 REGISTRY = "registry.json"
 SCHEMA = 1
 STARTER_ID = "starter"
+STARTER_NAME = "Starter engine (mainline llama.cpp, CPU)"  # the one name the app shows for it
 
 Prober = Callable[[str], EngineCaps]
 
@@ -357,7 +358,7 @@ class EngineRegistry:
         existing = self._read(self.root / STARTER_ID)
         if existing is not None and Path(existing.binary) == Path(binary).resolve() and existing.caps:
             return existing
-        record = self.add_existing(binary, name="Starter (mainline llama.cpp, CPU)", origin=Origin.STARTER,
+        record = self.add_existing(binary, name=STARTER_NAME, origin=Origin.STARTER,
                                    engine_id=STARTER_ID)
         if record.id != STARTER_ID:  # the same binary was already added by hand: keep that entry
             return record

@@ -214,8 +214,8 @@ def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list
 
 def _starter_choice(cat: catalog_mod.Catalog) -> Choice:
     st = cat.starter
-    s = LaunchSettings(target=st.get("model", {}).get("file", ""), ctx_size=4096, n_gpu_layers="0",
-                       draft_n_gpu_layers=None, jinja=False, chat_template="gemma")
+    s = LaunchSettings(target=st.get("model", {}).get("file", ""), ctx_size=8192, n_gpu_layers="0",
+                       draft_n_gpu_layers=None, jinja=True)
     return Choice("starter", st.get("title", "Starter"), Generation.MAINLINE, st.get("model", {}).get("package", ""),
                   s.target, st.get("model", {}).get("quant", ""), None, None, None, s, None)
 

