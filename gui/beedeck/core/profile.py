@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from beedeck.core import paths, secrets
+from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SettingsError
 
 
@@ -20,6 +21,16 @@ class Profile:
     engine: str
     settings: LaunchSettings
     label: str = ""
+
+
+def engine_display_name(profile: Profile, caps: EngineCaps | None = None) -> str:
+    """One name for the engine everywhere (status bar, About, logs): the profile's label (or the
+    binary's file name), then what the probe found (generation and version) once it is known."""
+    name = profile.label or Path(profile.engine).name
+    if caps is None:
+        return name
+    gen = getattr(caps.generation, "value", str(caps.generation))
+    return f"{name} · {gen} {caps.version}".strip()
 
 
 def profile_path() -> Path:

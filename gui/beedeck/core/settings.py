@@ -38,6 +38,8 @@ class AppSettings:
     goal: str = "quality"  # recommender goal
     theme: str = "system"
     last_preset: str | None = None
+    enter_sends: bool = True  # Enter sends, Shift+Enter breaks the line (False: Ctrl+Enter sends)
+    autostart: bool = True  # start the saved profile's server when the app opens
 
     def check(self) -> list[str]:
         """Problems with the values, one line each with the fix; empty when all is well."""

@@ -61,7 +61,7 @@ def test_a_malformed_profile_is_announced_and_the_window_still_opens(qtbot: QtBo
     from tests.fakes.fake_nvml import detect_no_gpu
 
     starter = profile_mod.Profile("/opt/starter/llama-server", LaunchSettings(target="/m/s.gguf"), "starter (CPU)")
-    monkeypatch.setattr(app_mod, "load_starter_profile", lambda: starter)
+    monkeypatch.setattr(app_mod, "load_starter_profile", lambda on_progress=None: starter)
     profile_mod.profile_path().write_text('{"engine": "/x", "settings": ["x"]}')  # crashed every start before
     window = app_mod.build_window(no_autostart=True, detect=detect_no_gpu)
     qtbot.addWidget(window)

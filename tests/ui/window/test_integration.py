@@ -192,7 +192,7 @@ def test_first_start_picks_the_wizard_or_the_starter(qtbot: QtBot, monkeypatch: 
                                                      first_run_done: bool, wizard_shown: bool) -> None:
     starter = Profile("/opt/starter/llama-server", LaunchSettings(target="/m/gemma-3-270m.gguf"), "starter (CPU)")
     # The real starter needs minutes to assemble its model in a fresh home; its loading is not under test.
-    monkeypatch.setattr(app_mod, "load_starter_profile", lambda: starter)
+    monkeypatch.setattr(app_mod, "load_starter_profile", lambda on_progress=None: starter)
     if first_run_done:
         settings.save_settings(settings.AppSettings(first_run_done=True))
     controller = RecordingController()

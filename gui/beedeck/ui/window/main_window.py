@@ -14,8 +14,8 @@ from typing import Any
 from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QDialog,
-    QDialogButtonBox,
     QDockWidget,
     QLabel,
     QMainWindow,
@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck import APP_DISPLAY_NAME
+from beedeck import APP_DISPLAY_NAME, __version__
 from beedeck.core import paths
 from beedeck.core.chat.spec_guard import Advice, SpecGuard
 from beedeck.core.chat.store import ChatStore, ChatStoreError
@@ -33,7 +33,9 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.modes import RESTART, has_draft, settings_for_mode
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.profile import Profile, save_profile
+from beedeck.core.profile import Profile, engine_display_name, save_profile
+from beedeck.core.settings import load_settings, save_settings
+from beedeck.core.starter import is_starter
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.conversation_list import ConversationList
 from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
@@ -45,28 +47,17 @@ from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.engine.switch_checker import SwitchChecker
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
 from beedeck.ui.host import DialogFactory
+from beedeck.ui.window.about_dialog import AboutDialog
+from beedeck.ui.window.menus import build_menus
+from beedeck.ui.window.placeholder_dialog import PlaceholderDialog
+from beedeck.ui.window.shortcuts_dialog import ShortcutsDialog
+from beedeck.ui.window.starter_banner import StarterBanner
+from beedeck.ui.window.theme import apply_theme
 
 
 def ui_settings() -> QSettings:
     """Window geometry and view state, in BeeDeck's config folder (BEEDECK_HOME-aware)."""
     return QSettings(str(paths.config_dir() / "ui.ini"), QSettings.Format.IniFormat)
-
-
-class PlaceholderDialog(QDialog):
-    """Stands in for a view that lands later (launch form, setup wizard, benchmark)."""
-
-    def __init__(self, title: str, text: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle(title)
-        label = QLabel(text)
-        label.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addWidget(label)
-        layout.addWidget(buttons)
-
-
 
 
 class MainWindow(QMainWindow):
@@ -107,6 +98,9 @@ class MainWindow(QMainWindow):
         self.guard = SpecGuard()
         self.guard_monitor = GuardMonitor(self.guard, store, self)
         self.banner = GuardBanner()
+        self.starter_banner = StarterBanner()
+        self.app_settings = load_settings()
+        self.hardware: HardwareReport | None = None
         self._build_toolbar()
         self._build_layout()
         self._build_status_bar()
@@ -144,6 +138,7 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(central)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addWidget(self.failure)
+        layout.addWidget(self.starter_banner)
         layout.addWidget(self.banner)
         layout.addWidget(self.chat, 1)
         self.setCentralWidget(central)
@@ -161,21 +156,13 @@ class MainWindow(QMainWindow):
         self.chats_dock, self.speed_dock = left, right
         self.resizeDocks([left, right], [220, 270], Qt.Orientation.Horizontal)
         self.resizeDocks([self.log], [160], Qt.Orientation.Vertical)
-        file_menu = self.menuBar().addMenu("&File")
-        file_menu.addAction("New chat", self.new_chat)
-        file_menu.addAction("Settings…", self.settings_action.trigger)
-        self.wizard_action = file_menu.addAction("Setup wizard…", self.open_wizard)
-        self.wizard_action.setToolTip("Detect the GPU, pick a model pair that fits, get an engine and the models")
-        file_menu.addSeparator()
-        quit_action = file_menu.addAction("Quit", self.close)
-        quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
-        server_menu = self.menuBar().addMenu("&Server")
-        server_menu.addAction(self.start_action)
-        server_menu.addAction(self.stop_action)
-        server_menu.addAction(self.bench_action)
-        view = self.menuBar().addMenu("&View")
-        for dock in (left, right, self.log):
-            view.addAction(dock.toggleViewAction())
+        self.menu_actions = build_menus(self, self, [left, right, self.log], self.app_settings.theme)
+        self.wizard_action = self.menu_actions["wizard"]
+        # A small window squeezes the side panels, never the chat below a readable width.
+        central.setMinimumWidth(CHAT_MIN_WIDTH)
+        self.conversations.setMinimumWidth(150)
+        self.speed.setMinimumWidth(170)
+        self.setMinimumSize(CHAT_MIN_WIDTH + 120, 520)
 
     def _build_status_bar(self) -> None:
         self.engine_label = QLabel("engine: —")
@@ -219,6 +206,8 @@ class MainWindow(QMainWindow):
         self.guard_monitor.advice_given.connect(self._on_guard_advice)
         self.guard_monitor.conversation_switched.connect(self.banner.hide)
         self.banner.switch_requested.connect(self._on_banner_switch_requested)
+        self.starter_banner.wizard_requested.connect(self.open_wizard)
+        self.starter_banner.settings_requested.connect(self.settings_action.trigger)
         self.failure.retry_requested.connect(self.start_server)
         self.failure.log_requested.connect(self._show_log)
         self.chat.mode_provider = self.mode.provider
@@ -246,8 +235,9 @@ class MainWindow(QMainWindow):
         if has_draft(s):
             pair += " + " + Path(str(s.draft)).name
         self.pair_label.setText(f"model: {pair}")
-        self.engine_label.setText(f"engine: {profile.label or Path(profile.engine).name}")
         caps = self.known_caps.get(profile.engine)
+        self.engine_label.setText(f"engine: {engine_display_name(profile, caps)}")
+        self.starter_banner.show_for_starter(is_starter(profile.settings))
         self.mode.configure(s, caps, self.switching.memory.get(caps))
         self._on_controller_state(self.controller.state)
 
@@ -314,9 +304,7 @@ class MainWindow(QMainWindow):
             self.known_caps[self.controller.engine] = caps
         if self.profile is not None and isinstance(caps, EngineCaps):
             self.mode.configure(self.profile.settings, caps, self.switching.memory.get(caps))
-            gen = getattr(caps, "generation", "")
-            version = getattr(caps, "version", "")
-            self.engine_label.setText(f"engine: {getattr(gen, 'value', gen)} {version}".strip())
+            self.engine_label.setText(f"engine: {engine_display_name(self.profile, caps)}")
 
     def _on_controller_ready(self, base_url: str) -> None:
         self._served = True
@@ -388,6 +376,53 @@ class MainWindow(QMainWindow):
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
 
+    # -- help, theme -------------------------------------------------------------------------
+    def show_shortcuts(self) -> None:
+        dialog = ShortcutsDialog(self.app_settings.enter_sends, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+
+    def about_facts(self) -> list[tuple[str, str]]:
+        import platform
+
+        import PySide6
+
+        profile, caps = self.profile, self.controller.caps
+        facts = [("BeeDeck", __version__), ("Python", platform.python_version()),
+                 ("Qt", f"PySide6 {PySide6.__version__}")]
+        if profile is not None:
+            facts.append(("Engine", f"{engine_display_name(profile, caps or self.known_caps.get(profile.engine))} "
+                                    f"({profile.engine})"))
+            s = profile.settings
+            facts.append(("Model", Path(s.target).name + (f" + {Path(str(s.draft)).name}" if has_draft(s) else "")))
+        report = self.hardware
+        if report is not None:
+            facts.append(("GPU", ", ".join(g.name for g in report.gpus) if report.has_gpu
+                          else f"none ({report.reason})" if report.reason else "none"))
+        facts.append(("Data folder", str(paths.data_dir())))
+        return facts
+
+    def show_about(self) -> None:
+        dialog = AboutDialog(self.about_facts(), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+
+    def set_theme(self, theme: str) -> None:
+        """Apply a theme now and remember it (View → Theme)."""
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, theme)
+        self.app_settings.theme = theme
+        try:
+            save_settings(self.app_settings)
+        except OSError as exc:
+            self.statusBar().showMessage(f"The theme could not be saved ({exc}); it applies to this session.")
+
+    def set_hardware(self, report: HardwareReport) -> None:
+        """What detection found: the starter banner says why there is no GPU."""
+        self.hardware = report
+        self.starter_banner.set_no_gpu_reason("" if report.has_gpu else report.reason or "none was found.")
+
     # -- GPU -------------------------------------------------------------------------------
     def on_gpu_sample(self, used: int | None, total: int | None, util: int | None) -> None:
         self.speed.set_gpu(used, total, util)
@@ -424,6 +459,9 @@ class MainWindow(QMainWindow):
         while self.close_hooks:
             self.close_hooks.pop()()
         event.accept()
+
+
+CHAT_MIN_WIDTH = 420
 
 
 def _default_client(base_url: str, api_key: str | None) -> Any:

@@ -1,0 +1,80 @@
+"""The window's menu bar: File, Server, View (docks, theme), Help (docs, shortcuts, about).
+
+Built from the window's actions and slots; the window stays composition only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QMainWindow
+
+from beedeck.core import paths
+from beedeck.core.settings import THEMES
+
+DOCS_URL = "https://github.com/beedeck/beedeck#readme"
+THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
+
+
+class MenuHost(Protocol):
+    start_action: QAction
+    stop_action: QAction
+    bench_action: QAction
+    settings_action: QAction
+
+    def new_chat(self) -> None: ...
+    def open_wizard(self) -> None: ...
+    def show_shortcuts(self) -> None: ...
+    def show_about(self) -> None: ...
+    def set_theme(self, theme: str) -> None: ...
+
+
+def docs_url() -> QUrl:
+    """The README of this checkout (a source install), else the project's page."""
+    readme = paths.resource_path().parent / "README.md"
+    return QUrl.fromLocalFile(str(readme)) if readme.is_file() else QUrl(DOCS_URL)
+
+
+def build_menus(window: QMainWindow, host: MenuHost, docks: list[QDockWidget], theme: str,
+                open_url: Callable[[QUrl], object] | None = None) -> dict[str, QAction]:
+    """Fill ``window``'s menu bar; returns the actions tests and the window need, by name."""
+    bar = window.menuBar()
+    out: dict[str, QAction] = {}
+    file_menu = bar.addMenu("&File")
+    out["new_chat"] = file_menu.addAction("New chat", host.new_chat)
+    host.settings_action.setShortcut(QKeySequence("Ctrl+,"))
+    file_menu.addAction(host.settings_action)
+    out["wizard"] = file_menu.addAction("Setup wizard…", host.open_wizard)
+    out["wizard"].setToolTip("Detect the GPU, pick a model pair that fits, get an engine and the models")
+    file_menu.addSeparator()
+    out["quit"] = file_menu.addAction("Quit", window.close)
+    out["quit"].setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
+
+    server_menu = bar.addMenu("&Server")
+    for action in (host.start_action, host.stop_action, host.bench_action):
+        server_menu.addAction(action)
+
+    view = bar.addMenu("&View")
+    for dock in docks:
+        view.addAction(dock.toggleViewAction())
+    view.addSeparator()
+    theme_menu = view.addMenu("Theme")
+    group = QActionGroup(window)
+    group.setExclusive(True)
+    for name in THEMES:
+        action = theme_menu.addAction(THEME_LABELS[name])
+        action.setCheckable(True)
+        action.setChecked(name == theme)
+        action.triggered.connect(lambda _checked=False, n=name: host.set_theme(n))
+        group.addAction(action)
+        out[f"theme_{name}"] = action
+
+    help_menu = bar.addMenu("&Help")
+    out["docs"] = help_menu.addAction("Documentation", lambda: (open_url or QDesktopServices.openUrl)(docs_url()))
+    out["shortcuts"] = help_menu.addAction("Keyboard shortcuts", host.show_shortcuts)
+    out["shortcuts"].setShortcut(QKeySequence("F1"))
+    help_menu.addSeparator()
+    out["about"] = help_menu.addAction("About BeeDeck", host.show_about)
+    return out

@@ -1,0 +1,61 @@
+"""The strip above the chat that says the starter is a tiny CPU demo model, why there is no GPU, and
+how to get a real model: the setup wizard, or a GGUF the user already has."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy
+
+from beedeck.core.starter import STARTER_NOTE
+
+
+class StarterBanner(QFrame):
+    """Shown while the starter profile is loaded. ``wizard_requested`` / ``settings_requested`` are
+    the two ways to a real model; Dismiss hides it until the next start of the app."""
+
+    wizard_requested = Signal()
+    settings_requested = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("starter-banner")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet("#starter-banner { border: 1px solid palette(mid); border-radius: 6px; "
+                           "background: palette(alternate-base); }")
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.wizard_button = QPushButton("Set up a real model…")
+        self.wizard_button.setToolTip("Detect the GPU, pick a DFlash pair that fits it, get the engine and the models")
+        self.settings_button = QPushButton("Use a GGUF I have…")
+        self.settings_button.setToolTip("Settings: pick an engine and a .gguf model already on this computer")
+        self.dismiss_button = QPushButton("Dismiss")
+        self.dismiss_button.setFlat(True)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        layout.addWidget(self.text, 1)
+        for b in (self.wizard_button, self.settings_button, self.dismiss_button):
+            layout.addWidget(b)
+        self.wizard_button.clicked.connect(self.wizard_requested)
+        self.settings_button.clicked.connect(self.settings_requested)
+        self.dismiss_button.clicked.connect(self._dismiss)
+        self._dismissed = False
+        self._no_gpu = ""
+        self.hide()
+
+    def set_no_gpu_reason(self, reason: str) -> None:
+        """Why the machine has no usable NVIDIA GPU ("" when it has one), said next to the note."""
+        self._no_gpu = reason
+        self._render()
+
+    def show_for_starter(self, is_starter: bool) -> None:
+        self.setVisible(is_starter and not self._dismissed)
+        self._render()
+
+    def _render(self) -> None:
+        gpu = f"<br><b>No NVIDIA GPU in use:</b> {self._no_gpu}" if self._no_gpu else ""
+        self.text.setText(f"{STARTER_NOTE}{gpu}")
+
+    def _dismiss(self) -> None:
+        self._dismissed = True
+        self.hide()

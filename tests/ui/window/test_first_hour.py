@@ -1,0 +1,180 @@
+"""The first hour as a user (issue 12): the saved profile serves again at start, the starter says it
+is a tiny demo model and why there is no GPU, a small window keeps the chat readable, the theme menu,
+the Help menu, one name for the engine, and `beedeck` alone opens the app."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from beedeck import __version__
+from beedeck.core import profile as profile_mod
+from beedeck.core import settings
+from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.registry import STARTER_NAME
+from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import Profile
+from beedeck.core.starter import STARTER_MODEL_NAME, StarterProfile
+from beedeck.ui.window import app as app_mod
+from beedeck.ui.window import menus
+from beedeck.ui.window.about_dialog import AboutDialog
+from beedeck.ui.window.main_window import CHAT_MIN_WIDTH, MainWindow
+from beedeck.ui.window.shortcuts_dialog import ShortcutsDialog
+from tests.conftest import REPO
+from tests.fakes.fake_nvml import detect_no_gpu
+from tests.ui.window.test_integration import RecordingController, ml_caps
+
+NO_GPU = HardwareReport(reason="the NVIDIA driver is not installed: install it, then restart BeeDeck.")
+
+
+def starter_profile() -> Profile:
+    return Profile("/opt/starter/llama-server",
+                   StarterProfile(Path("/opt/starter/llama-server"), Path("/m") / STARTER_MODEL_NAME).settings(),
+                   STARTER_NAME)
+
+
+def save(profile: Profile) -> None:
+    profile_mod.profile_path().write_text(json.dumps(
+        {"engine": profile.engine, "settings": profile.settings.to_dict(), "label": profile.label}))
+
+
+@pytest.mark.parametrize("autostart", [True, False])
+def test_the_saved_profile_serves_again_when_the_app_opens(qtbot: QtBot, beedeck_home: Path,
+                                                           autostart: bool) -> None:
+    save(Profile("/opt/bee/llama-server", LaunchSettings(target="/m/q.gguf"), "BeeLlama 0.4"))
+    settings.save_settings(settings.AppSettings(first_run_done=True, autostart=autostart))
+    controller = RecordingController()
+    window = app_mod.build_window(detect=detect_no_gpu, controller=controller)
+    qtbot.addWidget(window)
+    started = [c for c in controller.calls if c[0] == "start"]
+    assert len(started) == (1 if autostart else 0)
+    if autostart:
+        assert started[0][1] == "/opt/bee/llama-server" and started[0][2].target == "/m/q.gguf"
+    window.close()
+
+
+def test_the_starter_says_it_is_a_demo_model_and_why_there_is_no_gpu(qtbot: QtBot, beedeck_home: Path) -> None:
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    window.show()
+    opened: list[str] = []
+    window.wizard_factory = lambda parent: (opened.append("wizard"), _Dialog())[1]  # type: ignore[assignment]
+    window.settings_factory = lambda parent: (opened.append("settings"), _Dialog())[1]  # type: ignore[assignment]
+    window.set_profile(starter_profile())
+    window.set_hardware(NO_GPU)
+    banner = window.starter_banner
+    assert banner.isVisible()
+    assert "tiny demo model running on the CPU" in banner.text.text()
+    assert "No NVIDIA GPU in use:</b> the NVIDIA driver is not installed" in banner.text.text()
+    banner.wizard_button.click()
+    banner.settings_button.click()
+    assert opened == ["wizard", "settings"]
+    window.set_profile(Profile("/opt/bee/llama-server", LaunchSettings(target="/m/q.gguf"), "BeeLlama 0.4"))
+    assert not banner.isVisible()  # a real model: nothing to apologise for
+    window.set_profile(starter_profile())
+    banner.dismiss_button.click()
+    window.set_profile(starter_profile())
+    assert not banner.isVisible()  # dismissed stays dismissed for the session
+    window.close()
+
+
+class _Dialog:
+    def setAttribute(self, *a: object) -> None: ...
+
+    def open(self) -> None: ...
+
+
+def test_a_small_window_squeezes_the_side_panels_not_the_chat(qtbot: QtBot, beedeck_home: Path) -> None:
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    window.show()
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: window.width() <= 900)
+    assert window.centralWidget().width() >= CHAT_MIN_WIDTH
+    assert window.chats_dock.isVisible() and window.speed_dock.isVisible()
+    assert window.minimumWidth() >= CHAT_MIN_WIDTH
+    window.close()
+
+
+def test_the_theme_menu_applies_at_once_and_is_remembered(qtbot: QtBot, beedeck_home: Path, qapp: QApplication) -> None:
+    old = QPalette(qapp.palette())
+    try:
+        window = MainWindow(ChatStore(), RecordingController())
+        qtbot.addWidget(window)
+        window.menu_actions["theme_dark"].trigger()
+        assert qapp.palette().color(QPalette.ColorRole.Window) == QColor("#202124")
+        assert settings.load_settings().theme == "dark"
+        window.menu_actions["theme_light"].trigger()
+        assert qapp.palette().color(QPalette.ColorRole.Window).lightness() > 200
+        assert settings.load_settings().theme == "light"
+        again = MainWindow(ChatStore(), RecordingController())
+        qtbot.addWidget(again)
+        assert again.menu_actions["theme_light"].isChecked() and not again.menu_actions["theme_dark"].isChecked()
+        window.close()
+        again.close()
+    finally:
+        qapp.setPalette(old)
+
+
+def test_the_help_menu_has_docs_shortcuts_and_about_with_versions(qtbot: QtBot, beedeck_home: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    profile = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434")
+    window.known_caps[profile.engine] = ml_caps()
+    window.set_profile(profile)
+    window.set_hardware(NO_GPU)
+    opened: list[QUrl] = []
+    monkeypatch.setattr(menus.QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    window.menu_actions["docs"].trigger()
+    assert opened and opened[0].toLocalFile() == str(REPO / "README.md")
+    window.menu_actions["shortcuts"].trigger()
+    (shortcuts,) = window.findChildren(ShortcutsDialog)
+    assert ("Enter", "Send the message (Shift+Enter: a new line)") in shortcuts.rows
+    window.menu_actions["about"].trigger()
+    (about,) = window.findChildren(AboutDialog)
+    facts = dict(about.facts)
+    assert facts["BeeDeck"] == __version__ and facts["Qt"].startswith("PySide6 ")
+    assert facts["Engine"].startswith("mainline b11434 · mainline 11434") and facts["Model"] == "q.gguf"
+    assert facts["GPU"].startswith("none (the NVIDIA driver is not installed")
+    about.copy()
+    assert QApplication.clipboard().text().startswith(f"BeeDeck: {__version__}")
+    window.close()
+
+
+def test_the_engine_has_one_name_in_the_status_bar_and_about(qtbot: QtBot, beedeck_home: Path) -> None:
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    profile = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434")
+    window.set_profile(profile)
+    assert window.engine_label.text() == "engine: mainline b11434"
+    window.controller.caps = ml_caps()
+    window._on_controller_caps(ml_caps())
+    named = window.engine_label.text().removeprefix("engine: ")
+    assert named == "mainline b11434 · mainline 11434"
+    assert dict(window.about_facts())["Engine"].startswith(named)
+    window.close()
+
+
+def test_beedeck_alone_opens_the_app_and_a_command_runs_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    import beedeck.__main__ as entry
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["beedeck"] == "beedeck.__main__:main"
+    opened: list[str] = []
+    monkeypatch.setattr(app_mod, "main", lambda argv=None: opened.append("app") or 0)
+    monkeypatch.setattr(sys, "argv", ["beedeck"])
+    assert entry.main() == 0 and opened == ["app"]
+    monkeypatch.setattr(sys, "argv", ["beedeck", "--version"])
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    assert done.value.code == 0 and opened == ["app"]
