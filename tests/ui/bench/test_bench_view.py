@@ -48,6 +48,16 @@ def test_run_fills_table_and_chart(qtbot: QtBot, slow_server: FakeLlamaServer, t
     files = view.save_reports(tmp_path)
     assert {f.name for f in files} == {"report.md", "report.json", "samples.csv", "tokens_per_s.png"}
     view.speed_chart.grab()  # paints without error
+    # Headings in full (was clipped to "peed-up (95% C"), and the report names the outside server by its
+    # own build instead of "(?, version ?, build ?, backend ?)".
+    view.resize(700, 500)
+    view.show()
+    header = view.table.horizontalHeader()
+    metrics = header.fontMetrics()
+    for col, title in enumerate(view.COLUMNS):
+        assert header.sectionSize(col) >= metrics.horizontalAdvance(title), title
+    md = (tmp_path / "report.md").read_text()
+    assert "?, version ?" not in md and f"the server at {slow_server.base_url}, started outside BeeDeck" in md
 
 
 def test_cancel_ends_the_run_with_a_partial_report(qtbot: QtBot, slow_server: FakeLlamaServer) -> None:

@@ -88,7 +88,7 @@ def test_no_gpu_goes_straight_to_the_starter_and_finishes(qtbot: QtBot, starter_
     assert Path(result.engine) == starter_engine_path.resolve()
     s = result.settings
     assert isinstance(s, LaunchSettings) and s.target == str(starter_model_path)
-    assert s.jinja is False and s.chat_template == "gemma" and s.spec_mode == SpecMode.OFF
+    assert s.jinja is True and s.chat_template is None and s.spec_mode == SpecMode.OFF
     stored = settings.load_settings()
     assert stored.first_run_done and stored.last_profile == s.to_dict() and stored.default_engine_id == "starter"
     assert run.isComplete() and run.start_button.text() == "Ready"
@@ -192,4 +192,40 @@ def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
     run = w.run_page
     qtbot.waitUntil(lambda: run.start_button.isEnabled(), timeout=10000)
     assert seen and all(t is not threading.main_thread() for t in seen)
-    assert run.build_radio.isChecked() and run.build_radio.isEnabled()
+    assert run.download_radio.isChecked() and run.build_radio.isEnabled()  # no engine yet: a prebuilt one is quickest
+
+
+def test_the_engine_can_be_downloaded_from_the_wizard(qtbot: QtBot) -> None:
+    """Before: "Release downloads are not available in this build yet" (greyed). Now the wizard's
+    download goes to core's release downloader with the backend the GPU needs."""
+    from beedeck.core.engine.registry import EngineRecord
+
+    calls: list[dict[str, Any]] = []
+
+    def download_engine(**kw: Any) -> EngineRecord:
+        calls.append(kw)
+        raise RuntimeError("no network in this test: the call is what is checked")
+
+    w = make_wizard(qtbot, gpu_detect, download_engine=download_engine)
+    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.next()
+    w.next()
+    run = w.run_page
+    assert run.download_radio.isEnabled() and "checksum" in run.download_radio.toolTip()
+    run.download_radio.setChecked(True)
+    engine_step = next(s for s in run.steps if s.key == "engine")
+    run.start_button.click()
+    qtbot.waitUntil(lambda: not engine_step.retry.isHidden(), timeout=10_000)
+    assert calls and calls[0]["repo"] == "ggml-org/llama.cpp" and calls[0]["backend"] == "cuda"
+    assert calls[0]["cuda_driver_version"] == "13.0"
+    assert "no network in this test" in engine_step.status.text()
+
+
+def test_without_a_gpu_the_greyed_engine_choices_say_why(qtbot: QtBot, starter_engine_path: Path) -> None:
+    w = make_wizard(qtbot, no_gpu_detect, starter_engine_path)
+    w.next()
+    w.next()
+    run = w.run_page
+    qtbot.waitUntil(lambda: run.start_button.isEnabled(), timeout=30_000)
+    for radio in (run.build_radio, run.download_radio):
+        assert not radio.isEnabled() and "The starter runs on the engine installed with BeeDeck" in radio.toolTip()

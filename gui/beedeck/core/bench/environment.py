@@ -28,8 +28,21 @@ def _model_facts(path: str | None) -> dict[str, Any] | None:
     return facts
 
 
+def _server_facts(url: str, api_key: str | None) -> dict[str, Any]:
+    """What a server started outside BeeDeck says of itself (/props): its build and model."""
+    from beedeck.core.engine.client import ClientError, LlamaClient
+
+    try:
+        props = LlamaClient(url, api_key).props()
+    except (ClientError, OSError, ValueError) as exc:
+        return {"error": str(exc)}
+    settings = props.get("default_generation_settings") or {}
+    return {"build_info": str(props.get("build_info") or ""), "model_path": str(props.get("model_path") or ""),
+            "n_ctx": settings.get("n_ctx"), "total_slots": props.get("total_slots")}
+
+
 def collect_environment(engine: str | Path | None, caps: EngineCaps | None, settings: LaunchSettings | None,
-                        url: str | None = None) -> dict[str, Any]:
+                        url: str | None = None, api_key: str | None = None) -> dict[str, Any]:
     """Engine, GPU, system, models and launch settings (never the API key) for the JSON report."""
     hw = detect()
     env: dict[str, Any] = {
@@ -41,6 +54,7 @@ def collect_environment(engine: str | Path | None, caps: EngineCaps | None, sett
     }
     if url is not None:
         env["server_url"] = url
+        env["server"] = _server_facts(url, api_key)
     if engine is not None:
         env["engine"] = {"path": str(engine)}
     if caps is not None:

@@ -274,6 +274,22 @@ def _ref_cell(ref: dict[str, Any] | None, mode: str) -> str:
     return " - |"
 
 
+def engine_line(env: dict[str, Any]) -> str:
+    """The engine as the report names it: only what is known (no "?" placeholders)."""
+    eng = env.get("engine", {})
+    if eng:
+        known = [str(eng["generation"])] if eng.get("generation") else []
+        known += [f"{label} {eng[key]}" for key, label in (("version", "version"), ("build", "build"),
+                                                            ("gpu_backend", "backend")) if eng.get(key)]
+        return f"{eng.get('path', '')}" + (f" ({', '.join(known)})" if known else "")
+    server = env.get("server", {})
+    where = f"the server at {env.get('server_url', '?')}, started outside BeeDeck"
+    if server.get("build_info"):
+        model = Path(str(server.get("model_path") or "")).name
+        return f"{where} (build {server['build_info']}" + (f", model {model}" if model else "") + ")"
+    return f"{where} (it did not say which build it is)"
+
+
 def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Sequence[Path] = ()) -> str:
     """The human report: settings line, overall and per-prompt tables, how modes were served, flags."""
     s = summary or summarize(report)
@@ -283,8 +299,7 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
     gpus = ", ".join(g["name"] for g in env.get("gpus", [])) or "none (CPU only)"
     lines = [f"# BeeDeck benchmark: {suite.name}", ""]
     lines.append(f"- When: {env.get('time_utc', '')}; BeeDeck {env.get('beedeck', '')}")
-    lines.append(f"- Engine: {eng.get('path', env.get('server_url', '?'))} ({eng.get('generation', '?')}, "
-                 f"version {eng.get('version') or '?'}, build {eng.get('build') or '?'}, backend {eng.get('gpu_backend') or '?'})")
+    lines.append(f"- Engine: {engine_line(env)}")
     lines.append(f"- GPU: {gpus}; CPU cores: {env.get('cpu_cores', '?')}")
     for role in ("target", "draft"):
         m = models.get(role)

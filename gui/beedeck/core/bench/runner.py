@@ -204,7 +204,7 @@ def run_bench(
                          "BeeDeck start the engine.")
     report = BenchReport(suite, modes, reps, warmup, started=time.time())
     report.environment = environment if environment is not None else collect_environment(
-        engine, caps, base_settings, url)
+        engine, caps, base_settings, url, api_key)
     runner = _Runner(report, caps, on_progress, cancel_event or threading.Event(), _PeakTracker(gpu_sampler),
                      on_sample, on_line, api_key, ready_timeout, pid_file, in_server_baseline, per_request_memory)
     try:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
@@ -101,6 +102,9 @@ class BenchView(QWidget):
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(list(self.COLUMNS))
         self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()  # every heading readable in full, however narrow the window
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
         self.speed_chart = BarChart("Generation speed per prompt (median, min-max)", "tokens/s")
         self.speedup_chart = BarChart("Speed-up over the baseline (95 % CI)", "x baseline", 1.0)
         self.save_button = QPushButton("Save reports…")

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core import starter
-from beedeck.core.engine import builder
+from beedeck.core.engine import builder, releases
 from beedeck.core.engine import registry as engines
 from beedeck.core.engine.argv import LaunchRefused, build_argv
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -58,6 +58,11 @@ class _Step:
     retry: QPushButton
 
 
+DOWNLOAD_TIP = ("Download the engine's prebuilt release from GitHub (a CUDA build for an NVIDIA GPU, else the "
+                "CPU build), verified by its checksum, then smoke-tested.")
+BUILD_TIP = "Compile BeeLlama for this GPU (10-30 min): needs git, CMake, a C++ compiler and the CUDA toolkit."
+
+
 class RunPage(QWizardPage):
     """Page 3. Signals: ``finished_setup(object)`` (SetupResult)."""
 
@@ -72,6 +77,7 @@ class RunPage(QWizardPage):
         self.starter_model: Callable[[], Path] = x.get("starter_model") or starter.starter_model
         self.download_model: Callable[..., list[Path]] = x.get("download_model") or hub.download_model
         self.build_engine: Callable[..., Any] = x.get("build_engine") or builder.build_engine
+        self.download_engine: Callable[..., Any] = x.get("download_engine") or releases.download_engine
         self.smoke_test: Callable[..., engines.SmokeResult] = x.get("smoke_test") or engines.smoke_test
         self.find_local: Callable[[str, str], Any] = x.get("find_local") or library.find_local
         self.runner = TaskRunner(self)
@@ -86,6 +92,7 @@ class RunPage(QWizardPage):
         self._index = 0
         self._done = False
         self._build_chosen = False
+        self._download_chosen = False
         self._found_id = ""
         self._list_generation = 0  # initializePage's engine listing that may still fill the combo
         self.setTitle("Get everything ready")
@@ -97,10 +104,8 @@ class RunPage(QWizardPage):
         self.engine_group = QButtonGroup(self)
         self.use_found = QRadioButton("Use an engine BeeDeck found:")
         self.found_combo = QComboBox()
-        self.download_radio = QRadioButton("Download a release")
-        self.download_radio.setEnabled(False)
-        self.download_radio.setToolTip("Release downloads are not available in this build yet: use a found "
-                                       "engine or build one.")
+        self.download_radio = QRadioButton("Download a prebuilt release")
+        self.download_radio.setToolTip(DOWNLOAD_TIP)
         self.build_radio = QRadioButton("Build BeeLlama from source (needs git, CMake, a compiler; CUDA for GPUs)")
         for i, b in enumerate((self.use_found, self.download_radio, self.build_radio)):
             self.engine_group.addButton(b, i)
@@ -205,8 +210,13 @@ class RunPage(QWizardPage):
             self.found_combo.addItem(f"{r.name or r.id} ({gen})", r.id)
         self.use_found.setEnabled(bool(records))
         self.found_combo.setEnabled(bool(records))
-        (self.use_found if records else self.build_radio).setChecked(True)
         self.build_radio.setEnabled(not starter_mode)
+        self.download_radio.setEnabled(not starter_mode)
+        why = ("The starter runs on the engine installed with BeeDeck: nothing to download or build. For a "
+               "real model go Back and pick a pair (it needs a GPU), or use Settings with a GGUF you have.")
+        self.build_radio.setToolTip(why if starter_mode else BUILD_TIP)
+        self.download_radio.setToolTip(why if starter_mode else DOWNLOAD_TIP)
+        (self.use_found if records else self.download_radio if not starter_mode else self.build_radio).setChecked(True)
         self.start_button.setEnabled(not self._done)
         self.start_button.setToolTip("")
         if error is not None:
@@ -267,6 +277,7 @@ class RunPage(QWizardPage):
         self.engine_group.setExclusive(True)
         # Read the widgets here, on the GUI thread: the step itself runs on a worker.
         self._build_chosen = self.build_radio.isChecked()
+        self._download_chosen = self.download_radio.isChecked()
         self._found_id = str(self.found_combo.currentData())
         for b in self.engine_group.buttons():
             b.setEnabled(False)
@@ -337,6 +348,15 @@ class RunPage(QWizardPage):
             if not res.ok or res.record is None:
                 raise engines.EngineError(res.smoke.message if res.smoke else "The build produced no engine.")
             self.engine = res.record
+        elif self._download_chosen:
+            report = self.detect_page.report
+            choice = self.recommend_page.choice
+            mainline = choice is not None and choice.generation.value == "mainline"
+            self.engine = self.download_engine(
+                repo=releases.MAINLINE_REPO if mainline else releases.BEE_REPO,
+                backend="cuda" if report is not None and report.has_gpu else "cpu",
+                cuda_driver_version=report.cuda_driver_version if report else None,
+                on_progress=on_progress, on_line=on_line, cancel_event=cancel_event, registry=self.registry)
         else:
             self.engine = self.registry.get(self._found_id)
         return f"{self.engine.name or self.engine.id}: {self.engine.generation} {self.engine.version}".strip()
