@@ -3,14 +3,20 @@ The happy path (a real llama-server) is in tests/engine/test_ui_e2e.py."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
+from beedeck.core.engine.server import free_port
+from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.server_controller import ServerController
 from tests.fixtures.meta_gguf import tiny_model
 
@@ -88,3 +94,91 @@ def test_shutdown_during_probe_launches_nothing(qtbot: QtBot, tmp_path: Path) ->
         if pid_file.exists():  # only without the fix: stop the orphan the test provoked
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+class FakeProc:
+    """What the controller uses of a started ServerProcess, on the port it was given."""
+
+    def __init__(self, settings: LaunchSettings) -> None:
+        self.port = settings.port
+        self.base_url = f"http://127.0.0.1:{settings.port}"
+        self.notes: tuple[object, ...] = ()
+
+    def wait_ready(self, timeout: float) -> None:
+        pass
+
+    def stop(self, timeout: float) -> None:
+        pass
+
+
+def recording_launch(calls: list[LaunchSettings]):  # type: ignore[no-untyped-def]
+    def launch(engine: str, caps: object, settings: LaunchSettings, **_: object) -> FakeProc:
+        calls.append(settings)
+        return FakeProc(settings)
+
+    return launch
+
+
+@contextlib.contextmanager
+def port_held(port: int) -> Iterator[int]:
+    """Another program listening on ``port`` (0: any); yields the port."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+        except OSError:  # something else already listens there: just as taken
+            assert port != 0
+            yield port
+            return
+        yield holder.getsockname()[1]
+
+
+def test_port_0_starts_on_the_default_port_every_time(qtbot: QtBot) -> None:
+    assert ServerController().default_port == DEFAULT_PORT
+    port = free_port()  # stands in for DEFAULT_PORT, which this machine's user may be using
+    calls: list[LaunchSettings] = []
+    c = ServerController(launch=recording_launch(calls), default_port=port)
+    settings = LaunchSettings(target="/m/t.gguf")
+    with qtbot.assertNotEmitted(c.port_fallback_used):
+        for _ in range(2):
+            with qtbot.waitSignal(c.ready, timeout=5000) as blocker:
+                if c.is_running():
+                    c.restart(settings)
+                else:
+                    c.start("/opt/llama-server", settings, mainline_caps("x"))
+            assert blocker.args == [f"http://127.0.0.1:{port}"]
+    assert [s.port for s in calls] == [port, port] and c.settings is not None and c.settings.port == port
+    assert c.port_note == ""
+    c.shutdown()
+
+
+@pytest.mark.parametrize("chosen", [False, True], ids=["default-port", "user-port"])
+def test_a_taken_port_falls_back_to_a_free_one_and_says_so(qtbot: QtBot, chosen: bool) -> None:
+    calls: list[LaunchSettings] = []
+    lines: list[str] = []
+    with port_held(0 if chosen else DEFAULT_PORT) as busy:
+        c = ServerController(launch=recording_launch(calls))
+        c.line_received.connect(lines.append)
+        settings = LaunchSettings(target="/m/t.gguf", port=busy if chosen else 0)
+        with qtbot.waitSignal(c.port_fallback_used, timeout=5000) as fallback, \
+                qtbot.waitSignal(c.ready, timeout=5000) as ready:
+            c.start("/opt/llama-server", settings, mainline_caps("x"))
+    wanted, used, message = fallback.args
+    assert wanted == busy and used not in (0, busy) and [s.port for s in calls] == [used]
+    assert ready.args == [f"http://127.0.0.1:{used}"] and c.base_url.endswith(f":{used}")
+    assert f"Port {busy} is taken" in message and f"port {used}" in message and "Settings → Server" in message
+    assert f"BeeDeck: {message}" in lines and c.port_note == message
+    c.shutdown()
+    assert c.port_note == ""
+
+
+def test_the_endpoint_shows_the_real_port_and_why_it_moved(qtbot: QtBot) -> None:
+    label = EndpointLabel()
+    qtbot.addWidget(label)
+    label.set_base_url("http://127.0.0.1:41234", "Port 8477 is taken by another program")
+    assert label.endpoint() == "http://127.0.0.1:41234/v1"
+    assert "41234" in label.label.text() and "⚠" in label.label.text()
+    assert label.label.toolTip() == "Port 8477 is taken by another program"
+    label.set_base_url("http://127.0.0.1:8477")
+    assert "⚠" not in label.label.text() and label.label.toolTip() == ""

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QStandardItemModel
-from PySide6.QtWidgets import QComboBox
+from PySide6.QtWidgets import QComboBox, QLineEdit
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.models.gguf import inspect
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.launch_fields import FIELDS, cache_type_reason, field_reason
@@ -154,8 +156,10 @@ def test_copy_command_equals_build_argv(qtbot: QtBot, qwen: tuple[str, str]) -> 
     form = make_form(qtbot, caps, s)
     with qtbot.waitSignal(form.command_copied, timeout=1000) as blocker:
         form.copy_button.click()
-    expected = shlex.join([caps.path, *build_argv(form.settings(), caps).argv])
+    # Port 0 (the profile's "BeeDeck's default") is copied as the port the app uses, never as --port 0.
+    expected = shlex.join([caps.path, *build_argv(replace(form.settings(), port=DEFAULT_PORT), caps).argv])
     assert blocker.args == [expected]
+    assert f"--port {DEFAULT_PORT}" in expected and "--port 0" not in expected
     assert QGuiApplication.clipboard().text() == expected
     assert form.settings() == s
 
@@ -219,3 +223,62 @@ def test_pair_verdict_next_to_the_draft(qtbot: QtBot, tmp_path: Path) -> None:
     assert inspect(fork).dflash is not None
     form.set_engine(bee_caps())
     assert not form.pair_label.text().startswith("✗"), form.pair_label.text()
+
+
+def replace_text(qtbot: QtBot, edit: QLineEdit, text: str) -> None:
+    """Type ``text`` over the field's content, as a user does (textEdited fires)."""
+    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(edit, Qt.Key.Key_Backspace)
+    qtbot.keyClicks(edit, text)
+
+
+def test_a_greyed_launch_always_says_every_reason_and_follows_each_fix(qtbot: QtBot) -> None:
+    """Issue: once a check had passed with nothing to note, the reasons label stayed hidden for good,
+    so choosing DFlash without a draft (or a bad extra argument) greyed Launch out with no reason."""
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target="/m/t.gguf"))
+    label, draft, extra = form.check_label, form.widgets["draft"], form.widgets["extra_args"]
+    assert isinstance(draft, QLineEdit) and isinstance(extra, QLineEdit)
+    assert form.launch_button.isEnabled() and label.isHidden()  # launchable, nothing to note
+    mode = form.widgets["spec_mode"]
+    assert isinstance(mode, QComboBox)
+    mode.setCurrentText("dflash")
+    assert not form.launch_button.isEnabled() and not form.copy_button.isEnabled()
+    assert not label.isHidden() and "DFlash needs a draft model" in label.text()
+    assert "DFlash needs a draft model" in form.launch_button.toolTip()
+    replace_text(qtbot, extra, "--no-such-flag 3")
+    assert "DFlash needs a draft model" in label.text() and "--no-such-flag is not an option" in label.text()
+    replace_text(qtbot, draft, "/m/d.gguf")
+    assert not label.isHidden() and not form.launch_button.isEnabled()
+    assert "DFlash needs" not in label.text() and "--no-such-flag" in label.text()
+    replace_text(qtbot, extra, "--alias 'my model")  # an open quote is a reason too, not a silent split
+    assert not form.launch_button.isEnabled() and "close the quote" in label.text()
+    replace_text(qtbot, extra, "--alias 'my model'")
+    assert form.launch_button.isEnabled() and "Cannot launch" not in label.text()
+    assert form.settings().extra_args == ["--alias", "my model"]
+    mode.setCurrentText("off")
+    replace_text(qtbot, draft, "")
+    assert form.launch_button.isEnabled()
+    replace_text(qtbot, form.widgets["target"], "")  # type: ignore[arg-type]
+    assert not label.isHidden() and "No target model is set" in label.text()
+
+
+def test_without_an_engine_launch_says_what_the_engine_is_doing(qtbot: QtBot) -> None:
+    form = make_form(qtbot, None, LaunchSettings(target="/m/t.gguf"))
+    assert not form.launch_button.isEnabled() and "No engine is picked" in form.check_label.text()
+    form.set_engine(None, "/opt/x/llama-server", "Checking the engine (llama-server --help)…")
+    assert "Checking the engine" in form.check_label.text() and not form.check_label.isHidden()
+    form.set_engine(ml_caps())
+    assert form.launch_button.isEnabled()
+
+
+def test_a_model_free_type_that_crashes_the_engine_is_kept_and_named(qtbot: QtBot) -> None:
+    """BeeLlama 0.1-0.3 aborts with ngram-mod: the form keeps the profile's type (no silent rewrite) and
+    Launch says why until the user picks another."""
+    s = LaunchSettings(target="/m/t.gguf", spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod")
+    form = make_form(qtbot, bee_caps(), s)
+    assert form.settings() == s
+    assert not form.launch_button.isEnabled() and "ngram-mod crashes this engine" in form.check_label.text()
+    kind = form.widgets["spec_model_free_type"]
+    assert isinstance(kind, QComboBox) and not combo_item(kind, "ngram-mod").isEnabled()
+    kind.setCurrentText("copyspec")
+    assert form.launch_button.isEnabled(), form.check_label.text()

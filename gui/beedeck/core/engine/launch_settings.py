@@ -9,6 +9,11 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+# The port the app's server listens on when a profile says 0. One that no popular local-LLM tool
+# uses (llama-server 8080, LM Studio 1234, Ollama 11434, Jan 1337, koboldcpp 5001, and 8000), so
+# editor integrations can keep one URL. The CLI's serve/chat/bench keep 0 = any free port.
+DEFAULT_PORT = 8477
+
 
 class SettingsError(ValueError):
     """A launch setting has the wrong type or is out of range; the message names it and the fix."""
@@ -19,7 +24,8 @@ class SettingsError(ValueError):
 # field: (lowest, highest, what it counts, the name the form and the CLI show)
 RANGES: dict[str, tuple[float, float, str, str]] = {
     "ctx_size": (0, 1 << 24, "context tokens (0 = the model's own)", "Context size (--ctx)"),
-    "port": (0, 65535, "a TCP port (0 = any free one)", "Port (--port)"),
+    "port": (0, 65535, f"a TCP port (0 = BeeDeck's choice: {DEFAULT_PORT} in the app, any free one in the CLI)",
+             "Port (--port)"),
     "threads": (1, 1024, "CPU threads", "Threads (--threads)"),
     "batch_size": (1, 1 << 20, "tokens per batch", "Batch size"),
     "ubatch_size": (1, 1 << 20, "tokens per micro-batch", "Micro-batch size"),
@@ -101,7 +107,7 @@ class LaunchSettings:
     jinja: bool = True
     chat_template: str | None = None  # e.g. "gemma" (with jinja=False: a built-in template name)
     host: str = "127.0.0.1"
-    port: int = 0  # 0: BeeDeck picks a free port before launch
+    port: int = 0  # 0: the app uses DEFAULT_PORT (a free one when it is taken), the CLI any free port
     api_key: str | None = field(default=None, repr=False)  # repr goes into logs and tracebacks
     metrics: bool = True
     extra_args: list[str] = field(default_factory=list)

@@ -18,7 +18,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +49,7 @@ from beedeck.core.engine.pidfile import (
     stop_leftovers,
     write_record,
 )
+from beedeck.core.engine.ports import free_port
 
 __all__ = [
     "ServerFailed",
@@ -142,13 +142,6 @@ def key_via_file(argv: list[str], key: str, key_file: Path) -> list[str]:
 
 def argv_hash(engine: str | Path, argv: list[str]) -> str:
     return hashlib.sha256(json.dumps([str(engine), *argv]).encode()).hexdigest()[:16]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (another program may still take it before we do)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in ("0.0.0.0", "", "localhost") else "127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _listens_on(pid: int, port: int) -> bool:

@@ -8,7 +8,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
 
 class EndpointLabel(QWidget):
-    """Shows ``<base_url>/v1`` once the server is ready; the button copies it."""
+    """Shows ``<base_url>/v1`` once the server is ready (its real port); the button copies it. A ``note``
+    (e.g. the controller's ``port_note``: another program held the usual port) adds a ⚠ and a tooltip."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -29,9 +30,12 @@ class EndpointLabel(QWidget):
     def endpoint(self) -> str:
         return self._endpoint
 
-    def set_base_url(self, base_url: str) -> None:
+    def set_base_url(self, base_url: str, note: str = "") -> None:
         self._endpoint = base_url.rstrip("/") + "/v1" if base_url else ""
-        self.label.setText(f"API: {self._endpoint}" if self._endpoint else "API: not running")
+        note = note if self._endpoint else ""
+        text = f"API: {self._endpoint}" if self._endpoint else "API: not running"
+        self.label.setText(f"{text} ⚠" if note else text)
+        self.label.setToolTip(note)
         self.copy_button.setEnabled(bool(self._endpoint))
 
     def copy(self) -> None:

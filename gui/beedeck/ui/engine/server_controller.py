@@ -1,5 +1,9 @@
 """The GUI's handle on one llama-server: starts, stops and restarts it on a background thread and turns
 the core's callbacks into Qt signals. Nothing here blocks the GUI thread, except :meth:`shutdown` at exit.
+
+The app's server keeps one port across starts: a profile's port 0 means BeeDeck's default port
+(:data:`DEFAULT_PORT`), so editor integrations keep one URL. When another program holds the port, the
+server takes a free one for that run and ``port_fallback_used`` says so.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
 STOP_TIMEOUT_S = 10.0  # graceful stop, then the process tree is killed
@@ -30,7 +34,10 @@ class ServerController(QObject):
     Signals: ``state_changed(str)`` (starting/loading/ready/failed/stopped), ``line_received(str)``,
     ``failed(object)`` (a ServerFailure, or an exception before the process existed), ``ready(str)``
     (base URL), ``stopped()``, ``memory_reported(object)`` (the process's memory report once ready),
-    ``caps_known(object)`` (EngineCaps of the engine being launched).
+    ``caps_known(object)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
+    (the port wanted, the port used instead, a line for the user) when another program held the port.
+
+    ``launch`` (default: :func:`beedeck.core.launcher.launch`) and ``default_port`` are injectable for tests.
     """
 
     state_changed = Signal(str)
@@ -40,15 +47,20 @@ class ServerController(QObject):
     stopped = Signal()
     memory_reported = Signal(object)
     caps_known = Signal(object)
+    port_fallback_used = Signal(int, int, str)
 
     def __init__(
         self,
         parent: QObject | None = None,
         probe: Callable[[str], EngineCaps] | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S,
+        launch: Callable[..., Any] | None = None,
+        default_port: int = DEFAULT_PORT,
     ) -> None:
         super().__init__(parent)
         self._probe = probe
+        self._launch = launch
+        self.default_port = default_port
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
         self._proc: Any = None
@@ -57,6 +69,7 @@ class ServerController(QObject):
         self.settings: LaunchSettings | None = None
         self.caps: EngineCaps | None = None
         self.base_url: str = ""
+        self.port_note: str = ""  # why the running server is not on the port asked for ("" when it is)
         self.state: str = "stopped"
         self.last_start_s: float | None = None  # seconds from start() to ready, for the mode toggle
         self._closed = False  # set by shutdown(): a start still in flight must not leave a server behind
@@ -117,9 +130,20 @@ class ServerController(QObject):
         self.state = name
         self.state_changed.emit(name)
 
-    def _do_start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None) -> None:
-        from beedeck.core import launcher  # imported lazily: the GUI opens without it
+    def _with_port(self, settings: LaunchSettings) -> LaunchSettings:
+        """``settings`` on the port this start uses: the profile's (0: BeeDeck's default) when nothing
+        listens there, else a free one, announced in the log and by ``port_fallback_used``."""
+        from beedeck.core.engine.ports import app_port  # imported lazily: the GUI opens without it
 
+        wanted = settings.port or self.default_port
+        port, why = app_port(settings.host, wanted)
+        self.port_note = why or ""
+        if why:
+            self.line_received.emit(f"BeeDeck: {why}")
+            self.port_fallback_used.emit(wanted, port, why)
+        return replace(settings, port=port)
+
+    def _do_start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None) -> None:
         t0 = time.monotonic()
         self.engine, self.settings = engine, replace(settings)
         self._set_state("starting")
@@ -135,9 +159,14 @@ class ServerController(QObject):
             if self._closed:
                 return  # the app quit while the engine was probed: launch nothing
             self.caps_known.emit(caps)
-            proc = launcher.launch(
-                engine, caps, settings, on_line=self.line_received.emit, on_state=self._on_proc_state
-            )
+            launch = self._launch
+            if launch is None:
+                from beedeck.core import launcher  # imported lazily: the GUI opens without it
+
+                launch = launcher.launch
+            settings = self._with_port(settings)
+            self.settings = replace(settings)
+            proc = launch(engine, caps, settings, on_line=self.line_received.emit, on_state=self._on_proc_state)
             for note in getattr(proc, "notes", ()):  # what BeeDeck did on the way, in the log beside the engine's
                 self.line_received.emit(f"BeeDeck: {note.message}")
             with self._lock:
@@ -183,6 +212,6 @@ class ServerController(QObject):
         try:
             proc.stop(STOP_TIMEOUT_S)
         finally:
-            self.base_url = ""
+            self.base_url = self.port_note = ""
             self._set_state("stopped")
             self.stopped.emit()

@@ -1,5 +1,9 @@
 """One input widget per launch-field kind (text, path, combo, tri-state, int, float, switch), and
 reading and writing LaunchSettings values through them.
+
+Every value LaunchSettings.check() accepts reads back unchanged (``get_value(put_value(x)) == x``):
+number ranges come from RANGES, and "engine default" (None) sits one step below a field's range
+rather than on its lowest real value.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ from typing import Any
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
 from beedeck.core.engine.launch_settings import SpecMode
-from beedeck.ui.launch.launch_fields import FieldSpec
+from beedeck.ui.launch.launch_fields import FieldSpec, value_range
+from beedeck.ui.launch.wheel_guard import ComboBox, DoubleSpinBox, SpinBox
 
 DEFAULT = "engine default"
 TRI = {None: DEFAULT, True: "on", False: "off"}
+FLOAT_DECIMALS = 3
+FLOAT_STEP = 0.05
 
 
 def make_editor(spec: FieldSpec, on_change: Callable[..., None]) -> QWidget:
@@ -27,24 +34,27 @@ def make_editor(spec: FieldSpec, on_change: Callable[..., None]) -> QWidget:
             w.setEchoMode(QLineEdit.EchoMode.Password)
         w.textEdited.connect(on_change)
     elif spec.kind in ("combo", "tristate", "cache", "layers"):
-        w = QComboBox()
+        w = ComboBox()
         w.setEditable(spec.kind == "layers")
         w.addItems(list(spec.choices))
         w.currentTextChanged.connect(on_change)
     elif spec.kind == "int":
-        w = QSpinBox()
-        w.setRange(spec.minimum, spec.maximum)
+        w = SpinBox()
+        low, high = value_range(spec)
+        w.setRange(int(low) - (1 if spec.optional else 0), int(high))
         w.setSingleStep(spec.step)
-        w.setGroupSeparatorShown(True)
-        if spec.optional:
+        w.setGroupSeparatorShown(spec.name != "port")  # 8,477 reads as a count, not a port
+        if spec.optional or spec.special:
             w.setSpecialValueText(spec.special or DEFAULT)
         w.valueChanged.connect(on_change)
     elif spec.kind == "float":
-        w = QDoubleSpinBox()
-        w.setDecimals(2)
-        w.setRange(-0.01, spec.maximum)
-        w.setSingleStep(0.05)
-        w.setSpecialValueText(DEFAULT)
+        w = DoubleSpinBox()
+        w.setDecimals(FLOAT_DECIMALS)
+        low, high = value_range(spec)
+        w.setRange(low - (0.01 if spec.optional else 0), high)
+        w.setSingleStep(FLOAT_STEP)
+        if spec.optional:
+            w.setSpecialValueText(spec.special or DEFAULT)
         w.valueChanged.connect(on_change)
     else:  # bool
         w = QCheckBox()
@@ -71,15 +81,21 @@ def put_value(w: QWidget, spec: FieldSpec, value: Any) -> None:
         w.setChecked(bool(value))
 
 
+def args_problem(text: str) -> str | None:
+    """Why an extra-arguments line cannot be read as a command line (an open quote), or None."""
+    try:
+        shlex.split(text)
+    except ValueError as exc:
+        return f"Extra arguments cannot be read ({exc}): close the quote, or remove it."
+    return None
+
+
 def get_value(w: QWidget, spec: FieldSpec) -> Any:
     """The LaunchSettings value the field's widget shows."""
     if isinstance(w, QLineEdit):
         text = w.text().strip()
         if spec.kind == "args":
-            try:
-                return shlex.split(text)
-            except ValueError:
-                return text.split()
+            return text.split() if args_problem(text) else shlex.split(text)
         if spec.name in ("target", "host"):
             return text
         return text or None
@@ -91,8 +107,8 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
             return SpecMode(text)
         return None if text == DEFAULT and spec.optional else text
     if isinstance(w, QSpinBox):
-        return None if spec.optional and w.value() == w.minimum() and spec.name != "port" else w.value()
+        return None if spec.optional and w.value() == w.minimum() else w.value()
     if isinstance(w, QDoubleSpinBox):
-        return None if w.value() < 0 else round(w.value(), 2)
+        return None if spec.optional and w.value() <= w.minimum() else round(w.value(), FLOAT_DECIMALS)
     assert isinstance(w, QCheckBox)
     return w.isChecked()

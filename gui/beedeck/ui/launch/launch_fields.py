@@ -8,13 +8,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES
 
 SECTIONS = ("Models", "Speculation (DFlash)", "Context & KV cache", "GPU & loading", "Sampling", "Server")
 
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One form row. kind: path, text, secret, args, combo, tristate, cache, layers, int, float, bool."""
+    """One form row. kind: path, text, secret, args, combo, tristate, cache, layers, int, float, bool.
+
+    Numbers take their range from :data:`RANGES` (the one table LaunchSettings.check() uses), so every
+    value a profile may hold can be shown and read back. ``optional``: None is allowed and shown as
+    ``special`` (default "engine default") one step below the range, so the lowest real value (e.g.
+    1 CPU thread) stays a real value. ``special`` on a non-optional number names its lowest value
+    (e.g. port 0 = BeeDeck's default port).
+    """
 
     name: str
     section: str
@@ -25,7 +33,7 @@ class FieldSpec:
     minimum: int = 0
     maximum: int = 1 << 30
     step: int = 1
-    optional: bool = False  # None allowed (the minimum value / "engine default" means None)
+    optional: bool = False  # None allowed: shown as ``special`` below the range
     special: str = ""
     placeholder: str = ""
 
@@ -45,21 +53,21 @@ FIELDS: tuple[FieldSpec, ...] = (
               "ngram-mod is a good default; copyspec (BeeLlama) copies spans it has seen.", "combo"),
     FieldSpec("draft_n_max", S, "Max draft tokens", "Most tokens proposed per step (--spec-draft-n-max). "
               "More can mean more speed when guesses are right, and wasted work when they are not.", "int",
-              minimum=-1, maximum=64, optional=True),
+              optional=True),
     FieldSpec("draft_n_min", S, "Min draft tokens", "Fewest tokens proposed per step (--spec-draft-n-min).",
-              "int", minimum=-1, maximum=64, optional=True),
+              "int", optional=True),
     FieldSpec("dflash_cross_ctx", S, "DFlash cross context", "How many recent target tokens the draft "
               "attends to (--spec-dflash-cross-ctx). Larger guesses better and costs a little VRAM.", "int",
-              minimum=-1, maximum=65536, step=256, optional=True),
+              step=256, optional=True),
     FieldSpec("draft_ctx_size", S, "Draft context", "The drafter's own context (-cd). BeeLlama 0.1-0.3 "
               "sets 256 for DFlash when empty; BeeLlama >= 0.4 and mainline give the drafter a context as "
-              "large as the target's, which the memory bar counts.", "int", minimum=-1, maximum=1 << 20, step=256,
-              optional=True),
+              "large as the target's, which the memory bar counts.", "int", step=256, optional=True),
     FieldSpec("draft_n_gpu_layers", S, "Draft GPU layers", "Draft layers on the GPU (--spec-draft-ngl). "
               "Keep 'all': a draft on the CPU is usually slower than no speculation.", "layers",
-              choices=("all", "auto", "0"), optional=True),
+              choices=("all", "auto", "0", "engine default"), optional=True),
     FieldSpec("ctx_size", C, "Context (tokens)", "How much text one chat can hold. The KV cache grows "
-              "linearly with it: watch the memory bar.", "int", minimum=256, maximum=1 << 20, step=1024),
+              "linearly with it: watch the memory bar. The lowest value, 0, takes the model's own context.",
+              "int", step=1024, special="model's own"),
     FieldSpec("ctx_is_total", C, "Context is the total pool", "Pass the context to -c as is (the guide's "
               "way). Off: BeeDeck gives each slot the full context and adjusts -c for slots and speculation.",
               "bool"),
@@ -74,22 +82,19 @@ FIELDS: tuple[FieldSpec, ...] = (
               "BeeLlama 0.1-0.3 needs it on with DFlash, or each slot gets half the context.", "tristate",
               choices=("engine default", "on", "off"), optional=True),
     FieldSpec("parallel", C, "Parallel slots", "How many requests run at once (-np). Each extra slot "
-              "multiplies KV memory; 1 is right for one user.", "int", minimum=1, maximum=64),
+              "multiplies KV memory; 1 is right for one user.", "int"),
     FieldSpec("cache_ram", C, "Host prompt cache (MiB)", "RAM for reusing earlier prompts (--cache-ram); "
-              "0 turns it off to save system memory.", "int", minimum=-1, maximum=1 << 20, step=1024,
-              optional=True),
+              "0 turns it off to save system memory, -1 sets no limit.", "int", step=1024, optional=True),
     FieldSpec("n_gpu_layers", G, "GPU layers", "Target layers on the GPU (-ngl). 'all' is fastest; fewer "
               "layers fit a small GPU but every CPU layer slows decoding a lot.", "layers",
               choices=("all", "auto", "0")),
     FieldSpec("threads", G, "CPU threads", "Threads for the layers that run on the CPU (-t). On a machine "
               "with few cores leave one free for the desktop: llama.cpp's threads wait on each other, so one "
-              "busy core can slow every token.", "int", minimum=1, maximum=512, step=1, optional=True),
+              "busy core can slow every token. 'engine default' (below 1) leaves -t out.", "int", optional=True),
     FieldSpec("batch_size", G, "Batch size", "Logical batch for prompt processing (-b). Bigger reads long "
-              "prompts faster and needs a larger compute buffer.", "int", minimum=-1, maximum=65536,
-              step=256, optional=True),
+              "prompts faster and needs a larger compute buffer.", "int", step=256, optional=True),
     FieldSpec("ubatch_size", G, "Micro-batch size", "Physical batch (-ub): the compute buffer scales with "
-              "it. 512 is a good default; 256 saves VRAM.", "int", minimum=-1, maximum=65536, step=64,
-              optional=True),
+              "it. 512 is a good default; 256 saves VRAM.", "int", step=64, optional=True),
     FieldSpec("mmap", G, "Memory-map the model", "Read the model through mmap: quick start, pages can be "
               "swapped out. Off loads it fully into RAM first.", "bool"),
     FieldSpec("mlock", G, "Lock in RAM", "Keep the model in RAM so the OS never swaps it out (--mlock). "
@@ -97,13 +102,12 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("no_host", G, "No host buffer", "Skip the pinned host copy of GPU weights (--no-host): "
               "saves system RAM when everything is on the GPU.", "bool"),
     FieldSpec("temp", P, "Temperature", "Randomness of the reply. Lower is more focused; speculation "
-              "accepts more tokens at low temperature.", "float", maximum=5, optional=True),
-    FieldSpec("top_k", P, "Top-k", "Sample only from the k most likely tokens.", "int", minimum=-1,
-              maximum=1000, optional=True),
+              "accepts more tokens at low temperature.", "float", optional=True),
+    FieldSpec("top_k", P, "Top-k", "Sample only from the k most likely tokens.", "int", optional=True),
     FieldSpec("top_p", P, "Top-p", "Sample from the smallest set of tokens whose probability adds up to p.",
-              "float", maximum=1, optional=True),
+              "float", optional=True),
     FieldSpec("min_p", P, "Min-p", "Drop tokens less likely than min-p times the best one.", "float",
-              maximum=1, optional=True),
+              optional=True),
     FieldSpec("reasoning", P, "Reasoning", "Thinking mode for models that have one (--reasoning). On "
               "gives the draft richer context but makes replies longer.", "combo",
               choices=("engine default", "on", "off", "auto"), optional=True),
@@ -114,8 +118,9 @@ FIELDS: tuple[FieldSpec, ...] = (
               placeholder="model's own"),
     FieldSpec("host", N, "Listen address", "127.0.0.1 keeps the server on this machine. Any other "
               "address exposes it on your network and needs an API key.", "text"),
-    FieldSpec("port", N, "Port", "TCP port of the OpenAI-compatible endpoint; auto picks a free one.",
-              "int", minimum=0, maximum=65535, optional=True, special="auto"),
+    FieldSpec("port", N, "Port", f"TCP port of the OpenAI-compatible endpoint. The lowest value is BeeDeck's "
+              f"default port, {DEFAULT_PORT}, so editors keep one URL; when another program holds the port, "
+              "BeeDeck uses a free one for that run and says so.", "int", special=f"{DEFAULT_PORT} (default)"),
     FieldSpec("api_key", N, "API key", "Clients must send this key (--api-key). Never written to presets, "
               "settings or logs.", "secret", optional=True, placeholder="none"),
     FieldSpec("metrics", N, "Metrics endpoint", "Expose /metrics (Prometheus). Cheap; BeeDeck reads it "
@@ -159,6 +164,14 @@ _RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "api_key": (("--api-key",), "this engine has no --api-key"),
     "metrics": (("--metrics",), "this engine has no --metrics endpoint"),
 }
+
+
+def value_range(spec: FieldSpec) -> tuple[float, float]:
+    """The lowest and highest real value of a number field (:data:`RANGES`, else the spec's own)."""
+    if spec.name in RANGES:
+        low, high = RANGES[spec.name][:2]
+        return low, high
+    return spec.minimum, spec.maximum
 
 
 def _engine_name(caps: EngineCaps) -> str:

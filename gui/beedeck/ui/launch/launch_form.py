@@ -2,13 +2,14 @@
 
 Only options the probed engine supports are enabled; the others are greyed out with a tooltip that
 says why. The memory bar, the pair check and the command preview all follow the form live, and
-"Copy command" copies exactly what ``build_argv`` produces (API key masked).
+"Copy command" copies exactly what ``build_argv`` produces (API key masked; port 0 shown as the
+app's default port). Whenever Launch is greyed out, the label beside it says every reason why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +35,14 @@ from PySide6.QtWidgets import (
 from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import refused_spec_types
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
-from beedeck.ui.launch.field_editors import get_value, make_editor, put_value
+from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, put_value
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.wrap_label import WrapLabel
@@ -53,7 +54,7 @@ class LaunchForm(QWidget):
     Signals: ``settings_changed(object)`` (LaunchSettings, on every edit), ``launch_requested(object)``
     (LaunchSettings, the Launch button), ``command_copied(str)``.
     Feed it with :meth:`set_engine` (probed caps + binary), :meth:`set_devices` (free bytes per GPU)
-    and :meth:`set_settings`.
+    and :meth:`set_settings`. A dialog adds its own buttons beside Launch with :meth:`insert_button`.
     """
 
     settings_changed = Signal(object)
@@ -65,6 +66,7 @@ class LaunchForm(QWidget):
         super().__init__(parent)
         self.caps: EngineCaps | None = None
         self.binary = "llama-server"
+        self.engine_problem: str | None = None  # why there are no caps (probing, probe failed), from set_engine
         self.devices: list[int] = []
         self.infos: dict[str, ModelInfo | str] = {}  # path -> ModelInfo, or the error text
         self._runner, self._inspect = runner, inspect_fn
@@ -121,6 +123,7 @@ class LaunchForm(QWidget):
         self.check_label = WrapLabel()
         self.check_label.setObjectName("argv-check")
         self.check_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.check_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
 
         self.preset_combo = QComboBox()
         self.preset_combo.setMinimumContentsLength(22)
@@ -134,22 +137,31 @@ class LaunchForm(QWidget):
         self.launch_button = QPushButton("Launch")
         self.launch_button.setDefault(True)
         self.launch_button.clicked.connect(lambda: self.launch_requested.emit(self.settings()))
-        buttons = QHBoxLayout()
-        buttons.addWidget(QLabel("Preset:"))
-        buttons.addWidget(self.preset_combo)
-        buttons.addWidget(self.save_preset_button)
-        buttons.addStretch(1)
-        buttons.addWidget(self.copy_button)
-        buttons.addWidget(self.launch_button)
+        presets = QHBoxLayout()
+        presets.addWidget(QLabel("Preset:"))
+        presets.addWidget(self.preset_combo)
+        presets.addWidget(self.save_preset_button)
+        presets.addStretch(1)
+        # The reasons sit beside the buttons they grey out: a greyed Launch always says why.
+        self.button_row = QHBoxLayout()
+        self.button_row.addWidget(self.check_label, 1)
+        self.button_row.addStretch(0)
+        self.button_row.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignBottom)
+        self.button_row.addWidget(self.launch_button, 0, Qt.AlignmentFlag.AlignBottom)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 10, 10, 10)
         layout.setSpacing(8)
         layout.addWidget(scroll, 1)
         layout.addWidget(mem_box)
-        layout.addWidget(self.check_label)
-        layout.addLayout(buttons)
+        layout.addLayout(presets)
+        layout.addLayout(self.button_row)
         self._fill_presets()
+
+    def insert_button(self, button: QPushButton) -> None:
+        """Put a dialog's own button (Cancel, Save) in the button row, left of Launch."""
+        self.button_row.insertWidget(self.button_row.indexOf(self.launch_button), button, 0,
+                                     Qt.AlignmentFlag.AlignBottom)
 
     def _with_browse(self, spec: FieldSpec, widget: QWidget) -> QWidget:
         if spec.kind != "path":
@@ -174,9 +186,11 @@ class LaunchForm(QWidget):
             self._on_widget_changed()
 
     # -- inputs from the window -----------------------------------------------------------------
-    def set_engine(self, caps: EngineCaps | None, binary: str | None = None) -> None:
-        """The probed engine; enables what it supports and re-checks everything."""
+    def set_engine(self, caps: EngineCaps | None, binary: str | None = None, problem: str | None = None) -> None:
+        """The probed engine; enables what it supports and re-checks everything. With no caps,
+        ``problem`` is what Launch says instead (e.g. "Checking the engine…", or the probe's error)."""
         self.caps = caps
+        self.engine_problem = problem
         self.binary = binary or (caps.path if caps else "llama-server")
         self._fill_choices()
         self._fill_presets()
@@ -223,7 +237,9 @@ class LaunchForm(QWidget):
                 item.setEnabled(why is None)
                 item.setToolTip(why or f"{t}: {CACHE_TYPES.get(t, (1, 2))[1] * 8 / CACHE_TYPES.get(t, (1, 2))[0]:.2f} "
                                        "bits per value")
-            combo.setCurrentText(current if combo.findText(current) >= 0 else "f16")
+            if current and combo.findText(current) < 0:
+                combo.addItem(current)  # a profile's type the list does not know: shown, build_argv judges it
+            combo.setCurrentText(current or "f16")
             combo.blockSignals(False)
         spec_combo = self.widgets["spec_model_free_type"]
         assert isinstance(spec_combo, QComboBox)
@@ -243,7 +259,9 @@ class LaunchForm(QWidget):
         if current and spec_combo.findText(current) < 0:
             spec_combo.addItem(current)
         usable = [t for t in types if t not in refused]
-        spec_combo.setCurrentText(current if current and current not in refused else (usable[0] if usable else ""))
+        # A refused type stays as it is (the profile is not rewritten behind the user's back); in use, it is
+        # one of the reasons Launch gives.
+        spec_combo.setCurrentText(current or (usable[0] if usable else ""))
         spec_combo.blockSignals(False)
         fa = self.widgets["flash_attn"]
         assert isinstance(fa, QComboBox)
@@ -304,10 +322,29 @@ class LaunchForm(QWidget):
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
-        """build_argv for the form's settings (raises LaunchRefused)."""
+        """build_argv for the form's settings (raises LaunchRefused with every reason). Port 0 is
+        shown as the port the app will use, BeeDeck's default, never as ``--port 0``."""
+        reasons = []
+        extra = self.widgets["extra_args"]
+        assert isinstance(extra, QLineEdit)
+        if (why := args_problem(extra.text())) is not None:
+            reasons.append(why)
+        s = self.settings()
+        if s.port == 0:
+            s = replace(s, port=DEFAULT_PORT)
         if self.caps is None:
-            raise LaunchRefused(["No engine is picked: choose one under Settings → Engine."])
-        return build_argv(self.settings(), self.caps)
+            reasons.insert(0, self.engine_problem or "No engine is picked: choose llama-server under Settings → Engine.")
+            raise LaunchRefused(reasons)
+        if s.spec_mode == SpecMode.MODEL_FREE and s.spec_model_free_type in refused_spec_types(self.caps):
+            reasons.append(f"Model-free type {s.spec_model_free_type} crashes this engine (see docs/known-issues.md): "
+                           "pick another type.")
+        try:
+            plan = build_argv(s, self.caps)
+        except LaunchRefused as exc:
+            raise LaunchRefused([*exc.reasons, *reasons]) from None
+        if reasons:
+            raise LaunchRefused(reasons)
+        return plan
 
     def command_line(self) -> str | None:
         try:
@@ -326,16 +363,21 @@ class LaunchForm(QWidget):
         try:
             lp = self.build_plan()
         except LaunchRefused as exc:
+            text = "Cannot launch yet:\n• " + "\n• ".join(exc.reasons)
             self.check_label.setStyleSheet("color: #d62728;")
-            self.check_label.setText("Cannot launch yet:\n• " + "\n• ".join(exc.reasons))
+            self.check_label.setText(text)
+            self.check_label.setVisible(True)  # notes may have hidden it: a refusal is always shown
             self.launch_button.setEnabled(False)
+            self.launch_button.setToolTip(text)
             self.copy_button.setEnabled(False)
+            self.copy_button.setToolTip(text)
             return
         notes = [n.message for n in lp.notes]
         self.check_label.setStyleSheet("color: palette(placeholder-text);")
         self.check_label.setText("\n".join(f"• {n}" for n in notes))
         self.check_label.setVisible(bool(notes))
         self.launch_button.setEnabled(True)
+        self.launch_button.setToolTip("Start llama-server with these settings")
         self.copy_button.setEnabled(True)
         self.copy_button.setToolTip(lp.command_line(self.binary))
 

@@ -1,6 +1,10 @@
 """Settings: the engine binary plus the launch form, fed with the engine's probed capabilities, the
 GPUs' free memory and the current profile. "Launch" hands a new :class:`Profile` to the main window,
-which saves it (profile.json, never the API key) and restarts the server if it runs.
+which saves it (profile.json, never the API key) and restarts the server if it runs; "Save" hands it
+over to be saved only (used at the next start); "Cancel" (Esc) changes nothing.
+
+The dialog fits a 1366x768 screen: the fields scroll inside the form, and the dialog's size is capped
+to the screen's available area, so the buttons are always on screen.
 """
 
 from __future__ import annotations
@@ -9,13 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QRect, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPushButton,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -30,6 +36,9 @@ from beedeck.ui.host import WindowHost
 from beedeck.ui.launch.launch_form import LaunchForm
 
 GiB = 1 << 30
+PREFERRED_SIZE = (1120, 780)
+# Room the window manager adds around the client area (title bar, borders): resize() sets the client size.
+FRAME_W, FRAME_H = 16, 48
 
 
 def caps_label(caps: EngineCaps) -> str:
@@ -43,11 +52,14 @@ class SettingsDialog(QDialog):
     """The engine row and the :class:`LaunchForm`. Probing and GPU detection run in the background.
 
     Signals: ``profile_applied(object, object)``: the new :class:`Profile` and the engine's
-    EngineCaps (None if unknown) when the user pressed Launch. ``caps_probed(object)``,
-    ``devices_detected(object)`` (list of free bytes per GPU) when those background jobs end.
+    EngineCaps (None if unknown) when the user pressed Launch (save and restart).
+    ``profile_saved(object, object)``: the same when the user pressed Save (save, no restart).
+    ``caps_probed(object)``, ``devices_detected(object)`` (list of free bytes per GPU) when those
+    background jobs end.
     """
 
     profile_applied = Signal(object, object)
+    profile_saved = Signal(object, object)
     caps_probed = Signal(object)
     devices_detected = Signal(object)
 
@@ -63,6 +75,7 @@ class SettingsDialog(QDialog):
         self.engine_edit = QLineEdit(profile.engine if profile else "")
         self.engine_edit.setPlaceholderText("Path to llama-server (BeeLlama.cpp or mainline llama.cpp)")
         self.engine_edit.editingFinished.connect(lambda: self.set_engine_path(self.engine_edit.text().strip()))
+        self.engine_edit.textChanged.connect(self._update_save)
         browse = QToolButton()
         browse.setText("…")
         browse.setToolTip("Choose the llama-server binary")
@@ -78,18 +91,37 @@ class SettingsDialog(QDialog):
         row.addWidget(self.engine_status)
         self.form = form or LaunchForm(self, runner=runner)
         self.form.launch_requested.connect(self._on_form_launch_requested)
+        self.form.settings_changed.connect(self._update_save)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Close without changing the profile (Esc)")
+        self.cancel_button.setAutoDefault(False)
+        self.cancel_button.clicked.connect(self.reject)
+        self.save_button = QPushButton("Save")
+        self.save_button.setAutoDefault(False)
+        self.save_button.clicked.connect(self._on_save_clicked)
+        self.form.insert_button(self.cancel_button)
+        self.form.insert_button(self.save_button)
+        self.form.launch_button.setText("Launch")
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addWidget(self.devices_label)
         layout.addWidget(self.form, 1)
         if profile is not None:
             self.form.set_settings(profile.settings)
-        self.form.set_engine(caps, profile.engine if profile else None)
+        self.form.set_engine(caps, profile.engine if profile else None, None if profile else self._no_engine())
         self._show_caps()
         if profile is not None and caps is None:
             self.set_engine_path(profile.engine, force=True)
         runner(detect, self._on_detected, self._on_detect_failed)
-        self.resize(1120, 780)
+        screen = (parent.screen() if parent is not None else None) or QGuiApplication.primaryScreen()
+        self.fit_to(screen.availableGeometry())
+        self._update_save()
+
+    def fit_to(self, available: QRect) -> None:
+        """Size the dialog for a screen whose free area (without panels and taskbars) is ``available``:
+        the preferred size, capped so the whole window, buttons included, is on screen."""
+        self.resize(min(PREFERRED_SIZE[0], available.width() - FRAME_W),
+                    min(PREFERRED_SIZE[1], available.height() - FRAME_H))
 
     # -- engine ------------------------------------------------------------------------------
     def engine_path(self) -> str:
@@ -98,10 +130,16 @@ class SettingsDialog(QDialog):
     def set_engine_path(self, path: str, force: bool = False) -> None:
         """Probe ``path`` in the background (unless its caps are already known)."""
         self.engine_edit.setText(path)
-        if not path or (not force and self.caps is not None and self.caps.path == path):
+        if not path:
+            self.caps = None
+            self.form.set_engine(None, None, self._no_engine())
+            self._show_caps()
+            return
+        if not force and self.caps is not None and self.caps.path == path:
             return
         self.caps = None
-        self.form.set_engine(None, path)
+        self.form.set_engine(None, path, f"Checking the engine ({Path(path).name} --help)…")
+        self.engine_status.setStyleSheet("")
         self.engine_status.setText("probing…")
         self._runner(lambda: self._probe(path), lambda caps: self._on_probed(path, caps),
                      lambda exc: self._on_probe_failed(path, exc))
@@ -120,6 +158,12 @@ class SettingsDialog(QDialog):
         self.engine_status.setStyleSheet("color: #d62728;")
         self.engine_status.setText(f"✗ {exc}")
         self.engine_status.setToolTip(str(exc))
+        self.form.set_engine(None, path, f"The engine could not be checked: {exc} Pick a llama-server binary in "
+                                         "the Engine row above.")
+
+    @staticmethod
+    def _no_engine() -> str:
+        return "No engine is picked: choose a llama-server binary in the Engine row above."
 
     def _show_caps(self) -> None:
         self.engine_status.setStyleSheet("")
@@ -148,13 +192,30 @@ class SettingsDialog(QDialog):
         self._on_detected(HardwareReport(reason=f"Detection failed: {exc}"))
 
     # -- applying ----------------------------------------------------------------------------
-    def _on_form_launch_requested(self, settings: LaunchSettings) -> None:
+    def _new_profile(self, settings: LaunchSettings) -> Profile:
         engine = self.engine_path()
-        if not engine:
-            return
         same = self.profile is not None and self.profile.engine == engine
         label = self.profile.label if same and self.profile else (caps_label(self.caps) if self.caps else "")
-        self.profile_applied.emit(Profile(engine, settings, label), self.caps)
+        return Profile(engine, settings, label)
+
+    def _update_save(self, *_: object) -> None:
+        """Save needs an engine and settings a saved profile can load back (in range); launchable or not."""
+        problems = self.form.settings().check()
+        why = ("Choose the engine first." if not self.engine_path() else
+               f"Fix this first: {problems[0]}." if problems else "")
+        self.save_button.setEnabled(not why)
+        self.save_button.setToolTip(why or "Save the profile without restarting the server: the next start uses it")
+
+    def _on_save_clicked(self) -> None:
+        if not self.save_button.isEnabled():
+            return
+        self.profile_saved.emit(self._new_profile(self.form.settings()), self.caps)
+        self.accept()
+
+    def _on_form_launch_requested(self, settings: LaunchSettings) -> None:
+        if not self.engine_path():
+            return  # the form greys Launch out without an engine, and says why
+        self.profile_applied.emit(self._new_profile(settings), self.caps)
         self.accept()
 
 
@@ -164,4 +225,5 @@ def open_dialog(window: WindowHost) -> SettingsDialog:
     caps = window.known_caps.get(profile.engine) if profile else None
     dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware)
     dialog.profile_applied.connect(window.apply_profile)
+    dialog.profile_saved.connect(window.save_profile)  # saved for the next start; the server is left as it is
     return dialog

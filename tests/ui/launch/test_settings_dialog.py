@@ -1,0 +1,159 @@
+"""The Settings dialog: Cancel (Esc) changes nothing, Save saves without a restart, Launch saves and
+restarts; it fits a 1366x768 screen with its buttons on screen; while the engine is probed (or the
+probe failed) Launch says so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtWidgets import QDialog, QPushButton, QSpinBox, QWidget
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import Profile
+from beedeck.ui.launch import settings_dialog
+from beedeck.ui.launch.settings_dialog import FRAME_H, SettingsDialog
+from tests.fakes.inline_runner import run_inline as sync
+from tests.ui.launch.test_launch_form import ml_caps
+
+ENGINE = "/opt/ml/llama-server"
+
+
+def no_probe(path: str) -> EngineCaps:
+    pytest.fail(f"no probe expected here ({path})")
+
+
+def make_dialog(qtbot: QtBot, profile: Profile | None = None, caps: EngineCaps | None = None,
+                **kw: Any) -> SettingsDialog:
+    profile = profile or Profile(ENGINE, LaunchSettings(target="/m/t.gguf", threads=1), "mainline")
+    kw.setdefault("probe", no_probe)
+    kw.setdefault("runner", sync)
+    dialog = SettingsDialog(profile, caps or ml_caps(), detect=HardwareReport, **kw)
+    qtbot.addWidget(dialog)
+    return dialog
+
+
+def set_threads(dialog: SettingsDialog, n: int) -> None:
+    spin = dialog.form.widgets["threads"]
+    assert isinstance(spin, QSpinBox)
+    spin.setValue(n)
+
+
+def test_cancel_and_escape_change_nothing(qtbot: QtBot) -> None:
+    for close in ("cancel", "escape"):
+        dialog = make_dialog(qtbot)
+        assert dialog.profile is not None
+        original = replace(dialog.profile.settings)
+        dialog.show()
+        qtbot.waitExposed(dialog)
+        set_threads(dialog, 6)
+        with qtbot.assertNotEmitted(dialog.profile_applied), qtbot.assertNotEmitted(dialog.profile_saved):
+            if close == "cancel":
+                dialog.cancel_button.click()
+            else:
+                qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+        assert dialog.result() == QDialog.DialogCode.Rejected and not dialog.isVisible(), close
+        assert dialog.profile.settings == original
+
+
+def test_save_saves_without_launching(qtbot: QtBot) -> None:
+    dialog = make_dialog(qtbot)
+    set_threads(dialog, 6)
+    assert dialog.save_button.isEnabled(), dialog.save_button.toolTip()
+    with qtbot.assertNotEmitted(dialog.profile_applied), qtbot.waitSignal(dialog.profile_saved) as blocker:
+        dialog.save_button.click()
+    profile, caps = blocker.args
+    assert profile.engine == ENGINE and profile.label == "mainline" and profile.settings.threads == 6
+    assert caps is dialog.caps and dialog.result() == QDialog.DialogCode.Accepted
+
+
+def test_save_is_refused_for_settings_a_profile_cannot_hold(qtbot: QtBot) -> None:
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target="/m/t.gguf", batch_size=256, ubatch_size=512)))
+    assert not dialog.save_button.isEnabled() and "larger than batch size" in dialog.save_button.toolTip()
+    assert "larger than batch size" in dialog.form.check_label.text()  # Launch says it too
+
+
+def test_launch_still_saves_and_restarts(qtbot: QtBot) -> None:
+    dialog = make_dialog(qtbot)
+    set_threads(dialog, 3)
+    with qtbot.assertNotEmitted(dialog.profile_saved), qtbot.waitSignal(dialog.profile_applied) as blocker:
+        dialog.form.launch_button.click()
+    assert blocker.args[0].settings.threads == 3
+
+
+def bottom_right_in(widget: QWidget, dialog: QDialog) -> QPoint:
+    return widget.mapTo(dialog, QPoint(widget.width(), widget.height()))
+
+
+def test_the_dialog_fits_a_1366x768_screen_with_its_buttons_on_it(qtbot: QtBot) -> None:
+    dialog = make_dialog(qtbot)
+    dialog.fit_to(QRect(0, 0, 1366, 768 - 40))  # a 40-px taskbar
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    assert dialog.height() + FRAME_H <= 728 and dialog.width() <= 1366
+    buttons: list[QPushButton] = [dialog.cancel_button, dialog.save_button, dialog.form.launch_button,
+                                  dialog.form.copy_button]
+    for b in buttons:
+        corner = bottom_right_in(b, dialog)
+        assert b.isVisible() and dialog.rect().contains(corner - QPoint(1, 1)), (b.text(), corner, dialog.size())
+    assert dialog.form.widgets["extra_args"].visibleRegion().isEmpty()  # the fields scroll instead
+
+
+def test_the_default_size_is_capped_to_the_screen(qtbot: QtBot) -> None:
+    dialog = make_dialog(qtbot)
+    available = dialog.screen().availableGeometry()
+    assert dialog.height() + FRAME_H <= available.height() and dialog.width() <= available.width()
+
+
+def test_launch_says_why_while_the_engine_is_probed_and_when_the_probe_fails(qtbot: QtBot) -> None:
+    jobs: list[tuple[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]]] = []
+
+    def held(fn: Callable[[], Any], ok: Callable[[Any], None], err: Callable[[BaseException], None]) -> None:
+        jobs.append((fn, ok, err))
+
+    dialog = SettingsDialog(Profile(ENGINE, LaunchSettings(target="/m/t.gguf")), None, probe=no_probe,
+                            detect=HardwareReport, runner=held)
+    qtbot.addWidget(dialog)
+    label = dialog.form.check_label
+    assert not dialog.form.launch_button.isEnabled()
+    assert not label.isHidden() and "Checking the engine" in label.text()
+    _, _, failed = jobs[0]
+    failed(RuntimeError("llama-server --help exited with 127."))
+    assert "could not be checked: llama-server --help exited with 127." in label.text()
+    dialog.set_engine_path("")
+    assert "No engine is picked" in label.text() and not dialog.save_button.isEnabled()
+
+
+class FakeHost:
+    """Just what open_dialog uses of the main window."""
+
+    def __init__(self) -> None:
+        self.profile: Profile | None = Profile(ENGINE, LaunchSettings(target="/m/t.gguf"), "mainline")
+        self.known_caps = {ENGINE: ml_caps()}
+        self.probe, self.detect_hardware = no_probe, HardwareReport
+        self.applied: list[Profile] = []
+        self.saved: list[Profile] = []
+        self.parent = QWidget()
+
+    def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
+        self.saved.append(profile)
+
+    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
+        self.applied.append(profile)
+
+    def dialog_parent(self) -> QWidget:
+        return self.parent
+
+
+def test_open_dialog_wires_save_to_the_window(qtbot: QtBot) -> None:
+    host = FakeHost()
+    qtbot.addWidget(host.parent)
+    dialog = settings_dialog.open_dialog(host)  # type: ignore[arg-type]
+    dialog.save_button.click()
+    assert [p.settings for p in host.saved] == [LaunchSettings(target="/m/t.gguf")] and host.applied == []
