@@ -52,15 +52,130 @@ def test_search_matches_titles_and_message_text(tmp_path: Path) -> None:
     assert store.list_conversations("nothing-like-this") == []
 
 
-def test_delete_cascades_and_truncate_from(tmp_path: Path) -> None:
+def test_delete_cascades(tmp_path: Path) -> None:
     store = ChatStore(tmp_path / "c.sqlite3")
     c = store.create_conversation()
-    ids = [store.add_message(c.id, r, t).id for r, t in [("user", "1"), ("assistant", "2"), ("user", "3"), ("assistant", "4")]]
-    store.delete_messages_from(c.id, ids[2])
-    assert [m.content for m in store.messages(c.id)] == ["1", "2"]
+    for r, t in [("user", "1"), ("assistant", "2")]:
+        store.add_message(c.id, r, t)
     store.delete_conversation(c.id)
     assert store.conversation(c.id) is None
     assert store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+
+
+def test_a_replaced_reply_is_kept_as_an_earlier_version(tmp_path: Path) -> None:
+    """Regenerate: the old reply leaves the shown conversation but stays, and can be shown again."""
+    store = ChatStore(tmp_path / "c.sqlite3")
+    c = store.create_conversation()
+    u = store.add_message(c.id, "user", "q")
+    a1 = store.add_message(c.id, "assistant", "first answer")
+    store.supersede_from(c.id, a1.id)
+    assert [m.content for m in store.messages(c.id)] == ["q"]
+    a2 = store.add_message(c.id, "assistant", "second answer")
+    assert a2.parent_id == u.id == a1.parent_id
+    assert [m.content for m in store.messages(c.id)] == ["q", "second answer"]
+    assert store.versions(a2.id) == [a1.id, a2.id] == store.versions(a1.id)
+    assert store.version_positions(c.id) == {a2.id: (2, 2)}
+    store.show_version(a1.id)
+    assert [m.content for m in store.messages(c.id)] == ["q", "first answer"]
+    assert store.version_positions(c.id) == {a1.id: (1, 2)}
+    store.show_version(a2.id)
+    assert [m.content for m in store.messages(c.id)] == ["q", "second answer"]
+    assert store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 3  # nothing was deleted
+
+
+def test_an_edited_prompt_keeps_the_old_branch_with_its_later_turns(tmp_path: Path) -> None:
+    store = ChatStore(tmp_path / "c.sqlite3")
+    c = store.create_conversation()
+    u1 = store.add_message(c.id, "user", "one")
+    store.add_message(c.id, "assistant", "reply one")
+    store.add_message(c.id, "user", "two")
+    store.add_message(c.id, "assistant", "reply two")
+    store.supersede_from(c.id, u1.id)  # edit-and-resend of the first prompt
+    assert store.messages(c.id) == []
+    u1b = store.add_message(c.id, "user", "one, edited")
+    store.add_message(c.id, "assistant", "reply to the edit")
+    assert u1b.parent_id == 0 and store.versions(u1b.id) == [u1.id, u1b.id]
+    assert [m.content for m in store.messages(c.id)] == ["one, edited", "reply to the edit"]
+    store.show_version(u1.id)  # back to the original prompt: its whole branch comes back
+    assert [m.content for m in store.messages(c.id)] == ["one", "reply one", "two", "reply two"]
+    assert store.version_positions(c.id) == {u1.id: (1, 2)}
+    store.show_version(u1b.id)
+    assert [m.content for m in store.messages(c.id)] == ["one, edited", "reply to the edit"]
+
+
+def test_showing_a_version_of_a_hidden_turn_changes_nothing(tmp_path: Path) -> None:
+    store = ChatStore(tmp_path / "c.sqlite3")
+    c = store.create_conversation()
+    u = store.add_message(c.id, "user", "q")
+    a1 = store.add_message(c.id, "assistant", "a1")
+    store.supersede_from(c.id, a1.id)
+    store.add_message(c.id, "assistant", "a2")
+    store.supersede_from(c.id, u.id)
+    store.add_message(c.id, "user", "q2")
+    store.show_version(a1.id)  # a1's turn hangs off the hidden prompt "q"
+    assert [m.content for m in store.messages(c.id)] == ["q2"]
+
+
+def test_rows_with_an_unknown_parent_have_no_versions(tmp_path: Path) -> None:
+    """Rows salvaged from an older file carry no parent: each is shown, alone, never grouped."""
+    store = ChatStore(tmp_path / "c.sqlite3")
+    c = store.create_conversation()
+    for content in ("a", "b"):
+        store._db.execute(
+            "INSERT INTO messages(conversation_id, role, content, complete, created) VALUES(?, 'user', ?, 1, 1)",
+            (c.id, content),
+        )
+    msgs = store.messages(c.id)
+    assert [(m.content, m.parent_id) for m in msgs] == [("a", None), ("b", None)]
+    assert store.version_positions(c.id) == {} and store.versions(msgs[0].id) == [msgs[0].id]
+    reply = store.add_message(c.id, "assistant", "r")
+    assert reply.parent_id == msgs[1].id
+
+
+def test_exports_and_search_hold_only_the_shown_version(tmp_path: Path) -> None:
+    store = ChatStore(tmp_path / "c.sqlite3")
+    c = store.create_conversation("Chat")
+    store.add_message(c.id, "user", "q")
+    old = store.add_message(c.id, "assistant", "old zebra answer")
+    store.supersede_from(c.id, old.id)
+    store.add_message(c.id, "assistant", "new answer")
+    assert "zebra" not in store.export_markdown(c.id) and "new answer" in store.export_markdown(c.id)
+    assert [m["content"] for m in json.loads(store.export_json(c.id))["messages"]] == ["q", "new answer"]
+    assert store.list_conversations("zebra") == []
+    store.show_version(old.id)
+    assert [x.id for x in store.list_conversations("zebra")] == [c.id]
+
+
+def test_a_version_2_file_gains_versions_and_keeps_its_conversations(tmp_path: Path) -> None:
+    """The schema BeeDeck wrote before versions: every message follows the one before it, all shown."""
+    from beedeck.core.chat.store import MIGRATIONS
+
+    path = tmp_path / "c.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    MIGRATIONS[1](db)
+    MIGRATIONS[2](db)
+    db.execute("INSERT INTO meta VALUES('schema_version', '2')")
+    for title in ("A", "B"):
+        db.execute("INSERT INTO conversations(title, system_prompt, created, updated) VALUES(?, '', 1, 1)", (title,))
+    rows = [(1, "user", "a1"), (2, "user", "b1"), (1, "assistant", "a2"), (2, "assistant", "b2"), (1, "user", "a3")]
+    for cid, role, content in rows:
+        db.execute(
+            "INSERT INTO messages(conversation_id, role, content, stats, complete, created, reasoning) "
+            "VALUES(?, ?, ?, NULL, 1, 1, '')",
+            (cid, role, content),
+        )
+    db.close()
+    store = ChatStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 3
+    a = store.messages(1)
+    assert [(m.id, m.content, m.parent_id) for m in a] == [(1, "a1", 0), (3, "a2", 1), (5, "a3", 3)]
+    assert [(m.id, m.parent_id) for m in store.messages(2)] == [(2, 0), (4, 2)]
+    assert store.version_positions(1) == {}
+    store.supersede_from(1, 3)  # regenerate on a migrated conversation works like on a new one
+    again = store.add_message(1, "assistant", "a2 again")
+    assert store.versions(again.id) == [3, again.id]
+    store.close()
 
 
 def test_export_markdown_and_json(tmp_path: Path) -> None:
@@ -159,7 +274,7 @@ def test_a_version_1_file_gains_the_reasoning_column_and_keeps_its_messages(tmp_
     )
     db.close()
     store = ChatStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION
     (msg,) = store.messages(1)
     assert (msg.content, msg.reasoning, msg.stats) == ("old answer", "", {"tps": 3.0})
     store.update_message(msg.id, "old answer", reasoning="now with thinking")

@@ -102,7 +102,7 @@ def test_regenerate_replaces_the_last_reply(
     assert [m["content"] for m in fake_server.requests[-1].body["messages"]] == ["first"]
 
 
-def test_edit_and_resend_drops_the_later_messages(
+def test_edit_and_resend_replaces_the_later_messages_on_screen(
     qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer, client: LlamaClient
 ) -> None:
     pane = make_pane(qtbot, store, client)
@@ -116,6 +116,7 @@ def test_edit_and_resend_drops_the_later_messages(
         pane.send_button.click()
     msgs = store.messages(pane.conversation_id)  # type: ignore[arg-type]
     assert [m.content for m in msgs] == ["one, edited", "Hello, world!"]
+    assert "two" not in pane.view.toPlainText()  # the earlier version is kept: test_edit_and_versions.py
 
 
 def test_code_blocks_are_highlighted_and_copyable(

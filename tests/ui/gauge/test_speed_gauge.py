@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QColor, QImage
 from pytestqt.qtbot import QtBot
 
 from beedeck.ui.gauge.sparkline import Sparkline
@@ -74,11 +74,59 @@ def test_panel_live_then_final(qtbot: QtBot) -> None:
     assert panel.sparkline.values() == [31.5, 63.0]
 
 
-def test_cancelled_reply_does_not_enter_history(qtbot: QtBot) -> None:
+def test_a_stopped_reply_reaches_the_sparkline_and_prefill_but_not_the_per_mode_figures(qtbot: QtBot) -> None:
+    """A stopped reply's timings are true for what it generated (the issue: it must show), but a part of
+    a reply is no figure for its mode: the comparison line and the baseline marker skip it."""
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.reply_finished({"mode": "baseline", "tps": 10.0, "cancelled": True})
-    assert panel.sparkline.values() == [] and panel.gauge.baseline is None
+    panel.reply_finished({"mode": "baseline", "tps": 30.0, "tokens": 50, "prompt_tps": 900.0, "ttft_s": 0.2})
+    panel.reply_started("baseline")
+    panel.reply_finished(
+        {"mode": "baseline", "tps": 10.0, "tokens": 12, "prompt_tps": 750.0, "ttft_s": 0.3, "cancelled": True}
+    )
+    assert panel.sparkline.values() == [30.0, 10.0] and panel.sparkline.stopped() == [False, True]
+    assert panel.prefill.text() == "750 tok/s" and panel.ttft.text() == "0.30 s"
+    assert panel.tokens.text() == "12 (stopped)" and panel.gauge.value == 10.0
+    assert panel.gauge.baseline == 30.0 and panel.last_by_mode == {"baseline": 30.0}
+    assert panel.compare.text().startswith("Baseline 30.0")
+
+
+def test_a_reply_stopped_before_its_first_token_adds_no_point(qtbot: QtBot) -> None:
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.reply_started("dflash")
+    panel.reply_finished({"mode": "dflash", "cancelled": True})
+    assert panel.sparkline.values() == [] and panel.tokens.text() == "0 (stopped)" and panel.prefill.text() == "—"
+
+
+def test_a_stopped_point_is_drawn_as_a_ring(qtbot: QtBot) -> None:
+    s = Sparkline()
+    qtbot.addWidget(s)
+    s.resize(161, 41)
+    red = QColor("#ff0000")
+
+    def middle_point() -> tuple[QColor, int]:
+        """The colour at the middle value's centre, and the red pixels around it."""
+        img = s.grab().toImage()
+        cx, cy = 3 + (img.width() - 6) // 2, 3 + (img.height() - 6) // 2
+        around = sum(
+            img.pixelColor(x, y).red() > 200 and img.pixelColor(x, y).green() < 80
+            for x in range(cx - 4, cx + 5) for y in range(cy - 4, cy + 5)
+        )
+        return img.pixelColor(cx, cy), around
+
+    s.add_value(10.0)
+    s.add_value(5.0, red)
+    s.add_value(10.0)
+    centre, around = middle_point()
+    assert centre.red() > 200 and centre.green() < 80 and around > 5  # a filled dot
+    s.set_values([])
+    s.add_value(10.0)
+    s.add_value(5.0, red, stopped=True)
+    s.add_value(10.0)
+    centre, around = middle_point()
+    assert s.stopped() == [False, True, False]
+    assert not (centre.red() > 200 and centre.green() < 80) and around > 5  # a ring: red around, hollow
 
 
 def test_gpu_line(qtbot: QtBot) -> None:

@@ -94,14 +94,15 @@ def salvage(damaged: Path, store: ChatStore, rec: Recovery) -> None:
         return
     db = store.connection
     conv_cols = "id, title, system_prompt, created, updated"
-    msg_cols = "id, conversation_id, role, content, stats, complete, created, reasoning"
+    msg_cols = "id, conversation_id, role, content, stats, complete, created, reasoning, parent_id, active"
     try:
-        has_reasoning = True
+        names = {"reasoning", "parent_id", "active"}
         with contextlib.suppress(sqlite3.DatabaseError):
             names = {r[1] for r in src.execute("PRAGMA table_info(messages)").fetchall()}
-            has_reasoning = "reasoning" in names
-        if not has_reasoning:
+        if "reasoning" not in names:
             msg_cols = msg_cols.replace(", reasoning", ", '' AS reasoning")
+        if "parent_id" not in names:  # before schema 3: no versions, every row shown
+            msg_cols = msg_cols.replace(", parent_id, active", ", NULL AS parent_id, 1 AS active")
         kept_convs: set[int] = set()
         for table, cols in (("conversations", conv_cols), ("messages", msg_cols)):
             top, run, errors = _max_id(src, table, damaged), 0, 0
@@ -132,7 +133,7 @@ def salvage(damaged: Path, store: ChatStore, rec: Recovery) -> None:
                     rec.conversations += 1
                 elif int(row[1]) in kept_convs:
                     db.execute("INSERT INTO messages(id, conversation_id, role, content, stats, complete, created, "
-                               "reasoning) VALUES(?,?,?,?,?,?,?,?)", row)
+                               "reasoning, parent_id, active) VALUES(?,?,?,?,?,?,?,?,?,?)", row)
                     rec.messages += 1
                 else:
                     rec.lost_messages += 1  # its conversation was on a damaged page

@@ -9,6 +9,14 @@ Schema changes go through :data:`MIGRATIONS`: ``schema_version`` in the ``meta``
 ones already ran. Version 2 gave messages a ``reasoning`` column: a reasoning model's thinking text
 (``delta.reasoning_content``) is part of what the assistant said, not a statistic, so it has its own
 column rather than riding in the ``stats`` JSON that is rewritten wholesale when a reply ends.
+
+Version 3 keeps earlier versions: regenerate and edit-and-resend no longer delete. Each message has a
+``parent_id`` (the message it follows; 0 for a conversation's first message, NULL where unknown, e.g. a
+row salvaged from an older file) and an ``active`` flag (1: on the shown path). Replacing a message
+hides it and everything after it (``active = 0``) and adds the new one under the same parent, so the
+messages that share a parent and a role are the versions of one turn (:meth:`ChatStore.versions`).
+The shown conversation is the active rows in id order: a child is always newer than its parent, and
+a damaged file that loses a row loses only that row, never the path through it.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Any, TypeVar
 
 from beedeck.core import paths
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _migrate_to_1(db: sqlite3.Connection) -> None:
@@ -57,6 +65,19 @@ def _migrate_to_2(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
 
 
+def _migrate_to_3(db: sqlite3.Connection) -> None:
+    _run_statements(
+        db,
+        """
+        ALTER TABLE messages ADD COLUMN parent_id INTEGER;
+        ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1;
+        UPDATE messages SET parent_id = coalesce((SELECT max(p.id) FROM messages p
+            WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id), 0);
+        CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id)
+        """,
+    )
+
+
 def _run_statements(db: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
@@ -64,7 +85,11 @@ def _run_statements(db: sqlite3.Connection, script: str) -> None:
 
 
 # version -> function that brings a database from version-1 to version. Add new steps at the end.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1, 2: _migrate_to_2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _migrate_to_1,
+    2: _migrate_to_2,
+    3: _migrate_to_3,
+}
 
 
 @dataclass(frozen=True)
@@ -86,6 +111,7 @@ class Message:
     complete: bool = True
     created: float = 0.0
     reasoning: str = ""  # a reasoning model's thinking; shown and exported, never sent back
+    parent_id: int | None = None  # the message this one follows (0: first; None: unknown); see versions()
 
 
 class ChatStoreError(RuntimeError):
@@ -202,13 +228,13 @@ class ChatStore:
 
     @_guarded
     def list_conversations(self, search: str = "") -> list[Conversation]:
-        """Newest first. ``search`` matches titles and message text (case-insensitive)."""
+        """Newest first. ``search`` matches titles and shown message text (case-insensitive)."""
         if search:
             like = f"%{search}%"
             rows = self._db.execute(
                 "SELECT c.id, c.title, c.system_prompt, c.created, c.updated FROM conversations c "
                 "WHERE c.title LIKE ? OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id=c.id "
-                "AND m.content LIKE ?) ORDER BY c.updated DESC, c.id DESC",
+                "AND m.active=1 AND m.content LIKE ?) ORDER BY c.updated DESC, c.id DESC",
                 (like, like),
             ).fetchall()
         else:
@@ -244,15 +270,21 @@ class ChatStore:
         complete: bool = True,
         reasoning: str = "",
     ) -> Message:
+        """Append a message to the shown conversation (after its last shown message)."""
         now = time.time()
+        row = self._db.execute(
+            "SELECT max(id) FROM messages WHERE conversation_id=? AND active=1", (conversation_id,)
+        ).fetchone()
+        parent = int(row[0] or 0)
         cur = self._db.execute(
-            "INSERT INTO messages(conversation_id, role, content, stats, complete, created, reasoning) "
-            "VALUES(?,?,?,?,?,?,?)",
-            (conversation_id, role, content, json.dumps(stats) if stats else None, int(complete), now, reasoning),
+            "INSERT INTO messages(conversation_id, role, content, stats, complete, created, reasoning, parent_id) "
+            "VALUES(?,?,?,?,?,?,?,?)",
+            (conversation_id, role, content, json.dumps(stats) if stats else None, int(complete), now, reasoning,
+             parent),
         )
         self._touch(conversation_id)
         return Message(
-            int(cur.lastrowid or 0), conversation_id, role, content, dict(stats or {}), complete, now, reasoning
+            int(cur.lastrowid or 0), conversation_id, role, content, dict(stats or {}), complete, now, reasoning, parent
         )
 
     @_guarded
@@ -282,22 +314,95 @@ class ChatStore:
 
     @_guarded
     def messages(self, conversation_id: int) -> list[Message]:
+        """The shown conversation: the current version of every turn, oldest first."""
         rows = self._db.execute(
-            "SELECT id, conversation_id, role, content, stats, complete, created, reasoning FROM messages "
-            "WHERE conversation_id=? ORDER BY id",
+            "SELECT id, conversation_id, role, content, stats, complete, created, reasoning, parent_id FROM messages "
+            "WHERE conversation_id=? AND active=1 ORDER BY id",
             (conversation_id,),
         ).fetchall()
         return [
-            Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else {}, bool(r[5]), r[6], r[7] or "")
+            Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else {}, bool(r[5]), r[6], r[7] or "", r[8])
             for r in rows
         ]
 
     @_guarded
-    def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
-        """Delete one message and everything after it (regenerate, edit-and-resend)."""
-        self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (conversation_id, message_id))
+    def supersede_from(self, conversation_id: int, message_id: int) -> None:
+        """Hide one shown message and everything after it (regenerate, edit-and-resend), keeping them
+        as an earlier version: the next :meth:`add_message` becomes that message's newer sibling."""
+        self._db.execute(
+            "UPDATE messages SET active=0 WHERE conversation_id=? AND active=1 AND id>=?", (conversation_id, message_id)
+        )
+
+    @_guarded
+    def versions(self, message_id: int) -> list[int]:
+        """The ids of every version of a message's turn (itself included), oldest first.
+
+        Versions share the parent and the role; a message whose parent is unknown has only itself.
+        """
+        row = self._db.execute(
+            "SELECT conversation_id, parent_id, role FROM messages WHERE id=?", (message_id,)
+        ).fetchone()
+        if row is None:
+            return []
+        if row[1] is None:
+            return [message_id]
+        return [
+            int(r[0])
+            for r in self._db.execute(
+                "SELECT id FROM messages WHERE conversation_id=? AND parent_id=? AND role=? ORDER BY id", row
+            ).fetchall()
+        ]
+
+    @_guarded
+    def version_positions(self, conversation_id: int) -> dict[int, tuple[int, int]]:
+        """For each shown message that has other versions: (its 1-based position, how many)."""
+        groups: dict[tuple[int, str], list[int]] = {}
+        shown: list[tuple[int, tuple[int, str]]] = []
+        for mid, parent, role, active in self._db.execute(
+            "SELECT id, parent_id, role, active FROM messages WHERE conversation_id=? AND parent_id IS NOT NULL "
+            "ORDER BY id",
+            (conversation_id,),
+        ).fetchall():
+            groups.setdefault((parent, role), []).append(mid)
+            if active:
+                shown.append((mid, (parent, role)))
+        return {
+            mid: (groups[key].index(mid) + 1, len(groups[key])) for mid, key in shown if len(groups[key]) > 1
+        }
+
+    @_guarded
+    def show_version(self, message_id: int) -> None:
+        """Show ``message_id`` in place of the shown version of its turn, then, below it, the newest
+        version of each following turn it leads to. One transaction: the path is never half-switched."""
+        ids = self.versions(message_id)
+        row = self._db.execute("SELECT conversation_id FROM messages WHERE id=?", (message_id,)).fetchone()
+        if row is None or len(ids) < 2:
+            return
+        conversation_id = int(row[0])
+        marks = ",".join("?" * len(ids))
+        shown = self._db.execute(
+            f"SELECT min(id) FROM messages WHERE active=1 AND id IN ({marks})", ids
+        ).fetchone()[0]
+        if shown is None:
+            return  # the turn is not on the shown path: switching it would show two branches at once
+        self._db.execute("BEGIN")
+        try:
+            self.supersede_from(conversation_id, int(shown))
+            node: int | None = message_id
+            while node is not None:
+                self._db.execute("UPDATE messages SET active=1 WHERE id=?", (node,))
+                child = self._db.execute(
+                    "SELECT max(id) FROM messages WHERE conversation_id=? AND parent_id=?", (conversation_id, node)
+                ).fetchone()[0]
+                node = int(child) if child is not None else None
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     # -- export -------------------------------------------------------------------------------
+    # Exports hold the shown conversation only (the current version of every turn), as it reads on
+    # screen: an export is something to share or archive, not a backup of every draft.
     @_guarded
     def export_json(self, conversation_id: int) -> str:
         conv = self.conversation(conversation_id)

@@ -4,6 +4,10 @@ the chat store (persistence as the reply streams), the chat worker and the speed
 A reasoning model's thinking is shown (folded once the answer starts), stored with its message and
 exported, but never sent back: the next request carries only the answers (llama-server's templates
 drop or re-derive reasoning, and resending it would only eat context).
+
+Nothing is deleted by regenerate or edit-and-resend: the replaced messages stay in the store as an
+earlier version of their turn, and "◀ 1/2 ▶" on the message brings them back. Edit mode shows its own
+bar with Cancel (and Esc in the message box), and ends when the conversation changes.
 """
 
 from __future__ import annotations
@@ -13,24 +17,19 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QPlainTextEdit,
-    QPushButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from beedeck.core.chat.store import ChatStore, ChatStoreError, Message
 from beedeck.core.engine.client import InvalidText, check_text
 from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.chat_worker import ChatRun
+from beedeck.ui.chat.composer import ChatInput
+from beedeck.ui.chat.edit_bar import EditBar
 from beedeck.ui.chat.message_html import MessageView
+from beedeck.ui.chat.reply_saver import ReplySaver
 
 PERSIST_MS = 250  # the streaming reply is written to SQLite at most 4 times a second
-RETRY_SAVE_MS = 5000  # a reply the store refused (a full disk) is offered again this often
 MAX_TOKENS = 2048
 
 # mode_provider() -> (mode name "baseline"/"dflash"/"", extra request fields)
@@ -63,7 +62,8 @@ class ChatPane(QWidget):
     Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer pieces;
     ``reasoning_received(str)`` thinking pieces; ``reply_finished(dict)`` stats; ``reply_failed(str)``;
     ``store_failed(str)`` the chat store refused a write or read (the text stays on screen);
-    ``conversation_changed(int)``; ``conversations_edited()`` (titles/order).
+    ``conversation_changed(int)``; ``conversations_edited()`` (titles/order);
+    ``copied(str)`` a copy link put text on the clipboard (a sentence for the status bar).
     """
 
     reply_started = Signal(str)
@@ -74,8 +74,9 @@ class ChatPane(QWidget):
     store_failed = Signal(str)
     conversation_changed = Signal(int)
     conversations_edited = Signal()
+    copied = Signal(str)
 
-    def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
+    def __init__(self, store: ChatStore, parent: QWidget | None = None, *, enter_sends: bool = True) -> None:
         super().__init__(parent)
         self.store = store
         self.client: Any = None
@@ -85,21 +86,27 @@ class ChatPane(QWidget):
         self._run: ChatRun | None = None
         self._reply_id: int | None = None
         self._reply_mode = ""
-        self._edit_from: int | None = None
+        self._edit_from: int | None = None  # the message being edited (edit mode), else None
+        self._draft: str = ""  # what the message box held before edit mode, given back on Cancel
 
         self.system_prompt = QLineEdit(placeholderText="System prompt (optional): how the assistant should behave")
         self.system_prompt.editingFinished.connect(self._on_system_prompt_edited)
         self.view = ChatView()
         self.view.action_triggered.connect(self._on_view_action)
-        self.input = QPlainTextEdit(placeholderText="Message… (Ctrl+Enter to send)")
+        self.view.copied.connect(self.copied)
+        self.input = ChatInput()
         self.input.setMaximumHeight(110)
+        self.input.send_requested.connect(self.send)
+        self.input.cancel_requested.connect(self.cancel_edit)
+        self.edit_bar = EditBar()
+        self.edit_bar.cancel_requested.connect(self.cancel_edit)
         self.send_button = QPushButton("Send")
         self.send_button.setDefault(True)
         self.send_button.clicked.connect(self.send)
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(self.stop)  # calls ChatRun.cancel directly on this thread
         self.regen_button = QPushButton("Regenerate")
-        self.regen_button.clicked.connect(self.regenerate)
+        self.regen_button.clicked.connect(lambda: self.regenerate())  # not clicked(bool) as the id
         self.notice = QLabel()
         self.notice.setWordWrap(True)
         self.notice.setStyleSheet("color: palette(mid);")
@@ -116,14 +123,23 @@ class ChatPane(QWidget):
         layout.addWidget(self.system_prompt)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.notice)
+        layout.addWidget(self.edit_bar)
         layout.addLayout(row)
 
         self._persist_timer = QTimer(self, singleShot=True, interval=PERSIST_MS)
         self._persist_timer.timeout.connect(self._persist_reply)
-        # A reply the store could not take (a full disk): kept here and retried until it is saved.
-        self._unsaved: tuple[int, str, dict[str, Any] | None, bool | None, str] | None = None
-        self._retry_timer = QTimer(self, interval=RETRY_SAVE_MS)
-        self._retry_timer.timeout.connect(self._retry_save)
+        # A reply the store could not take (a full disk): kept there and retried until it is saved.
+        self._saver = ReplySaver(store, self)
+        self._saver.failed.connect(self._store_failed)
+        self._saver.saved_late.connect(lambda: self.set_notice("The reply that could not be saved is saved now."))
+        self.set_enter_sends(enter_sends)
+
+    def set_enter_sends(self, enter_sends: bool) -> None:
+        """The send key (settings' ``enter_sends``): Enter (Shift+Enter: new line), or Ctrl+Enter only."""
+        self.input.set_enter_sends(enter_sends)
+        self.view.send_keys = self.input.send_keys()
+        if not self.view.messages():
+            self.view.set_messages([])  # the empty conversation's hint names the key
         self._update_buttons()
 
     # -- state -----------------------------------------------------------------------------
@@ -141,35 +157,8 @@ class ChatPane(QWidget):
         self.set_notice(str(exc))
         self.store_failed.emit(str(exc))
 
-    def _save_reply(self, message_id: int, content: str, stats: dict[str, Any] | None = None,
-                    complete: bool | None = None, reasoning: str = "") -> None:
-        """Write the reply; on failure keep it (the view shows it) and retry every few seconds."""
-        try:
-            self.store.update_message(message_id, content, stats, complete=complete, reasoning=reasoning)
-        except ChatStoreError as exc:
-            self._unsaved = (message_id, content, stats, complete, reasoning)
-            self._store_failed(exc)
-            if not self._retry_timer.isActive():
-                self._retry_timer.start()
-            return
-        if self._unsaved is not None and self._unsaved[0] == message_id and complete is not None:
-            self._unsaved = None
-
-    def _retry_save(self) -> None:
-        pending = self._unsaved
-        if pending is None:
-            self._retry_timer.stop()
-            return
-        try:
-            self.store.update_message(pending[0], pending[1], pending[2], complete=pending[3], reasoning=pending[4])
-        except ChatStoreError:
-            return  # still failing: the notice already says why; try again later
-        self._unsaved = None
-        self._retry_timer.stop()
-        self.set_notice("The reply that could not be saved is saved now.")
-
     def has_unsaved(self) -> bool:
-        return self._unsaved is not None
+        return self._saver.has_unsaved()
 
     def is_generating(self) -> bool:
         return self._run is not None
@@ -183,7 +172,7 @@ class ChatPane(QWidget):
         if self.client is None and not busy:
             self.send_button.setToolTip("Start the server first (toolbar: Start).")
         else:
-            self.send_button.setToolTip("Send (Ctrl+Enter)")
+            self.send_button.setToolTip(f"Send ({self.input.send_keys()})")
 
     # -- conversations ---------------------------------------------------------------------
     def new_conversation(self) -> int | None:
@@ -209,16 +198,25 @@ class ChatPane(QWidget):
             return
         if conv is None:
             return
+        self.cancel_edit()  # an edit belongs to the conversation it started in
         self.conversation_id = conversation_id
         self.system_prompt.setText(conv.system_prompt)
-        self.view.set_messages([self._view_of(m) for m in messages])
-        self._edit_from = None
+        self._show(messages)
         self._update_buttons()
         self.conversation_changed.emit(conversation_id)
 
+    def _show(self, messages: list[Message] | None = None, keep_scroll: bool = False) -> None:
+        """Lay the current conversation out again, with each turn's "◀ 1/2 ▶" (raises ChatStoreError)."""
+        assert self.conversation_id is not None
+        if messages is None:
+            messages = self.store.messages(self.conversation_id)
+        positions = self.store.version_positions(self.conversation_id)
+        self.view.set_messages([self._view_of(m, positions) for m in messages], keep_scroll)
+
     @staticmethod
-    def _view_of(m: Message) -> MessageView:
-        return MessageView(m.id, m.role, m.content, dict(m.stats), m.complete, m.reasoning)
+    def _view_of(m: Message, positions: dict[int, tuple[int, int]] | None = None) -> MessageView:
+        version = (positions or {}).get(m.id)
+        return MessageView(m.id, m.role, m.content, dict(m.stats), m.complete, m.reasoning, version)
 
     def _on_system_prompt_edited(self) -> None:
         if self.conversation_id is not None:
@@ -249,38 +247,107 @@ class ChatPane(QWidget):
         if self.conversation_id is None and self.new_conversation() is None:
             return
         assert self.conversation_id is not None
+        edited, draft = self._edit_from is not None, ""
         if self._edit_from is not None:
-            # Edit-and-resend: the edited prompt replaces that message and everything after it.
-            self.store.delete_messages_from(self.conversation_id, self._edit_from)
-            self._edit_from = None
-            self.view.set_messages([self._view_of(m) for m in self.store.messages(self.conversation_id)])
+            # Edit-and-resend: the edited prompt takes that message's place; it and the replies after
+            # it stay in the store as the earlier version of the turn.
+            self.store.supersede_from(self.conversation_id, self._edit_from)
+            self._leave_edit()
+            draft, self._draft = self._draft, ""  # what was typed before the edit comes back
         conv = self.store.conversation(self.conversation_id)
         if conv is not None and conv.title == "New chat":
             self.store.rename(self.conversation_id, text.splitlines()[0][:60])
         msg = self.store.add_message(self.conversation_id, "user", text)
-        self.view.append_message(self._view_of(msg))
-        self.input.clear()
+        if edited:
+            self._show()
+        else:
+            self.view.append_message(self._view_of(msg))
+        self.input.setPlainText(draft)
         self.conversations_edited.emit()
         self._start_reply()
+        if edited:
+            self.set_notice("The earlier version is kept: ◀ on your message shows it again.")
 
-    def regenerate(self) -> None:
-        """Drop the last reply and ask again."""
+    def regenerate(self, message_id: int | None = None) -> None:
+        """Ask again for a reply (the last one by default); the replaced reply, and anything after it,
+        is kept as the earlier version of that turn."""
         if self.conversation_id is None or self._run is not None or self.client is None:
             return
+        self.cancel_edit()
         try:
-            self._regenerate()
+            self._regenerate(message_id)
         except ChatStoreError as exc:
             self._store_failed(exc)
 
-    def _regenerate(self) -> None:
+    def _regenerate(self, message_id: int | None) -> None:
         assert self.conversation_id is not None
         msgs = self.store.messages(self.conversation_id)
-        last_assistant = next((m for m in reversed(msgs) if m.role == "assistant"), None)
-        if last_assistant is None:
+        target = next((m for m in reversed(msgs) if m.role == "assistant" and message_id in (None, m.id)), None)
+        if target is None:
             return
-        self.store.delete_messages_from(self.conversation_id, last_assistant.id)
-        self.view.set_messages([self._view_of(m) for m in self.store.messages(self.conversation_id)])
+        self.store.supersede_from(self.conversation_id, target.id)
+        self._show()
         self._start_reply()
+        self.set_notice("The earlier reply is kept: ◀ on the reply shows it again.")
+
+    # -- edit mode and versions ------------------------------------------------------------
+    def is_editing(self) -> bool:
+        return self._edit_from is not None
+
+    def begin_edit(self, message_id: int) -> None:
+        """Put an earlier prompt in the message box; Send replaces it (and keeps the old version)."""
+        if self._run is not None or self.conversation_id is None:
+            return
+        try:
+            m = next((m for m in self.store.messages(self.conversation_id) if m.id == message_id), None)
+        except ChatStoreError as exc:
+            self._store_failed(exc)
+            return
+        if m is None or m.role != "user":
+            return
+        if self._edit_from is None:
+            self._draft = self.input.toPlainText()  # a second Edit keeps the first draft
+        self._edit_from = m.id
+        self.input.editing = True
+        self.input.setPlainText(m.content)
+        self.edit_bar.show()
+        self.focus_input()
+
+    def cancel_edit(self) -> None:
+        """Leave edit mode (Cancel, Esc, another conversation) and give the earlier draft back."""
+        if self._edit_from is None:
+            return
+        self._leave_edit()
+        self.input.setPlainText(self._draft)
+        self.input.moveCursor(QTextCursor.MoveOperation.End)
+        self._draft = ""
+
+    def _leave_edit(self) -> None:
+        self._edit_from = None
+        self.input.editing = False
+        self.edit_bar.hide()
+
+    def escape(self) -> None:
+        """Esc anywhere in the window: stop the reply, or else leave edit mode."""
+        if self._run is not None:
+            self.stop()
+        else:
+            self.cancel_edit()
+
+    def show_version(self, message_id: int, step: int) -> None:
+        """Show the earlier (``step`` -1) or later (+1) version of a message's turn."""
+        if self._run is not None or self.conversation_id is None:
+            return
+        self.cancel_edit()  # the message being edited may leave the screen
+        try:
+            ids = self.store.versions(message_id)
+            if message_id not in ids or not 0 <= ids.index(message_id) + step < len(ids):
+                return
+            self.store.show_version(ids[ids.index(message_id) + step])
+            self._show(keep_scroll=True)
+        except ChatStoreError as exc:
+            self._store_failed(exc)
+        self._update_buttons()
 
     def _history(self) -> list[dict[str, str]]:
         """The request's messages: role and answer text only, never the stored thinking."""
@@ -297,10 +364,13 @@ class ChatPane(QWidget):
     def _start_reply(self) -> None:
         assert self.conversation_id is not None
         mode, extra = self.mode_provider()
-        stream = self.client.stream_chat(self._history(), max_tokens=self.max_tokens, extra=extra or None)
+        # Timings on every chunk: a reply the user stops still has the server's figures (prefill,
+        # tok/s, drafts) for what it generated. Servers that lack the field ignore it.
+        extra = {"timings_per_token": True, **(extra or {})}
+        stream = self.client.stream_chat(self._history(), max_tokens=self.max_tokens, extra=extra)
         reply = self.store.add_message(self.conversation_id, "assistant", "", {"mode": mode}, complete=False)
         self._reply_id, self._reply_mode = reply.id, mode
-        self.view.begin_reply(self._view_of(reply))
+        self.view.begin_reply(self._view_of(reply, self.store.version_positions(self.conversation_id)))
         run = ChatRun(stream, self)
         run.delta_received.connect(self._on_run_delta)
         run.reasoning_received.connect(self._on_run_reasoning)
@@ -350,7 +420,7 @@ class ChatPane(QWidget):
     def _persist_reply(self) -> None:
         reply = self.view.current_reply()
         if reply is not None and self._reply_id is not None:
-            self._save_reply(self._reply_id, reply.content, reasoning=reply.reasoning)
+            self._saver.save(self._reply_id, reply.content, reasoning=reply.reasoning)
 
     def _with_thinking_time(self, stats: dict[str, Any], reasoning: str) -> dict[str, Any]:
         secs = self.view.thinking_seconds()
@@ -372,7 +442,7 @@ class ChatPane(QWidget):
         reasoning = thought if thought is not None else (current.reasoning if current else "")
         stats = self._with_thinking_time(stats_from_result(result, self._reply_mode), reasoning)
         if self._reply_id is not None:
-            self._save_reply(self._reply_id, content, stats, complete=True, reasoning=reasoning)
+            self._saver.save(self._reply_id, content, stats, complete=True, reasoning=reasoning)
         self.view.end_reply(content, stats, complete=True, reasoning=reasoning)
         self._finish()
         self.reply_finished.emit(stats)
@@ -383,7 +453,7 @@ class ChatPane(QWidget):
         reasoning = current.reasoning if current else ""
         stats = self._with_thinking_time({"mode": self._reply_mode, "error": message}, reasoning)
         if self._reply_id is not None:
-            self._save_reply(self._reply_id, content, stats, complete=False, reasoning=reasoning)
+            self._saver.save(self._reply_id, content, stats, complete=False, reasoning=reasoning)
         self.view.end_reply(content, stats, complete=False)
         self._finish()
         self.set_notice(f"The reply failed: {message}")
@@ -393,11 +463,8 @@ class ChatPane(QWidget):
         if self._run is not None or self.conversation_id is None:
             return
         if action == "regenerate":
-            self.regenerate()
+            self.regenerate(message_id)
         elif action == "edit":
-            m = next((m for m in self.store.messages(self.conversation_id) if m.id == message_id), None)
-            if m is not None:
-                self._edit_from = m.id
-                self.input.setPlainText(m.content)
-                self.set_notice("Editing an earlier message: Send replaces it and everything after it.")
-                self.focus_input()
+            self.begin_edit(message_id)
+        elif action in ("older", "newer"):
+            self.show_version(message_id, -1 if action == "older" else 1)

@@ -12,6 +12,9 @@ throttle, as dimmed plain text under a "Thinking…" label (no Markdown render: 
 and then folded away). When the answer starts, or the reply ends, the section folds to one line,
 "Thinking · Thought for 12.3 s · 850 chars — show"; a click on it (``think:<id>``) expands or folds it.
 A toggle rebuilds the document once (the current reply included), like loading the conversation.
+
+A copy link answers with a "Copied" tooltip where it was clicked and the ``copied`` signal (for a
+status line); "◀ 2/3 ▶" on a message with several versions emits ``action_triggered("older"|"newer")``.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtCore import QRect, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
+    QCursor,
     QFont,
     QGuiApplication,
     QTextBlockFormat,
@@ -31,9 +35,15 @@ from PySide6.QtGui import (
     QTextCursor,
     QTextDocument,
 )
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
-from beedeck.ui.chat.markdown_render import closed_fences, code_blocks, render_html, stable_prefix_len
+from beedeck.ui.chat.markdown_render import (
+    closed_fences,
+    code_blocks,
+    hard_breaks,
+    render_html,
+    stable_prefix_len,
+)
 from beedeck.ui.chat.message_html import (
     DIM,
     MessageView,
@@ -47,19 +57,22 @@ from beedeck.ui.chat.message_html import (
 FLUSH_MS = 40  # append throttle: 25 frames a second is smooth and cheap
 RENDER_MIN_MS = 200  # markdown re-render of the current reply, at most 5 times a second
 RENDER_COST_FACTOR = 8  # ...and never more than 1/8 of the GUI thread's time
+COPIED_MS = 1500  # how long the "Copied" tooltip stays
 
 
 class ChatView(QTextBrowser):
     """Shows a conversation and streams the current reply into it.
 
-    Signals: ``action_triggered(str, int)``: "edit" / "regenerate" / "copy" on a message id;
+    Signals: ``action_triggered(str, int)``: "edit" / "regenerate" / "older" / "newer" on a message id;
     ``flushed(int)``: streamed characters now in the document (for benchmarks and tests);
-    ``thinking_toggled(int, bool)``: a message's thinking section was expanded (True) or folded.
+    ``thinking_toggled(int, bool)``: a message's thinking section was expanded (True) or folded;
+    ``copied(str)``: a copy link put text on the clipboard; the argument says what, for a status line.
     """
 
     action_triggered = Signal(str, int)
     flushed = Signal(int)
     thinking_toggled = Signal(int, bool)
+    copied = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -91,17 +104,23 @@ class ChatView(QTextBrowser):
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_MIN_MS)
         self._render_timer.timeout.connect(self._render_current)
         self.copy_text: Callable[[str], None] = lambda text: QGuiApplication.clipboard().setText(text)
+        self.send_keys = "Enter"  # named in the empty conversation's hint
 
     # -- whole conversation ----------------------------------------------------------------
-    def set_messages(self, messages: list[MessageView]) -> None:
+    def set_messages(self, messages: list[MessageView], keep_scroll: bool = False) -> None:
+        """Show a conversation, at its end; ``keep_scroll``: where it was (another version of a turn)."""
+        value = self.verticalScrollBar().value()
         self._stop_stream_timers()
         self._reply = None
         self._messages = list(messages)
         ids = {m.id for m in self._messages}
         self._html_cache = {k: v for k, v in self._html_cache.items() if k[0] in ids}
         dark = is_dark(self.palette())
-        self.setHtml("".join(self._message_html(m, dark) for m in self._messages) or empty_html())
-        self._scroll_to_end()
+        self.setHtml("".join(self._message_html(m, dark) for m in self._messages) or empty_html(self.send_keys))
+        if keep_scroll:
+            self.verticalScrollBar().setValue(value)
+        else:
+            self._scroll_to_end()
 
     def toggle_thinking(self, message_id: int) -> None:
         """Expand a message's folded thinking section, or fold it again."""
@@ -130,7 +149,7 @@ class ChatView(QTextBrowser):
         if older:
             self.setHtml("".join(self._message_html(m, dark) for m in older))
         elif reply is None:
-            self.setHtml(empty_html())
+            self.setHtml(empty_html(self.send_keys))
         else:
             self.clear()
         if reply is not None:
@@ -341,7 +360,7 @@ class ChatView(QTextBrowser):
             tail = tail[cut:]
         self._replace_from(
             self._tail_start,
-            lambda c: c.insertMarkdown(tail, QTextDocument.MarkdownFeature.MarkdownDialectGitHub),
+            lambda c: c.insertMarkdown(hard_breaks(tail), QTextDocument.MarkdownFeature.MarkdownDialectGitHub),
         )
         self._streamed_chars = len(text)
         self._render_cost_s = time.perf_counter() - t0
@@ -430,12 +449,26 @@ class ChatView(QTextBrowser):
             m = self._message(int(key)) if key.lstrip("-").isdigit() else None
             blocks = code_blocks(m.content) if m else []
             if index.isdigit() and int(index) < len(blocks):
-                self.copy_text(blocks[int(index)])
+                self._copy(blocks[int(index)], "code")
         elif scheme == "copy-msg" and rest.lstrip("-").isdigit():
             m = self._message(int(rest))
             if m:
-                self.copy_text(m.content)
+                self._copy(m.content, "message")
         elif scheme == "think" and rest.lstrip("-").isdigit():
             self.toggle_thinking(int(rest))
         elif scheme in ("edit", "regenerate") and rest.lstrip("-").isdigit():
             self.action_triggered.emit(scheme, int(rest))
+        elif scheme == "version":
+            key, _, step = rest.partition(":")
+            if key.lstrip("-").isdigit() and step in ("-1", "1"):
+                self.action_triggered.emit("older" if step == "-1" else "newer", int(key))
+
+    def _copy(self, text: str, what: str) -> None:
+        """Put ``text`` on the clipboard and say so where the link was clicked (keyboard: at the cursor)."""
+        self.copy_text(text)
+        pos = self.viewport().mapFromGlobal(QCursor.pos())
+        if not self.viewport().rect().contains(pos):
+            pos = self.cursorRect().center()
+        QToolTip.showText(self.viewport().mapToGlobal(pos), "Copied", self, QRect(), COPIED_MS)
+        lines = text.count("\n") + (not text.endswith("\n"))
+        self.copied.emit(f"Copied the {what} to the clipboard ({lines} line{'s' if lines != 1 else ''}).")

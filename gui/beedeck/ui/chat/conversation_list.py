@@ -1,4 +1,9 @@
-"""The list of chats: switch, rename, delete, search, export to Markdown or JSON."""
+"""The list of chats: switch, rename, delete, search, export to Markdown or JSON.
+
+A right-click acts on the chat under the mouse and leaves the selection alone (as Finder and VS Code
+do): the selected item stays the chat on screen, and the one the menu is for is tinted while it is
+open.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
+from PySide6.QtGui import QBrush, QMouseEvent, QPalette
 from PySide6.QtWidgets import (
     QFileDialog,
     QInputDialog,
@@ -43,6 +49,7 @@ class ConversationList(QWidget):
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.viewport().installEventFilter(self)  # a right-click must not select (see eventFilter)
         self.list.customContextMenuRequested.connect(self._on_list_menu)
         self.list.itemActivated.connect(self._on_item_activated)
         self.list.itemClicked.connect(self._on_item_activated)
@@ -80,6 +87,25 @@ class ConversationList(QWidget):
     def set_current(self, conversation_id: int) -> None:
         self._current = conversation_id
         self.refresh()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # The item view selects on any mouse button; the context menu comes from its own event.
+        if (
+            watched is self.list.viewport()
+            and event.type() in (QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease,
+                                 QEvent.Type.MouseButtonDblClick)
+            and isinstance(event, QMouseEvent)
+            and event.button() == Qt.MouseButton.RightButton
+        ):
+            return True
+        return super().eventFilter(watched, event)
+
+    def _item(self, conversation_id: int) -> QListWidgetItem | None:
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if int(item.data(Qt.ItemDataRole.UserRole)) == conversation_id:
+                return item
+        return None
 
     def ids(self) -> list[int]:
         return [int(self.list.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(self.list.count())]
@@ -157,7 +183,13 @@ class ConversationList(QWidget):
         menu.addAction("Export as JSON…", lambda: self.export(cid, "json"))
         menu.addSeparator()
         menu.addAction("Delete…", lambda: self.delete(cid))
+        tint = self.palette().color(QPalette.ColorRole.Highlight)
+        tint.setAlpha(70)
+        item.setBackground(QBrush(tint))  # which chat the menu is for; the selection stays put
         menu.exec(self.list.viewport().mapToGlobal(pos))
+        after = self._item(cid)  # an action may have rebuilt the list (rename) or emptied it (delete)
+        if after is not None:
+            after.setData(Qt.ItemDataRole.BackgroundRole, None)
 
     # -- default dialogs -------------------------------------------------------------------
     def _ask_text(self, title: str, label: str, value: str) -> str:

@@ -4,6 +4,10 @@ Used once per finished reply (and when a code fence closes), never per token: ma
 Pygments costs ~40 ms for a 20k-character reply (docs/reference/python-stack.md §6).
 Each fenced block gets a "Copy code" link ``copy:<message key>:<block index>``; the chat view
 answers it with the raw code from :func:`code_blocks`.
+
+A single newline in a reply is a line break, as in every chat app (markdown-it's ``breaks``): models
+write lists of lines, addresses and poems without Markdown's two trailing spaces. The live tail that
+Qt's md4c renders while a reply streams gets the same through :func:`hard_breaks`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,11 @@ def _formatter(dark: bool) -> HtmlFormatter:
 
 @lru_cache(maxsize=1)
 def _md() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").enable("strikethrough")
+    return (
+        MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True})
+        .enable("table")
+        .enable("strikethrough")
+    )
 
 
 def closed_fences(text: str) -> int:
@@ -57,6 +65,28 @@ def stable_prefix_len(text: str) -> int:
             return offset
         offset += len(line)
     return 0
+
+
+def hard_breaks(text: str) -> str:
+    """``text`` with each single newline outside code fences made a Markdown hard break (two spaces).
+
+    For md4c (``QTextCursor.insertMarkdown``), which has no ``breaks`` option. Two trailing spaces are
+    ignored where a break cannot be (the end of a heading, list item or table row), unlike a backslash.
+    """
+    lines = text.split("\n")
+    fence = ""
+    for i, line in enumerate(lines[:-1]):
+        m = _FENCE.match(line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line[m.end():].strip():
+                fence = ""
+            continue
+        if m:
+            fence = m.group(1)
+            continue
+        if line.strip() and lines[i + 1].strip() and not line.endswith("  "):
+            lines[i] = line + "  "
+    return "\n".join(lines)
 
 
 def code_blocks(text: str) -> list[str]:

@@ -21,6 +21,7 @@ class MessageView:
     stats: dict[str, Any] = field(default_factory=dict)
     complete: bool = True
     reasoning: str = ""
+    version: tuple[int, int] | None = None  # (1-based position, count) when the turn has other versions
 
 
 def is_dark(palette: QPalette | None = None) -> bool:
@@ -57,11 +58,28 @@ def thinking_summary(reasoning: str, seconds: float | None, expanded: bool) -> s
     return f"{took} · {len(reasoning):,} chars — {'hide' if expanded else 'show'}"
 
 
-def empty_html() -> str:
+def empty_html(send_keys: str = "Enter") -> str:
     return (
         '<p style="color:#888;margin-top:40px" align="center">Ask anything. '
-        "Ctrl+Enter sends, Esc stops, Ctrl+N starts a new chat.</p>"
+        f"{html.escape(send_keys)} sends, Esc stops, Ctrl+N starts a new chat.</p>"
     )
+
+
+def version_html(m: MessageView) -> str:
+    """"◀ 2/3 ▶" for a turn with several versions (regenerated, or edited and resent); links
+    ``version:<id>:-1`` / ``version:<id>:1``, a dimmed arrow at either end."""
+    if m.version is None or m.version[1] < 2:
+        return ""
+    pos, count = m.version
+
+    def arrow(symbol: str, step: int, enabled: bool, title: str) -> str:
+        if not enabled:
+            return f'<span style="color:{DIM}">{symbol}</span>'
+        return f'<a href="version:{m.id}:{step}" title="{title}">{symbol}</a>'
+
+    older = arrow("◀", -1, pos > 1, "Show the earlier version")
+    newer = arrow("▶", 1, pos < count, "Show the later version")
+    return f"{older}&nbsp;{pos}/{count}&nbsp;{newer}"
 
 
 def header_html(m: MessageView) -> str:
@@ -71,6 +89,9 @@ def header_html(m: MessageView) -> str:
         links.append(f'<a href="edit:{m.id}">Edit</a>')
     elif m.role == "assistant":
         links.append(f'<a href="regenerate:{m.id}">Regenerate</a>')
+    versions = version_html(m)
+    if versions:
+        links.append(versions)
     return (
         f'<p style="margin-top:14px;margin-bottom:2px"><b>{who}</b>&nbsp;&nbsp;'
         f'<span style="font-size:small">{"&nbsp;&nbsp;".join(links)}</span></p>'

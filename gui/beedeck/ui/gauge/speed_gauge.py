@@ -3,6 +3,11 @@
 Live during a reply (from delta arrival times, on a 100 ms GUI timer), then replaced by the server's
 own ``timings.predicted_per_second``. ``set_*`` methods store and call ``update()``; painting happens
 only in ``paintEvent`` (napari's status-checker pattern).
+
+A reply the user stopped still has true figures for what it generated (the chat asks the server for
+timings on every chunk): its speed shows on the dial and, as a ring, on the sparkline, and its
+prefill and time to first token show too. It stays out of the per-mode figures (the comparison line
+and the baseline marker), which stand for whole replies.
 """
 
 from __future__ import annotations
@@ -203,8 +208,11 @@ class SpeedPanel(QFrame):
         mode = stats.get("mode", "")
         tps = float(stats.get("tps") or 0.0)
         self.gauge.set_value(tps, live=False)
+        stopped = bool(stats.get("cancelled"))
         if stats.get("tokens") is not None:
-            self.tokens.setText(str(stats["tokens"]))
+            self.tokens.setText(f"{stats['tokens']} (stopped)" if stopped else str(stats["tokens"]))
+        elif stopped:
+            self.tokens.setText(f"{self._count} (stopped)")
         self.ttft.setText(f"{stats['ttft_s']:.2f} s" if stats.get("ttft_s") is not None else "—")
         self.prefill.setText(f"{stats['prompt_tps']:.0f} tok/s" if stats.get("prompt_tps") else "—")
         draft_n = int(stats.get("draft_n") or 0)
@@ -214,8 +222,9 @@ class SpeedPanel(QFrame):
             self.acceptance.setText(f"{acc}/{draft_n} ({100 * acc / draft_n:.0f} %) · {100 * share:.0f} % of output")
         else:
             self.acceptance.setText("— (no drafts)" if mode == "baseline" or not mode else "0 drafted")
-        if tps > 0 and not stats.get("cancelled"):
-            self.sparkline.add_value(tps, DFLASH_COLOR if mode == "dflash" else BASELINE_COLOR)
+        if tps > 0:
+            self.sparkline.add_value(tps, DFLASH_COLOR if mode == "dflash" else BASELINE_COLOR, stopped=stopped)
+        if tps > 0 and not stopped:
             if mode:
                 self.last_by_mode[mode] = tps
             if mode == "baseline":

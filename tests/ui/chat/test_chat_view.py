@@ -1,0 +1,87 @@
+"""The transcript on its own: single newlines are line breaks (finished and streaming replies, code
+blocks, lists and tables unharmed), and copy links say "Copied"."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QUrl
+from PySide6.QtWidgets import QToolTip
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.chat.store import ChatStore
+from beedeck.ui.chat import chat_view
+from beedeck.ui.chat.chat_view import ChatView
+from beedeck.ui.chat.message_html import MessageView
+from tests.ui.chat.test_chat_pane import make_pane
+
+POEM = "Roses are red\nViolets are blue\n\nNext paragraph"
+MIXED = (
+    "Steps:\n- first\n- second\n  still second\n\n"
+    "```python\nx = 1\ny = 2\n```\n\n"
+    "| a | b |\n|---|---|\n| 1 | 2 |\n"
+)
+
+
+def make_view(qtbot: QtBot) -> ChatView:
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(600, 400)
+    view.show()
+    return view
+
+
+def test_single_newlines_in_a_reply_are_line_breaks(qtbot: QtBot) -> None:
+    view = make_view(qtbot)
+    view.set_messages([MessageView(1, "assistant", POEM)])
+    text = view.toPlainText()
+    assert "Roses are red\nViolets are blue\nNext paragraph" in text
+    assert "red Violets" not in text
+
+
+def test_line_breaks_leave_code_lists_and_tables_alone(qtbot: QtBot) -> None:
+    view = make_view(qtbot)
+    view.set_messages([MessageView(1, "assistant", MIXED)])
+    text = view.toPlainText()
+    assert "x = 1\ny = 2\n" in text and "x = 1\n\ny" not in text  # the code block's own lines, no extras
+    assert "first\nsecond\nstill second" in text
+    doc_html = view.toHtml()
+    assert doc_html.count("<table") == 2  # the code block's frame and the Markdown table
+    assert "<li" in doc_html and ">a<" in doc_html.replace(" ", "") and ">2<" in doc_html.replace(" ", "")
+
+
+def test_a_streaming_reply_shows_single_newlines_as_line_breaks_before_it_ends(qtbot: QtBot) -> None:
+    view = make_view(qtbot)
+    view.begin_reply(MessageView(7, "assistant", "", complete=False))
+    view.append_delta("Roses are **red**\nViolets are blue")
+    # The live Markdown render (throttled) replaces the raw text: "**" is gone once it ran.
+    qtbot.waitUntil(lambda: "**" not in view.toPlainText() and "red" in view.toPlainText(), timeout=3000)
+    assert "Roses are red\nViolets are blue" in view.toPlainText()
+    view.end_reply(stats={})
+    assert "Roses are red\nViolets are blue" in view.toPlainText()
+
+
+def test_copying_a_code_block_says_copied(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chat_view, "COPIED_MS", 300)
+    view = make_view(qtbot)
+    clipboard: list[str] = []
+    view.copy_text = clipboard.append
+    view.set_messages([MessageView(1, "assistant", MIXED)])
+    with qtbot.waitSignal(view.copied) as blocker:
+        view.anchorClicked.emit(QUrl("copy:1:0"))
+    assert clipboard == ["x = 1\ny = 2\n"]
+    assert blocker.args == ["Copied the code to the clipboard (2 lines)."]
+    assert QToolTip.isVisible() and QToolTip.text() == "Copied"
+    qtbot.waitUntil(lambda: not QToolTip.isVisible(), timeout=3000)  # transient
+
+
+def test_copying_a_message_says_copied_through_the_pane(qtbot: QtBot, store: ChatStore) -> None:
+    pane = make_pane(qtbot, store, None)
+    assert pane.conversation_id is not None
+    msg = store.add_message(pane.conversation_id, "user", "copy me")
+    pane.load_conversation(pane.conversation_id)
+    clipboard: list[str] = []
+    pane.view.copy_text = clipboard.append
+    with qtbot.waitSignal(pane.copied) as blocker:
+        pane.view.anchorClicked.emit(QUrl(f"copy-msg:{msg.id}"))
+    assert clipboard == ["copy me"] and blocker.args == ["Copied the message to the clipboard (1 line)."]
+    assert QToolTip.isVisible() and QToolTip.text() == "Copied"
