@@ -64,7 +64,7 @@ def test_seed_suite_baseline_on_the_starter_engine(
     run = report.runs[0]
     assert run.switching == "restart" and run.argv[0] == str(starter_engine_path) and run.ready_s
     env = report.environment
-    assert env["engine"]["generation"] == "mainline" and env["models"]["target"]["quant"] == "Q4_K_M"
+    assert env["engine"]["generation"] == "mainline" and env["models"]["target"]["quant"] == "Q4_1"
     summary = br.summarize(report)
     assert summary.reference is None
     files = br.write_reports(report, tmp_path / "seed")

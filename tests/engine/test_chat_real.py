@@ -48,7 +48,7 @@ def test_streamed_chat_with_timings(start_server: StartServer) -> None:
     m = client.metrics()
     assert m["tokens_predicted_total"] >= t.predicted_n
     assert client.props()["total_slots"] == 1
-    assert client.slots()[0]["n_ctx"] == 4096
+    assert client.slots()[0]["n_ctx"] == 8192
 
 
 def test_cancel_mid_stream_is_fast_and_frees_the_slot(start_server: StartServer) -> None:

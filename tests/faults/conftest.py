@@ -30,12 +30,15 @@ from tests.conftest import REPO
 CHILD_TIMEOUT_S = 180.0
 
 
-def llama_servers() -> set[int]:
+def llama_servers(home: str | None = None) -> set[int]:
+    """Live llama-servers; with ``home``, only those started under that BEEDECK_HOME (a test's own:
+    servers of other test runs on the same machine are not this test's orphans)."""
     out = set()
     for p in psutil.process_iter(["name", "status"]):
         with contextlib.suppress(psutil.Error):
             if p.info["name"] == "llama-server" and p.info["status"] != psutil.STATUS_ZOMBIE:
-                out.add(p.pid)
+                if home is None or p.environ().get("BEEDECK_HOME") == home:
+                    out.add(p.pid)
     return out
 
 
@@ -59,14 +62,15 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condit
 
 
 @pytest.fixture(autouse=True)
-def no_orphans() -> Iterator[None]:
-    before = llama_servers()
+def no_orphans(beedeck_home: Path) -> Iterator[None]:
+    home = str(beedeck_home)
+    before = llama_servers(home)
     yield
     deadline = time.monotonic() + 10.0
-    left = llama_servers() - before
+    left = llama_servers(home) - before
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = llama_servers() - before
+        left = llama_servers(home) - before
     for pid in left:
         with contextlib.suppress(psutil.Error):
             psutil.Process(pid).kill()

@@ -178,3 +178,20 @@ def test_beedeck_alone_opens_the_app_and_a_command_runs_the_cli(monkeypatch: pyt
     with pytest.raises(SystemExit) as done:
         entry.main()
     assert done.value.code == 0 and opened == ["app"]
+
+
+def test_settings_save_keeps_the_running_server_and_says_when_it_applies(qtbot: QtBot, beedeck_home: Path) -> None:
+    controller = RecordingController()
+    window = MainWindow(ChatStore(), controller)
+    qtbot.addWidget(window)
+    window.set_profile(Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434"))
+    window.start_server()
+    changed = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf", ctx_size=16384), "mainline b11434")
+    calls = len(controller.calls)
+    window.save_profile(changed)
+    assert controller.calls[calls:] == []  # no stop, no restart
+    assert profile_mod.load_saved_profile().settings.ctx_size == 16384  # type: ignore[union-attr]
+    assert "apply when the server next starts" in window.statusBar().currentMessage()
+    window.apply_profile(changed)
+    assert [c[0] for c in controller.calls[calls:]] == ["stop", "start"]  # Launch restarts
+    window.close()

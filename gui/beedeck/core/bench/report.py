@@ -294,7 +294,6 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
     """The human report: settings line, overall and per-prompt tables, how modes were served, flags."""
     s = summary or summarize(report)
     suite, env = report.suite, report.environment
-    eng = env.get("engine", {})
     models = env.get("models", {})
     gpus = ", ".join(g["name"] for g in env.get("gpus", [])) or "none (CPU only)"
     lines = [f"# BeeDeck benchmark: {suite.name}", ""]

@@ -83,12 +83,12 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         notice = (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; "
                   "copy it back when it can be read.")
         store = ChatStore()
-    window = MainWindow(store, controller)
+    app_settings, settings_notice = load_settings_checked()  # a damaged file is kept aside and said
+    window = MainWindow(store, controller, app_settings)
     if detect is not None:
         window.detect_hardware = detect
     plug_views(window)
     window.open_latest_chat()
-    settings_notice = load_settings_checked()[1]
     try:
         saved = load_saved_profile()
     except ProfileError as exc:  # kept aside: the first-start path below offers the starter again

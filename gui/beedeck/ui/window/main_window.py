@@ -34,7 +34,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.modes import RESTART, has_draft, settings_for_mode
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, engine_display_name, save_profile
-from beedeck.core.settings import load_settings, save_settings
+from beedeck.core.settings import AppSettings, load_settings, save_settings
 from beedeck.core.starter import is_starter
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.conversation_list import ConversationList
@@ -69,7 +69,8 @@ class MainWindow(QMainWindow):
     ``known_caps`` maps engine paths to their probed capabilities.
     """
 
-    def __init__(self, store: ChatStore, controller: ServerController | None = None) -> None:
+    def __init__(self, store: ChatStore, controller: ServerController | None = None,
+                 app_settings: AppSettings | None = None) -> None:
         super().__init__()
         self.setWindowTitle(APP_DISPLAY_NAME)
         self.store = store
@@ -86,8 +87,10 @@ class MainWindow(QMainWindow):
         self.closing = False  # set in closeEvent: dialogs closing with the window start nothing
         self._served = False  # the current server became ready once (a later failure is a crash, not a start)
 
+        # build_window passes what it loaded (and checked); a bare window reads them itself
+        self.app_settings = app_settings if app_settings is not None else load_settings()
         self.controller = controller or ServerController(self)
-        self.chat = ChatPane(store)
+        self.chat = ChatPane(store, enter_sends=self.app_settings.enter_sends)
         self.failure = FailurePanel()
         self.conversations = ConversationList(store)
         self.speed = SpeedPanel()
@@ -99,7 +102,6 @@ class MainWindow(QMainWindow):
         self.guard_monitor = GuardMonitor(self.guard, store, self)
         self.banner = GuardBanner()
         self.starter_banner = StarterBanner()
-        self.app_settings = load_settings()
         self.hardware: HardwareReport | None = None
         self._build_toolbar()
         self._build_layout()
@@ -184,7 +186,7 @@ class MainWindow(QMainWindow):
         self.shortcuts = [
             sc("Ctrl+Return", self.chat.send),
             sc("Ctrl+Enter", self.chat.send),
-            sc(QKeySequence(Qt.Key.Key_Escape), self.chat.stop),
+            sc(QKeySequence(Qt.Key.Key_Escape), self.chat.escape),  # stop the reply, else leave edit mode
             sc("Ctrl+N", self.new_chat),
             sc("Ctrl+L", self.chat.focus_input),
         ]
@@ -196,6 +198,8 @@ class MainWindow(QMainWindow):
         c.ready.connect(self._on_controller_ready)
         c.failed.connect(self._on_controller_failed)
         c.caps_known.connect(self._on_controller_caps)
+        self.chat.copied.connect(lambda text: self.statusBar().showMessage(text, 2000))
+        c.port_fallback_used.connect(lambda _wanted, _used, message: self.statusBar().showMessage(message, 20000))
         self.start_action.triggered.connect(self.start_server)
         self.stop_action.triggered.connect(self.stop_server)
         self.settings_action.triggered.connect(lambda: self._open(self.settings_factory, "Settings"))
@@ -241,9 +245,14 @@ class MainWindow(QMainWindow):
         self.mode.configure(s, caps, self.switching.memory.get(caps))
         self._on_controller_state(self.controller.state)
 
-    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
-        """A new profile from Settings or the wizard: show it, save it (profile.json, without the API
-        key), and restart the server if it runs (``start``: start it even if it was stopped)."""
+    def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
+        """Settings' Save: show and save the profile (profile.json, without the API key) for the next
+        start; a running server keeps its settings until it is restarted."""
+        self._store_profile(profile, caps)
+        if self.controller.is_running():
+            self.statusBar().showMessage("Saved: the new settings apply when the server next starts.", 15000)
+
+    def _store_profile(self, profile: Profile, caps: EngineCaps | None) -> None:
         if caps is not None:
             self.known_caps[profile.engine] = caps
         self.set_profile(profile)
@@ -253,6 +262,11 @@ class MainWindow(QMainWindow):
             self.failure.show_failure(OSError(f"The profile could not be saved ({exc}): check that BeeDeck's "
                                               "config folder is writable. It is used for this session only."),
                                       title="The profile could not be saved")
+
+    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
+        """A new profile from Settings or the wizard: show it, save it (profile.json, without the API
+        key), and restart the server if it runs (``start``: start it even if it was stopped)."""
+        self._store_profile(profile, caps)
         if self.controller.is_running() or self.controller.is_busy():
             self.chat.stop()
             self.controller.stop()  # jobs run in order: the start below waits for this stop
@@ -311,7 +325,7 @@ class MainWindow(QMainWindow):
         api_key = self.controller.settings.api_key if self.controller.settings else None
         self.chat.set_client(self.client_factory(base_url, api_key))
         self.chat.set_notice("")
-        self.endpoint.set_base_url(base_url)
+        self.endpoint.set_base_url(base_url, self.controller.port_note)
         self.failure.hide()
         self.mode.restart_finished()
         self.switching.server_ready(self.controller.caps, self.client_factory(base_url, api_key))
