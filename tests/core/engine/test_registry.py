@@ -42,6 +42,31 @@ def test_starter_auto_registered_and_default(starter_engine_path: Path) -> None:
 
 
 @pytest.mark.engine
+def test_an_app_upgraded_in_place_gets_its_new_starter_engine_probed(tmp_path: Path,
+                                                                    starter_engine_path: Path) -> None:
+    """The .deb replaces /opt/beedeck/.../llama-server at the same path: the record must follow."""
+    from beedeck.core.engine.probe import probe_engine
+
+    installed = tmp_path / "opt" / "engine"
+    shutil.copytree(starter_engine_path.parent, installed, symlinks=True)
+    binary = installed / "llama-server"
+    probed: list[str] = []
+    reg = EngineRegistry(prober=lambda path: probed.append(path) or probe_engine(path))
+    first = reg.ensure_starter(lambda: binary)
+    assert first is not None and first.binary_stamp and len(probed) == 1
+    assert reg.ensure_starter(lambda: binary) == first and len(probed) == 1  # unchanged: not probed again
+    upgraded = binary.read_bytes()
+    binary.unlink()
+    binary.write_bytes(upgraded)  # a new file at the same path, as dpkg unpacks an upgrade
+    binary.chmod(0o755)
+    again = reg.ensure_starter(lambda: binary)
+    assert again is not None and again.id == "starter" and len(probed) == 2
+    assert again.binary_stamp != first.binary_stamp and [r.id for r in reg.list()] == ["starter"]
+    assert json.loads((paths.engines_dir() / "starter" / "manifest.json").read_text())["binary_stamp"] == \
+        again.binary_stamp
+
+
+@pytest.mark.engine
 def test_add_existing_twice_side_by_side_default_remove(tmp_path: Path, starter_engine_path: Path) -> None:
     copy_dir = tmp_path / "userbin"
     shutil.copytree(starter_engine_path.parent, copy_dir, symlinks=True)

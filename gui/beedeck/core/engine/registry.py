@@ -79,6 +79,7 @@ class EngineRecord:
     smoke: SmokeResult | None = None
     created: float = 0.0
     schema: int = SCHEMA
+    binary_stamp: str = ""  # size:mtime of the binary when it was probed (an update in place changes it)
 
     @property
     def owns_files(self) -> bool:
@@ -109,9 +110,18 @@ class EngineRecord:
         return cls(**clean)
 
 
+def binary_stamp(binary: str | Path) -> str:
+    try:
+        st = Path(binary).stat()
+    except OSError:
+        return ""
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
 def caps_fields(caps: EngineCaps) -> dict[str, Any]:
     """The record fields that come from a probe."""
     return {
+        "binary_stamp": binary_stamp(caps.path),
         "version": caps.version,
         "build": caps.build,
         "commit": caps.commit,
@@ -356,8 +366,9 @@ class EngineRegistry:
             log.info("no starter engine: %s", exc)
             return None
         existing = self._read(self.root / STARTER_ID)
-        if existing is not None and Path(existing.binary) == Path(binary).resolve() and existing.caps:
-            return existing
+        if (existing is not None and Path(existing.binary) == Path(binary).resolve() and existing.caps
+                and existing.binary_stamp == binary_stamp(existing.binary)):
+            return existing  # else new, moved, or updated in place (the app upgraded): probe it again
         record = self.add_existing(binary, name=STARTER_NAME, origin=Origin.STARTER,
                                    engine_id=STARTER_ID)
         if record.id != STARTER_ID:  # the same binary was already added by hand: keep that entry

@@ -39,6 +39,7 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
     window.chat.max_tokens = 160  # a CPU starter model: keep the pictures quick
     window.resize(1280, 800)
     window.show()
+    started = time.monotonic()
     ready = _wait(app, lambda: window.controller.state in ("ready", "failed"), 300)
     ok = ready and window.controller.state == "ready"
     if not ok:
@@ -51,6 +52,10 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
         window.chat.reply_finished.connect(done.append)
         window.chat.send()
         _wait(app, lambda: bool(done), 300)
+        if done:  # the first-run figures: what a new user waits for, and the speed the gauge shows
+            stats = done[0]
+            print(f"first reply: {stats.get('tokens', '?')} tokens at {stats.get('tps', '?')} tokens/s, first token "
+                  f"after {stats.get('ttft_s', '?')} s; {time.monotonic() - started:.1f} s from the window's start")
         window.chat.input.setPlainText("And now in one line?")
         done.clear()
         window.chat.send()
