@@ -26,7 +26,8 @@ def test_shipped_catalog_loads_and_every_entry_is_valid() -> None:
     for p in cat.pairs:
         assert p.target.repo.count("/") == 1 and p.drafts, p.id
         for d in p.drafts:
-            assert d.fmt in ("dflash", "dflash-draft"), p.id
+            assert d.fmt in catalog.DRAFT_FORMAT_GENERATIONS and d.source.strip(), (p.id, d.repo)
+            assert set(d.generations) <= set(catalog.DRAFT_FORMAT_GENERATIONS[d.fmt]), (p.id, d.repo)
             for f in d.files:
                 assert f.file.endswith(".gguf") and (f.size is None or f.size > 10_000_000), (p.id, f)
         for g in p.generations:
@@ -42,12 +43,19 @@ def test_guide_pair_facts() -> None:
     assert "q5_0" in g.flags["guide"] and g.drafts_for(Generation.BEE_A) == []
     q = catalog.load().pair("qwen3.6-27b")
     assert q.target.file("Q5_K_S").size == 18_947_311_616  # type: ignore[union-attr]
-    assert [d.repo for d in q.drafts_for(Generation.BEE_A)] == ["spiritbuun/Qwen3.6-27B-DFlash-GGUF"]
+    # BeeLlama 0.1-0.3 reads the fork format: spiritbuun's (the guide's) and Lucebox's Qwen upload, which
+    # engine-facts.md §7.2 lists as "fork format, same file names as spiritbuun".
+    assert [d.repo for d in q.drafts_for(Generation.BEE_A)] == ["spiritbuun/Qwen3.6-27B-DFlash-GGUF",
+                                                              "Lucebox/Qwen3.6-27B-DFlash-GGUF"]
+    assert all(d.fmt == "dflash-draft" for d in q.drafts_for(Generation.BEE_A))
     assert q.flags["speed"]["cache_type_k"] == "turbo3_tcq"
 
 
 @pytest.mark.parametrize("mutate,match", [
-    (lambda d: d["pairs"][0]["draft"].update(format="gguf"), "neither 'dflash' nor 'dflash-draft'"),
+    (lambda d: d["pairs"][0]["draft"].update(format="gguf"), "unknown draft format 'gguf'"),
+    (lambda d: d["pairs"][0]["draft"].pop("source"), "has no 'source'"),
+    (lambda d: d["pairs"][0]["draft"].update(engines=["bee-a"]), "claims bee-a, which cannot load the 'dflash' format"),
+    (lambda d: d["pairs"][0]["draft"].update(engines=["bee-z"]), "unknown engine in 'engines'"),
     (lambda d: d["pairs"][0]["target"]["files"][0].update(size=-1), "bad size"),
     (lambda d: d["pairs"][0]["target"]["files"][0].update(file="x.bin"), "not a .gguf name"),
     (lambda d: d["pairs"][0].update(generations=["bee-a"]), "none of its drafts' formats"),
@@ -82,3 +90,52 @@ def test_refresh_sizes_uses_the_callable_per_repo() -> None:
     assert cat.pair("gemma-4-31b").target.file("Q4_K_S").size is None  # type: ignore[union-attr]
     assert len(calls) == len(set(calls))
     assert new.pair("qwen3.6-27b").target.file("Q5_K_S").size == 18_947_311_616  # type: ignore[union-attr]
+
+
+# The drafts issue 13 added from docs/reference/anchors.md (Refresh §5-6): (pair, repo) -> format.
+NEW_DRAFTS = {
+    ("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DFlash2-GGUF"): "dflash2",
+    ("qwen3.8-27b", "z-lab/Qwen3.8-27B-DFlash2-GGUF"): "dflash2",
+    ("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DSpark-GGUF"): "dspark",
+    ("qwen3.8-27b", "ggml-org/Qwen3.8-27B-GGUF"): "mtp",
+    ("qwen3.5-27b", "Anbeeld/Qwen3.5-27B-DFlash-GGUF"): "dflash",
+    ("qwen3.6-27b", "Lucebox/Qwen3.6-27B-DFlash-GGUF"): "dflash-draft",
+    ("qwen3.6-35b-a3b", "Anbeeld/Qwen3.6-35B-A3B-DFlash-GGUF"): "dflash",
+    ("gemma-4-31b", "Lucebox/gemma-4-31B-it-DFlash-GGUF"): "gemma4-dflash-draft",
+    ("gemma-4-26b-a4b", "Lucebox/gemma-4-26B-A4B-it-DFlash-GGUF"): "gemma4-dflash-draft",
+    ("gemma-4-31b", "Radamanthys11/Gemma-4-31B-it-DFlash-GGUF"): "dflash",
+    ("gemma-4-26b-a4b", "Radamanthys11/Gemma-4-26B-A4B-it-DFlash-GGUF"): "dflash",
+    ("qwen3.6-35b-a3b", "Radamanthys11/Qwen3.6-35B-A3B-DFlash-GGUF"): "dflash",
+    ("qwen3.6-27b", "Radamanthys11/Qwen3.6-27B-DFlash-GGUF"): "dflash",
+}
+
+
+def test_2026_drafts_have_their_format_engines_and_source() -> None:
+    cat = catalog.load()
+    found = {(p.id, d.repo): d for p in cat.pairs for d in p.drafts}
+    for key, fmt in NEW_DRAFTS.items():
+        d = found[key]
+        assert d.fmt == fmt and ("anchors.md" in d.source or "engine-facts.md" in d.source), key
+    # what runs where: DFlash2 like DFlash, DSpark and MTP on mainline only, Lucebox's Gemma format nowhere
+    assert found[("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DFlash2-GGUF")].generations == (Generation.BEE_B, Generation.MAINLINE)
+    assert found[("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DSpark-GGUF")].generations == (Generation.MAINLINE,)
+    mtp = found[("qwen3.8-27b", "ggml-org/Qwen3.8-27B-GGUF")]
+    assert mtp.generations == (Generation.MAINLINE,) and [f.file for f in mtp.files] == ["mtp-Qwen3.8-27B-Q4_0.gguf"]
+    assert mtp.files[0].size is None and mtp.files[0].approx_size is None  # the sources give no size
+    assert found[("gemma-4-31b", "Lucebox/gemma-4-31B-it-DFlash-GGUF")].generations == ()
+    lucebox_qwen = found[("qwen3.6-27b", "Lucebox/Qwen3.6-27B-DFlash-GGUF")]
+    assert {f.file for f in lucebox_qwen.files} == {"dflash-draft-3.6-q4_k_m.gguf", "dflash-draft-3.6-q8_0.gguf"}
+    g = cat.pair("gemma-4-31b")
+    assert [d.repo for d in g.drafts_for(Generation.MAINLINE)] == ["Anbeeld/gemma-4-31B-it-DFlash-GGUF",
+                                                                   "Radamanthys11/Gemma-4-31B-it-DFlash-GGUF"]
+    assert g.drafts[0].file("BF16") is not None and g.drafts[0].file("BF16").approx_size == 2_900_000_000  # type: ignore[union-attr]
+    q38 = cat.pair("qwen3.8-27b")
+    assert q38.recommended is None and q38.target.files == ()  # nothing to size it with yet
+    assert {d.fmt for d in q38.drafts_for(Generation.MAINLINE)} == {"dflash2", "dspark", "mtp"}
+    assert {d.fmt for d in q38.drafts_for(Generation.BEE_B)} == {"dflash2"}
+
+
+def test_the_library_knows_catalog_sidecar_files() -> None:
+    from beedeck.core.models.library import catalog_entries
+
+    assert ("ggml-org/Qwen3.8-27B-GGUF", "mtp-Qwen3.8-27B-Q4_0.gguf") in catalog_entries()

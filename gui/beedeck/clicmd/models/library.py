@@ -67,16 +67,23 @@ def _print_models(models: list[library.LocalModel], as_json: bool) -> int:
         print("No GGUF models found. Download one with `beedeck models get REPO FILE`.")
         return 0
     for m in models:
-        kind = "draft" if m.is_draft else (m.architecture or "?")
+        kind = f"draft/{m.kind}" if m.is_draft else (m.architecture or "?")
         flags = "" if m.complete else "  [incomplete split set]"
         if m.error:
             flags += f"  [unreadable: {m.error}]"
         if m.path in matches:
             flags += "  [in catalog]"
+        if m.mtp_heads:
+            flags += f"  [MTP heads inside: {m.mtp_heads}]"
         where = m.repo + "/" + m.filename if m.repo else str(m.path)
-        print(f"{m.source:9} {kind:12} {m.file_type_name:8} {_human(m.size):>9}  {where}{flags}")
+        print(f"{m.source:9} {kind:18} {m.file_type_name:8} {_human(m.size):>9}  {where}{flags}")
         if m.repo:
-            print(f"{'':9} {'':12} {'':8} {'':>9}  {m.path}")
+            print(f"{'':9} {'':18} {'':8} {'':>9}  {m.path}")
+        offered = m.best_sidecar()
+        for side in m.sidecars:
+            mark = "offered" if side is offered else "draft"
+            print(f"{'':9} {'':18} {'':8} {'':>9}  + {mark} {side.path.name} ({side.label}"
+                  f"{', ' + side.quant if side.quant else ''}): {side.verdict()}")
     return 0
 
 

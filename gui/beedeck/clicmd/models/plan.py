@@ -111,12 +111,23 @@ def run_recommend(args: argparse.Namespace) -> int:
     from beedeck.core.models.recommend import recommend
 
     gen = Generation(args.generation) if args.generation else None
-    r = recommend(_vram(args), args.goal, gen)
+    caps = None
+    if args.engine:
+        from beedeck.core.engine.caps import ProbeError
+        from beedeck.core.engine.probe import probe_engine
+
+        try:
+            caps = probe_engine(args.engine)
+        except ProbeError as exc:
+            return _fail(f"{args.engine} could not be probed: {exc}")
+    r = recommend(_vram(args), args.goal, gen, caps=caps)
     c = r.primary
     if args.json:
         print(json.dumps({
             "primary": {"pair": c.pair_id, "generation": c.generation.value, "target_repo": c.target_repo,
                         "target_file": c.target_file, "draft_repo": c.draft_repo, "draft_file": c.draft_file,
+                        "target_path": str(c.target_path) if c.target_path else None,
+                        "draft_path": str(c.draft_path) if c.draft_path else None,
                         "settings": c.settings.to_dict()},
             "runner_up": None if r.runner_up is None else {"pair": r.runner_up.pair_id,
                                                           "summary": r.runner_up.summary()},
@@ -159,5 +170,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--vram", type=float, help="free GPU memory in GiB (default: detected; 0: CPU only)")
     p.add_argument("--goal", default="quality", choices=("quality", "speed", "context"))
     p.add_argument("--generation", choices=[g.value for g in Generation if g != Generation.UNKNOWN])
+    p.add_argument("--engine", metavar="LLAMA_SERVER",
+                   help="offer only what this llama-server runs (probed: its generation and speculation modes)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_recommend)

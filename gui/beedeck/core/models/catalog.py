@@ -1,7 +1,9 @@
-"""The shipped catalog of DFlash pairs (``resources/catalog.json``), loaded into dataclasses.
+"""The shipped catalog of target + draft pairs (``resources/catalog.json``), loaded into dataclasses.
 
-Only facts from BeeDeck's sources are in the file; unknown sizes are null. :func:`refresh_sizes`
-updates sizes from the Hub through a caller-supplied callable (no network here).
+Only facts from BeeDeck's sources are in the file; unknown sizes are null. Each draft has a
+``format`` (what the GGUF is, :data:`DRAFT_FORMAT_GENERATIONS`), optionally the ``engines`` that run
+it (a subset of its format's, when a source narrows it) and the ``source`` of the facts.
+:func:`refresh_sizes` updates sizes from the Hub through a caller-supplied callable (no network here).
 """
 
 from __future__ import annotations
@@ -16,7 +18,21 @@ from beedeck.core import paths
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.known_issues import dflash_target_archs
 
-DRAFT_FORMAT_GENERATIONS = {"dflash": (Generation.BEE_B, Generation.MAINLINE), "dflash-draft": (Generation.BEE_A,)}
+# Draft formats and the engine generations that load them (engine-facts.md §5.1, §7.1; anchors.md
+# Refresh §5-6): upstream DFlash and DFlash2 (architecture "dflash", DFlash2 adds selector/conv
+# tensors) on BeeLlama >= 0.4 and mainline; BeeLlama 0.1-0.3's fork format; DSpark, EAGLE-3 and MTP
+# heads (an ``mtp-`` sidecar, or heads inside the target) on mainline; Lucebox's Gemma 4 format on
+# none of BeeDeck's engines.
+DRAFT_FORMAT_GENERATIONS: dict[str, tuple[Generation, ...]] = {
+    "dflash": (Generation.BEE_B, Generation.MAINLINE),
+    "dflash2": (Generation.BEE_B, Generation.MAINLINE),
+    "dflash-draft": (Generation.BEE_A,),
+    "dspark": (Generation.MAINLINE,),
+    "eagle3": (Generation.MAINLINE,),
+    "mtp": (Generation.MAINLINE,),
+    "gemma4-dflash-draft": (),
+}
+DFLASH_FORMATS = frozenset({"dflash", "dflash2", "dflash-draft"})  # what SpecMode.DFLASH launches
 
 
 class CatalogError(ValueError):
@@ -42,15 +58,20 @@ class ModelSpec:
     repo: str
     files: tuple[CatalogFile, ...]
     arch: dict[str, Any] | None
-    fmt: str = ""  # drafts: "dflash" or "dflash-draft"
+    fmt: str = ""  # drafts: a key of DRAFT_FORMAT_GENERATIONS
     params_b: float | None = None  # billions of parameters (from the model's name)
     active_params_b: float | None = None  # MoE: parameters read per token
+    engines: tuple[Generation, ...] | None = None  # drafts: narrower than the format's, when a source says so
+    source: str = ""  # where the facts come from (a section of the reference docs)
+    note: str = ""
 
     def file(self, quant: str) -> CatalogFile | None:
         return next((f for f in self.files if f.quant == quant), None)
 
     @property
     def generations(self) -> tuple[Generation, ...]:
+        if self.engines is not None:
+            return self.engines
         return DRAFT_FORMAT_GENERATIONS.get(self.fmt, ())
 
 
@@ -68,13 +89,15 @@ class Pair:
     notes: str = ""
 
     def drafts_for(self, generation: Generation) -> list[ModelSpec]:
+        """The drafts this generation runs for this target (DFlash ones only where it reads the target's
+        layers, when the catalog knows the target's architecture)."""
         arch = (self.target.arch or {}).get("architecture", "")
         out = []
         for d in self.drafts:
             if generation not in d.generations:
                 continue
             supported = dflash_target_archs(generation.value)
-            if supported is not None and arch not in supported:
+            if d.fmt in DFLASH_FORMATS and arch and supported is not None and arch not in supported:
                 continue
             out.append(d)
         return out
@@ -111,12 +134,26 @@ def _spec(d: dict[str, Any], where: str, draft: bool) -> ModelSpec:
         raise CatalogError(f"catalog.json: {where} has no valid 'repo' (owner/name).")
     fmt = d.get("format", "")
     if draft and fmt not in DRAFT_FORMAT_GENERATIONS:
-        raise CatalogError(f"catalog.json: {where} draft format {fmt!r} is neither 'dflash' nor 'dflash-draft'.")
+        raise CatalogError(f"catalog.json: {where} {repo} has an unknown draft format {fmt!r} "
+                           f"(one of {', '.join(DRAFT_FORMAT_GENERATIONS)}).")
+    if draft and not (isinstance(d.get("source"), str) and d["source"].strip()):
+        raise CatalogError(f"catalog.json: {where} {repo} has no 'source' (the reference section its facts come from).")
     files = tuple(_file(f, f"{where} {repo}") for f in d.get("files", []))
     arch = d.get("arch")
     if arch is not None and not isinstance(arch, dict):
         raise CatalogError(f"catalog.json: {where} 'arch' must be an object or null.")
-    return ModelSpec(repo, files, arch, fmt, d.get("params_b"), d.get("active_params_b"))
+    engines = None
+    if draft and "engines" in d:
+        try:
+            engines = tuple(Generation(g) for g in d["engines"])
+        except (TypeError, ValueError):
+            raise CatalogError(f"catalog.json: {where} {repo} names an unknown engine in 'engines'.") from None
+        extra = [g.value for g in engines if g not in DRAFT_FORMAT_GENERATIONS[fmt]]
+        if extra:
+            raise CatalogError(f"catalog.json: {where} {repo} claims {', '.join(extra)}, which cannot load "
+                               f"the {fmt!r} format.")
+    return ModelSpec(repo, files, arch, fmt, d.get("params_b"), d.get("active_params_b"), engines,
+                     str(d.get("source", "")), str(d.get("note", "")))
 
 
 def parse(data: dict[str, Any]) -> Catalog:

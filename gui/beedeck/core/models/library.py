@@ -1,26 +1,31 @@
 """GGUF models already on disk: the Hub cache, BeeDeck's models folder, LM Studio's, user folders.
 
 ``scan()`` reads each header with the lean reader (architecture, quantisation, size), groups split
-sets, marks DFlash drafters, and ``find_local()`` / ``match()`` tie files to catalog entries so
-nothing is downloaded twice.
+sets, marks drafts (DFlash in either format, DSpark, EAGLE-3, ``mtp-`` heads), pairs each target with
+the drafts beside it (same folder, or same Hub / LM Studio repo: the sidecar convention, see
+:mod:`beedeck.core.models.sidecars`) and says for each whether it can serve that target and on which
+engine. ``find_local()`` / ``match()`` tie files to catalog entries so nothing is downloaded twice.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.models.gguf import GGUFError, read_header
+from beedeck.core.models import sidecars
+from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, DSPARK, EAGLE3, MTP
+from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
 from beedeck.core.models.hub import SPLIT_RE, hub_cache_dir
+from beedeck.core.models.sidecars import Sidecar
 
 log = logging.getLogger(__name__)
-
-DRAFT_ARCHITECTURES = frozenset({"dflash", "dflash-draft"})
 
 # llama.h `enum llama_ftype` (mainline, checked in /work/src-cache/llama.cpp/include/llama.h).
 FILE_TYPES = {
@@ -46,9 +51,16 @@ class LocalModel:
     repo: str | None = None  # "org/name" when the location tells it (Hub cache, LM Studio layout)
     filename: str = ""  # file name relative to the repo (Hub cache) or the base name
     is_draft: bool = False
+    kind: str = ""  # drafts: dflash, dflash-draft, dspark, eagle3, mtp, or "draft" (an architecture no engine knows)
+    mtp_heads: int = 0  # targets: MTP (NextN) heads inside the file itself
     complete: bool = True  # False when shards of a split set are missing
     error: str | None = None  # header unreadable: the message from GGUFError
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+    sidecars: list[Sidecar] = field(default_factory=list)  # targets: the drafts next to it, usable ones first
+
+    def best_sidecar(self, generation: str | None = None, kinds: Sequence[str] | None = None) -> Sidecar | None:
+        """The draft beside this target to offer (see :func:`sidecars.pick`), or None."""
+        return sidecars.pick(self.sidecars, self.file_type_name, generation, kinds)
 
     @property
     def file_type_name(self) -> str:
@@ -61,7 +73,9 @@ class LocalModel:
             "path": str(self.path), "files": [str(f) for f in self.files], "size": self.size,
             "source": self.source, "architecture": self.architecture, "file_type": self.file_type_name,
             "name": self.name, "repo": self.repo, "filename": self.filename, "is_draft": self.is_draft,
-            "complete": self.complete, "error": self.error,
+            "kind": self.kind or None, "mtp_heads": self.mtp_heads, "complete": self.complete, "error": self.error,
+            "drafts": [s.to_json() for s in self.sidecars],
+            "offered_draft": str(best.path) if (best := self.best_sidecar()) else None,
         }
 
 
@@ -107,7 +121,37 @@ def _inspect(model: LocalModel) -> None:
     ft = header.metadata.get("general.file_type")
     model.file_type = int(ft) if isinstance(ft, int) else None
     model.name = str(header.metadata.get("general.name") or model.path.name)
-    model.is_draft = model.architecture in DRAFT_ARCHITECTURES
+    arch = model.architecture
+    if sidecars.is_draft_architecture(arch):
+        model.is_draft = True
+        model.kind = {"dflash": DFLASH, "dflash-draft": DFLASH_LEGACY, "eagle3": EAGLE3}.get(arch, "draft")
+        if arch == "dflash":
+            model.kind = DSPARK if _has_markov_head(model) else DFLASH
+        return
+    heads = header.metadata.get(f"{arch}.nextn_predict_layers")
+    model.mtp_heads = int(heads) if isinstance(heads, int) else 0
+    if model.mtp_heads and _without_trunk(model):
+        model.is_draft, model.kind, model.mtp_heads = True, MTP, 0
+
+
+def _has_markov_head(model: LocalModel) -> bool:
+    # DSpark is a dflash file with the Markov head (mainline common/speculative.cpp, draft_kinds.py).
+    if model.metadata.get("dflash.has_confidence_head"):
+        return True
+    try:
+        names = {t.name for t in read_header(model.path, tensors=True).tensors}
+    except GGUFError:
+        return False
+    return bool({"markov_w1", "markov_w1.weight"} & names)
+
+
+def _without_trunk(model: LocalModel) -> bool:
+    """MTP heads and no layer 0: an ``mtp-`` sidecar (convert_hf_to_gguf.py --mtp), not a model of its own."""
+    try:
+        header = read_header(model.path, tensors=True)
+    except GGUFError:
+        return False
+    return not any(t.name.startswith("blk.0.") for t in header.tensors)
 
 
 def _group(found: list[tuple[Path, Path, str]]) -> list[LocalModel]:
@@ -160,8 +204,74 @@ def scan(dirs: Sequence[Path | str] | None = None) -> list[LocalModel]:
     models = _group(found)
     for model in models:
         _inspect(model)
+    pair_sidecars(models)
     models.sort(key=lambda m: (m.source, str(m.path)))
     return models
+
+
+def _folder(m: LocalModel) -> tuple[str, str]:
+    # Hub and LM Studio files belong to a repo (a Hub repo's files may sit in several snapshot folders).
+    if m.repo and m.source in ("hf-cache", "lmstudio"):
+        return m.source, m.repo.lower()
+    return "dir", str(m.path.parent)
+
+
+def pair_sidecars(models: Sequence[LocalModel]) -> None:
+    """Set each target's ``sidecars``: every draft in its folder / repo, checked against it.
+
+    In a shared folder (BeeDeck's downloads) a draft that serves one target there belongs to that
+    one: it is not listed as unusable under the other targets of the folder.
+    """
+    groups: dict[tuple[str, str], list[LocalModel]] = defaultdict(list)
+    for m in models:
+        if m.error is None and m.complete:
+            groups[_folder(m)].append(m)
+    for members in groups.values():
+        drafts = [m for m in members if m.is_draft]
+        targets = [m for m in members if not m.is_draft]
+        if not drafts or not targets:
+            continue
+        infos: dict[Path, ModelInfo | str] = {}
+        found: dict[Path, list[Sidecar]] = {}
+        for t in targets:
+            tinfo = _info(t, infos)
+            if isinstance(tinfo, str):
+                continue
+            found[t.path] = []
+            for d in drafts:
+                dinfo = _info(d, infos)
+                found[t.path].append(sidecars.unreadable(d.path, d.filename, d.kind, dinfo) if isinstance(dinfo, str)
+                                     else sidecars.check_sidecar(tinfo, dinfo, d.filename))
+        owned = {s.path for lst in found.values() for s in lst if s.usable}
+        for t in targets:
+            listed = [s for s in found.get(t.path, []) if s.usable or s.path not in owned]
+            t.sidecars = sorted(listed, key=partial(_order, quant=t.file_type_name))
+
+
+def _order(side: Sidecar, quant: str) -> tuple[int, int, int, int, str]:
+    return sidecars.order_key(side, quant)
+
+
+def sidecars_next_to(target: Path | str) -> list[Sidecar]:
+    """The drafts in ``target``'s own folder, checked against it, the one to offer first (reads headers:
+    call it off the GUI thread). For the launch form: what to pre-fill when a target is picked."""
+    path = Path(target)
+    models = _group([(f, path.parent, "user") for f in sorted(path.parent.glob("*")) if f.suffix.lower() == ".gguf"
+                     and f.is_file()])
+    for m in models:
+        _inspect(m)
+    pair_sidecars(models)
+    return next((m.sidecars for m in models if m.path == path or path in m.files), [])
+
+
+def _info(m: LocalModel, cache: dict[Path, ModelInfo | str]) -> ModelInfo | str:
+    """The full header (tensor table, token list) of a model, or the error text; read once."""
+    if m.path not in cache:
+        try:
+            cache[m.path] = inspect(m.path)
+        except GGUFError as exc:
+            cache[m.path] = str(exc)
+    return cache[m.path]
 
 
 def _norm(name: str) -> str:

@@ -1,23 +1,36 @@
 """The pair / quant / context recommender: the best DFlash setup that fits the GPU(s) with 1 GiB spare.
 
-Every candidate is sized by the memory planner (core/planner.py) from the catalog's architecture
-numbers and file sizes, so a recommendation never exceeds what the planner says fits. Pairs whose
-draft format the chosen engine generation cannot load are never considered.
+Every candidate is sized by the memory planner (core/planner.py), from the catalog's architecture
+numbers and file sizes or, for models already on disk, from their real headers, so a
+recommendation never exceeds what the planner says fits. Pairs whose draft format the chosen engine
+generation cannot load are never considered. A target on disk with a usable DFlash draft next to
+it (a sidecar, :mod:`beedeck.core.models.sidecars`) is preferred over anything to download; a
+sidecar that is found but not used is named with the reason.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.modes import engine_label, engine_spec_type
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models.gguf import DFlashInfo, ModelInfo, TensorInfo
+from beedeck.core.models import library
+from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP
+from beedeck.core.models.gguf import DFlashInfo, GGUFError, ModelInfo, TensorInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
+from beedeck.core.models.sidecars import Sidecar
 
 GOALS = ("quality", "speed", "context")
 MIN_CTX = 32768  # the guide's context; quality and speed goals want at least this
+LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name
+SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
+MAX_NOTES = 6
+SIDECAR_NOTE_PREFIXES = ("Found ", "Draft found next to the model")  # the reasons about drafts beside targets
 CACHES = {  # per generation, best precision first (docs/reference/engine-facts.md §1.3, §9)
     Generation.MAINLINE: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("q4_0", "q4_0")],
     Generation.BEE_B: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("kvarn4", "kvarn4")],
@@ -51,11 +64,16 @@ class Choice:
     settings: LaunchSettings
     plan: MemoryPlan | None
     score: tuple[float, ...] = ()
+    target_path: Path | None = None  # set when both files are on disk already (a sidecar pair)
+    draft_path: Path | None = None
+    draft_kind: str = ""  # sidecars: dflash or dflash-draft
 
     def summary(self) -> str:
         if self.draft_file is None:
             return f"{self.title} ({self.target_file}), {self.settings.ctx_size} context on the CPU"
-        return (f"{self.title}: {self.target_quant} + {self.draft_quant} draft, {self.settings.ctx_size:,} context, "
+        on_disk = " (both on disk)" if self.draft_path is not None else ""
+        return (f"{self.title}: {self.target_quant} + {self.draft_quant} draft{on_disk}, "
+                f"{self.settings.ctx_size:,} context, "
                 f"K/V cache {self.settings.cache_type_k}/{self.settings.cache_type_v}, -ub {self.settings.ubatch_size} "
                 f"({self.generation.value})")
 
@@ -166,20 +184,25 @@ def _max_ctx(target: ModelInfo, draft: ModelInfo, s: LaunchSettings, gen: Genera
     return lo * 256, best
 
 
-def _score(goal: str, spec: catalog_mod.ModelSpec, quant: str, dquant: str, cache_rank: int, ctx: int) -> tuple[float, ...]:
-    total = float(spec.params_b or 0)
-    active = float(spec.active_params_b or total)
+def _score(goal: str, total: float, active: float, quant: str, dquant: str, cache_rank: int, ctx: int,
+           on_disk: float = 0.0) -> tuple[float, ...]:
     # A common rule of thumb (not a measurement): an MoE model is worth about sqrt(total x active)
     # dense parameters, so a 35B-A3B ranks below a dense 27B.
     params = (total * active) ** 0.5
     good_quant = 1.0 if quant_bits(quant) >= 4.25 else 0.0
     enough = 1.0 if ctx >= MIN_CTX else 0.0
+    first = on_disk  # a pair already on disk (a sidecar draft) beats any download (1: current engines, 0.5: Gen A)
     if goal == "quality":
-        return (enough, params, quant_bits(quant), -cache_rank, quant_bits(dquant), ctx)
+        return (first, enough, params, quant_bits(quant), -cache_rank, quant_bits(dquant), ctx)
     if goal == "speed":
         # Decoding is memory-bound: fewer bytes read per token is faster; then prefer the bigger model.
-        return (enough, good_quant, -round(active * quant_bits(quant)), params, -cache_rank, ctx)
-    return (float(ctx >= 4 * MIN_CTX), good_quant, params, ctx, quant_bits(quant))
+        return (first, enough, good_quant, -round(active * quant_bits(quant)), params, -cache_rank, ctx)
+    return (first, float(ctx >= 4 * MIN_CTX), good_quant, params, ctx, quant_bits(quant))
+
+
+def _params(spec: catalog_mod.ModelSpec) -> tuple[float, float]:
+    total = float(spec.params_b or 0)
+    return total, float(spec.active_params_b or total)
 
 
 def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation]) -> list[Choice]:
@@ -190,6 +213,8 @@ def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list
             continue
         for gen in gens:
             for dspec in pair.drafts_for(gen):
+                if dspec.fmt not in catalog_mod.DFLASH_FORMATS:
+                    continue  # DSpark, EAGLE-3 and MTP drafts are not DFlash launches
                 dfiles = [f for f in dspec.files if f.best_size]
                 dquants = sorted({f.quant for f in dfiles} & {"Q4_K_M", "Q5_K_M", "IQ4_XS"})
                 for tf in (f for f in tspec.files if f.best_size):
@@ -208,7 +233,85 @@ def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list
                             s.ctx_size = ctx
                             out.append(Choice(pair.id, pair.title, gen, pair.target.repo, tf.file, tf.quant,
                                               dspec.repo, df.file, dq, s, p,
-                                              _score(goal, tspec, tf.quant, dq, rank, ctx)))
+                                              _score(goal, *_params(tspec), tf.quant, dq, rank, ctx)))
+    return out
+
+
+def _local_params(info: ModelInfo) -> tuple[float, float]:
+    """(total, active) billions of parameters: from general.size_label ("27B", "35B-A3B"), else the file size."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)B(?:-A(\d+(?:\.\d+)?)B)?", info.size_label.strip(), re.IGNORECASE)
+    if m:
+        return float(m[1]), float(m[2] or m[1])
+    total = info.file_size * 8 / quant_bits(info.file_type or "Q4_K_M") / 1e9
+    return total, total
+
+
+def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalModel], vram: list[int], goal: str,
+                        gens: list[Generation], caps: EngineCaps | None = None) -> tuple[list[Choice], list[str]]:
+    """Choices for targets on disk with a DFlash draft beside them (per engine generation the one
+    :func:`sidecars.pick` offers), and a line for each found draft that is not used, with the reason."""
+    out: list[Choice] = []
+    notes: list[str] = []
+    entries = [(p.target.repo, f.file) for p in cat.pairs for f in p.target.files]
+    for t in local:
+        if t.is_draft or t.error or not t.complete:
+            continue
+        offered = {g: t.best_sidecar(g.value, SIDECAR_KINDS) for g in gens}
+        for side in t.sidecars:
+            where = f"{side.path.name} next to {t.path.name}"
+            ok = [g for g in gens if offered[g] is side]
+            if caps is not None:
+                why = side.reason_on(caps)
+            else:
+                usable_here = any(side.usable_for(g.value) for g in gens)
+                why = "" if usable_here else (side.reason(gens[0].value) if len(gens) == 1 else side.reason())
+                why = why or ("" if usable_here else "this engine cannot run it.")
+            if ok and not why:
+                got = _sidecar_choices(cat, entries, t, side, ok, vram, goal, only=len(gens) == 1)
+                if not got:
+                    notes.append(f"Found {where}, but that pair does not fit {sum(vram) / GiB:.1f} GiB with 1 GiB "
+                                 "to spare at 8k context or more.")
+                out.extend(got)
+            elif why:
+                notes.append(f"Found {where} but did not use it: {why}")
+            elif side.kind in SIDECAR_KINDS:
+                notes.append(f"Found {where} too ({side.quant or '?'}); the draft offered is the one whose quant is "
+                             f"closest to the target's {t.file_type_name or '?'} (llama.cpp's own rule).")
+            elif side.kind == MTP:
+                notes.append(f"Found {where}, a separate MTP head (mainline --spec-type draft-mtp); the recommended "
+                             "setups launch DFlash drafts, and BeeDeck's MTP mode uses heads inside the target file.")
+            else:
+                notes.append(f"Found {where}, a {side.label} draft; the recommended setups launch DFlash drafts: "
+                             f"pick it in Settings with the {side.label} mode to use it.")
+    return out, notes
+
+
+def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t: library.LocalModel, side: Sidecar,
+                     gens: list[Generation], vram: list[int], goal: str, only: bool = False) -> list[Choice]:
+    try:
+        target, draft = inspect(t.path), inspect(side.path)
+    except GGUFError:
+        return []
+    hit = library.match(t, entries)
+    pair = next((p for p in cat.pairs if hit is not None and p.target.repo == hit[0]), None)
+    pid, title = (pair.id, pair.title) if pair else (f"local:{t.path}", f"{target.name or t.path.stem} + its draft")
+    total, active = _params(pair.target) if pair and pair.target.params_b else _local_params(target)
+    tquant, dquant = t.file_type_name or target.file_type or "?", side.quant or "?"
+    repo = t.repo or LOCAL_REPO
+    out = []
+    for gen in gens:
+        # BeeLlama 0.1-0.3 is superseded: its fork-format sidecar ranks below one a current engine runs
+        # (still above any download), unless it is the only engine asked about.
+        weight = 0.5 if gen == Generation.BEE_A and not only else 1.0
+        for rank, (ctk, ctv) in enumerate(CACHES[gen]):
+            s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096)
+            ctx, p = _max_ctx(target, draft, s, gen, vram)
+            if p is None or ctx < 8192:
+                continue
+            s.ctx_size = ctx
+            out.append(Choice(pid, title, gen, repo, t.filename, tquant, repo, side.filename, dquant, s, p,
+                              _score(goal, total, active, tquant, dquant, rank, ctx, on_disk=weight),
+                              t.path, side.path, side.kind))
     return out
 
 
@@ -220,9 +323,22 @@ def _starter_choice(cat: catalog_mod.Catalog) -> Choice:
                   s.target, st.get("model", {}).get("quant", ""), None, None, None, s, None)
 
 
+def _scan() -> list[library.LocalModel]:
+    try:
+        return library.scan()
+    except OSError:
+        return []  # an unreadable folder must not cost the user a recommendation
+
+
 def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generation | None = None,
-              cat: catalog_mod.Catalog | None = None) -> Recommendation:
-    """Recommend a pair, quants, context, cache types and batch sizes for GPUs with these free bytes."""
+              cat: catalog_mod.Catalog | None = None,
+              local: Sequence[library.LocalModel] | None = None, caps: EngineCaps | None = None) -> Recommendation:
+    """Recommend a pair, quants, context, cache types and batch sizes for GPUs with these free bytes.
+
+    ``local``: the models on disk (``library.scan()``); None scans the usual places, ``[]`` ignores
+    the disk. A target there with a usable DFlash draft beside it wins over every download.
+    ``caps``: the probed engine; only pairs it runs are offered (its generation, and DFlash at all).
+    """
     if goal not in GOALS:
         raise ValueError(f"Unknown goal {goal!r}: use one of {', '.join(GOALS)}.")
     cat = cat or catalog_mod.load()
@@ -231,19 +347,31 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
         return Recommendation(_starter_choice(cat), None, [
             "No GPU memory was given or detected: the starter profile (Gemma 3 270M on the CPU) runs anywhere. "
             "DFlash pairs need a GPU with at least 8 GB."])
+    if caps is not None:
+        generation = caps.generation
+        _spelling, no_dflash = engine_spec_type("dflash", caps)
+        if no_dflash or generation == Generation.UNKNOWN:
+            return Recommendation(_starter_choice(cat), None, [
+                no_dflash or f"BeeDeck cannot tell which DFlash drafts {engine_label(caps)} loads: pick BeeLlama or "
+                "mainline llama.cpp.", "Every recommended pair is a DFlash pair, so none is offered for this engine."])
     gens: list[Generation] = ([generation] if generation and generation != Generation.UNKNOWN
                               else [Generation.BEE_B, Generation.MAINLINE, Generation.BEE_A])
-    cands = sorted(_candidates(cat, vram, goal, gens), key=lambda c: c.score, reverse=True)
+    on_disk, notes = _sidecar_candidates(cat, _scan() if local is None else local, vram, goal, gens, caps)
+    cands = sorted(_candidates(cat, vram, goal, gens) + on_disk, key=lambda c: c.score, reverse=True)
+    notes = notes[:MAX_NOTES]
     if not cands:
         return Recommendation(_starter_choice(cat), None, [
             f"No catalog pair fits {sum(vram) / GiB:.1f} GiB with 1 GiB to spare at 8k context or more: "
-            "use the starter profile, or a smaller model you pick yourself."])
+            "use the starter profile, or a smaller model you pick yourself.", *notes])
     best = cands[0]
     runner = next((c for c in cands[1:] if (c.pair_id, c.target_quant) != (best.pair_id, best.target_quant)), None)
     assert best.plan is not None
     left = min((d.left or 0) for d in best.plan.gpus)
     reasons = [f"{best.summary()}: the planner puts it at {best.plan.gpu_total / GiB:.2f} GiB on the GPU, "
                f"{left / GiB:.2f} GiB left (at least 1 GiB is kept free)."]
+    if best.draft_path is not None:
+        reasons.append(f"Draft found next to the model: {best.draft_file} ({best.draft_kind}, {best.draft_quant}), "
+                       f"beside {best.target_file}: nothing to download, and it is preferred over catalog downloads.")
     reasons.append({"quality": "Goal quality: the largest model and the highest quant that still give at least 32k "
                                "context, then the most precise KV cache.",
                     "speed": "Goal speed: decoding is memory-bound, so the fewest weight bytes read per token win "
@@ -251,7 +379,9 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
                     "context": "Goal context: the longest context with a 4-bit-or-better quant."}[goal])
     guide = next((c for c in cands if c.pair_id == best.pair_id and _is_guide(cat, c)), None)
     if guide is not None and guide is not best:
-        if goal != "quality":
+        if best.draft_path is not None and guide.draft_path is None:
+            why = "its draft is already on disk next to the model"
+        elif goal != "quality":
             why = f"it serves the {goal} goal better"
         elif quant_bits(best.target_quant) > quant_bits(guide.target_quant):
             why = f"a higher-precision target quant ({best.target_quant}) still fits with >= 32k context"
@@ -260,16 +390,30 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
         else:
             why = "a more precise cache or draft fits too"
         reasons.append(f"The guide's choice ({guide.summary()}) also fits; the pick ranks above it because {why}.")
-    est = (cat.pair(best.pair_id).target.arch or {})
-    if not _arch_ok(est):
+    est = _catalog_arch(cat, best)
+    if est is not None and not _arch_ok(est):
         reasons.append("This model's attention numbers are not in BeeDeck's catalog: they were estimated "
                        "(conservatively) from a bigger model of the same family; inspect the downloaded GGUF "
                        "for an exact plan.")
+    reasons.extend(notes)
     if runner is not None:
         reasons.append(f"Runner-up: {runner.summary()}.")
     return Recommendation(best, runner, reasons)
 
 
+def _catalog_arch(cat: catalog_mod.Catalog, c: Choice) -> dict | None:
+    """The catalog's architecture numbers behind a choice; None when it was planned from real headers."""
+    if c.target_path is not None:
+        return None
+    try:
+        return cat.pair(c.pair_id).target.arch or {}
+    except KeyError:
+        return None
+
+
 def _is_guide(cat: catalog_mod.Catalog, c: Choice) -> bool:
-    rec = cat.pair(c.pair_id).recommended or {}
+    try:
+        rec = cat.pair(c.pair_id).recommended or {}
+    except KeyError:
+        return False  # a pair on disk that is not in the catalog
     return rec.get("target_quant") == c.target_quant and rec.get("draft_quant") == c.draft_quant

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
+from beedeck.core.models.recommend import SIDECAR_NOTE_PREFIXES as SIDECAR_PREFIXES
 from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.setup.detect_page import DetectPage
@@ -52,6 +53,10 @@ class RecommendPage(QWizardPage):
         self.size_label = QLabel()
         self.reasons_label = WrapLabel()
         self.reasons_label.setTextFormat(Qt.TextFormat.PlainText)
+        # Drafts found next to models on disk: the one offered, and why the others are not (sidecars).
+        self.drafts_label = WrapLabel()
+        self.drafts_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.drafts_label.setVisible(False)
         self.memory_bar = MemoryBar()
         self.memory_bar.empty_text = "Runs on the CPU: no GPU memory needed."
         self.runner_label = WrapLabel()
@@ -66,6 +71,7 @@ class RecommendPage(QWizardPage):
         layout.addWidget(self.title_label)
         layout.addWidget(self.size_label)
         layout.addWidget(self.reasons_label)
+        layout.addWidget(self.drafts_label)
         layout.addWidget(self.memory_bar)
         layout.addLayout(runner_row)
         layout.addStretch(1)
@@ -104,11 +110,20 @@ class RecommendPage(QWizardPage):
         else:
             self.title_label.setText(f"{choice.title}: {choice.target_quant} + {choice.draft_quant} draft, "
                                      f"{choice.settings.ctx_size:,} tokens of context")
-            size = download_size(choice)
-            self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file} + {choice.draft_file})"
-                                    if size else f"Download: {choice.target_file} + {choice.draft_file}")
+            if choice.draft_path is not None:  # a target with its draft next to it, both on disk
+                self.size_label.setText(f"Download: nothing ({choice.target_file} and its draft "
+                                        f"{choice.draft_file} are already on disk).")
+            else:
+                size = download_size(choice)
+                self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file} + {choice.draft_file})"
+                                        if size else f"Download: {choice.target_file} + {choice.draft_file}")
         # Plain text: WrapLabel sizes itself from plain-text metrics (the runner-up has its own row).
-        self.reasons_label.setText("\n".join(f"• {r}" for r in reasons if not r.startswith("Runner-up:")))
+        drafts = [r for r in reasons if r.startswith(SIDECAR_PREFIXES)]
+        self.reasons_label.setText("\n".join(f"• {r}" for r in reasons
+                                             if not r.startswith("Runner-up:") and r not in drafts))
+        self.drafts_label.setText("Drafts found next to your models:\n" + "\n".join(f"• {r}" for r in drafts)
+                                  if drafts else "")
+        self.drafts_label.setVisible(bool(drafts))
         self.memory_bar.set_plan(choice.plan)
 
     def _on_runner_clicked(self) -> None:

@@ -369,6 +369,12 @@ class RunPage(QWizardPage):
             return f"{path.name} (installed with BeeDeck)"
         choice = self.recommend_page.choice
         assert choice is not None
+        on_disk = choice.target_path if which == "target" else choice.draft_path
+        if on_disk is not None:  # a target with its draft beside it: the recommender found both on disk
+            if not on_disk.is_file():
+                raise FileNotFoundError(f"{on_disk} is gone since the recommendation: go Back to get a new one.")
+            self.paths[which] = str(on_disk)
+            return f"on disk: {on_disk}" + (" (found next to the model)" if which == "draft" else "")
         repo = choice.target_repo if which == "target" else choice.draft_repo
         filename = choice.target_file if which == "target" else choice.draft_file
         assert repo and filename

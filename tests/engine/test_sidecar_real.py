@@ -1,0 +1,99 @@
+"""A real ``mtp-`` sidecar on the CPU mainline llama-server (the starter's b11434): the MTP head alone,
+next to a target without heads, is what BeeDeck's library finds and offers for mainline, and the
+engine runs it as ``--spec-draft-model mtp-... --spec-type draft-mtp`` (one server start).
+
+The target is synth_mtp.py's sticky ``qwen35`` trunk without its MTP block; the sidecar is the MTP
+block of the same sticky model without the trunk (tests/core/models/sidecar_files.py), so every
+drafted token must be accepted and the reply is " bee bee ...".
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.models import library
+from tests.core.models import sidecar_files as sf
+from tests.fixtures import synth_mtp as sm
+
+pytestmark = pytest.mark.engine
+
+START_TIMEOUT_S = 120.0
+N_TOKENS = 48
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _post(port: int, body: dict[str, object], timeout: float = 120.0) -> dict[str, object]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        data: dict[str, object] = json.load(resp)
+        return data
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"llama-server exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"llama-server was not healthy in {START_TIMEOUT_S:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def test_the_mtp_sidecar_beedeck_offers_runs_on_mainline(tmp_path: Path, starter_engine_path: Path,
+                                                         starter_caps: EngineCaps) -> None:
+    folder = tmp_path / "Qwen-GGUF"
+    folder.mkdir()
+    raw = sm.write_mtp_target(tmp_path / "raw.gguf", sticky=True, mtp=False)
+    target = sf.rewrite(raw, folder / "Qwen-Q4_K_M.gguf", kv={"general.file_type": sf.Q4_K_M})
+    head = sf.mtp_head(folder, "mtp-Qwen-Q4_K_M.gguf")
+
+    t = next(m for m in library.scan([tmp_path]) if m.path == target)
+    assert t.mtp_heads == 0 and [s.path for s in t.sidecars] == [head]
+    side = t.best_sidecar("mainline")
+    assert side is not None and side.kind == "mtp" and side.path == head and not side.warnings
+    assert side.reason_on(starter_caps) == ""  # the probed starter engine runs it
+
+    port = _free_port()
+    log = tmp_path / "server.log"
+    argv = [str(starter_engine_path), "-m", str(target), "--spec-draft-model", str(side.path), "--spec-type",
+            "draft-mtp", "-c", "4096", "-np", "1", "--port", str(port), "--no-webui", "-t", "1", "-tb", "1"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_healthy(proc, port, log)
+        reply = _post(port, {"messages": [{"role": "user", "content": "say hello"}], "max_tokens": N_TOKENS,
+                             "temperature": 0})
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+    timings = reply["timings"]
+    assert isinstance(timings, dict)
+    text = reply["choices"][0]["message"]["content"]  # type: ignore[index]
+    assert text == " bee" * N_TOKENS
+    assert timings["draft_n"] > 0 and timings["draft_n_accepted"] == timings["draft_n"], timings
+    logged = log.read_text(errors="replace")
+    assert f"loading draft model '{head}'" in logged and "draft acceptance = 1.00000" in logged
