@@ -1,10 +1,14 @@
-"""`beedeck bench`: the baseline-versus-DFlash benchmark, headless.
+"""`beedeck bench`: the baseline-versus-speculation benchmark, headless.
 
-Starts the engine itself (the starter profile by default, baseline only; ``--synthetic`` uses the
-tiny synthetic sticky pair from tests/fixtures/synth_gguf.py, which gives real DFlash drafts with 100 %
-acceptance on a CPU) or measures a running server (``--url``). Prints a progress bar on stderr and
-the final table on stdout, writes report.md / report.json / samples.csv (+ PNG charts when PySide6
-is importable) to ``--out``. Exit status: 0 ok, 1 a run failed, 2 bad arguments, 130 interrupted.
+Starts the engine itself (the starter profile by default; ``--synthetic`` uses a tiny synthetic sticky
+model: ``dflash`` the DFlash pair of tests/fixtures/synth_gguf.py, ``mtp`` / ``mtp-random`` the qwen35
+target with its own MTP head of tests/fixtures/synth_mtp.py, which give real drafts on a CPU, the sticky
+ones with 100 % acceptance) or measures a running server (``--url``). ``--modes`` is any subset of
+baseline, dflash, eagle3, dspark, mtp and model-free (``all``: every mode this engine and these files
+run; the engines' own spellings such as draft-mtp or ngram-simple are understood). Prints a progress bar
+on stderr and the final table on stdout, writes report.md / report.json / samples.csv (+ PNG charts
+when PySide6 is importable) to ``--out``. Exit status: 0 ok, 1 a run failed, 2 bad arguments, 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -22,12 +26,23 @@ from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
 from beedeck.core.bench.report import ChartRenderer, Summary, summarize, write_reports
-from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, BenchReport
+from beedeck.core.bench.results import (
+    BASELINE,
+    DFLASH,
+    DSPARK,
+    EAGLE3,
+    IN_SERVER_BASELINE,
+    MODEL_FREE,
+    MODES,
+    MTP,
+    BenchReport,
+)
 from beedeck.core.bench.runner import DEFAULT_REPS, IN_SERVER_CHOICES, SWITCHING, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.probe import probe_engine
+from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.core.starter import (
     STARTER_MODEL_NAME,
     StarterMissing,
@@ -37,14 +52,20 @@ from beedeck.core.starter import (
 )
 
 SYNTH_MAX_TOKENS = 128  # the sticky pair repeats one token: 128 are enough to see the speed-up
+SYNTHETIC_KINDS = ("dflash", "mtp", "mtp-random")
+# The engines' own words for the modes (and "off"), as --spec accepts them.
+MODE_ALIASES = {"off": BASELINE, "none": BASELINE, "ngram": MODEL_FREE, "n-gram": MODEL_FREE,
+                "draft-dflash": DFLASH, "draft-eagle3": EAGLE3, "draft-dspark": DSPARK, "draft-mtp": MTP}
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
-    p = sub.add_parser("bench", help="benchmark baseline vs DFlash (and model-free speculation)")
+    p = sub.add_parser("bench", help="benchmark baseline vs speculation (DFlash, EAGLE-3, DSpark, MTP, model-free)")
     p.add_argument("--suite", default="seed", metavar="NAME|FILE",
                    help=f"a built-in suite ({', '.join(BUILTIN_SUITES)}) or a JSON suite file (default: seed)")
-    p.add_argument("--modes", metavar="LIST", help="comma list of baseline, dflash, model-free "
-                   "(default: baseline,dflash with a draft, else baseline)")
+    p.add_argument("--modes", metavar="LIST", help=f"comma list of {', '.join(MODES[:-1])}, or all (every mode "
+                   "this engine and these files run); a model-free type such as ngram-simple picks that type "
+                   "(default: baseline and every mode the model files bring: the draft's kind with --draft, mtp "
+                   "for a target with MTP heads)")
     p.add_argument("--reps", type=int, default=DEFAULT_REPS, help=f"repetitions per prompt (default: {DEFAULT_REPS})")
     p.add_argument("--warmup", type=int, default=1, help="warm-up replies per mode (default: 1)")
     p.add_argument("--max-tokens", type=int, metavar="N", help="override the suite's reply length")
@@ -52,12 +73,14 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--out", metavar="DIR", help="report folder (default: a new folder under the data folder)")
     p.add_argument("--engine", metavar="BIN", help="llama-server binary (default: the starter engine)")
     p.add_argument("--target", metavar="GGUF", help="target model (default: the starter model)")
-    p.add_argument("--draft", metavar="GGUF", help="DFlash draft model")
+    p.add_argument("--draft", metavar="GGUF", help="draft model (a DFlash, EAGLE-3 or DSpark GGUF)")
     p.add_argument("--url", metavar="URL", help="measure a running server instead of starting one (one mode)")
     p.add_argument("--api-key-prompt", action="store_true",
                    help="ask for the --url server's API key on the terminal (or set BEEDECK_API_KEY)")
-    p.add_argument("--synthetic", action="store_true",
-                   help="use the tiny synthetic sticky target + DFlash draft (CPU, greedy, 100 %% acceptance)")
+    p.add_argument("--synthetic", nargs="?", const="dflash", choices=SYNTHETIC_KINDS, metavar="KIND",
+                   help="use a tiny synthetic model, greedy, on a CPU: dflash (the default: sticky target + DFlash "
+                        "draft, 100 %% acceptance), mtp (sticky qwen35 target with its own MTP head, 100 %%) or "
+                        "mtp-random (random target and head: real work, low acceptance)")
     p.add_argument("--switching", choices=SWITCHING, default="auto",
                    help="how modes are served (default/restart: one server per mode, the baseline without the "
                         "draft; side-by-side: every mode's server at once, requests interleaved, fairest on a busy "
@@ -71,18 +94,25 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.set_defaults(func=run_bench_command)
 
 
-def _load_synth() -> ModuleType:
-    """tests/fixtures/synth_gguf.py by path (it lives in the source checkout, not in the package)."""
-    path = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "synth_gguf.py"
-    spec = importlib.util.spec_from_file_location("beedeck_synth_gguf", path)
-    if spec is None or spec.loader is None or not path.is_file():
+def _load_synth(name: str = "synth_gguf") -> ModuleType:
+    """tests/fixtures/<name>.py (it lives in the source checkout, not in the package)."""
+    root = Path(__file__).resolve().parents[3]
+    path = root / "tests" / "fixtures" / f"{name}.py"
+    if not path.is_file():
         raise BenchError(f"--synthetic needs {path} (a BeeDeck source checkout): pass --target and --draft instead.")
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        if name == "synth_gguf":
+            spec = importlib.util.spec_from_file_location("beedeck_synth_gguf", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+        # synth_mtp imports its sibling as tests.fixtures.synth_gguf: import it from the checkout.
+        if str(root) not in sys.path:
+            sys.path.append(str(root))
+        return importlib.import_module(f"tests.fixtures.{name}")
     except ImportError as exc:
         raise BenchError(f"--synthetic needs the gguf package ({exc}): pip install gguf, or pass --target/--draft.") from None
-    return module
 
 
 def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, LaunchSettings | None, BenchSuite, list[str]]:
@@ -96,11 +126,15 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
     else:
         if args.engine:
             engine = Path(args.engine)
-        if args.synthetic:
+        if args.synthetic in ("mtp", "mtp-random"):
+            target = synthetic_mtp_target(paths.cache_dir() / "synth-bench", sticky=args.synthetic == "mtp")
+            settings = synthetic_mtp_settings(target)
+        elif args.synthetic:
             fmt = "bee" if engine is not None and probe_engine(str(engine)).dflash_draft_arch == "dflash-draft" \
                 else "mainline"
             target, draft = synthetic_bench_pair(paths.cache_dir() / "synth-bench", fmt)
             settings = synthetic_settings(target, draft)
+        if args.synthetic:
             max_tokens = max_tokens or SYNTH_MAX_TOKENS
             temperature = 0.0 if temperature is None else temperature
         engine = engine or starter_engine()  # raises StarterMissing with the install command
@@ -114,9 +148,40 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
             settings.draft = str(Path(args.draft))
         apply_settings_arguments(args, settings)
         caps = probe_engine(str(engine))
-        default_modes = [BASELINE, DFLASH] if settings.draft else [BASELINE]
-    modes = [m.strip() for m in args.modes.split(",")] if args.modes else default_modes
+        default_modes = default_bench_modes(caps, settings)
+    modes = parse_modes(args.modes, caps, settings) if args.modes else default_modes
     return engine, caps, settings, suite.with_overrides(max_tokens, temperature), modes
+
+
+def default_bench_modes(caps: EngineCaps, settings: LaunchSettings) -> list[str]:
+    """Baseline plus each mode the model files bring (the draft's kind, MTP heads) that this engine runs."""
+    options = modes_for(caps, settings, *read_infos(settings))
+    return [BASELINE, *(o.key for o in options if o.available and o.key in (DFLASH, EAGLE3, DSPARK, MTP))]
+
+
+def parse_modes(text: str, caps: EngineCaps | None, settings: LaunchSettings | None) -> list[str]:
+    """``--modes``: mode keys, ``all``, the engines' spellings (draft-mtp, off) and model-free types
+    (ngram-simple, copyspec: that type is then the one measured, set on ``settings``). Unknown words
+    are kept for :func:`check_modes` to name."""
+    out: list[str] = []
+    for word in (w.strip().lower() for w in text.split(",")):
+        if not word:
+            continue
+        if word == "all":
+            if caps is None or settings is None:
+                raise BenchError("--modes all needs BeeDeck to start the engine (it cannot tell what a --url server "
+                                 "runs): name the mode instead.")
+            out += [o.key for o in modes_for(caps, settings, *read_infos(settings)) if o.available]
+        elif word in MODES:
+            out.append(word)
+        elif word in MODE_ALIASES:
+            out.append(MODE_ALIASES[word])
+        elif caps is not None and settings is not None and word in caps.model_free_spec_types:
+            settings.spec_model_free_type = word
+            out.append(MODEL_FREE)
+        else:
+            out.append(word)
+    return list(dict.fromkeys(out))
 
 
 def synthetic_bench_pair(folder: Path, fmt: str = "mainline") -> tuple[Path, Path]:
@@ -134,6 +199,26 @@ def synthetic_bench_pair(folder: Path, fmt: str = "mainline") -> tuple[Path, Pat
         sg.write_llama_target(target, sticky=True, n_embd=512, n_ff=2048, n_head=8)
     sg.write_dflash_draft(draft, target, sticky=True, fmt=fmt)
     return target, draft
+
+
+def synthetic_mtp_target(folder: Path, sticky: bool = True) -> Path:
+    """A synthetic qwen35 target with one MTP head, sized for benchmarking like the DFlash pair
+    (n_embd 512, n_ff 2048: compute dominates the per-token overhead). ``sticky``: always " bee", and
+    the head always right; else random weights (varied text, a head that is rarely right)."""
+    kind = "sticky" if sticky else "random"
+    path = folder / f"bench-mtp-target-{kind}-512.gguf"
+    sm = _load_synth("synth_mtp")
+    if sm._current(path):
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(sm.write_mtp_target(path, sticky=sticky, n_embd=512, n_ff=2048, n_head=8))
+
+
+def synthetic_mtp_settings(target: Path) -> LaunchSettings:
+    """Launch settings for a synthetic MTP target: as :func:`synthetic_settings`, no draft file; the
+    spec mode stays off, so the baseline is the default and ``mtp`` one of the modes."""
+    return LaunchSettings(target=str(target), ctx_size=4096, parallel=1, flash_attn="auto",
+                          extra_args=["--threads", "1"])
 
 
 def synthetic_settings(target: Path, draft: Path) -> LaunchSettings:

@@ -22,6 +22,18 @@ def add_settings_arguments(p: argparse.ArgumentParser, *, with_ctx: bool = True)
                    help="one KV pool for all slots (BeeLlama 0.1-0.3 halves the slot context without it)")
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads for generation")
     g.add_argument("--gpu-layers", metavar="N|auto|all", help="layers on the GPU (default: all)")
+    g.add_argument("--rpc", metavar="HOST:PORT,...", type=rpc_workers_arg,
+                   help="RPC workers (`beedeck worker` on each machine) that hold part of the model")
+
+
+def rpc_workers_arg(text: str) -> list[str]:
+    """``--rpc``'s value, checked (argparse names the bad address)."""
+    from beedeck.core.engine.rpc import RpcError, parse_workers
+
+    try:
+        return [str(w) for w in parse_workers(text)]
+    except RpcError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message} {exc.remedy}") from None
 
 
 def apply_settings_arguments(args: argparse.Namespace, s: LaunchSettings) -> LaunchSettings:
@@ -42,4 +54,6 @@ def apply_settings_arguments(args: argparse.Namespace, s: LaunchSettings) -> Lau
         s.threads = args.threads
     if args.gpu_layers:
         s.n_gpu_layers = args.gpu_layers
+    if getattr(args, "rpc", None):
+        s.rpc_workers = args.rpc
     return s

@@ -15,7 +15,16 @@ from typing import Any
 import pytest
 
 from beedeck.core.bench import report as br
-from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, MODEL_FREE, BenchReport, Sample
+from beedeck.core.bench.results import (
+    BASELINE,
+    DFLASH,
+    EAGLE3,
+    IN_SERVER_BASELINE,
+    MODEL_FREE,
+    MTP,
+    BenchReport,
+    Sample,
+)
 from beedeck.core.bench.runner import check_modes, mode_settings, run_bench
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite, SuiteError, load_suite
 from beedeck.core.engine.argv import build_argv
@@ -115,13 +124,32 @@ def test_user_suite_from_file_and_unknown_name(tmp_path: Path) -> None:
 def test_mode_checks_and_per_request_choice() -> None:
     ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
     bee = caps_from_texts("bee", "", help_stdout(BEE_A))
-    with pytest.raises(BenchError, match="needs a DFlash draft model"):
+    with pytest.raises(BenchError, match="The dflash mode cannot run: No DFlash draft model is configured.*Or leave "
+                                         "dflash out of the modes"):
         check_modes([BASELINE, DFLASH], ml, LaunchSettings(target="t.gguf"))
     with pytest.raises(BenchError, match="Unknown benchmark mode 'fast'"):
         check_modes(["fast"], ml, None)
     assert check_modes(["baseline", "baseline", MODEL_FREE], ml, LaunchSettings(target="t")) == [BASELINE, MODEL_FREE]
     with pytest.raises(BenchError, match="add dflash"):
         check_modes([IN_SERVER_BASELINE], bee, LaunchSettings(target="t", draft="d"))
+
+
+def test_mode_checks_read_the_model_files(tmp_path: Path) -> None:
+    from tests.fixtures import meta_gguf as mg
+
+    ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
+    bee = caps_from_texts("bee", "", help_stdout(BEE_A))
+    mtp = mg.tiny_model(tmp_path / "mtp.gguf", arch="qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1})
+    plain = mg.tiny_model(tmp_path / "plain.gguf", n_embd=128)
+    assert check_modes([BASELINE, MTP, MODEL_FREE], ml, LaunchSettings(target=str(mtp))) == [BASELINE, MTP, MODEL_FREE]
+    with pytest.raises(BenchError, match="The mtp mode cannot run: plain.gguf has no MTP heads"):
+        check_modes([BASELINE, MTP], ml, LaunchSettings(target=str(plain)))
+    with pytest.raises(BenchError, match="The mtp mode cannot run: BeeLlama 0.1-0.3 has no MTP"):
+        check_modes([MTP], bee, LaunchSettings(target=str(mtp)))
+    with pytest.raises(BenchError, match="plain.gguf is an ordinary model, not a speculation draft"):
+        check_modes([EAGLE3], ml, LaunchSettings(target=str(mtp), draft=str(plain)))
+    with pytest.raises(BenchError, match="Unknown benchmark mode 'draft-mtp'"):
+        check_modes(["draft-mtp"], ml, None)
 
 
 def test_restart_modes_differ_only_in_speculation_flags() -> None:
@@ -338,3 +366,19 @@ def test_cancel_while_the_server_loads_stops_it_at_once(tmp_path: Path) -> None:
         if pid_file.exists():  # in case a check above failed: never leave the fake engine behind
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_cli_modes_accept_the_engines_words_and_all(tmp_path: Path) -> None:
+    from beedeck.clicmd.bench import default_bench_modes, parse_modes
+    from tests.fixtures import meta_gguf as mg
+
+    ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
+    mtp = mg.tiny_model(tmp_path / "mtp.gguf", arch="qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1})
+    s = LaunchSettings(target=str(mtp))
+    assert default_bench_modes(ml, s) == [BASELINE, MTP]
+    assert parse_modes("off, draft-mtp,ngram", ml, s) == [BASELINE, MTP, MODEL_FREE]
+    assert parse_modes("all", ml, s) == [BASELINE, MTP, MODEL_FREE]
+    assert parse_modes("baseline,copyspec", ml, s) == [BASELINE, "copyspec"]  # not a mainline type: check_modes says so
+    assert parse_modes("baseline,ngram-simple", ml, s) == [BASELINE, MODEL_FREE] and s.spec_model_free_type == "ngram-simple"
+    with pytest.raises(BenchError, match="--modes all needs BeeDeck to start the engine"):
+        parse_modes("all", None, None)

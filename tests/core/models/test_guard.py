@@ -55,6 +55,12 @@ class Models:
     fork_draft: Path  # dflash-draft (BeeLlama 0.1-0.3 format)
     upstream_draft: Path  # dflash (mainline / BeeLlama >= 0.4 format)
     plain_draft: Path  # an ordinary small LM, not a DFlash draft
+    mtp_target: Path  # qwen35 with one MTP head inside
+    qwen35: Path  # qwen35 without MTP heads
+    eagle3_draft: Path
+    dflash_f32: Path  # an upstream DFlash draft whose tensor table is read in full (F32 shapes)
+    dspark_no_head: Path  # DSpark (Markov head) without a confidence head
+    dspark_head: Path  # DSpark with a confidence head
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +74,23 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Models:
         fork_draft=mg.dflash_draft(d / "fork.gguf", "dflash-draft", 128, [0, 1], 1000, n_layer=1, n_ff=256),
         upstream_draft=mg.dflash_draft(d / "up.gguf", "dflash", 128, [0, 1], 1000, n_layer=1, n_ff=256),
         plain_draft=mg.tiny_model(d / "plain.gguf", n_embd=128, salt="x"),
+        mtp_target=mg.tiny_model(d / "mtp.gguf", arch="qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1}),
+        qwen35=mg.tiny_model(d / "qwen35.gguf", arch="qwen35", n_embd=128),
+        eagle3_draft=mg.tiny_model(d / "eagle3.gguf", arch="eagle3", n_embd=128, n_layer=1),
+        dflash_f32=mg.dflash_draft(d / "up-f32.gguf", "dflash", 128, [0, 1], 1000, n_layer=1, n_head=4, n_kv=2,
+                                   hd=32, n_ff=256, qtype=mg.Q.F32),
+        dspark_no_head=_dspark(d / "dspark-no-head.gguf", False),
+        dspark_head=_dspark(d / "dspark-head.gguf", True),
     )
+
+
+def _dspark(path: Path, confidence_head: bool) -> Path:
+    """A metadata-only DSpark draft: an upstream DFlash file with the Markov head mainline detects."""
+    tensors: list[mg.Tensor] = [("output_norm.weight", (128,), mg.Q.F32), ("fc.weight", (256, 128), mg.Q.F32),
+                                ("markov_w1.weight", (128, 128), mg.Q.F32), ("blk.0.attn_q.weight", (128, 128), mg.Q.F32)]
+    kv = {"block_count": 1, "embedding_length": 128, "attention.head_count": 4, "context_length": 2048,
+          "target_layers": [1, 2], "block_size": 16, "has_confidence_head": confidence_head}
+    return mg.write_meta_gguf(path, "dflash", kv, tensors, mg.vocab(1000), {"general.name": "DSpark draft"})
 
 
 def _settings(target: Path, **kw: object) -> LaunchSettings:
@@ -80,6 +102,13 @@ def _settings(target: Path, **kw: object) -> LaunchSettings:
 
 def _dflash(target: Path, draft: Path) -> LaunchSettings:
     return _settings(target, draft=str(draft), spec_mode=SpecMode.DFLASH)
+
+
+def _with_draft(mode: SpecMode, target: Path, draft: Path, **kw: object) -> LaunchSettings:
+    return _settings(target, draft=str(draft), spec_mode=mode, **kw)
+
+
+P_MIN = ["--spec-draft-p-min", "0.5"]
 
 
 # row id -> (engine, settings that meet the row, engine, settings that do not, a real log line it explains)
@@ -122,13 +151,31 @@ CASES: dict[str, Case] = {
         "bee-a", lambda m: _dflash(m.gemma3, m.fork_draft),
         "/src/llama.cpp/src/llama-context.cpp:2712: GGML_ASSERT(t_layer_inp[il] != nullptr) failed",
     ),
+    "mtp-target-without-heads": (
+        "mainline", lambda m: _settings(m.qwen35, spec_mode=SpecMode.MTP),
+        "mainline", lambda m: _settings(m.mtp_target, spec_mode=SpecMode.MTP),
+        # mainline b11434 (tests/engine/test_mtp_real.py)
+        "W llama_init_from_model: context type MTP requested but model doesn't contain MTP layers",
+    ),
+    "draft-kind-mismatch": (
+        "mainline", lambda m: _with_draft(SpecMode.EAGLE3, m.head32, m.dflash_f32),
+        "bee-b", lambda m: _with_draft(SpecMode.EAGLE3, m.head32, m.eagle3_draft),
+        # mainline b11434 common/speculative.cpp:562
+        "common_speculative_init: draft model is not eagle3 (expected 3 extract layers, got 0)",
+    ),
+    "dspark-no-confidence-head": (
+        "mainline", lambda m: _with_draft(SpecMode.DSPARK, m.head32, m.dspark_no_head, extra_args=P_MIN),
+        "mainline", lambda m: _with_draft(SpecMode.DSPARK, m.head32, m.dspark_head, extra_args=P_MIN),
+        # mainline b11434 common/speculative.cpp:1064
+        "DSpark draft has no confidence head: please set --spec-draft-p-min 0",
+    ),
 }
 RELEASES = {"bee-a": "v0.1.2", "bee-a-cuda": "v0.1.2", "bee-b": "v0.4.3", "mainline": ""}
 
 
 def test_every_row_has_a_case_and_every_case_a_row() -> None:
     assert {r.id for r in load_table()} == set(CASES)
-    assert len(load_table()) == 7
+    assert len(load_table()) == 10
 
 
 @pytest.mark.parametrize("row_id", sorted(CASES))
@@ -218,3 +265,18 @@ def test_explain_log_skips_rows_of_other_engines() -> None:
 def test_refused_speculation_types_are_not_offered() -> None:
     assert refused_spec_types(_caps("bee-a", "v0.1.2")) == {"ngram-mod", "ngram-map-k"}
     assert refused_spec_types(_caps("bee-b", "v0.4.3")) == set() == refused_spec_types(_caps("mainline"))
+
+
+def test_a_draft_of_another_kind_names_its_kind_and_the_mode_for_it(models: Models) -> None:
+    with pytest.raises(ServerFailed) as exc:
+        check_launch(_caps("mainline"), _with_draft(SpecMode.DSPARK, models.head32, models.eagle3_draft))
+    f = exc.value.failure
+    assert f.message.startswith("The draft eagle3.gguf is an EAGLE-3 draft, but the speculation mode is DSpark")
+    assert f.remedy == "Match the mode to the draft: use the EAGLE-3 mode for it."
+    with pytest.raises(ServerFailed) as exc:
+        check_launch(_caps("bee-b"), _with_draft(SpecMode.EAGLE3, models.head32, models.plain_draft))
+    assert "an ordinary 'llama' model" in exc.value.failure.message
+    assert "pick the EAGLE-3 draft made for this target" in exc.value.failure.remedy
+    # The heads are counted from the header: an MTP target passes, and DSpark at p-min 0 needs no head.
+    assert check_launch(_caps("mainline"), _settings(models.mtp_target, spec_mode=SpecMode.MTP)) == []
+    assert check_launch(_caps("mainline"), _with_draft(SpecMode.DSPARK, models.head32, models.dspark_no_head)) == []

@@ -102,3 +102,27 @@ def test_ordinary_draft_llama_rules(tmp_path: Path) -> None:
 def test_every_rejection_has_a_reason(tmp_path: Path, caps: EngineCaps | None) -> None:
     v = check_pair(_target(tmp_path, n_layer=2), _draft(tmp_path, n_embd=32, n_vocab=V + 1), caps)
     assert not v.ok and len(v.reasons) >= 3 and all(r.endswith((".", ")")) for r in v.reasons)
+
+
+def test_modes_for_reads_mtp_heads_and_the_drafts_kind(tmp_path: Path) -> None:
+    from beedeck.core.engine.help_text import caps_from_texts
+    from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+    from beedeck.core.models.paircheck import model_facts, modes_for, read_infos
+    from tests.fixtures.engines import MAINLINE as MAINLINE_HELP
+    from tests.fixtures.engines import help_stdout
+
+    ml = caps_from_texts("ml", "", help_stdout(MAINLINE_HELP))
+    mtp = mg.tiny_model(tmp_path / "mtp.gguf", "qwen35", V, n_embd=64, extra={"qwen35.nextn_predict_layers": 1})
+    eagle = mg.tiny_model(tmp_path / "eagle.gguf", "eagle3", V, n_layer=1, n_embd=64)
+    s = LaunchSettings(target=str(mtp), draft=str(eagle), spec_mode=SpecMode.EAGLE3)
+    target, draft = read_infos(s)
+    facts = model_facts(target, draft)
+    assert (facts.target_name, facts.mtp_layers, facts.draft_name, facts.draft_kind) == ("mtp.gguf", 1, "eagle.gguf",
+                                                                                         "eagle3")
+    assert [o.key for o in modes_for(ml, s, target, draft) if o.available] == ["baseline", "eagle3", "mtp",
+                                                                              "model-free"]
+    # A missing or unreadable file is simply not read: the modes are judged from the profile.
+    (tmp_path / "bad.gguf").write_bytes(b"not a gguf")
+    assert read_infos(LaunchSettings(target=str(tmp_path / "bad.gguf"), draft=str(tmp_path / "none.gguf"))) == (
+        None, None)
+    assert model_facts(None, None).mtp_layers is None and not model_facts(None, None).draft_read

@@ -96,3 +96,35 @@ def test_chart_png_has_the_mode_colours(qapp: object, tmp_path: Path) -> None:
     assert (img.width(), img.height()) == (900, 420)
     colours = {img.pixelColor(x, y).name() for x in range(0, 900, 5) for y in range(0, 420, 5)}
     assert QColor("#f2a900").name() in colours and QColor("#7f8c9a").name() in colours
+
+
+def test_the_mode_choice_follows_the_engine_and_the_files(qtbot: QtBot, tmp_path: Path) -> None:
+    from beedeck.core.engine.help_text import caps_from_texts
+    from beedeck.core.engine.launch_settings import LaunchSettings
+    from tests.fakes.inline_runner import run_inline
+    from tests.fixtures import meta_gguf as mg
+    from tests.fixtures.engines import MAINLINE, help_stdout
+
+    caps = caps_from_texts("/e/llama-server", "", help_stdout(MAINLINE))
+    mtp = mg.tiny_model(tmp_path / "qwen-mtp.gguf", "qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1})
+    view = BenchView(runner=run_inline)
+    qtbot.addWidget(view)
+    view.set_launch(Path("/e/llama-server"), caps, LaunchSettings(target=str(mtp)))
+    boxes = view.mode_boxes
+    assert view.selected_modes() == ["baseline", "mtp"]  # baseline and what the files bring
+    assert boxes["model-free"].isEnabled() and not boxes["model-free"].isChecked()
+    assert boxes["model-free"].text() == "N-gram (ngram-mod)" and "draft-mtp" in boxes["mtp"].toolTip()
+    for key in ("dflash", "eagle3", "dspark"):
+        assert not boxes[key].isEnabled() and boxes[key].toolTip().startswith("Not available: No ")
+    boxes["model-free"].setChecked(True)
+    boxes["baseline"].setChecked(False)
+    assert view.selected_modes() == ["mtp", "model-free"]  # any subset
+    # Headers read later (the real runner is a background job): until then only the profile's own mode.
+    pending: list[object] = []
+    later = BenchView(runner=lambda fn, done, err: pending.append((fn, done)))
+    qtbot.addWidget(later)
+    later.set_launch(Path("/e/llama-server"), caps, LaunchSettings(target=str(mtp)))
+    assert later.selected_modes() == ["baseline"] and "has not read" in later.mode_boxes["mtp"].toolTip()
+    fn, done = pending.pop()  # type: ignore[misc]
+    done(fn())  # type: ignore[operator]
+    assert later.selected_modes() == ["baseline", "mtp"]

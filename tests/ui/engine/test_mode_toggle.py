@@ -1,5 +1,6 @@
-"""Baseline | DFlash: disabled without a draft; per-request only where the engine was measured to
-honour it; restart otherwise (and after a reply contradicts the measurement)."""
+"""Baseline | <the modes this setup can run>: offered by the engine's spec types and the model files'
+headers, each unavailable mode with its reason; Baseline/DFlash per request only where the engine was
+measured to honour it; restart otherwise (and after a reply contradicts the measurement)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec
 def _caps(tmp_path: Path, generation: Generation) -> EngineCaps:
     binary = tmp_path / f"llama-server-{generation.value}"  # the memory is keyed by the real file
     binary.write_text("#!/bin/sh\n")
-    return EngineCaps(path=str(binary), generation=generation, spec_types=("draft-dflash",))
+    dflash = "dflash" if generation == Generation.BEE_A else "draft-dflash"
+    return EngineCaps(path=str(binary), generation=generation, spec_types=(dflash,), flags=frozenset({"--spec-type"}))
 
 
 def _inline(fn: Any, done: Any, err: Any) -> None:
@@ -46,9 +48,12 @@ def test_disabled_without_a_draft(qtbot: QtBot) -> None:
     t = ModeToggle()
     qtbot.addWidget(t)
     t.configure(LaunchSettings(target="/m/t.gguf"), None)
-    assert not t.isEnabled()
+    assert not t.isEnabled() and t.offered() == ["baseline"]
     assert "No DFlash draft" in t.toolTip()
+    assert "• DFlash: No DFlash draft model is configured" in t.why_button.toolTip()
     assert t.provider() == ("baseline", {})
+    assert t.request_mode("dflash") is False and t.request_mode("warp") is False
+    assert t.request_mode("baseline") is True and t.mode() == "baseline"
 
 
 def test_restart_until_the_engine_is_known_whatever_its_generation(qtbot: QtBot, tmp_path: Path) -> None:
@@ -151,3 +156,105 @@ def test_a_drafted_baseline_reply_switches_to_restarting(qtbot: QtBot, tmp_path:
     assert t.path() == RESTART and memory.get(caps) is False and "drafted 12 tokens" in t.toolTip()
     # A DFlash reply with drafts is no contradiction.
     checker.reply_finished(caps, {"mode": "dflash", "draft_n": 40})
+
+
+# ---------------------------------------------------------------- every mode this setup can run
+
+
+def _real_caps(kind: str) -> EngineCaps:
+    import dataclasses
+
+    from beedeck.core.engine.help_text import caps_from_texts
+    from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
+
+    text, release = {"mainline": (MAINLINE, ""), "bee-a": (BEE_A, "v0.1.2")}[kind]
+    return dataclasses.replace(caps_from_texts(f"/e/{kind}/llama-server", "", help_stdout(text)), release=release)
+
+
+def _mtp_target(tmp_path: Path) -> Path:
+    from tests.fixtures import meta_gguf as mg
+
+    return mg.tiny_model(tmp_path / "qwen-mtp.gguf", arch="qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1})
+
+
+def _file_toggle(qtbot: QtBot, profile: LaunchSettings, caps: EngineCaps | None) -> ModeToggle:
+    t = ModeToggle(runner=_inline)
+    qtbot.addWidget(t)
+    t.configure(profile, caps)
+    return t
+
+
+def test_an_mtp_target_offers_mtp_and_says_why_the_draft_modes_cannot_run(qtbot: QtBot, tmp_path: Path) -> None:
+    profile = LaunchSettings(target=str(_mtp_target(tmp_path)), ctx_size=8192, draft_n_max=4)
+    t = _file_toggle(qtbot, profile, _real_caps("mainline"))
+    assert t.isEnabled() and t.offered() == ["baseline", "mtp", "model-free"] and t.mode() == "baseline"
+    assert [t.button(k).text() for k in t.offered()] == ["Baseline", "MTP", "N-gram"]  # type: ignore[union-attr]
+    assert "MTP heads" in t.button("mtp").toolTip() and "ngram-mod" in t.button("model-free").toolTip()  # type: ignore[union-attr]
+    assert t.button("dflash") is None and t.why_button.isVisibleTo(t)
+    why = t.why_button.toolTip()
+    assert "• DFlash: No DFlash draft model is configured" in why and "• EAGLE-3:" in why
+    assert "Baseline | MTP | N-gram: the mode of the next reply." in t.toolTip()
+    with qtbot.waitSignal(t.restart_requested) as blocker:
+        assert t.request_mode("mtp") is True
+    settings = blocker.args[0]
+    assert settings.spec_mode == SpecMode.MTP and settings.draft is None
+    assert settings.ctx_size == 8192 and settings.draft_n_max == 4  # nothing else changes
+    assert t.is_switching() and "restarting with the target's MTP heads" in t.status.text()
+    assert t.request_mode("baseline") is False  # one switch at a time
+    with qtbot.waitSignal(t.mode_changed) as changed:
+        t.restart_finished()
+    assert changed.args == ["mtp"] and t.provider() == ("mtp", {})
+    assert "MTP: restarted the server with the target's MTP heads in" in t.status.text()
+    assert t.launch_settings(profile).spec_mode == SpecMode.MTP  # a later Start keeps the mode shown
+    with qtbot.waitSignal(t.restart_requested) as blocker:
+        t.button("model-free").click()  # type: ignore[union-attr]
+    assert blocker.args[0].spec_mode == SpecMode.MODEL_FREE and blocker.args[0].spec_model_free_type == "ngram-mod"
+    t.restart_finished()
+    assert "N-gram: restarted the server with ngram-mod speculation" in t.status.text()
+
+
+def test_the_engine_decides_too(qtbot: QtBot, tmp_path: Path) -> None:
+    # BeeLlama 0.1.2 has no MTP, and aborts with ngram-mod: the toggle offers what runs, with the type that runs.
+    profile = LaunchSettings(target=str(_mtp_target(tmp_path)))
+    t = _file_toggle(qtbot, profile, _real_caps("bee-a"))
+    assert t.offered() == ["baseline", "model-free"]
+    assert "• MTP: BeeLlama v0.1.2 has no MTP" in t.why_button.toolTip()
+    with qtbot.waitSignal(t.restart_requested) as blocker:
+        t.request_mode("model-free")
+    assert blocker.args[0].spec_model_free_type == "ngram-simple"
+    # Before the engine is probed, only the profile's own mode can run.
+    t2 = _file_toggle(qtbot, profile, None)
+    assert t2.offered() == ["baseline"] and not t2.isEnabled()
+    assert "has not probed the engine yet" in t2.why_button.toolTip()
+
+
+def test_a_draft_of_another_kind_keeps_the_profiles_mode_visible_with_the_reason(qtbot: QtBot, tmp_path: Path) -> None:
+    from tests.fixtures import meta_gguf as mg
+
+    draft = mg.tiny_model(tmp_path / "eagle.gguf", arch="eagle3", n_embd=128, n_layer=1)
+    target = mg.tiny_model(tmp_path / "t.gguf", n_embd=128)
+    profile = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH)
+    t = _file_toggle(qtbot, profile, _real_caps("mainline"))
+    assert t.offered() == ["baseline", "dflash", "eagle3", "model-free"]
+    dflash = t.button("dflash")
+    assert dflash is not None and not dflash.isEnabled() and dflash.isChecked()
+    assert "eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 mode for it" in dflash.toolTip()
+    with qtbot.waitSignal(t.restart_requested) as blocker:
+        assert t.request_mode("eagle3")
+    assert blocker.args[0].spec_mode == SpecMode.EAGLE3 and blocker.args[0].draft == str(draft)
+    t.restart_finished()
+    assert t.mode() == "eagle3" and "EAGLE-3: restarted the server with the draft in" in t.status.text()
+
+
+def test_headers_are_read_off_the_gui_thread_and_the_segments_follow(qtbot: QtBot, tmp_path: Path) -> None:
+    pending: list[Any] = []
+    t = ModeToggle(runner=lambda fn, done, err: pending.append((fn, done)))
+    qtbot.addWidget(t)
+    t.configure(LaunchSettings(target=str(_mtp_target(tmp_path))), _real_caps("mainline"))
+    assert t.offered() == ["baseline", "model-free"]  # the header is not read yet
+    assert "has not read qwen-mtp.gguf's header" in t.why_button.toolTip()
+    fn, done = pending.pop()
+    done(fn())
+    assert t.offered() == ["baseline", "mtp", "model-free"]
+    t.configure(t._profile, _real_caps("mainline"))  # same file, same version: not read again
+    assert pending == []

@@ -109,7 +109,7 @@ def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> No
     w.bench_action.trigger()
     bench = opened(w, BenchDialog)
     assert bench.view._launch is not None and bench.view._launch[0] == Path(ENGINE)
-    assert bench.view.run_button.isEnabled() and "starts llama-server for each mode" in bench.note.text()
+    assert bench.view.run_button.isEnabled() and "starts llama-server for each chosen mode" in bench.note.text()
     # A finished benchmark hands its per-mode figures to the speculation guard.
     from beedeck.core.bench.results import BenchReport, Sample
     from beedeck.core.bench.suites import BenchPrompt, BenchSuite

@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
+from beedeck.clicmd.worker import check_rpc_launch
 from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.modes import parse_spec, pick_model_free_type
 from beedeck.core.engine.probe import probe_engine
+from beedeck.core.engine.remote import stored_api_key
+from beedeck.core.engine.rpc_probe import restate
 from beedeck.core.engine.server import ServerFailed, ServerFailure, ServerProcess, describe
 from beedeck.core.launcher import launch
 from beedeck.core.starter import (
@@ -41,9 +45,10 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
 def add_launch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", metavar="BIN", help="llama-server binary (default: the starter engine)")
     p.add_argument("--model", metavar="GGUF", help="target model (default: the starter model)")
-    p.add_argument("--draft", metavar="GGUF", help="DFlash draft model")
-    p.add_argument("--spec", metavar="TYPE", default="off",
-                   help="speculative decoding: off, dflash, or a model-free type such as ngram-mod")
+    p.add_argument("--draft", metavar="GGUF", help="draft model (a DFlash, EAGLE-3 or DSpark GGUF)")
+    p.add_argument("--spec", metavar="MODE", default="off",
+                   help="speculative decoding: off, dflash, eagle3, dspark (with --draft), mtp (the target's own "
+                        "MTP heads, no draft), or a model-free type such as ngram-mod")
     p.add_argument("--port", type=int, metavar="N", help="port (default: a free one)")
     p.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1; another address "
                    "needs an API key: BEEDECK_API_KEY in the environment, or --api-key-prompt)")
@@ -64,14 +69,9 @@ def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]
                     else LaunchSettings(target=str(model)))
     else:
         settings = StarterProfile(engine=engine, model=starter_model()).settings()
-    spec = (args.spec or "off").strip()
-    if spec == "off":
-        settings.spec_mode = SpecMode.OFF
-    elif spec == "dflash":
-        settings.spec_mode = SpecMode.DFLASH
-    else:
-        settings.spec_mode = SpecMode.MODEL_FREE
-        settings.spec_model_free_type = spec
+    settings.spec_mode, model_free_type = parse_spec(args.spec)
+    if model_free_type:
+        settings.spec_model_free_type = model_free_type
     if args.draft:
         settings.draft = str(Path(args.draft))
     apply_settings_arguments(args, settings)
@@ -80,7 +80,11 @@ def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]
     if args.host:
         settings.host = args.host
     settings.api_key = api_key_from(args)
-    return engine, probe_engine(str(engine)), settings
+    caps = probe_engine(str(engine))
+    if settings.spec_mode == SpecMode.MODEL_FREE and not model_free_type:  # "--spec model-free": one that runs here
+        settings.spec_model_free_type = pick_model_free_type(caps, settings.spec_model_free_type) or \
+            settings.spec_model_free_type
+    return engine, caps, settings
 
 
 API_KEY_ENV = "BEEDECK_API_KEY"
@@ -92,10 +96,14 @@ def api_key_from(args: argparse.Namespace) -> str | None:
     if getattr(args, "api_key_prompt", False):
         key = getpass.getpass("API key for the server (not shown): ").strip()
         return key or None
-    return os.environ.get(API_KEY_ENV, "").strip() or None
+    env = os.environ.get(API_KEY_ENV, "").strip() or None
+    if env is None and getattr(args, "url", None):  # bench --url: the key a saved remote profile keeps
+        return stored_api_key(args.url)
+    return env
 
 
 def print_failure(failure: ServerFailure, tail_lines: int = 12) -> None:
+    failure = restate(failure)  # a failure RPC workers caused, said as such
     print(f"error: {failure.message}", file=sys.stderr)
     print(f"  what to do: {failure.remedy}", file=sys.stderr)
     tail = [x for x in failure.log_tail if x.strip()][-tail_lines:]
@@ -122,6 +130,8 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
     except (StarterMissing, ProbeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if settings.rpc_workers and (stop := check_rpc_launch(engine, caps, settings)) is not None:
+        return stop  # a worker that cannot be used, refused before the launch
     try:
         return launch(engine, caps, settings, on_line=on_line)
     except LaunchRefused as exc:

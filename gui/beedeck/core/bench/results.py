@@ -10,14 +10,20 @@ from typing import Any
 
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.engine.client import ChatResult
+from beedeck.core.engine.modes import BASELINE, DFLASH, DSPARK, EAGLE3, MODE_OF_SPEC, MODEL_FREE, MTP
 
-BASELINE, DFLASH, MODEL_FREE = "baseline", "dflash", "model-free"
+# One mode key per SpecMode, the words the chat toggle and the reply stats use too
+# (core.engine.modes.MODE_OF_SPEC); BASELINE is the server without any speculation.
 # The DFlash server answering a request that asks for no drafts (engines that honour it): what the
 # chat toggle's per-request Baseline runs at. The draft stays loaded, so on a GPU it is slower than
 # BASELINE, a server without the draft, which every speed-up is measured against.
 IN_SERVER_BASELINE = "baseline-draft-loaded"
-MODES = (BASELINE, DFLASH, MODEL_FREE, IN_SERVER_BASELINE)
+MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE, IN_SERVER_BASELINE)
 BASELINES = (BASELINE, IN_SERVER_BASELINE)
+SPECULATIVE_MODES = (DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
+
+__all__ = ["BASELINE", "BASELINES", "DFLASH", "DSPARK", "EAGLE3", "IN_SERVER_BASELINE", "MODEL_FREE", "MODES",
+           "MODE_OF_SPEC", "MTP", "SPECULATIVE_MODES", "BenchReport", "ModeRun", "Sample"]
 
 
 @dataclass

@@ -31,7 +31,6 @@ from beedeck.core.bench.results import (
     BASELINES,
     DFLASH,
     IN_SERVER_BASELINE,
-    MODEL_FREE,
     MODES,
     BenchReport,
     ModeRun,
@@ -41,12 +40,20 @@ from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.engine.argv import LaunchRefused, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.client import ClientError, LlamaClient
-from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.modes import (
+    available_modes,
+    engine_spec_type,
+    mode_of,
+    option,
+    pick_model_free_type,
+    settings_for_mode,
+)
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
 from beedeck.core.engine.switching import NO_DRAFTS, PerRequestMemory, check_per_request
 from beedeck.core.launcher import launch
 from beedeck.core.machine.sampler import GpuSample, GpuSampler
+from beedeck.core.models.paircheck import model_facts, read_infos
 
 # Measured on the shared 2-core CI machine (docs/bench-report-example.md): the baseline tok/s of
 # the same prompt moved 51-80 tok/s (synthetic 50 MB target, --threads 1) and 0.6-18 tok/s (starter
@@ -56,9 +63,7 @@ from beedeck.core.machine.sampler import GpuSample, GpuSampler
 DEFAULT_REPS = 3
 WARMUP_MAX_TOKENS = 32
 SCHEMA_VERSION = 1
-# Preferred model-free types, best first (copyspec needs n-min 1, which build_argv adds).
 ProgressFn = Callable[[int, int, str], None]
-_MODEL_FREE_ORDER = ("ngram-mod", "ngram-simple", "ngram-map-k", "copyspec", "ngram-cache", "suffix")
 
 
 class _PeakTracker:
@@ -98,46 +103,34 @@ class _PeakTracker:
             self.sampler.stop()
 
 
-def pick_model_free_type(caps: EngineCaps, wanted: str | None = None) -> str | None:
-    """The model-free speculation type to benchmark on this engine, or None without one."""
-    have = [t for t in caps.model_free_spec_types if t not in refused_spec_types(caps)]
-    if wanted and wanted in have:
-        return wanted
-    return next((t for t in _MODEL_FREE_ORDER if t in have), None)
-
-
 def check_modes(modes: Sequence[str], caps: EngineCaps | None, settings: LaunchSettings | None) -> list[str]:
-    """Validate the requested modes for this engine and pair; raises BenchError naming the fix."""
+    """Validate the requested modes for this engine and these model files (their GGUF headers are read
+    where they exist: MTP needs heads in the target, each draft mode a draft of its kind); raises
+    BenchError naming the fix."""
     out = list(dict.fromkeys(m.strip() for m in modes if m.strip()))
     if not out:
-        raise BenchError("No benchmark mode was given: use baseline, dflash and/or model-free.")
+        raise BenchError("No benchmark mode was given: use baseline and any of dflash, eagle3, dspark, mtp, model-free.")
     for m in out:
         if m not in MODES:
-            raise BenchError(f"Unknown benchmark mode {m!r}: use baseline, dflash, model-free or {IN_SERVER_BASELINE}.")
+            raise BenchError(f"Unknown benchmark mode {m!r}: use {', '.join(MODES)}.")
     if IN_SERVER_BASELINE in out and DFLASH not in out:
         raise BenchError(f"{IN_SERVER_BASELINE} is the DFlash server asked for no drafts: add dflash to the modes.")
     if caps is None:
         return out
-    if DFLASH in out:
-        if caps.dflash_spec_type is None:
-            raise BenchError(f"{caps.path} has no DFlash (--spec-type {', '.join(caps.spec_types) or 'missing'}): "
-                             "use BeeLlama or a recent mainline llama.cpp, or leave dflash out of the modes.")
-        if settings is not None and not settings.draft:
-            raise BenchError("The dflash mode needs a DFlash draft model: pick the draft made for this target "
-                             "(CLI: --draft FILE), or leave dflash out of the modes.")
-    if MODEL_FREE in out and pick_model_free_type(caps, settings.spec_model_free_type if settings else None) is None:
-        raise BenchError(f"{caps.path} has no model-free speculation type: leave model-free out of the modes.")
+    options = available_modes(caps, settings, model_facts(*read_infos(settings))) if settings is not None else []
+    for m in out:
+        if m in (BASELINE, IN_SERVER_BASELINE):
+            continue
+        found = option(options, m)
+        why = found.reason if found is not None else engine_spec_type(m, caps)[1]
+        if why:
+            raise BenchError(f"The {m} mode cannot run: {why} Or leave {m} out of the modes.")
     return out
 
 
 def mode_settings(base: LaunchSettings, mode: str, caps: EngineCaps) -> LaunchSettings:
-    """``base`` with only the speculation changed for ``mode``."""
-    if mode == BASELINE:
-        return replace(base, spec_mode=SpecMode.OFF)
-    if mode == DFLASH:
-        return replace(base, spec_mode=SpecMode.DFLASH)
-    kind = pick_model_free_type(caps, base.spec_model_free_type) or base.spec_model_free_type
-    return replace(base, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type=kind)
+    """``base`` with only the speculation changed for ``mode`` (the baseline without any draft)."""
+    return settings_for_mode(base, mode, caps)
 
 
 SWITCHING = ("auto", "restart", "per-request", "side-by-side")
@@ -477,8 +470,12 @@ class _Runner:
 
 
 def _spec_type(settings: LaunchSettings, caps: EngineCaps) -> str | None:
-    if settings.spec_mode == SpecMode.DFLASH:
-        return caps.dflash_spec_type
+    if settings.spec_mode == SpecMode.OFF:
+        return None
     if settings.spec_mode == SpecMode.MODEL_FREE:
         return settings.spec_model_free_type
-    return None
+    return engine_spec_type(mode_of(settings), caps)[0]
+
+
+__all__ = ["DEFAULT_REPS", "IN_SERVER_CHOICES", "SWITCHING", "check_modes", "mode_settings", "pick_model_free_type",
+           "run_bench"]

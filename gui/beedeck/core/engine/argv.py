@@ -12,26 +12,13 @@ import ipaddress
 import shlex
 from dataclasses import dataclass
 
+from beedeck.core.engine.argv_base import ArgNote, Builder, LaunchRefused
+from beedeck.core.engine.argv_rpc import rpc_args
+from beedeck.core.engine.argv_spec import speculation
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
 
-
-@dataclass(frozen=True)
-class ArgNote:
-    """One thing build_argv did that the user should know: a dropped, translated or compensated option."""
-
-    setting: str
-    kind: str  # "dropped" | "translated" | "compensated" | "info"
-    message: str
-
-
-class LaunchRefused(ValueError):
-    """These settings cannot run on this engine; ``reasons`` says why, one line each, with a remedy."""
-
-    def __init__(self, reasons: list[str]) -> None:
-        super().__init__("; ".join(reasons))
-        self.reasons = reasons
-
+__all__ = ["ArgNote", "LaunchPlan", "LaunchRefused", "build_argv", "is_loopback", "redact"]
 
 SECRET_FLAGS = frozenset({"--api-key"})
 
@@ -110,57 +97,21 @@ def is_loopback(host: str) -> bool:
 _FULL_PRECISION = ("f32", "f16", "bf16")
 
 
-class _Builder:
-    def __init__(self, s: LaunchSettings, caps: EngineCaps) -> None:
-        self.s, self.caps = s, caps
-        self.argv: list[str] = []
-        self.notes: list[ArgNote] = []
-        self.refusals: list[str] = []
-
-    def add(self, *args: str) -> None:
-        self.argv.extend(args)
-
-    def note(self, setting: str, kind: str, message: str) -> None:
-        self.notes.append(ArgNote(setting, kind, message))
-
-    def drop(self, setting: str, flag: str, why: str = "") -> None:
-        self.note(setting, "dropped", f"{flag} left out: this engine has no such option{why}.")
-
-    def first(self, *flags: str) -> str | None:
-        return next((f for f in flags if self.caps.has(f)), None)
-
-    def opt(self, setting: str, flags: tuple[str, ...], value: str, refuse: str | None = None) -> None:
-        """Pass ``flag value`` with the first spelling the engine has; else drop (or refuse)."""
-        flag = self.first(*flags)
-        if flag:
-            self.add(flag, value)
-        elif refuse:
-            self.refusals.append(refuse)
-        else:
-            self.drop(setting, flags[0])
-
-    def switch(self, setting: str, flags: tuple[str, ...]) -> None:
-        flag = self.first(*flags)
-        if flag:
-            self.add(flag)
-        else:
-            self.drop(setting, flags[0])
-
-
 def build_argv(settings: LaunchSettings, caps: EngineCaps) -> LaunchPlan:
     """Turn settings into llama-server arguments for this engine (pure; no file or process access).
 
     Returns the argv WITHOUT the binary path. Raises :class:`LaunchRefused` when the settings cannot run.
     """
-    b = _Builder(settings, caps)
+    b = Builder(settings, caps)
     s = settings
     b.refusals.extend(f"{problem[0].upper()}{problem[1:]}." for problem in s.check())
     if not s.target:
         b.refusals.append("No target model is set: pick a GGUF model file.")
     b.add("-m", s.target)
-    spec_on = _speculation(b)
+    spec_on = speculation(b)
     _network(b)
     _memory(b, spec_on)
+    rpc_args(b, spec_on)
     _chat(b)
     _extra(b)
     if b.refusals:
@@ -168,83 +119,7 @@ def build_argv(settings: LaunchSettings, caps: EngineCaps) -> LaunchPlan:
     return LaunchPlan(b.argv, tuple(b.notes))
 
 
-def _speculation(b: _Builder) -> bool:
-    s, caps = b.s, b.caps
-    if s.spec_mode == SpecMode.OFF:
-        if s.draft:
-            b.note("draft", "info", "The draft model is not loaded because speculative decoding is off.")
-        return False
-    if not caps.has("--spec-type"):
-        b.refusals.append(
-            "This engine has no --spec-type option, so it cannot do speculative decoding: "
-            "use BeeLlama or a recent mainline llama.cpp, or turn speculation off."
-        )
-        return False
-    if s.spec_mode == SpecMode.DFLASH:
-        spelling = caps.dflash_spec_type
-        if spelling is None:
-            b.refusals.append(
-                f"This engine has no DFlash (its --spec-type accepts {', '.join(caps.spec_types) or 'nothing'}): "
-                "use BeeLlama or mainline llama.cpp b9000 or newer, or pick another speculation mode."
-            )
-        if not s.draft:
-            b.refusals.append("DFlash needs a draft model: pick the DFlash draft GGUF made for this target.")
-        if spelling is None or not s.draft:
-            return False
-        b.add("--spec-draft-model", s.draft, "--spec-type", spelling)
-        if spelling != "dflash":
-            b.note(
-                "spec_mode",
-                "translated",
-                f"DFlash is spelled --spec-type {spelling} on this engine "
-                "(BeeLlama <= 0.3 spelled it dflash).",
-            )
-        if s.draft_ctx_size is not None:
-            if b.first("--spec-draft-ctx-size", "-cd"):
-                b.opt("draft_ctx_size", ("--spec-draft-ctx-size", "-cd"), str(s.draft_ctx_size))
-            else:
-                b.drop("draft_ctx_size", "--spec-draft-ctx-size",
-                       " (its drafter gets a context as large as the target's)")
-        if s.dflash_cross_ctx is not None:
-            if caps.has("--spec-dflash-cross-ctx"):
-                b.add("--spec-dflash-cross-ctx", str(s.dflash_cross_ctx))
-            else:
-                b.drop("dflash_cross_ctx", "--spec-dflash-cross-ctx", " (only BeeLlama <= 0.3 has it)")
-        n_min = s.draft_n_min
-    else:
-        kind = s.spec_model_free_type
-        if kind not in caps.model_free_spec_types:
-            b.refusals.append(
-                f"This engine has no model-free speculation type {kind!r}: pick one of "
-                f"{', '.join(caps.model_free_spec_types) or '(none)'}."
-            )
-            return False
-        if s.draft:
-            b.note("draft", "info", f"The draft model is not loaded: {kind} needs none.")
-        b.add("--spec-type", kind)
-        n_min = s.draft_n_min
-        if kind == "copyspec" and (n_min is None or n_min < 1):
-            n_min = 1
-            b.note(
-                "draft_n_min",
-                "compensated",
-                "copyspec runs away with a minimum draft of 0 (it re-decodes one "
-                "token until the context is full): passing --spec-draft-n-min 1.",
-            )
-    if s.draft_n_max is not None:
-        b.opt("draft_n_max", ("--spec-draft-n-max",), str(s.draft_n_max))
-    if n_min is not None:
-        b.opt("draft_n_min", ("--spec-draft-n-min",), str(n_min))
-    if (
-        s.spec_mode == SpecMode.DFLASH
-        and caps.generation == Generation.BEE_A
-        and (s.batch_size is None or s.ubatch_size is None)
-    ):
-        b.note("batch_size", "info", "BeeLlama caps -b/-ub to 256/64 for DFlash when they are not given.")
-    return True
-
-
-def _gpu_layers(b: _Builder, setting: str, flags: tuple[str, ...], value: str) -> None:
+def _gpu_layers(b: Builder, setting: str, flags: tuple[str, ...], value: str) -> None:
     symbolic = b.caps.gpu_layers_values
     if not value.isdigit() and value not in ("auto", "all"):
         b.refusals.append(f"GPU layers must be a number, 'auto' or 'all', not {value!r}.")
@@ -261,7 +136,7 @@ def _gpu_layers(b: _Builder, setting: str, flags: tuple[str, ...], value: str) -
     b.opt(setting, flags, value)
 
 
-def _network(b: _Builder) -> None:
+def _network(b: Builder) -> None:
     s = b.s
     if not is_loopback(s.host) and not s.api_key:
         b.refusals.append(
@@ -289,7 +164,7 @@ def _network(b: _Builder) -> None:
         )
 
 
-def _slot_context(b: _Builder, spec_on: bool) -> int:
+def _slot_context(b: Builder, spec_on: bool) -> int:
     s, caps = b.s, b.caps
     if s.ctx_is_total:
         if spec_on and caps.generation == Generation.BEE_A and s.kv_unified is not True:
@@ -321,13 +196,13 @@ def _slot_context(b: _Builder, spec_on: bool) -> int:
     return total
 
 
-def _memory(b: _Builder, spec_on: bool) -> None:
+def _memory(b: Builder, spec_on: bool) -> None:
     s, caps = b.s, b.caps
     b.opt("parallel", ("-np", "--parallel"), str(s.parallel))
     if s.kv_unified is not None:
         b.switch("kv_unified", ("--kv-unified", "-kvu") if s.kv_unified else ("--no-kv-unified", "-no-kvu"))
     _gpu_layers(b, "n_gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), s.n_gpu_layers)
-    if spec_on and s.spec_mode == SpecMode.DFLASH and s.draft_n_gpu_layers is not None:
+    if spec_on and s.spec_mode.uses_draft_file and s.draft_n_gpu_layers is not None:
         _gpu_layers(b, "draft_n_gpu_layers", ("--spec-draft-ngl", "-ngld"), s.draft_n_gpu_layers)
     if s.threads is not None:
         b.opt("threads", ("-t", "--threads"), str(s.threads))
@@ -348,7 +223,7 @@ def _memory(b: _Builder, spec_on: bool) -> None:
         b.opt("cache_ram", ("--cache-ram", "-cram"), str(s.cache_ram))
 
 
-def _cache_types(b: _Builder) -> None:
+def _cache_types(b: Builder) -> None:
     s, caps = b.s, b.caps
     for value, flag in (
         (s.cache_type_k, "--cache-type-k"),
@@ -386,7 +261,7 @@ def _cache_types(b: _Builder) -> None:
         )
 
 
-def _load_mode(b: _Builder) -> None:
+def _load_mode(b: Builder) -> None:
     s, caps = b.s, b.caps
     if s.mmap and not s.mlock:
         return  # the default on every engine
@@ -409,7 +284,7 @@ def _load_mode(b: _Builder) -> None:
     b.drop("mmap", "--no-mmap/--mlock")
 
 
-def _chat(b: _Builder) -> None:
+def _chat(b: Builder) -> None:
     s = b.s
     if s.jinja:
         b.switch("jinja", ("--jinja",))
@@ -442,7 +317,7 @@ def _chat(b: _Builder) -> None:
             b.opt(setting, flags, str(int(value)) if setting == "top_k" else _fmt(value))
 
 
-def _extra(b: _Builder) -> None:
+def _extra(b: Builder) -> None:
     for arg in b.s.extra_args:
         if arg.startswith("-") and not _is_number(arg):
             name = arg.split("=", 1)[0]

@@ -63,11 +63,20 @@ def _type_ok(annotation: str, value: Any) -> bool:
 
 
 class SpecMode(StrEnum):
+    """How a launch speculates. The values are stored in profile.json and presets: add, never rename."""
+
     OFF = "off"
-    DFLASH = "dflash"
+    DFLASH = "dflash"  # a DFlash draft file (either format)
     MODEL_FREE = (
         "model-free"  # n-gram family or BeeLlama's copyspec; the type is LaunchSettings.spec_model_free_type
     )
+    MTP = "mtp"  # the target's own MTP (NextN) heads: no draft file
+    EAGLE3 = "eagle3"  # an EAGLE-3 draft file
+    DSPARK = "dspark"  # a DSpark draft file (a DFlash file with a Markov head)
+
+    @property
+    def uses_draft_file(self) -> bool:
+        return self in (SpecMode.DFLASH, SpecMode.EAGLE3, SpecMode.DSPARK)
 
 
 @dataclass
@@ -111,6 +120,8 @@ class LaunchSettings:
     api_key: str | None = field(default=None, repr=False)  # repr goes into logs and tracebacks
     metrics: bool = True
     extra_args: list[str] = field(default_factory=list)
+    # llama.cpp RPC workers whose devices hold part of the target, "host:port" each (core/engine/rpc.py)
+    rpc_workers: list[str] = field(default_factory=list)
     # True: pass ctx_size to -c as is (the total KV pool), as the guide does. False: ctx_size is what
     # one slot gets, and build_argv compensates for slot splitting (-np, BeeLlama Gen A speculation).
     ctx_is_total: bool = False

@@ -2,8 +2,9 @@
 
 It reads the model files' GGUF headers and runs the checks of the known-issue table
 (``resources/known-issues.json``, :mod:`beedeck.core.engine.known_issues`) that apply to the probed
-engine: cache types the model's head size cannot take, a draft in the wrong DFlash format, DFlash on a
-target architecture the engine's graph cannot feed, speculation modes that crash on this build. A row
+engine: cache types the model's head size cannot take, a draft in the wrong DFlash format or of the wrong
+kind for the mode (a DFlash file run as EAGLE-3), MTP on a target without MTP heads, DFlash on a target
+architecture the engine's graph cannot feed, speculation modes that crash on this build. A row
 that applies refuses the launch (``ServerFailed`` with the row's code); a row that only may
 apply (its version range, an engine of unknown release) or whose severity is "warn" becomes a warning.
 """
@@ -19,7 +20,9 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import KnownIssue, load_table
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPEC
 from beedeck.core.engine.server import ServerFailed
+from beedeck.core.models.draft_kinds import draft_kind, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
 
 FULL_PRECISION = frozenset({"f32", "f16", "bf16"})
@@ -44,12 +47,20 @@ class LaunchContext:
     target_arch: str
     draft_arch: str | None
     _target_info: ModelInfo | None = None
+    _draft_info: ModelInfo | None = None
 
     @property
     def target(self) -> ModelInfo:
         if self._target_info is None:
             self._target_info = inspect(self.settings.target)
         return self._target_info
+
+    @property
+    def draft(self) -> ModelInfo:
+        """The draft's header and tensor table (only read in a draft-file mode, where the draft exists)."""
+        if self._draft_info is None:
+            self._draft_info = inspect(str(self.settings.draft))
+        return self._draft_info
 
     @property
     def dflash(self) -> bool:
@@ -113,6 +124,49 @@ def _check_dflash_target(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields
         yield {"target_arch": ctx.target_arch}
 
 
+def _check_mtp_heads(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    if ctx.settings.spec_mode == SpecMode.MTP and mtp_layers(ctx.target) < 1:
+        yield {"target": Path(ctx.settings.target).name}
+
+
+def _check_draft_kind(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    """An EAGLE-3 or DSpark mode whose draft is another kind (a DFlash file, an ordinary model)."""
+    mode = ctx.settings.spec_mode
+    if mode not in (SpecMode.EAGLE3, SpecMode.DSPARK) or ctx.draft_arch is None:
+        return
+    runs_as = MODE_OF_KIND.get(draft_kind(ctx.draft) or "")
+    if runs_as == MODE_OF_SPEC[mode]:
+        return
+    label = LABELS[MODE_OF_SPEC[mode]]
+    yield {"draft": Path(str(ctx.settings.draft)).name, "mode": label,
+           "kind": f"{A_LABEL[runs_as]} draft" if runs_as else f"an ordinary '{ctx.draft_arch}' model",
+           "fix": f"use the {LABELS[runs_as]} mode for it" if runs_as else f"pick the {label} draft made for this target"}
+
+
+def _p_min(args: list[str]) -> float | None:
+    """The last --spec-draft-p-min the extra arguments pass (as the engine reads them), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        flag, eq, text = arg.partition("=")
+        if flag in ("--spec-draft-p-min", "--draft-p-min"):
+            text = text if eq else (args[i + 1] if i + 1 < len(args) else "")
+            try:
+                value = float(text)
+            except ValueError:
+                continue
+    return value
+
+
+def _check_dspark_p_min(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    # common/speculative.cpp: a DSpark draft whose dflash.has_confidence_head is not true refuses p_min > 0.
+    p_min = _p_min(ctx.settings.extra_args)
+    if ctx.settings.spec_mode != SpecMode.DSPARK or ctx.draft_arch is None or not p_min or p_min <= 0:
+        return
+    has_head = ctx.draft.metadata.get("dflash.has_confidence_head")
+    if has_head is not None and str(has_head).lower() != "true":
+        yield {"draft": Path(str(ctx.settings.draft)).name, "p_min": f"{p_min:g}"}
+
+
 CHECKS: dict[str, Check] = {
     "cache_block_vs_head_dim": _check_cache_block,
     "kvarn_head_dim": _check_kvarn,
@@ -120,6 +174,9 @@ CHECKS: dict[str, Check] = {
     "draft_arch_is": _check_draft_arch_is,
     "draft_not_dflash": _check_draft_not_dflash,
     "dflash_target_arch": _check_dflash_target,
+    "mtp_without_heads": _check_mtp_heads,
+    "draft_kind_mismatch": _check_draft_kind,
+    "dspark_p_min": _check_dspark_p_min,
 }
 
 
@@ -155,10 +212,11 @@ def check_launch(caps: EngineCaps, settings: LaunchSettings,
     """Refuse a launch that would fail or crash (raises ServerFailed); return the warnings to show."""
     target_arch = _check_gguf(settings.target, "target")
     draft_arch = None
-    if settings.spec_mode == SpecMode.DFLASH:
+    if settings.spec_mode.uses_draft_file:
+        label = LABELS[MODE_OF_SPEC[settings.spec_mode]]
         if not settings.draft:
-            raise _refuse("wrong_draft_format", "DFlash needs a draft model.",
-                          "Pick the DFlash draft GGUF made for this target.")
+            raise _refuse("wrong_draft_format", f"{label} needs a draft model.",
+                          f"Pick the {label} draft GGUF made for this target.")
         draft_arch = _check_gguf(settings.draft, "draft")
     ctx = LaunchContext(caps, settings, target_arch, draft_arch)
     warnings: list[GuardWarning] = []
@@ -170,7 +228,7 @@ def check_launch(caps: EngineCaps, settings: LaunchSettings,
         try:
             hit = next(check(ctx, row), None)
         except (GGUFError, OSError) as exc:
-            raise _refuse("not_gguf", f"The target model cannot be read: {exc}", "Pick a valid .gguf file.") from None
+            raise _refuse("not_gguf", f"A model file cannot be read: {exc}", "Pick a valid .gguf file.") from None
         if hit is None:
             continue
         message, remedy = row.render(hit)

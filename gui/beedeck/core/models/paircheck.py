@@ -1,4 +1,6 @@
-"""Target + draft + engine compatibility: every rejection says why and what to do.
+"""Target + draft + engine compatibility: every rejection says why and what to do; and which
+speculation modes these files can run (:func:`modes_for`, the GGUF side of
+:func:`beedeck.core.engine.modes.available_modes`).
 
 Rules: docs/reference/engine-facts.md §5.3 (DFlash drafts), llama.cpp's
 ``common_speculative_are_compatible`` (ordinary drafts), and docs/reference/dflash-on-cpu.md (which mainline target
@@ -8,10 +10,14 @@ architectures expose the layer inputs DFlash reads).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import dflash_target_archs
-from beedeck.core.models.gguf import ModelInfo, token_texts, tokenizer_digest
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import ModelFacts, ModeOption, available_modes
+from beedeck.core.models.draft_kinds import draft_kind, mtp_layers
+from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, token_texts, tokenizer_digest
 
 # Upstream DFlash (mainline, BeeLlama >= 0.4) reads each target layer's input tensor; only some
 # architectures' graphs publish it. The lists live in the known-issue table.
@@ -27,6 +33,32 @@ class PairVerdict:
     ok: bool
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+
+def model_facts(target: ModelInfo | None, draft: ModelInfo | None) -> ModelFacts:
+    """What :func:`available_modes` needs from the headers (None for a file that was not read)."""
+    return ModelFacts(target_name=target.path.name if target else "",
+                      mtp_layers=mtp_layers(target) if target else None,
+                      draft_name=draft.path.name if draft else "", draft_read=draft is not None,
+                      draft_kind=draft_kind(draft) if draft else None)
+
+
+def read_infos(settings: LaunchSettings) -> tuple[ModelInfo | None, ModelInfo | None]:
+    """The target's and the draft's headers; None for a file that is missing or unreadable."""
+    def read(path: str | None) -> ModelInfo | None:
+        if not path or not Path(path).is_file():
+            return None
+        try:
+            return inspect(path)
+        except (GGUFError, OSError):
+            return None
+    return read(settings.target), read(settings.draft)
+
+
+def modes_for(caps: EngineCaps | None, settings: LaunchSettings, target: ModelInfo | None,
+              draft: ModelInfo | None) -> list[ModeOption]:
+    """Every speculation mode, available or not (with the reason), for this engine and these files."""
+    return available_modes(caps, settings, model_facts(target, draft))
 
 
 def _engine_generation(caps: EngineCaps | None) -> Generation | None:

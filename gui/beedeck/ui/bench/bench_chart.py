@@ -12,9 +12,20 @@ from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPai
 from PySide6.QtWidgets import QWidget
 
 from beedeck.core.bench.report import Summary
-from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, BenchReport
+from beedeck.core.bench.results import (
+    BASELINE,
+    DFLASH,
+    DSPARK,
+    EAGLE3,
+    IN_SERVER_BASELINE,
+    MODEL_FREE,
+    MTP,
+    BenchReport,
+)
 
-MODE_COLORS = {BASELINE: QColor("#7f8c9a"), DFLASH: QColor("#f2a900"), MODEL_FREE: QColor("#3d8bd9")}
+MODE_COLORS = {BASELINE: QColor("#7f8c9a"), IN_SERVER_BASELINE: QColor("#aab4bf"), DFLASH: QColor("#f2a900"),
+               EAGLE3: QColor("#d9534f"), DSPARK: QColor("#e07b00"), MTP: QColor("#2e9e5b"),
+               MODEL_FREE: QColor("#3d8bd9")}
 
 
 @dataclass(frozen=True)

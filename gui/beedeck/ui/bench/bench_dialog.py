@@ -6,10 +6,10 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport
+from beedeck.core.bench.results import BASELINE, BenchReport
 from beedeck.core.chat.spec_guard import references_from_bench
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.modes import has_draft
+from beedeck.core.engine.modes import LABELS, mode_of
 from beedeck.ui.background import run_in_background
 from beedeck.ui.bench.bench_view import BenchView
 from beedeck.ui.host import WindowHost
@@ -19,8 +19,9 @@ class BenchDialog(QDialog):
     """The main window's Benchmark dialog: a :class:`BenchView` set up from the window's profile.
 
     With the chat server ready it benchmarks that server in the one mode it runs; "Stop the chat
-    server and compare" stops it so the view can start baseline and DFlash servers itself (one
-    model in memory at a time), and the chat server is started again when the dialog closes.
+    server and compare" stops it so the view can start a server per chosen mode itself (baseline,
+    DFlash, EAGLE-3, DSpark, MTP, n-gram: one model in memory at a time), and the chat server is
+    started again when the dialog closes.
     Closing cancels a run and waits for it (:meth:`BenchView.shutdown`).
     """
 
@@ -45,7 +46,7 @@ class BenchDialog(QDialog):
         self.view.run_finished.connect(self._on_run_finished)
         c = window.controller
         if c.state == "ready" and c.base_url:
-            mode = DFLASH if has_draft(c.settings) else BASELINE
+            mode = mode_of(c.settings) if c.settings is not None else BASELINE
             self.use_running_server(c.base_url, c.settings.api_key if c.settings else None, mode)
         elif c.is_running():
             self.note.setText("The chat server is starting. Wait until it is ready to benchmark it, or stop it "
@@ -60,8 +61,8 @@ class BenchDialog(QDialog):
         for m, box in self.view.mode_boxes.items():
             box.setChecked(m == mode)
             box.setEnabled(m == mode)
-        self.note.setText(f"Benchmarking the running chat server as it is ({mode}). To compare baseline and "
-                          "DFlash, BeeDeck starts its own servers: stop the chat server first.")
+        self.note.setText(f"Benchmarking the running chat server as it is ({LABELS.get(mode, mode)}). To compare "
+                          "modes, BeeDeck starts its own server for each: stop the chat server first.")
         self.compare_button.show()
 
     def configure_launch(self) -> None:
@@ -94,8 +95,9 @@ class BenchDialog(QDialog):
             box.setEnabled(True)
         self.view.set_launch(Path(profile.engine), caps, profile.settings)
         self.view.run_button.setEnabled(True)
-        self.note.setText(f"BeeDeck starts {Path(profile.engine).name} for each mode with the current profile "
-                          "and stops it afterwards.")
+        self.note.setText(f"BeeDeck starts {Path(profile.engine).name} for each chosen mode with the current "
+                          "profile (only the speculation differs) and stops it afterwards. Greyed modes cannot run "
+                          "with this engine and these model files: hover one to see why.")
 
     def _on_compare_clicked(self) -> None:
         self.compare_button.setEnabled(False)

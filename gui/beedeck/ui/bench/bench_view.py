@@ -1,5 +1,7 @@
-"""The benchmark view: pick a suite and modes, run baseline vs DFlash, see the table and bar charts,
-export the reports (charts: bench_chart.py; the main window's dialog: bench_dialog.py).
+"""The benchmark view: pick a suite and any subset of the speculation modes (baseline, DFlash,
+EAGLE-3, DSpark, MTP, n-gram: each offered where the engine and the model files run it, else greyed
+with the reason), run them, see the table and bar charts, export the reports (charts: bench_chart.py;
+the main window's dialog: bench_dialog.py).
 
 Signals: ``run_started()``, ``run_finished(object)`` (the :class:`BenchReport`, partial when cancelled),
 ``progress_changed(int, int, str)``. The run happens in a QThread worker; core callbacks arrive as
@@ -31,12 +33,21 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.bench.report import Summary, summarize, to_markdown, write_reports
-from beedeck.core.bench.results import BASELINE, DFLASH, MODEL_FREE, BenchReport
+from beedeck.core.bench.results import BASELINE, DFLASH, DSPARK, EAGLE3, MODEL_FREE, MTP, BenchReport
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import LABELS, ModeOption
+from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.paircheck import modes_for, read_infos
+from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.bench.bench_chart import BarChart, render_report_charts, speed_bars, speedup_bars
+
+BENCH_MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
+# Checked by default: what the profile's files bring (a draft of its kind, MTP heads). Model-free is
+# offered unchecked: it needs no file, so it would be in every run.
+FILE_MODES = (DFLASH, EAGLE3, DSPARK, MTP)
 
 
 class _Worker(QObject):
@@ -64,7 +75,8 @@ class _Worker(QObject):
 
 
 class BenchView(QWidget):
-    """One-click baseline-vs-DFlash benchmark. Call :meth:`set_launch` (or :meth:`set_server_url`) first.
+    """One-click benchmark of the speculation modes. Call :meth:`set_launch` (or :meth:`set_server_url`) first.
+    ``runner`` reads the model files' headers for the mode choice (tests: inline).
 
     Signals: run_started(), run_finished(object), progress_changed(int, int, str).
     """
@@ -75,8 +87,10 @@ class BenchView(QWidget):
 
     COLUMNS = ("mode", "gen tok/s", "min-max", "prompt tok/s", "TTFT s", "acceptance", "speed-up (95% CI)", "same text")
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, runner: Runner | None = None) -> None:
         super().__init__(parent)
+        self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
+        self.options: list[ModeOption] = []  # every mode for the launch set up, with why not
         self._launch: tuple[Path, EngineCaps, LaunchSettings] | None = None
         self._url: tuple[str, str | None] | None = None
         self._suite_override: BenchSuite | None = None
@@ -88,7 +102,9 @@ class BenchView(QWidget):
 
         self.suite_box = QComboBox()
         self.suite_box.addItems(list(BUILTIN_SUITES))
-        self.mode_boxes = {m: QCheckBox(m) for m in (BASELINE, DFLASH, MODEL_FREE)}
+        self.mode_boxes = {m: QCheckBox(LABELS[m]) for m in BENCH_MODES}
+        for key, box in self.mode_boxes.items():
+            box.setObjectName(f"bench-mode-{key}")
         self.mode_boxes[BASELINE].setChecked(True)
         self.reps = QSpinBox()
         self.reps.setRange(1, 50)
@@ -145,11 +161,32 @@ class BenchView(QWidget):
     # ---- configuration ----
 
     def set_launch(self, engine: Path, caps: EngineCaps, settings: LaunchSettings) -> None:
-        """Benchmark by starting ``engine`` (the view stops its servers when done)."""
+        """Benchmark by starting ``engine`` (the view stops its servers when done). The modes offered
+        are those this engine and the profile's files run; the files' headers are read off the GUI
+        thread, until then only the profile's own mode counts as known."""
         self._launch, self._url = (Path(engine), caps, settings), None
-        self.mode_boxes[DFLASH].setEnabled(caps.dflash_spec_type is not None and bool(settings.draft))
-        self.mode_boxes[DFLASH].setChecked(self.mode_boxes[DFLASH].isEnabled())
-        self.mode_boxes[MODEL_FREE].setEnabled(bool(caps.model_free_spec_types))
+        self._offer(modes_for(caps, settings, None, None))
+        launch = self._launch
+
+        def done(infos: tuple[ModelInfo | None, ModelInfo | None]) -> None:
+            if self._launch is launch:
+                self._offer(modes_for(caps, settings, *infos))
+
+        self._runner(lambda: read_infos(settings), done, lambda _exc: None)
+
+    def _offer(self, options: list[ModeOption]) -> None:
+        """Enable the modes that run (checked: baseline and the files' own), grey the rest with why."""
+        self.options = options
+        for o in options:
+            box = self.mode_boxes.get(o.key)
+            if box is None:
+                continue
+            box.setText(o.label if o.key != MODEL_FREE or not o.spec_type else f"{o.label} ({o.spec_type})")
+            box.setEnabled(o.available)
+            box.setChecked(o.available and (o.key in (BASELINE, *FILE_MODES) or (o.key == MODEL_FREE and box.isChecked())))
+            box.setToolTip(f"runs as --spec-type {o.spec_type}" if o.available and o.spec_type else
+                           "no speculation: the reference every speed-up is measured against" if o.available else
+                           f"Not available: {o.reason}")
 
     def set_server_url(self, url: str, api_key: str | None = None) -> None:
         """Benchmark a server that is already running (one mode: it cannot be restarted from here)."""

@@ -1,69 +1,121 @@
-"""Baseline | DFlash: which mode the next reply uses. The conversation is kept either way.
+"""Baseline | <each speculation mode this setup can run>: which mode the next reply uses. The
+conversation is kept either way.
 
-Two paths, chosen by what this engine build was measured to do (:mod:`beedeck.core.engine.switching`),
-never by its generation's name:
+The segments come from :func:`beedeck.core.engine.modes.available_modes`: the probed engine's spec
+types and the model files' GGUF headers (read off the GUI thread) decide which of DFlash, EAGLE-3,
+DSpark, MTP and model-free speculation are offered. A mode that cannot run is left out, except the
+profile's own mode, which stays visible but disabled with the reason as its tooltip (the user chose
+it, so they need to know why it cannot run). Every other mode's reason is behind the ⓘ button at the
+end (its tooltip, and a click shows it too) and in the toggle's own tooltip.
 
-1. **per-request**: the server keeps its draft and a baseline reply asks for no drafts
-   (``"speculative.n_max": 0``). Instant. Only where a check showed the server honours it (BeeLlama
-   0.1-0.3 does; 0.4 and mainline ignore the field). The draft stays loaded, which on a GPU makes
-   this baseline slower than a server without the draft: the benchmark measures that one.
-2. **restart**: the server is restarted with or without the draft, same command line otherwise.
-   Shows progress and how long it took. The default until a check says otherwise, and where a reply
-   contradicts the check (a "baseline" reply that drafted).
+Two ways to switch, chosen by what this engine build was measured to do
+(:mod:`beedeck.core.engine.switching`), never by its generation's name:
 
-Disabled, with a tooltip saying why, when no draft is configured.
+1. **per-request**, only between Baseline and DFlash on a server started with its DFlash draft: a
+   baseline reply asks for no drafts (``"speculative.n_max": 0``). Instant. Only where a check showed
+   the server honours it (BeeLlama 0.1-0.3 does; 0.4 and mainline ignore the field). The draft stays
+   loaded, which on a GPU makes this baseline slower than a server without it: the benchmark
+   measures that one.
+2. **restart**, for every other switch: the server restarts with
+   :func:`beedeck.core.engine.modes.settings_for_mode`, the same command line apart from speculation.
+   Shows progress and how long it took.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtCore import QPoint, QTimer, Signal
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QToolTip, QWidget
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import PER_REQUEST, RESTART, has_draft, settings_for_mode, switch_path
+from beedeck.core.engine.modes import (
+    BASELINE,
+    DFLASH,
+    DRAFT_MODES,
+    DSPARK,
+    EAGLE3,
+    LABELS,
+    MODE_KEYS,
+    MODEL_FREE,
+    MTP,
+    PER_REQUEST,
+    RESTART,
+    ModeOption,
+    available_modes,
+    mode_of,
+    option,
+    settings_for_mode,
+    switch_path,
+)
 from beedeck.core.engine.switching import NO_DRAFTS
+from beedeck.core.models import gguf
+from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.paircheck import model_facts
+from beedeck.ui.background import Runner, run_in_background
+
+WHAT = {BASELINE: "no speculation: the target decodes every token itself.",
+        DFLASH: "a DFlash draft proposes a block of tokens that the target checks in one pass.",
+        EAGLE3: "an EAGLE-3 draft proposes tokens from the target's hidden states.",
+        DSPARK: "a DSpark draft (DFlash with a Markov head) proposes a block of tokens.",
+        MTP: "the target's own MTP heads propose the next tokens: no draft file.",
+        MODEL_FREE: "guesses tokens from text already in the context ({spec_type}); no extra model."}
+FileKey = tuple[str, int, int]  # path, size, mtime: a re-downloaded file is read again
+
+
+def _file_key(path: str) -> FileKey | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return path, st.st_size, st.st_mtime_ns
 
 
 class ModeToggle(QWidget):
-    """A two-segment switch plus a status line.
+    """A segmented switch (one button per offered mode) plus a status line.
 
-    Signals: ``mode_changed(str)`` once the new mode is in effect ("baseline"/"dflash");
-    ``restart_requested(object)`` with the LaunchSettings to restart the server with (path 2).
+    Signals: ``mode_changed(str)`` once the new mode is in effect (a mode key: "baseline", "dflash",
+    "mtp", ...); ``restart_requested(object)`` with the LaunchSettings to restart the server with.
     Call :meth:`restart_finished` / :meth:`restart_failed` when that restart ends, and
     :meth:`set_per_request` when the engine's per-request behaviour is known.
     ``last_switch_s``: seconds the last finished restart-path switch took (the status shows it rounded).
+    ``runner`` reads the GGUF headers (tests: inline), ``inspect_fn`` is the header reader.
     """
 
     mode_changed = Signal(str)
     restart_requested = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, runner: Runner | None = None,
+                 inspect_fn: Callable[[str], ModelInfo] = gguf.inspect) -> None:
         super().__init__(parent)
-        self.baseline_button = QToolButton()
-        self.dflash_button = QToolButton()
-        for button, text in ((self.baseline_button, "Baseline"), (self.dflash_button, "DFlash")):
-            button.setText(text)
-            button.setCheckable(True)
+        self.buttons: dict[str, QToolButton] = {}
         self.group = QButtonGroup(self)
         self.group.setExclusive(True)
-        self.group.addButton(self.baseline_button)
-        self.group.addButton(self.dflash_button)
-        self.baseline_button.setChecked(True)
-        self.baseline_button.clicked.connect(lambda: self.request_mode("baseline"))
-        self.dflash_button.clicked.connect(lambda: self.request_mode("dflash"))
+        self._segments = QHBoxLayout()
+        self._segments.setSpacing(0)
         self.status = QLabel()
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
-        layout.addWidget(self.baseline_button)
-        layout.addWidget(self.dflash_button)
+        layout.addLayout(self._segments)
+        self.why_button = QToolButton()  # the modes that cannot run here, and why
+        self.why_button.setText("ⓘ")
+        self.why_button.setObjectName("mode-why")
+        self.why_button.setAutoRaise(True)
+        self.why_button.clicked.connect(self._show_why)
+        layout.addWidget(self.why_button)
         layout.addSpacing(8)
         layout.addWidget(self.status)
-        self._mode = "baseline"
+        self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
+        self._inspect = inspect_fn
+        self._infos: dict[FileKey, ModelInfo | None] = {}  # None: unreadable
+        self._mode = BASELINE  # what the next reply uses
+        self._served = BASELINE  # what the server was (or is being) started with
+        self._options: list[ModeOption] = [ModeOption(BASELINE, LABELS[BASELINE], True)]
         self._profile: LaunchSettings | None = None
         self._caps: EngineCaps | None = None
         self._per_request: bool | None = None  # measured: does this build honour "no drafts" per request?
@@ -73,13 +125,37 @@ class ModeToggle(QWidget):
         self.last_switch_s: float | None = None
         self._tick = QTimer(self, interval=200)
         self._tick.timeout.connect(self._on_tick)
+        self.baseline_button = self._button(BASELINE)
         self.configure(None, None)
+
+    @property
+    def dflash_button(self) -> QToolButton:
+        return self._button(DFLASH)
+
+    def button(self, key: str) -> QToolButton | None:
+        """The segment of mode ``key`` while it is shown, else None."""
+        b = self.buttons.get(key)
+        return b if b is not None and not b.isHidden() else None
+
+    def _button(self, key: str) -> QToolButton:
+        """The segment of mode ``key``, made on first use and placed in :data:`MODE_KEYS` order."""
+        if key not in self.buttons:
+            button = QToolButton()
+            button.setCheckable(True)
+            button.setText(LABELS[key])
+            button.setObjectName(f"mode-{key}")
+            button.clicked.connect(lambda _=False, key=key: self.request_mode(key))
+            self.group.addButton(button)
+            rank = MODE_KEYS.index(key)
+            self._segments.insertWidget(sum(MODE_KEYS.index(k) < rank for k in self.buttons), button)
+            self.buttons[key] = button
+        return self.buttons[key]
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None,
                   per_request: bool | None = None) -> None:
-        """Set the launch profile (with its draft, if any), the engine's capabilities and what is known
-        of its per-request switching (None: not checked yet, so restart).
+        """Set the launch profile, the engine's capabilities and what is known of its per-request
+        switching (None: not checked yet, so restart). A new profile starts in its own mode.
 
         Re-configuring with the same profile (new caps after a restart) keeps the chosen mode.
         """
@@ -89,18 +165,74 @@ class ModeToggle(QWidget):
         elif per_request is not None:
             self._per_request = per_request
         self._profile, self._caps = profile, caps
-        enabled = has_draft(profile)
-        self.setEnabled(enabled)
-        if not enabled:
-            self._set_checked("baseline")
-            self._mode = "baseline"
-        else:
-            if not same_profile:
-                self._mode = "dflash"
-            self._set_checked(self._pending or self._mode)
-        self._update_tooltip()
         if not same_profile:
-            self.status.setText("" if enabled else "no draft configured")
+            self._mode = self._served = mode_of(profile) if profile is not None else BASELINE
+        self._read_headers()
+        self._refresh()
+        if not same_profile:
+            self.status.setText("" if self.isEnabled() else "no speculation here")
+
+    def _info(self, path: str | None) -> ModelInfo | None:
+        key = _file_key(path) if path else None
+        return self._infos.get(key) if key else None
+
+    def _read_headers(self) -> None:
+        """Read the target's and the draft's headers off the GUI thread, once per file version."""
+        if self._profile is None:
+            return
+        for path in (self._profile.target, self._profile.draft):
+            key = _file_key(path) if path else None
+            if key is None or key in self._infos:
+                continue
+            self._infos[key] = None  # unreadable until the reader says otherwise
+
+            def done(info: ModelInfo, key: FileKey = key) -> None:
+                self._infos[key] = info
+                self._refresh()
+
+            def failed(exc: BaseException) -> None:
+                pass  # stays unreadable: the modes are judged from the profile, the launch names the error
+
+            self._runner(lambda path=key[0]: self._inspect(path), done, failed)  # type: ignore[misc]
+
+    def _refresh(self) -> None:
+        """Recompute the offered modes and show them."""
+        profile = self._profile
+        if profile is None:
+            self._options = [ModeOption(BASELINE, LABELS[BASELINE], True)]
+        else:
+            facts = model_facts(self._info(profile.target), self._info(profile.draft))
+            self._options = available_modes(self._caps, profile, facts)
+        own = mode_of(profile) if profile is not None else BASELINE
+        for o in self._options:
+            if not (o.available or o.key in (own, self._mode, self._pending)):
+                if o.key in self.buttons:
+                    self.buttons[o.key].setHidden(True)
+                continue
+            button = self._button(o.key)
+            button.setHidden(False)
+            button.setText(o.label)
+            button.setEnabled(o.available and self._pending is None)
+            what = WHAT[o.key].format(spec_type=o.spec_type or "n-gram")
+            button.setToolTip(f"{o.label}: " + (what if o.available else f"not available. {o.reason}"))
+        self.setEnabled(sum(o.available for o in self._options) > 1)
+        self._set_checked(self._pending or self._mode)
+        self._update_tooltip()
+
+    def unavailable(self) -> list[ModeOption]:
+        """The modes that cannot run with this engine and these files, each with its reason."""
+        return [o for o in self._options if not o.available]
+
+    def _show_why(self) -> None:
+        QToolTip.showText(self.why_button.mapToGlobal(QPoint(0, self.why_button.height())),
+                          self.why_button.toolTip(), self.why_button)
+
+    def offered(self) -> list[str]:
+        """The modes shown, in order (an unavailable one shown is the profile's own)."""
+        return [k for k in MODE_KEYS if k in self.buttons and not self.buttons[k].isHidden()]
+
+    def options(self) -> list[ModeOption]:
+        return list(self._options)
 
     def set_per_request(self, honoured: bool | None, why: str = "") -> None:
         """What a check (or a contradicting reply) showed; the status says which path is used now."""
@@ -108,7 +240,7 @@ class ModeToggle(QWidget):
         if why:
             self._path_note = why[0].upper() + why[1:] + "."
         self._update_tooltip()
-        if has_draft(self._profile) and self._pending is None:
+        if self._dflash_profile() and self._pending is None:
             how = ("per request: the draft stays loaded, no restart" if self.path() == PER_REQUEST
                    else "by restarting the server without the draft")
             self.status.setText(f"Baseline switches {how}")
@@ -118,17 +250,30 @@ class ModeToggle(QWidget):
         ignores the field after all. Switch to the restart path, and restart now if in baseline."""
         self.set_per_request(False, f"this engine drafted {drafted} tokens in a reply that asked for none, so "
                                     "Baseline restarts the server without the draft")
-        if self._mode == "baseline" and self._profile is not None and self._pending is None:
-            self._mode = "dflash"  # what the server really runs; the restart below makes it baseline
-            self.request_mode("baseline")
+        if self._mode == BASELINE and self._served != BASELINE and self._profile is not None \
+                and self._pending is None:
+            self._restart(BASELINE)
+
+    def _dflash_profile(self) -> bool:
+        """A DFlash profile on an engine that runs it: the only case with a per-request path."""
+        dflash = option(self._options, DFLASH)
+        return self._profile is not None and mode_of(self._profile) == DFLASH and bool(dflash and dflash.available)
 
     def _update_tooltip(self) -> None:
-        if not has_draft(self._profile):
-            tip = "No DFlash draft model is configured for this profile: choose one in Settings to compare."
+        usable = [o for o in self._options if o.available]
+        if len(usable) > 1:
+            lines = [" | ".join(o.label for o in usable) + ": the mode of the next reply."]
+            if self._dflash_profile():
+                lines.append(self._path_note)
         else:
-            tip = "Baseline vs DFlash for the next reply. " + self._path_note
-        for w in (self, self.baseline_button, self.dflash_button):
-            w.setToolTip(tip)
+            lines = ["No speculation mode can run with this setup, so replies use Baseline."]
+        others = self.unavailable()
+        why = ["Not available here:", *(f"• {o.label}: {o.reason}" for o in others)]
+        if others:
+            lines += ["", *why]
+        self.setToolTip("\n".join(lines))
+        self.why_button.setVisible(bool(others) and self._profile is not None)
+        self.why_button.setToolTip("\n".join(why))
 
     def path(self) -> str:
         return switch_path(self._per_request)
@@ -141,7 +286,7 @@ class ModeToggle(QWidget):
 
     def request_extra(self) -> dict[str, Any]:
         """Fields to add to the next chat request."""
-        if self._mode == "baseline" and has_draft(self._profile) and self.path() == PER_REQUEST:
+        if self._mode == BASELINE and self._served == DFLASH and self.path() == PER_REQUEST:
             return dict(NO_DRAFTS)
         return {}
 
@@ -149,39 +294,76 @@ class ModeToggle(QWidget):
         """For ChatPane.mode_provider: (mode, extra request fields)."""
         return self._mode, self.request_extra()
 
+    def launch_settings(self, profile: LaunchSettings) -> LaunchSettings:
+        """The settings to start ``profile``'s server with in the toggle's mode, remembered as what the
+        server runs. A per-request Baseline keeps the DFlash server (its replies ask for no drafts)."""
+        if profile is not self._profile:
+            return profile  # not the profile the toggle shows: start it as saved
+        keep_draft = self._mode == BASELINE and self.path() == PER_REQUEST and self._dflash_profile()
+        self._served = DFLASH if keep_draft else self._mode
+        if self._served == mode_of(profile):
+            return profile  # its own mode: exactly as saved
+        return settings_for_mode(profile, self._served, self._caps)
+
     # -- switching -------------------------------------------------------------------------
-    def request_mode(self, mode: str) -> None:
-        if mode == self._mode or self._pending is not None:
+    def request_mode(self, key: str) -> bool:
+        """Switch to mode ``key`` as a click on its segment would (per request or by restart).
+
+        True when the switch is done or under way (or ``key`` is the mode already); False when the
+        mode cannot run here (see :meth:`unavailable`), is unknown, or another switch is under way.
+        """
+        chosen = option(self._options, key)
+        if key == self._mode and self._pending is None:
+            self._set_checked(key)
+            return True
+        if self._pending is not None or chosen is None or not chosen.available:
             self._set_checked(self._pending or self._mode)
-            return
-        if self.path() == PER_REQUEST or self._profile is None:
-            self._mode = mode
+            return False
+        per_request = (self.path() == PER_REQUEST and self._served == DFLASH and key in (BASELINE, DFLASH))
+        if per_request or self._profile is None:
+            self._mode = key
+            self._set_checked(key)
             self.status.setText(
-                f"{self._label(mode)}: next reply "
-                + ("asks for no drafts (per request; the draft stays loaded)" if mode == "baseline"
+                f"{LABELS[key]}: next reply "
+                + ("asks for no drafts (per request; the draft stays loaded)" if key == BASELINE
                    else "uses the draft")
             )
-            self.mode_changed.emit(mode)
-            return
+            self.mode_changed.emit(key)
+            return True
+        self._restart(key)
+        return True
+
+    def _restart(self, mode: str) -> None:
+        assert self._profile is not None
         self._pending = mode
         self._t0 = time.monotonic()
-        self.baseline_button.setEnabled(False)
-        self.dflash_button.setEnabled(False)
+        for button in self.buttons.values():
+            button.setEnabled(False)
         self._on_tick()
         self._tick.start()
-        self.restart_requested.emit(settings_for_mode(self._profile, mode))
+        self.restart_requested.emit(settings_for_mode(self._profile, mode, self._caps))
+
+    def _how(self, mode: str, before: str) -> str:
+        if mode == BASELINE:
+            return "without the draft" if before in DRAFT_MODES else "without speculation"
+        if mode in DRAFT_MODES:
+            return "with the draft"
+        if mode == MTP:
+            return "with the target's MTP heads"
+        chosen = option(self._options, mode)
+        return f"with {chosen.spec_type if chosen and chosen.spec_type else 'n-gram'} speculation"
 
     def restart_finished(self) -> None:
         if self._pending is None:
             return
         mode, self._pending = self._pending, None
+        before, self._served = self._served, mode
         self._tick.stop()
         took = self.last_switch_s = time.monotonic() - self._t0
         self._mode = mode
-        self._set_checked(mode)
-        self._enable_buttons()
-        without = "without" if mode == "baseline" else "with"
-        self.status.setText(f"{self._label(mode)}: restarted the server {without} the draft in {took:.1f} s")
+        self._refresh()
+        label = next((o.label for o in self._options if o.key == mode), LABELS[mode])
+        self.status.setText(f"{label}: restarted the server {self._how(mode, before)} in {took:.1f} s")
         self.mode_changed.emit(mode)
 
     def restart_failed(self) -> None:
@@ -189,32 +371,23 @@ class ModeToggle(QWidget):
             return
         self._pending = None
         self._tick.stop()
-        self._enable_buttons()
-        self._set_checked(self._mode)
+        self._refresh()
         self.status.setText("switch failed: see the server log")
 
     def is_switching(self) -> bool:
         return self._pending is not None
 
     def server_has_draft(self) -> bool:
-        """Whether the running server was started with the draft (it always is on the per-request path)."""
-        return has_draft(self._profile) and (self._mode == "dflash" or self.path() == PER_REQUEST)
+        """Whether the running server was started with the DFlash draft (the per-request path's case)."""
+        return self._served == DFLASH
 
     def _on_tick(self) -> None:
         if self._pending is not None:
-            without = "without" if self._pending == "baseline" else "with"
-            self.status.setText(f"restarting {without} the draft… {time.monotonic() - self._t0:.1f} s")
-
-    def _enable_buttons(self) -> None:
-        self.baseline_button.setEnabled(True)
-        self.dflash_button.setEnabled(True)
+            how = self._how(self._pending, self._served)
+            self.status.setText(f"restarting {how}… {time.monotonic() - self._t0:.1f} s")
 
     def _set_checked(self, mode: str) -> None:
-        (self.dflash_button if mode == "dflash" else self.baseline_button).setChecked(True)
-
-    @staticmethod
-    def _label(mode: str) -> str:
-        return "DFlash" if mode == "dflash" else "Baseline"
+        self._button(mode).setChecked(True)
 
 
 __all__ = ["PER_REQUEST", "RESTART", "ModeToggle"]

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES, SpecMode
+from beedeck.core.engine.modes import MODE_OF_SPEC, MODEL_FREE, engine_spec_type
 
-SECTIONS = ("Models", "Speculation (DFlash)", "Context & KV cache", "GPU & loading", "Sampling", "Server")
+SECTIONS = ("Models", "Speculation", "Context & KV cache", "GPU & loading", "Sampling", "Server")
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,17 @@ M, S, C, G, P, N = SECTIONS
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("target", M, "Target model", "The model you chat with (a GGUF file). Its size decides most of the "
               "memory use.", "path", placeholder="/path/to/model.gguf"),
-    FieldSpec("draft", M, "Draft model", "The DFlash draft trained for this target. It guesses a block of "
-              "tokens the target then checks: faster replies for ~1-2 GB more VRAM.", "path", optional=True,
-              placeholder="/path/to/dflash-draft.gguf"),
-    FieldSpec("spec_mode", S, "Speculation", "off: plain decoding. dflash: a draft model proposes tokens "
-              "(fastest, needs a matching draft). model-free: n-gram lookups in the context (no extra "
-              "memory, helps on repetitive text such as code edits).", "combo",
-              choices=("off", "dflash", "model-free")),
+    FieldSpec("draft", M, "Draft model", "The draft trained for this target (a DFlash, EAGLE-3 or DSpark GGUF; "
+              "BeeDeck reads which from its header). It guesses tokens the target then checks: faster replies "
+              "for ~1-2 GB more VRAM.", "path", optional=True, placeholder="/path/to/dflash-draft.gguf"),
+    FieldSpec("spec_mode", S, "Speculation", "off: plain decoding. dflash: a DFlash draft proposes a block of "
+              "tokens (fastest on code, needs the draft made for this target). eagle3 / dspark: an EAGLE-3 or "
+              "DSpark draft (BeeLlama >= 0.4, mainline). mtp: the target's own MTP heads, no draft file (models "
+              "that ship them, such as Qwen3.6; often best on prose). model-free: n-gram lookups in the context "
+              "(no extra memory, helps on repetitive text such as code edits). The line below says which of "
+              "them this engine and these files can run; the toolbar toggle switches between them.", "combo",
+              choices=tuple(m.value for m in (SpecMode.OFF, SpecMode.DFLASH, SpecMode.EAGLE3, SpecMode.DSPARK,
+                                              SpecMode.MTP, SpecMode.MODEL_FREE))),
     FieldSpec("spec_model_free_type", S, "Model-free type", "Which draft-free method guesses tokens. "
               "ngram-mod is a good default; copyspec (BeeLlama) copies spans it has seen.", "combo"),
     FieldSpec("draft_n_max", S, "Max draft tokens", "Most tokens proposed per step (--spec-draft-n-max). "
@@ -190,12 +195,14 @@ def field_reason(name: str, caps: EngineCaps | None) -> str | None:
         base = field_reason("spec_mode", caps)
         if base:
             return base
-        if value == "dflash" and caps.dflash_spec_type is None:
-            return (f"This engine ({_engine_name(caps)}) has no DFlash: its --spec-type accepts "
-                    f"{', '.join(caps.spec_types)}. Use BeeLlama or mainline llama.cpp b9000+.")
-        if value == "model-free" and not caps.model_free_spec_types:
-            return f"This engine ({_engine_name(caps)}) has no model-free speculation types."
-        return None
+        if value == MODEL_FREE:  # any type the engine lists: the type's own combo marks the unsafe ones
+            return None if caps.model_free_spec_types else (
+                f"This engine ({_engine_name(caps)}) has no model-free speculation types.")
+        try:
+            key = MODE_OF_SPEC[SpecMode(value)]
+        except ValueError:
+            return f"{value!r} is not a speculation mode BeeDeck knows."
+        return engine_spec_type(key, caps)[1] or None
     rule = _RULES.get(name)
     if rule is None or any(caps.has(f) for f in rule[0]):
         return None

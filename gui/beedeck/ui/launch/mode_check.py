@@ -1,0 +1,85 @@
+"""What the launch form says about speculation: which modes this engine and these model files can run
+(the line under "Speculation"), why the chosen mode cannot run with these files (a reason Launch
+gives), and the draft's verdict for the chosen mode (the line under "Draft model").
+
+Qt-free: the form passes the probed caps, its settings and the GGUF headers it has read (None while a
+header is being read or could not be read), and shows the texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.modes import BASELINE, DSPARK, LABELS, MODE_OF_SPEC, MTP, ModeOption, option
+from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.paircheck import check_pair, modes_for
+
+RED, AMBER, GREEN, GREY = "#d62728", "#c98a00", "#2e7d32", "palette(placeholder-text)"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A line of the form: its colour and text ("" hides it), and the tooltip behind it."""
+
+    color: str
+    text: str
+    tooltip: str = ""
+
+
+def _runs_as(o: ModeOption) -> str:
+    if o.key == BASELINE:
+        return "Off"
+    return f"{o.label} ({o.spec_type})" if o.key == "model-free" and o.spec_type and o.label == LABELS[o.key] \
+        else o.label
+
+
+def modes_line(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None,
+               draft: ModelInfo | None) -> Verdict:
+    """"Runs here: Off · MTP · N-gram (ngram-mod)", with every other mode's reason in the tooltip."""
+    options = modes_for(caps, s, target, draft)
+    can = [o for o in options if o.available]
+    cannot = [o for o in options if not o.available]
+    tip = "The toolbar toggle switches between the modes that run here.\n\n" + "\n".join(
+        f"• {o.label}: {o.reason}" for o in cannot) if cannot else "Every speculation mode runs here."
+    return Verdict(GREY, "Runs here: " + " · ".join(_runs_as(o) for o in can), tip)
+
+
+def mode_refusal(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None,
+                 draft: ModelInfo | None) -> str | None:
+    """Why the chosen mode cannot run with these files, as far as their headers tell (None: it can,
+    or nothing was read). The engine's side is build_argv's to say, so it is not repeated here."""
+    if s.spec_mode in (SpecMode.OFF, SpecMode.MODEL_FREE):
+        return None
+    key = MODE_OF_SPEC[s.spec_mode]
+    if key == MTP and target is None:
+        return None
+    if key != MTP and (draft is None or not s.draft):
+        return None  # no draft: build_argv says so; unread: the header reader will
+    chosen = option(modes_for(None, s, target, draft), key)  # the files' verdict alone
+    return None if chosen is None or chosen.available else chosen.reason
+
+
+def draft_verdict(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None, draft: ModelInfo | None,
+                  error: str | None, reading: bool) -> Verdict:
+    """The draft line for a draft-file mode: the file's kind for the mode, then (DFlash, DSpark: a
+    DFlash-format file) the full pair check. Empty in the other modes or without a draft."""
+    if not s.spec_mode.uses_draft_file or not s.draft:
+        return Verdict(GREY, "")
+    if error:
+        return Verdict(RED, f"✗ {error}")
+    if target is None or draft is None:
+        return Verdict(GREY, "Reading the GGUF headers…" if reading else "")
+    why = mode_refusal(caps, s, target, draft)
+    if why:
+        return Verdict(RED, f"✗ {why}")
+    key = MODE_OF_SPEC[s.spec_mode]
+    if draft.dflash is None:  # EAGLE-3: the engine checks the rest when it loads the draft
+        return Verdict(GREEN, f"✓ An {LABELS[key]} draft.")
+    verdict = check_pair(target, draft, caps)
+    if not verdict.ok:
+        return Verdict(RED, "✗ " + " ".join(verdict.reasons))
+    if verdict.warnings:
+        return Verdict(AMBER, "⚠ Pair OK, but: " + " ".join(verdict.warnings))
+    return Verdict(GREEN, f"✓ This {'DSpark ' if key == DSPARK else ''}draft matches the target.")

@@ -1,0 +1,79 @@
+"""The mode toggle's wiring in the main window: the chat asks it which mode the next reply uses, its
+restart-path switches restart the server, a per-request baseline reply that drafted is reported back,
+and the speculation guard's banner switches through it (:meth:`ModeToggle.request_mode`, the same
+path as a click). Kept apart from ``main_window`` so the window stays composition only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject
+
+from beedeck.core.chat.spec_guard import Advice
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import option, uses_draft
+from beedeck.ui.chat.chat_pane import ChatPane
+from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
+from beedeck.ui.engine.mode_toggle import ModeToggle
+from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.engine.switch_checker import SwitchChecker
+
+
+class ModeHost(Protocol):
+    """What the glue needs of the window (the window itself, by composition)."""
+
+    mode: ModeToggle
+    chat: ChatPane
+    controller: ServerController
+    switching: SwitchChecker
+    banner: GuardBanner
+    guard_monitor: GuardMonitor
+
+
+def pair_text(settings: LaunchSettings) -> str:
+    """The status bar's model label: the target, and the draft where the profile loads one."""
+    pair = Path(settings.target).name if settings.target else "—"
+    if uses_draft(settings):
+        pair += " + " + Path(str(settings.draft)).name
+    return f"model: {pair}"
+
+
+class ModeGlue(QObject):
+    """Connects the toggle to the chat, the server controller, the switch checker and the guard banner."""
+
+    def __init__(self, host: ModeHost, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.mode, self.chat, self.controller = host.mode, host.chat, host.controller
+        self.switching, self.banner = host.switching, host.banner
+        self.chat.mode_provider = self.mode.provider
+        self.mode.restart_requested.connect(self._on_restart_requested)
+        self.chat.reply_finished.connect(self._on_reply_finished)
+        host.guard_monitor.advice_given.connect(self._on_guard_advice)
+        self.banner.switch_requested.connect(self._on_banner_switch_requested)
+
+    @classmethod
+    def for_host(cls, host: ModeHost) -> ModeGlue:
+        return cls(host, host if isinstance(host, QObject) else None)
+
+    def launch_settings(self, settings: LaunchSettings) -> LaunchSettings:
+        """The profile's settings in the toggle's mode: after a switch, a later Start (or a restart
+        for new settings) must not bring back the mode the toggle and the reply stats no longer show."""
+        return self.mode.launch_settings(settings)
+
+    def _on_restart_requested(self, settings: LaunchSettings) -> None:
+        self.chat.stop()
+        self.chat.set_notice("Switching mode: restarting the server…")
+        self.controller.restart(settings)
+
+    def _on_reply_finished(self, stats: dict[str, Any]) -> None:
+        self.switching.reply_finished(self.controller.caps, stats)
+
+    def _on_guard_advice(self, advice: Advice) -> None:
+        suggested = option(self.mode.options(), advice.suggested_mode)
+        if self.mode.isEnabled() and self.mode.mode() != advice.suggested_mode and suggested and suggested.available:
+            self.banner.show_advice(advice)
+
+    def _on_banner_switch_requested(self, mode: str) -> None:
+        self.mode.request_mode(mode)  # the same path as the user's click: per request or by restart
