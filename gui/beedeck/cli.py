@@ -21,6 +21,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "beedeck.clicmd.engine.serve",
     "beedeck.clicmd.chat",
     "beedeck.clicmd.bench",
+    "beedeck.clicmd.connect",
+    "beedeck.clicmd.worker",
+    "beedeck.clicmd.tune",
+    "beedeck.clicmd.advice",
 )
 
 GROUPS = {

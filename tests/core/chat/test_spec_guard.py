@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from beedeck.core.bench.suites import load_suite
-from beedeck.core.chat.spec_guard import CODE, PROSE, SpecGuard, classify_prompt
+from beedeck.core.chat.spec_guard import CODE, PROSE, STRUCTURED, SpecGuard, classify_prompt
 
 
 def test_classify_prompt_on_the_shipped_suites() -> None:
-    for name, kind in (("seed", CODE), ("code-edit", CODE), ("json", CODE), ("prose", PROSE)):
+    for name, kind in (("seed", CODE), ("code-edit", CODE), ("json", STRUCTURED), ("prose", PROSE)):
         for p in load_suite(name).prompts:
             assert classify_prompt(p.text) == kind, (name, p.id)
     assert classify_prompt("hello, how are you today?") == PROSE
@@ -83,3 +85,24 @@ def test_benchmark_figures_become_references_per_mode_and_kind() -> None:
     guard = SpecGuard(min_samples=3)
     guard.add_reference("baseline", "code", refs[("baseline", "code")])
     assert guard.figure("baseline", "code") == (41.0, 3)
+
+
+def test_the_learnt_advice_names_a_faster_mode_instead_of_the_baseline(tmp_path: Path) -> None:
+    from beedeck.core.chat.advice import WorkloadAdvice
+
+    advice = WorkloadAdvice(tmp_path / "advice.json")
+    for v in (90.0, 92.0, 88.0):  # tune/benchmark runs: on prose MTP beats the baseline and DFlash
+        advice.record("setup", PROSE, "mtp", v)
+        advice.record("setup", PROSE, "baseline", v / 2)
+    g = SpecGuard(min_samples=1, confirm=1, advice=advice, setup="setup")
+    g.observe("baseline", 50.0, PROSE)
+    told = g.observe("dflash", 30.0, PROSE)
+    assert told is not None and told.suggested_mode == "mtp"
+    assert "found MTP fastest for prose (mtp 90.0 tok/s over baseline 45.0" in told.message
+    assert told.message.endswith("Switch to MTP for this kind of prompt?")
+    # A learnt verdict for the slow mode itself (or none) leaves the baseline as the suggestion.
+    g.use_advice(advice, "another setup")
+    g.new_conversation("c2")
+    g.observe("baseline", 50.0, PROSE)
+    plain = g.observe("dflash", 30.0, PROSE)
+    assert plain is not None and plain.suggested_mode == "baseline" and not plain.learned

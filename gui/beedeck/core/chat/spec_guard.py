@@ -2,7 +2,7 @@
 
 BeeLlama's adaptive controller can turn drafting down, but users still hit cases where speculation
 costs speed (open prose, a mismatched draft, BeeLlama issue #94). The guard keeps a rolling
-generation speed per mode for the current conversation and prompt kind (code or prose), compares
+generation speed per mode for the current conversation and prompt kind (code, prose or structured), compares
 the speculative mode with the measured baseline, and returns one :class:`Advice` when speculation is
 clearly slower. It never nags:
 
@@ -12,36 +12,31 @@ clearly slower. It never nags:
   row before it speaks;
 - it speaks at most once per conversation and prompt kind.
 
+With the learnt advice (:mod:`beedeck.core.chat.advice`, given by :meth:`SpecGuard.use_advice`) it
+suggests the mode tune and benchmark runs found fastest for that kind on this setup instead of the
+baseline, and :meth:`SpecGuard.mode_for_prompt` tells a toggle that follows the advice (opt-in) which
+mode to use for the next prompt.
+
 Qt-free: the chat view calls :meth:`SpecGuard.observe` after each reply and shows the advice.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-CODE, PROSE = "code", "prose"
+from beedeck.core.chat.advice import CODE, KINDS, PROSE, STRUCTURED, WorkloadAdvice, classify
+from beedeck.core.engine.modes import BASELINE, LABELS
 
-_CODE_HINTS = re.compile(
-    r"```|\b(def|class|import|return|function|const|let|var|public|static|void|struct|fn|impl|SELECT|"
-    r"python|javascript|typescript|rust|golang|java|c\+\+|sql|bash|regex|json|yaml|html|css|"
-    r"code|function|method|refactor|bug|compile|script|unit tests?|api|endpoint|module)\b"
-    r"|[{};]\s*$|=>|::|\w+\(\)",
-    re.IGNORECASE | re.MULTILINE,
-)
+__all__ = ["CODE", "KINDS", "PROSE", "STRUCTURED", "Advice", "SpecGuard", "classify_prompt", "references_from_bench"]
 
 
 def classify_prompt(text: str) -> str:
-    """"code" when the prompt asks for or contains code or structured output, else "prose".
-
-    A cheap heuristic, not a model: two hints (a code fence, a language or code word, braces at line
-    ends, ``name()``) make it code; one hint in a long text does not.
-    """
-    hits = len(_CODE_HINTS.findall(text))
-    return CODE if hits >= 2 or (hits == 1 and len(text) < 400) else PROSE
+    """The prompt's kind, "code", "prose" or "structured": :func:`beedeck.core.chat.advice.classify`,
+    so the guard and the learnt advice file their figures under the same kinds."""
+    return classify(text)
 
 
 @dataclass(frozen=True)
@@ -61,13 +56,18 @@ class Advice:
         """How much slower, as a fraction of the baseline (0.08 = 8 % slower)."""
         return 1.0 - self.mode_tps / self.baseline_tps if self.baseline_tps else 0.0
 
+    learned: str = ""  # why the suggestion is not the baseline: what the learnt advice measured
+
     @property
     def message(self) -> str:
-        name = "DFlash" if self.mode == "dflash" else self.mode
-        return (f"{name} is costing you {self.slowdown:.0%} on {self.kind} in this conversation: "
+        name = LABELS.get(self.mode, self.mode)
+        switch = LABELS.get(self.suggested_mode, self.suggested_mode)
+        text = (f"{name} is costing you {self.slowdown:.0%} on {self.kind} in this conversation: "
                 f"{self.mode_tps:.1f} tok/s against {self.baseline_tps:.1f} tok/s without speculation "
-                f"(medians of {self.n_mode} and {self.n_baseline} replies). Switch to {self.suggested_mode} "
-                "for this kind of prompt?")
+                f"(medians of {self.n_mode} and {self.n_baseline} replies).")
+        if self.learned:
+            text += f" Tune and benchmark runs on this setup found {switch} fastest for {self.kind} ({self.learned})."
+        return text + f" Switch to {switch} for this kind of prompt?"
 
 
 @dataclass
@@ -82,7 +82,8 @@ class SpecGuard:
     """Rolling per-mode speed for one conversation at a time; see the module docstring for the rules."""
 
     def __init__(self, *, min_samples: int = 3, window: int = 8, enter_margin: float = 0.05,
-                 exit_margin: float = 0.02, confirm: int = 2, baseline_mode: str = "baseline") -> None:
+                 exit_margin: float = 0.02, confirm: int = 2, baseline_mode: str = BASELINE,
+                 advice: WorkloadAdvice | None = None, setup: str | None = None) -> None:
         if not 0 <= exit_margin <= enter_margin < 1:
             raise ValueError("need 0 <= exit_margin <= enter_margin < 1 for hysteresis")
         self.min_samples, self.window, self.confirm = min_samples, window, confirm
@@ -91,6 +92,30 @@ class SpecGuard:
         self.conversation: str | None = None
         self._tracks: dict[str, _Track] = {}
         self._reference: dict[tuple[str, str], list[float]] = {}  # (mode, kind) -> figures from a benchmark
+        self.advice, self.setup = advice, setup
+
+    # ---- the learnt advice (core.chat.advice): what tune and benchmark runs found fastest ----
+
+    def use_advice(self, advice: WorkloadAdvice | None, setup: str | None) -> None:
+        """Consult ``advice`` for ``setup`` (:func:`beedeck.core.chat.advice.setup_key` of the running
+        profile); call again when the profile changes. None turns the consultation off."""
+        self.advice, self.setup = advice, setup
+
+    def learned_mode(self, kind: str) -> str | None:
+        """The mode the learnt advice found fastest for ``kind`` on this setup, or None (no advice given,
+        too little evidence, or a tie)."""
+        if self.advice is None or self.setup is None:
+            return None
+        return self.advice.best_mode(self.setup, kind)
+
+    def mode_for_prompt(self, text: str, available: Iterable[str] | None = None) -> str | None:
+        """For a toggle that follows the advice (the user opted in): the learnt fastest mode for this
+        prompt's kind, when it is one of ``available`` (the modes the toggle can run now); else None,
+        and the toggle stays where the user put it."""
+        mode = self.learned_mode(classify_prompt(text))
+        if mode is None or (available is not None and mode not in set(available)):
+            return None
+        return mode
 
     def new_conversation(self, conversation_id: str | None = None) -> None:
         """Forget this conversation's figures and promises (benchmark references stay)."""
@@ -142,8 +167,18 @@ class SpecGuard:
         track.armed_streak = track.armed_streak + 1 if track.armed else 0
         if track.armed and track.armed_streak >= self.confirm:
             track.told = True
-            return worst
+            return self._with_learned(worst)
         return None
+
+    def _with_learned(self, advice: Advice) -> Advice:
+        """Suggest the learnt fastest mode instead of the baseline where the advice has one that is
+        neither the slow mode nor the baseline (e.g. MTP on prose where DFlash is losing)."""
+        best = self.learned_mode(advice.kind)
+        if best is None or best in (advice.mode, advice.suggested_mode) or self.advice is None or self.setup is None:
+            return advice
+        why = self.advice.verdict(self.setup, advice.kind).why
+        return Advice(advice.kind, advice.mode, advice.mode_tps, advice.baseline_tps, advice.n_mode,
+                      advice.n_baseline, best, why)
 
 
 def references_from_bench(samples: Iterable[tuple[str, str, float]]) -> dict[tuple[str, str], list[float]]:

@@ -1,0 +1,37 @@
+"""What tune and benchmark runs teach the workload advice (:mod:`beedeck.core.chat.advice`).
+
+core.bench and core.chat are sibling wings that do not import each other, so this module only turns
+results into the advice's plain input, ``(mode, prompt text, tokens/s)`` per measured reply, and the
+caller (the CLI, the Tune and Benchmark dialogs) hands it to ``WorkloadAdvice.learn`` with the
+setup's key. Only figures a user could get are fed: error-free replies, of a server without
+speculation (``baseline``) or of a speculating one; the DFlash server asked for no drafts
+(``baseline-draft-loaded``) is no mode of the toggle and is left out.
+"""
+
+from __future__ import annotations
+
+from beedeck.core.bench.results import IN_SERVER_BASELINE, BenchReport
+from beedeck.core.bench.tune import BASELINE_ROLE, MEASURED, TuneResult
+
+AdviceSample = tuple[str, str, float]  # (mode key, prompt text, generation tokens/s)
+
+
+def bench_advice_samples(report: BenchReport) -> list[AdviceSample]:
+    """Every error-free reply of a benchmark, as the advice learns it."""
+    texts = {p.id: p.text for p in report.suite.prompts}
+    return [(s.mode, texts.get(s.prompt_id, ""), s.gen_tps) for s in report.samples
+            if s.error is None and s.gen_tps > 0 and s.mode != IN_SERVER_BASELINE]
+
+
+def tune_advice_samples(result: TuneResult) -> list[AdviceSample]:
+    """The baseline's replies and the best configuration's (the one the user will run), when the best
+    kept the baseline's text (or identity was not asked for). A search that measured no best teaches
+    only the baseline, which alone never makes a verdict."""
+    texts = {p.id: p.text for p in result.suite.prompts}
+    out: list[AdviceSample] = []
+    for point in (result.baseline, result.best):
+        if point is None or point.status != MEASURED or (point is result.best and point.role == BASELINE_ROLE):
+            continue
+        mode = "baseline" if point.role == BASELINE_ROLE else result.mode
+        out += [(mode, texts.get(s.prompt_id, ""), s.gen_tps) for s in point.samples if s.error is None and s.gen_tps > 0]
+    return out

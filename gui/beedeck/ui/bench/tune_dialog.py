@@ -1,0 +1,153 @@
+"""The main window's Tune dialog: a :class:`TuneView` set up from the window's profile.
+
+The search starts its own servers, one per point, so the chat server must not hold the model (and the
+CPU) meanwhile: with it running, "Stop the chat server and tune" stops it first, and it is started
+again when the dialog closes. The result's "Save as profile" is re-emitted as
+``profile_chosen(object)`` (the best :class:`LaunchSettings`) for the window to save and apply; the
+figures of a finished search teach the speculation guard's advice when the window gave it one
+(``guard.advice`` and ``guard.setup``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+
+from beedeck.core.bench.advice_feed import tune_advice_samples
+from beedeck.core.bench.tune import TuneResult
+from beedeck.core.chat.advice import setup_key
+from beedeck.core.chat.store import ChatStore, ChatStoreError
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.ui.background import run_in_background
+from beedeck.ui.bench.tune_view import TuneView
+from beedeck.ui.host import WindowHost
+
+
+class TuneDialog(QDialog):
+    """Auto-tune the window's profile. Signal: ``profile_chosen(object)``, the best LaunchSettings.
+
+    ``store``: the chat history to offer prompts from (the window's; None opens the default one when
+    the dialog opens and closes it with the dialog). ``view``: a prepared view (tests pass one with a
+    fake search).
+    """
+
+    profile_chosen = Signal(object)
+
+    def __init__(self, window: WindowHost, store: ChatStore | None = None, view: TuneView | None = None) -> None:
+        super().__init__(window.dialog_parent())
+        self.window_ = window
+        self.stopped_chat_server = False
+        self._own_store: ChatStore | None = None
+        self.setWindowTitle("Auto-tune")
+        self.view = view or TuneView(self)
+        self.view.setParent(self)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.stop_button = QPushButton("Stop the chat server and tune")
+        self.stop_button.clicked.connect(self._on_stop_clicked)
+        self.stop_button.hide()
+        row = QHBoxLayout()
+        row.addWidget(self.note, 1)
+        row.addWidget(self.stop_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addWidget(self.view, 1)
+        self.resize(1040, 760)
+        self.view.save_requested.connect(self.profile_chosen.emit)
+        self.view.run_finished.connect(self._on_run_finished)
+        self._offer_chats(store)
+        if window.controller.is_running():
+            self.note.setText("The chat server holds the model and the CPU: stop it to tune (each point of the "
+                              "search starts its own server). It starts again when this dialog closes.")
+            self.view.start_button.setEnabled(False)
+            self.stop_button.show()
+        else:
+            self.configure()
+
+    def _offer_chats(self, store: ChatStore | None) -> None:
+        if store is None:
+            try:
+                store = self._own_store = ChatStore()
+            except ChatStoreError as exc:
+                error = exc
+                self.view.set_chat_source(lambda: _raise(error), lambda cid: [])
+                return
+        chats = store
+
+        def conversations() -> list[tuple[int, str]]:
+            return [(c.id, c.title) for c in chats.list_conversations()]
+
+        self.view.set_chat_source(conversations, lambda cid: list(chats.messages(cid)))
+
+    def configure(self) -> None:
+        """Set the view up from the window's profile, probing the engine first if needed."""
+        profile = self.window_.profile
+        self.stop_button.hide()
+        if profile is None:
+            self.note.setText("No engine or model is set up yet: open Settings or the setup wizard first.")
+            return
+        caps = self.window_.known_caps.get(profile.engine)
+        if caps is not None:
+            self._use(caps)
+            return
+        self.note.setText("Probing the engine…")
+        engine, probe = profile.engine, self.window_.probe
+        run_in_background(lambda: probe(engine), self._on_probed,
+                          lambda exc: self.note.setText(f"The engine could not be probed: {exc}"), owner=self)
+
+    def _on_probed(self, caps: EngineCaps) -> None:
+        if self.window_.profile is not None:
+            self.window_.known_caps[self.window_.profile.engine] = caps
+            self._use(caps)
+
+    def _use(self, caps: EngineCaps) -> None:
+        profile = self.window_.profile
+        assert profile is not None
+        self.view.set_launch(Path(profile.engine), caps, profile.settings)
+        self.note.setText(f"BeeDeck tunes the current profile on {Path(profile.engine).name}: it starts the engine "
+                          "once per point and stops it afterwards.")
+
+    def _on_stop_clicked(self) -> None:
+        self.stop_button.setEnabled(False)
+        self.note.setText("Stopping the chat server…")
+        self.stopped_chat_server = True
+        self.window_.controller.state_changed.connect(self._on_chat_server_state)
+        self.window_.stop_server()
+
+    def _on_chat_server_state(self, state: str) -> None:
+        if state in ("stopped", "failed"):
+            self.window_.controller.state_changed.disconnect(self._on_chat_server_state)
+            self.configure()
+
+    def _on_run_finished(self, result: TuneResult | None) -> None:
+        """Teach the guard's advice what this search measured (off the GUI thread: it writes a file)."""
+        advice = self.window_.guard.advice
+        profile = self.window_.profile
+        caps = self.window_.known_caps.get(profile.engine) if profile is not None else None
+        if result is None or advice is None or profile is None or caps is None:
+            return
+        key, samples = setup_key(caps, profile.settings), tune_advice_samples(result)
+        run_in_background(lambda: advice.learn(key, samples), lambda _n: None,
+                          lambda exc: self.note.setText(f"The speed advice could not learn from this search: {exc}"),
+                          owner=self)
+
+    def done(self, result: int) -> None:
+        self.view.shutdown()
+        super().done(result)
+        if self._own_store is not None:
+            self._own_store.close()
+            self._own_store = None
+        if self.stopped_chat_server and not self.window_.closing and not self.window_.controller.is_running():
+            self.window_.start_server()
+            self.stopped_chat_server = False
+
+
+def _raise(exc: Exception) -> list[tuple[int, str]]:
+    raise exc
+
+
+def open_dialog(window: WindowHost) -> TuneDialog:
+    """The main window's Tune slot (the window connects ``profile_chosen``)."""
+    return TuneDialog(window)

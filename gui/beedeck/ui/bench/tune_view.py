@@ -1,0 +1,389 @@
+"""The auto-tune view: pick a time budget and the prompts (a suite, or with permission the last
+prompts of a conversation), start or cancel the search, watch it live (progress, the plan, the chart
+of every point), read the verdict and table, save the best as the profile, export the files.
+
+The search is :func:`beedeck.core.bench.tune.tune` on a QThread worker; its callbacks arrive as
+queued signals, so no widget is touched off the GUI thread. ``tune_fn`` is the core seam (tests pass
+``tune`` with a fake measurement).
+
+Signals: ``run_started()``, ``run_finished(object)`` (the :class:`TuneResult`, partial when cancelled;
+None when the search could not start), ``save_requested(object)`` (the best :class:`LaunchSettings`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from beedeck.core.bench.runner import DEFAULT_REPS
+from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
+from beedeck.core.bench.tune import ChatMessageLike, TunePlan, TunePoint, TuneResult, suite_from_chat, tune
+from beedeck.core.bench.tune_report import COLUMNS, point_cells, write_tune_reports
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.ui.bench.tune_chart import SearchChart, render_tune_chart
+
+BUDGETS = (("2 minutes", 120.0), ("5 minutes", 300.0), ("10 minutes", 600.0), ("30 minutes", 1800.0),
+           ("1 hour", 3600.0))
+DEFAULT_BUDGET_INDEX = 2
+MAX_TOKENS = 128  # the same short replies at every point: enough to time generation
+CHAT_SOURCE = "chat"
+# (conversation id) -> its messages; conversations() -> [(id, title)], newest first
+MessagesFn = Callable[[int], list[ChatMessageLike]]
+ConversationsFn = Callable[[], list[tuple[int, str]]]
+
+
+class _Worker(QObject):
+    """Runs one search on its QThread; core callbacks become queued signals."""
+
+    progressed = Signal(int, int, str)
+    planned = Signal(object)
+    point_done = Signal(object)
+    finished = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, fn: Callable[..., TuneResult], kwargs: dict[str, Any], cancel: threading.Event) -> None:
+        super().__init__()
+        self.fn, self.kwargs, self.cancel = fn, kwargs, cancel
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            result = self.fn(**self.kwargs, on_progress=self.progressed.emit, on_plan=self.planned.emit,
+                             on_point=self.point_done.emit, cancel_event=self.cancel)
+        except BenchError as exc:
+            self.failed.emit(str(exc))
+            return
+        except Exception as exc:  # every failure must reach the view, never vanish in a thread
+            self.failed.emit(f"The search stopped unexpectedly: {type(exc).__name__}: {exc}")
+            return
+        self.finished.emit(result)
+
+
+class TuneView(QWidget):
+    """Auto-tune of one engine and profile. Call :meth:`set_launch` first; see the module docstring."""
+
+    run_started = Signal()
+    run_finished = Signal(object)
+    save_requested = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None, tune_fn: Callable[..., TuneResult] = tune) -> None:
+        super().__init__(parent)
+        self.tune_fn = tune_fn
+        self._launch: tuple[Path, EngineCaps, LaunchSettings] | None = None
+        self._suite_override: BenchSuite | None = None
+        self._conversations: ConversationsFn | None = None
+        self._messages: MessagesFn | None = None
+        self._thread: QThread | None = None
+        self._worker: _Worker | None = None
+        self._cancel = threading.Event()
+        self._points: list[TunePoint] = []
+        self.result: TuneResult | None = None
+
+        self.budget_box = QComboBox()
+        for label, seconds in BUDGETS:
+            self.budget_box.addItem(label, seconds)
+        self.budget_box.setCurrentIndex(DEFAULT_BUDGET_INDEX)
+        self.source_box = QComboBox()
+        for name in BUILTIN_SUITES:
+            self.source_box.addItem(f"Suite: {name}", name)
+        self.source_box.addItem("My last prompts of a conversation", CHAT_SOURCE)
+        self.chat_box = QComboBox()
+        self.last_n = QSpinBox()
+        self.last_n.setRange(1, 50)
+        self.last_n.setValue(5)
+        self.chat_consent = QCheckBox("Use these prompts of mine (sent only to the local server BeeDeck starts)")
+        self.reps = QSpinBox()
+        self.reps.setRange(2, 20)
+        self.reps.setValue(DEFAULT_REPS)
+        self.start_button = QPushButton("Start")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.budget_note = QLabel()
+        self.budget_note.setWordWrap(True)
+        self.plan_label = QLabel()
+        self.plan_label.setWordWrap(True)
+        self.status = QLabel("Pick a budget and the prompts, then start.")
+        self.status.setWordWrap(True)
+        self.chart = SearchChart()
+        self.verdict = QLabel()
+        self.verdict.setWordWrap(True)
+        self.verdict.setObjectName("tune-verdict")
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.save_profile_button = QPushButton("Save as profile")
+        self.save_profile_button.setToolTip("Use the best configuration as the launch profile.")
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("Write tune.md, tune.json, tune.csv and tune.png to a folder.")
+        for b in (self.save_profile_button, self.export_button):
+            b.setEnabled(False)
+
+        form = QGridLayout()
+        form.addWidget(QLabel("Time budget"), 0, 0)
+        form.addWidget(self.budget_box, 0, 1)
+        form.addWidget(QLabel("Repetitions"), 0, 2)
+        form.addWidget(self.reps, 0, 3)
+        form.addWidget(QLabel("Prompts"), 1, 0)
+        form.addWidget(self.source_box, 1, 1)
+        form.addWidget(self.chat_box, 1, 2)
+        self.last_label = QLabel("last")
+        last = QHBoxLayout()
+        last.addWidget(self.last_label)
+        last.addWidget(self.last_n)
+        form.addLayout(last, 1, 3)
+        form.addWidget(self.chat_consent, 2, 1, 1, 3)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.budget_note, 1)
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.cancel_button)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.verdict, 1)
+        bottom.addWidget(self.save_profile_button)
+        bottom.addWidget(self.export_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.plan_label)
+        layout.addWidget(self.status)
+        layout.addWidget(self.chart, 2)
+        layout.addLayout(bottom)
+        layout.addWidget(self.table, 1)
+
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.save_profile_button.clicked.connect(self._on_save_profile_clicked)
+        self.export_button.clicked.connect(self._on_export_clicked)
+        self.budget_box.currentIndexChanged.connect(self._update_controls)
+        self.source_box.currentIndexChanged.connect(self._update_controls)
+        self.chat_consent.toggled.connect(self._update_controls)
+        self.chat_box.currentIndexChanged.connect(self._update_controls)
+        self._update_controls()
+
+    # ---- configuration ----
+
+    def set_launch(self, engine: Path, caps: EngineCaps, settings: LaunchSettings) -> None:
+        """Tune ``settings`` (the hand-written start) on ``engine``."""
+        self._launch = (Path(engine), caps, settings)
+        self._update_controls()
+
+    def set_suite(self, suite: BenchSuite) -> None:
+        """Use this suite instead of the picked built-in one (a user's file, or a short test suite)."""
+        self._suite_override = suite
+        self._update_controls()
+
+    def set_chat_source(self, conversations: ConversationsFn, messages: MessagesFn) -> None:
+        """Offer the user's own conversations as prompts (listed now; read when the search starts)."""
+        self._conversations, self._messages = conversations, messages
+        self.chat_box.clear()
+        try:
+            listed = conversations()
+        except Exception as exc:  # a damaged chat store: say so where the list would be
+            self.chat_box.addItem(f"(the chats could not be read: {exc})", None)
+            listed = []
+        for cid, title in listed:
+            self.chat_box.addItem(f"{title} ({cid})", cid)
+        self._update_controls()
+
+    @property
+    def budget_s(self) -> float:
+        return float(self.budget_box.currentData())
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def _chat_picked(self) -> bool:
+        return self.source_box.currentData() == CHAT_SOURCE and self._suite_override is None
+
+    @Slot()
+    def _update_controls(self) -> None:
+        chat = self._chat_picked()
+        for w in (self.chat_box, self.last_label, self.last_n, self.chat_consent):
+            w.setVisible(chat)
+        why = ""
+        if self._launch is None:
+            why = "No engine and model are set up yet: open Settings or the setup wizard first."
+        elif chat and self.chat_box.currentData() is None:
+            why = "There is no conversation to take prompts from: chat first, or pick a suite."
+        elif chat and not self.chat_consent.isChecked():
+            why = "Tick the box to let BeeDeck use your prompts of this conversation, or pick a suite."
+        self.start_button.setEnabled(not why and not self.running)
+        self.budget_note.setText(why or (
+            f"Budget {self.budget_box.currentText()}: the baseline and the start are measured first, then "
+            "candidates while the time lasts; a point that would end past the budget is not started."))
+
+    def build_suite(self) -> BenchSuite:
+        """The prompts of the search, at temperature 0; BenchError naming the fix."""
+        if self._suite_override is not None:
+            return self._suite_override
+        if not self._chat_picked():
+            return load_suite(str(self.source_box.currentData())).with_overrides(MAX_TOKENS, 0.0)
+        cid = self.chat_box.currentData()
+        if cid is None or self._messages is None or not self.chat_consent.isChecked():
+            raise BenchError("Pick a conversation and allow its prompts to be used, or pick a suite.")
+        title = self.chat_box.currentText()
+        return suite_from_chat(self._messages(int(cid)), self.last_n.value(), title, MAX_TOKENS,
+                               source=f"chat:{cid}")
+
+    # ---- running ----
+
+    @Slot()
+    def start(self) -> None:
+        if self.running or self._launch is None:
+            return
+        try:
+            suite = self.build_suite()
+        except BenchError as exc:
+            self.status.setText(str(exc))
+            return
+        engine, caps, settings = self._launch
+        kwargs: dict[str, Any] = {"engine": engine, "caps": caps, "start_settings": settings, "suite": suite,
+                                  "budget_s": self.budget_s, "reps": self.reps.value()}
+        self._cancel = threading.Event()
+        self._points = []
+        self.result = None
+        self.chart.set_points([])
+        self.table.setRowCount(0)
+        self.verdict.setText("")
+        for b in (self.save_profile_button, self.export_button):
+            b.setEnabled(False)
+        self._thread = QThread(self)
+        self._worker = _Worker(self.tune_fn, kwargs, self._cancel)
+        self._worker.moveToThread(self._thread)
+        self._thread.started.connect(self._worker.run)
+        self._worker.progressed.connect(self._on_progressed)
+        self._worker.planned.connect(self._on_planned)
+        self._worker.point_done.connect(self._on_point)
+        self._worker.finished.connect(self._on_finished)
+        self._worker.failed.connect(self._on_failed)
+        self.cancel_button.setEnabled(True)
+        self.status.setText("Starting…")
+        self._thread.start()
+        self._update_controls()
+        self.run_started.emit()
+
+    @Slot()
+    def cancel(self) -> None:
+        if self.running:
+            self._cancel.set()
+            self.cancel_button.setEnabled(False)
+            self.status.setText("Cancelling: the running server is stopped, the points measured so far are kept…")
+
+    def _end_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.quit()
+            self._thread.wait()
+            self._thread.deleteLater()
+        if self._worker is not None:
+            self._worker.deleteLater()
+        self._thread = self._worker = None
+        self.cancel_button.setEnabled(False)
+        self._update_controls()
+
+    def shutdown(self) -> None:
+        """Cancel a search and wait for its thread (the owner calls this on close)."""
+        if self.running:
+            self._cancel.set()
+            self._end_thread()
+
+    @Slot(int, int, str)
+    def _on_progressed(self, done: int, total: int, label: str) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
+        self.status.setText(label)
+
+    @Slot(object)
+    def _on_planned(self, plan: TunePlan) -> None:
+        self.plan_label.setText(plan.describe())
+
+    @Slot(object)
+    def _on_point(self, point: TunePoint) -> None:
+        self._points.append(point)
+        best = next((p for p in reversed(self._points) if p.accepted), None)
+        self.chart.set_points(self._points, best)
+        self._add_row(point, best)
+
+    def _add_row(self, point: TunePoint, best: TunePoint | None) -> None:
+        row = self.table.rowCount()
+        self.table.insertRow(row)
+        for col, text in enumerate(point_cells(point, best)):
+            self.table.setItem(row, col, QTableWidgetItem(text))
+
+    @Slot(str)
+    def _on_failed(self, message: str) -> None:
+        self._end_thread()
+        self.status.setText(message)
+        self.run_finished.emit(None)
+
+    @Slot(object)
+    def _on_finished(self, result: TuneResult) -> None:
+        self._end_thread()
+        self.show_result(result)
+        self.run_finished.emit(result)
+
+    def show_result(self, result: TuneResult) -> None:
+        """The verdict, the final table and chart; Save only when the best beat the start."""
+        self.result = result
+        self.chart.set_points(result.points, result.best)
+        self.table.setRowCount(0)
+        for p in result.points:
+            self._add_row(p, result.best)
+        notes = "".join(f"\n• {n}" for n in result.notes)
+        self.verdict.setText(result.verdict + notes)
+        self.status.setText(("Search cancelled" if result.cancelled else "Search finished")
+                            + f" after {result.elapsed_s:.0f} s.")
+        self.save_profile_button.setEnabled(result.improved and result.best_settings is not None)
+        self.save_profile_button.setToolTip("Use the best configuration as the launch profile." if result.improved
+                                            else "Nothing beat the start measurably: the profile stays as it is.")
+        self.export_button.setEnabled(bool(result.points))
+
+    # ---- results ----
+
+    def export(self, out_dir: Path) -> list[Path]:
+        """Write tune.md, tune.json, tune.csv and tune.png into ``out_dir``."""
+        if self.result is None:
+            return []
+        return write_tune_reports(self.result, out_dir, render_tune_chart)
+
+    @Slot()
+    def _on_export_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export the tune results")
+        if folder:
+            try:
+                files = self.export(Path(folder))
+            except OSError as exc:
+                self.status.setText(f"The files could not be written to {folder}: {exc}. Pick a writable folder.")
+                return
+            self.status.setText(f"Exported {len(files)} files to {folder}.")
+
+    @Slot()
+    def _on_save_profile_clicked(self) -> None:
+        if self.result is not None and self.result.improved and self.result.best_settings is not None:
+            self.save_requested.emit(self.result.best_settings)
+            self.status.setText("The best configuration was handed over to become the launch profile.")

@@ -1,0 +1,133 @@
+"""The Tune dialog over a host that stands in for the main window: it stops the chat server before a
+search and starts it again on close, hands "Save as profile" on as profile_chosen, teaches the
+guard's advice, and offers the user's conversations as prompts."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtWidgets import QWidget
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.bench.tune import tune
+from beedeck.core.chat.advice import CODE, WorkloadAdvice, setup_key
+from beedeck.core.chat.spec_guard import SpecGuard
+from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.profile import Profile
+from beedeck.ui.bench.tune_dialog import TuneDialog
+from beedeck.ui.bench.tune_view import TuneView
+from beedeck.ui.engine.server_controller import ServerController
+from tests.core.bench.test_tune import CPU_CAPS, START, SUITE, FakeBench, draft_max_knob
+
+ENGINE = "/e/llama-server"
+
+
+class Controller(ServerController):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+        self.calls.append("start")
+        self._set_state("starting")
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+        self._set_state("stopped")
+
+
+class Host:
+    """The WindowHost services the dialog uses."""
+
+    def __init__(self, parent: QWidget, advice: WorkloadAdvice | None = None) -> None:
+        self.parent = parent
+        self.profile: Profile | None = Profile(ENGINE, START, "mine")
+        self.known_caps: dict[str, EngineCaps] = {}
+        self.probed: list[str] = []
+        self.controller = Controller()
+        self.guard = SpecGuard(advice=advice)
+        self.closing = False
+
+    def probe(self, path: str) -> EngineCaps:
+        self.probed.append(path)
+        return CPU_CAPS
+
+    def detect_hardware(self) -> Any:
+        raise AssertionError("not used")
+
+    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
+        raise AssertionError("the dialog only emits profile_chosen")
+
+    def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
+        raise AssertionError("the dialog only emits profile_chosen")
+
+    def start_server(self) -> None:
+        self.controller.start(ENGINE, START)
+
+    def stop_server(self) -> None:
+        self.controller.stop()
+
+    def dialog_parent(self) -> QWidget:
+        return self.parent
+
+
+def make(qtbot: QtBot, advice: WorkloadAdvice | None = None,
+         fn: Callable[..., Any] | None = None) -> tuple[Host, TuneView]:
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    host = Host(parent, advice)
+    fake = FakeBench(lambda s: 60.0 + 10 * (s.draft_n_max or 0))
+    view = TuneView(tune_fn=fn or functools.partial(tune, measure=fake, fits=lambda s: None,
+                                                    knobs=[draft_max_knob(8)]))
+    view.set_suite(SUITE)
+    return host, view
+
+
+def test_stops_the_chat_server_tunes_saves_and_restarts_it(qtbot: QtBot, store: ChatStore, tmp_path: Path) -> None:
+    advice = WorkloadAdvice(tmp_path / "advice.json")
+    host, view = make(qtbot, advice)
+    host.controller.start(ENGINE, START)  # the chat server is up
+    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    assert dialog.stop_button.isVisibleTo(dialog) and not view.start_button.isEnabled()
+    assert "stop it to tune" in dialog.note.text()
+    dialog.stop_button.click()
+    assert host.controller.calls == ["start", "stop"]
+    qtbot.waitUntil(lambda: view.start_button.isEnabled(), timeout=10_000)  # probed off the GUI thread
+    assert host.probed == [ENGINE] and host.known_caps[ENGINE] is CPU_CAPS
+    assert "tunes the current profile on llama-server" in dialog.note.text()
+    with qtbot.waitSignal(view.run_finished, timeout=20_000):
+        view.start_button.click()
+    key = setup_key(CPU_CAPS, START)
+    qtbot.waitUntil(lambda: advice.best_mode(key, CODE) == "dflash", timeout=10_000)  # learnt in the background
+    with qtbot.waitSignal(dialog.profile_chosen) as chosen:
+        view.save_profile_button.click()
+    assert chosen.args[0].draft_n_max == 8
+    dialog.reject()
+    assert host.controller.calls == ["start", "stop", "start"]  # the chat server is back
+
+
+def test_with_the_server_stopped_it_is_ready_at_once_and_lists_the_chats(qtbot: QtBot, store: ChatStore) -> None:
+    conv = store.create_conversation("Deck work")
+    store.add_message(conv.id, "user", "Write a Python deck shuffler.")
+    host, view = make(qtbot)
+    host.known_caps[ENGINE] = CPU_CAPS
+    dialog = TuneDialog(host, view=view)  # type: ignore[arg-type]  # its own store: the same data folder
+    assert view.start_button.isEnabled() and not dialog.stop_button.isVisibleTo(dialog) and host.probed == []
+    assert view.chat_box.count() == 1 and view.chat_box.itemData(0) == conv.id
+    with qtbot.waitSignal(view.run_finished, timeout=20_000):
+        view.start_button.click()
+    dialog.reject()
+    assert host.controller.calls == []  # it was not running, so it is not started
+
+
+def test_without_a_profile_it_says_what_to_do(qtbot: QtBot, store: ChatStore) -> None:
+    host, view = make(qtbot)
+    host.profile = None
+    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    assert "open Settings or the setup wizard first" in dialog.note.text() and not view.start_button.isEnabled()
+    dialog.reject()
