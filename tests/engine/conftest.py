@@ -149,3 +149,18 @@ def upstream_engine(request: pytest.FixtureRequest, starter_engine_path: Path) -
     kind = str(request.param)
     path = starter_engine_path if kind == "mainline" else beellama_binary(kind)
     return RealEngine(kind, path, probe_engine(str(path)))
+
+
+@pytest.fixture(scope="session")
+def rpc_engine_path() -> Path:
+    """The portable starter engine built with RPC (llama-server + ggml-rpc-server), from
+    packaging/build_dist.py's ``starter_engine()``: cached by content hash, built once (minutes) where
+    the cache is empty, as in CI."""
+    import importlib.util
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("beedeck_build_dist", repo / "packaging" / "build_dist.py")
+    assert spec is not None and spec.loader is not None
+    build_dist = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_dist)
+    return Path(build_dist.starter_engine(quiet=True)) / "llama-server"

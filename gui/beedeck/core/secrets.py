@@ -13,6 +13,11 @@ HF_TOKEN = "huggingface-token"
 SERVER_API_KEY = "server-api-key"
 
 
+def remote_api_key_name(url: str) -> str:
+    """The keyring entry of the API key of a server BeeDeck did not start (one per normalised URL)."""
+    return f"remote-api-key:{url}"
+
+
 def get_secret(name: str) -> str | None:
     """The stored secret, or None when there is none or no keyring to ask."""
     try:

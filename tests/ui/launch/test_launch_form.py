@@ -112,7 +112,7 @@ def test_field_rules_are_pure_and_cover_the_fixtures() -> None:
     assert why is not None and "no --spec-type" in why
     assert cache_type_reason("q8_0", ml) is None
     assert cache_type_reason("turbo3_tcq", ml) is not None
-    names = {f.name for f in FIELDS}
+    names = {f.name for f in FIELDS} | {"rpc_workers"}  # the worker list is its own widget (rpc_workers.py)
     assert names == set(LaunchSettings.__dataclass_fields__), "every LaunchSettings field has a form row"
     assert all(f.tooltip and f.label for f in FIELDS)
 
@@ -282,3 +282,55 @@ def test_a_model_free_type_that_crashes_the_engine_is_kept_and_named(qtbot: QtBo
     assert isinstance(kind, QComboBox) and not combo_item(kind, "ngram-mod").isEnabled()
     kind.setCurrentText("copyspec")
     assert form.launch_button.isEnabled(), form.check_label.text()
+
+
+# ------------------------------------------------------------------ every speculation mode
+
+
+def test_the_form_offers_what_the_engine_and_the_files_run(qtbot: QtBot, tmp_path: Path) -> None:
+    mtp = mg.tiny_model(tmp_path / "qwen-mtp.gguf", "qwen35", 1000, n_embd=128,
+                        extra={"qwen35.nextn_predict_layers": 1})
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target=str(mtp)))
+    assert form.modes_label.text() == "Runs here: Off · MTP · N-gram (ngram-mod)"
+    assert "• DFlash: No DFlash draft model is configured" in form.modes_label.toolTip()
+    mode = form.widgets["spec_mode"]
+    assert isinstance(mode, QComboBox)
+    assert [mode.itemText(i) for i in range(mode.count())] == ["off", "dflash", "eagle3", "dspark", "mtp", "model-free"]
+    mode.setCurrentText("mtp")
+    assert form.launch_button.isEnabled(), form.check_label.text()
+    assert not form.widgets["draft"].isEnabled() and form.widgets["draft_n_max"].isEnabled()
+    line = form.command_line()
+    assert line is not None and "--spec-type draft-mtp" in line and "--spec-draft-model" not in line
+    # A target without MTP heads: Launch says so, naming the file.
+    replace_text(qtbot, form.widgets["target"], str(mg.tiny_model(tmp_path / "plain.gguf", n_embd=128)))  # type: ignore[arg-type]
+    assert not form.launch_button.isEnabled()
+    assert "plain.gguf has no MTP heads" in form.check_label.text()
+    assert form.modes_label.text() == "Runs here: Off · N-gram (ngram-mod)"
+
+
+def test_modes_the_engine_lacks_are_greyed_with_the_reason(qtbot: QtBot) -> None:
+    form = make_form(qtbot, bee_caps(), LaunchSettings(target="/m/t.gguf"))
+    mode = form.widgets["spec_mode"]
+    assert isinstance(mode, QComboBox)
+    for text, label in (("eagle3", "EAGLE-3"), ("dspark", "DSpark"), ("mtp", "MTP")):
+        item = combo_item(mode, text)
+        assert not item.isEnabled() and f"has no {label}" in item.toolTip() and "0.4 or newer" in item.toolTip()
+    assert combo_item(mode, "dflash").isEnabled() and combo_item(mode, "model-free").isEnabled()
+    assert form.modes_label.text() == "Runs here: Off · N-gram (ngram-simple)"  # ngram-mod aborts BeeLlama 0.1
+
+
+def test_the_drafts_kind_decides_its_mode(qtbot: QtBot, tmp_path: Path) -> None:
+    t = mg.tiny_model(tmp_path / "t.gguf", "qwen35", 1000, "", 8, 64)
+    eagle = mg.tiny_model(tmp_path / "eagle.gguf", "eagle3", 1000, n_layer=1, n_embd=64)
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target=str(t), draft=str(eagle), spec_mode=SpecMode.DFLASH))
+    assert form.pair_label.text() == ("✗ eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 "
+                                      "mode for it.")
+    assert not form.launch_button.isEnabled() and "use the EAGLE-3 mode for it" in form.check_label.text()
+    assert form.modes_label.text() == "Runs here: Off · EAGLE-3 · N-gram (ngram-mod)"
+    mode = form.widgets["spec_mode"]
+    assert isinstance(mode, QComboBox)
+    mode.setCurrentText("eagle3")
+    assert form.pair_label.text() == "✓ An EAGLE-3 draft." and form.launch_button.isEnabled()
+    assert form.widgets["draft"].isEnabled() and not form.widgets["dflash_cross_ctx"].isEnabled()
+    line = form.command_line()
+    assert line is not None and f"--spec-draft-model {eagle} --spec-type draft-eagle3" in line

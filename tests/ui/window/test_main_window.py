@@ -112,7 +112,10 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     w = make(qtbot, store)
     profile = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)
     w.set_profile(Profile("/e/llama-server", profile))
-    w.controller.caps_known.emit(EngineCaps(path="/e/llama-server", generation=Generation.MAINLINE))
+    w.controller.caps_known.emit(EngineCaps(path="/e/llama-server", generation=Generation.MAINLINE,
+                                            spec_types=("draft-dflash", "draft-mtp", "ngram-mod"),
+                                            flags=frozenset({"--spec-type"})))
+    assert w.mode.offered() == ["baseline", "dflash", "model-free"]  # the target's header is not there to read
     restarts: list[LaunchSettings] = []
 
     def fake_restart(settings: LaunchSettings) -> None:  # the real restart needs a real engine + pair
@@ -129,3 +132,9 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
         w.chat.send()
     assert blocker.args[0]["mode"] == "baseline"
     assert "speculative.n_max" not in fake_server.requests[-1].body
+    # The speculation guard's banner switches through the same path (ModeToggle.request_mode).
+    with qtbot.waitSignal(w.mode.mode_changed) as changed:
+        w.banner.switch_requested.emit("model-free")
+    assert changed.args == ["model-free"] and restarts[-1].spec_mode == SpecMode.MODEL_FREE
+    assert restarts[-1].spec_model_free_type == "ngram-mod" and restarts[-1].draft is None
+    assert w.mode_glue.launch_settings(profile).spec_mode == SpecMode.MODEL_FREE  # a later Start keeps it

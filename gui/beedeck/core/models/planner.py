@@ -9,6 +9,7 @@ context and fork buffers are published estimates.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import Generation
@@ -148,23 +149,34 @@ def _layer_of(name: str) -> int | None:
     return None
 
 
-def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUse, key: str) -> tuple[
-        list[DeviceUse | None], list[str]]:
-    """Put each tensor on a device with llama.cpp's rule (§1.2); return the per-layer device map."""
+def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUse, key: str,
+                   split: Sequence[float] | None = None) -> tuple[list[DeviceUse | None], list[str], DeviceUse | None]:
+    """Put each tensor on a device with llama.cpp's rule (§1.2); return the per-layer device map, the
+    target tensors left in host memory and the output layer's device.
+
+    Layers go in order to the devices in proportion to ``split`` (``--tensor-split``), by default to
+    their free memory, exactly as ``llama_model::load_tensors`` cuts them: layer ``il`` goes to the
+    first device whose cumulative share exceeds ``(il - first GPU layer) / offloaded layers``."""
     n = m.n_layer
-    first_gpu_layer = n + 1 - ngl
+    first_gpu_layer = max(n + 1 - ngl, 0)
+    act = min(ngl, n + 1)
     layer_dev: list[DeviceUse | None] = [None] * n
+    out_dev: DeviceUse | None = None
     if gpus and ngl > 0:
-        on_gpu = [i for i in range(n) if i >= first_gpu_layer]
-        total_free = sum(g.free or 0 for g in gpus) or 1
+        weights = list(split) if split and any(split) else [float(g.free or 0) for g in gpus]
+        total = sum(weights) or 1.0
         bounds, acc = [], 0.0
-        for g in gpus:
-            acc += (g.free or 0) / total_free
-            bounds.append(acc)
-        for k, i in enumerate(on_gpu):
-            frac = k / max(1, len(on_gpu))
-            layer_dev[i] = gpus[next(j for j, b in enumerate(bounds) if frac < b or j == len(gpus) - 1)]
-    out_dev = gpus[-1] if gpus and ngl > 0 else None
+        for w in weights:
+            acc += w
+            bounds.append(acc / total)
+
+        def device(il: int) -> DeviceUse:
+            frac = (il - first_gpu_layer) / act
+            return gpus[next((j for j, b in enumerate(bounds) if frac < b), len(gpus) - 1)]
+
+        for i in range(first_gpu_layer, n):
+            layer_dev[i] = device(i)
+        out_dev = device(n)
     cpu_names: list[str] = []
     for t in m.tensors:
         layer = _layer_of(t.name)
@@ -185,7 +197,7 @@ def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUs
             cpu_names.append(t.name)
         if t.name == "token_embd.weight" and m.tied_embeddings and out_dev is not None:
             out_dev.add(key, t.nbytes)  # tied: loaded again as the output matrix (TENSOR_DUPLICATED)
-    return layer_dev, cpu_names
+    return layer_dev, cpu_names, out_dev
 
 
 def _n_seq(settings: LaunchSettings, generation: Generation, has_draft: bool) -> int:
@@ -207,17 +219,24 @@ def _c_arg(s: LaunchSettings, generation: Generation, spec_on: bool) -> int:
 
 
 def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, generation: Generation,
-         devices: list[int], margin: int = DEFAULT_MARGIN) -> MemoryPlan:
-    """Plan the memory of one launch. ``devices``: free bytes per GPU (empty: CPU only)."""
+         devices: list[int], margin: int = DEFAULT_MARGIN, *, names: Sequence[str] | None = None,
+         split: Sequence[float] | None = None, local: Sequence[bool] | None = None) -> MemoryPlan:
+    """Plan the memory of one launch. ``devices``: free bytes per GPU (empty: CPU only).
+
+    Several machines (RPC workers, ``planner_devices.plan_across``): ``names`` are the engine's device
+    names in its order (workers first), ``split`` the ``--tensor-split`` proportions (None: by free
+    memory, the engine's default), ``local`` which devices are on this machine: the draft and the
+    compute of the output stay on the last local one (the host when there is none).
+    """
     if target.is_draft:
         raise PlanError(f"{target.path.name} is a DFlash draft, not a model to chat with: pick the target model.")
-    gpus = [DeviceUse(f"CUDA{i}", free) for i, free in enumerate(devices)]
+    gpus = [DeviceUse(names[i] if names else f"CUDA{i}", free) for i, free in enumerate(devices)]
     host = DeviceUse("CPU", None)
     notes: list[str] = []
     use_draft = draft is not None and settings.spec_mode == SpecMode.DFLASH
     gen_a = generation == Generation.BEE_A
     ngl = _ngl(settings.n_gpu_layers, target.n_layer) if gpus else 0
-    layer_dev, cpu_names = _place_weights(target, ngl, gpus, host, "weights")
+    layer_dev, cpu_names, out_dev = _place_weights(target, ngl, gpus, host, "weights", split)
     if gpus and settings.n_gpu_layers == "auto":
         notes.append("-ngl auto: llama.cpp's --fit may move layers to the CPU if this does not fit.")
 
@@ -289,7 +308,7 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     act_tail = 4 * n_tok * (2 * target.n_embd + target.n_ff)
     logits = 4 * n_out * target.vocab_size
     scores = 0 if fa else 4 * n_tok * n_ctx_seq * max(target.n_head or [0])  # f32 KQ of the widest layer
-    compute_dev = gpus[-1] if gpus and ngl > 0 else host
+    compute_dev = out_dev or host  # the output layer's device computes the logits
     gpu_kv = bool(gpus) and any(layer_dev[i] is not None for i in kv_layers)
     quant_kv = _cache(ctk)[0] > 1 or _cache(ctv)[0] > 1
     turbo = ctk.startswith("turbo") or ctv.startswith("turbo")
@@ -307,7 +326,7 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
 
     # --- runtime outside llama.cpp's accounting (§1.8)
     for g in gpus:
-        if g.total:
+        if g.total and (names is None or g.name.startswith("CUDA")):  # an RPC worker's runtime is its own
             g.add("cuda_context", CUDA_CONTEXT)
     if gpu_kv and turbo:
         # BeeLlama <= 0.3 keeps f16 dequant buffers for the whole cache (raw cudaMalloc); they
@@ -321,7 +340,8 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
 
     # --- the DFlash draft (§1.9)
     if use_draft and draft is not None:
-        _plan_draft(target, draft, settings, generation, gpus, host, n_ctx_seq, ub, np_, notes)
+        mine = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if here]
+        _plan_draft(target, draft, settings, generation, mine, host, n_ctx_seq, ub, np_, notes)
     return MemoryPlan(gpus + [host], n_ctx, n_ctx_seq, cells_swa, cpu_names, notes, margin)
 
 

@@ -9,7 +9,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
 class EndpointLabel(QWidget):
     """Shows ``<base_url>/v1`` once the server is ready (its real port); the button copies it. A ``note``
-    (e.g. the controller's ``port_note``: another program held the usual port) adds a ⚠ and a tooltip."""
+    (e.g. the controller's ``port_note``: another program held the usual port) adds a ⚠ and a tooltip;
+    :meth:`set_details` adds what a running server BeeDeck did not start is (model, context, engine)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -25,6 +26,7 @@ class EndpointLabel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.label)
         layout.addWidget(self.copy_button)
+        self._details = ""
         self.set_base_url("")
 
     def endpoint(self) -> str:
@@ -35,8 +37,18 @@ class EndpointLabel(QWidget):
         note = note if self._endpoint else ""
         text = f"API: {self._endpoint}" if self._endpoint else "API: not running"
         self.label.setText(f"{text} ⚠" if note else text)
-        self.label.setToolTip(note)
+        self._note = note
+        self._show_tooltip()
         self.copy_button.setEnabled(bool(self._endpoint))
+
+    def set_details(self, details: str) -> None:
+        """What the attached server is (``RemoteInfo.summary()``), shown in the tooltip; "" clears it."""
+        self._details = details
+        self._show_tooltip()
+
+    def _show_tooltip(self) -> None:
+        parts = [self._details if self._endpoint else "", self._note]
+        self.label.setToolTip("\n".join(p for p in parts if p))
 
     def copy(self) -> None:
         if self._endpoint:

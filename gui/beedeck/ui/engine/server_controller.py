@@ -4,6 +4,11 @@ the core's callbacks into Qt signals. Nothing here blocks the GUI thread, except
 The app's server keeps one port across starts: a profile's port 0 means BeeDeck's default port
 (:data:`DEFAULT_PORT`), so editor integrations keep one URL. When another program holds the port, the
 server takes a free one for that run and ``port_fallback_used`` says so.
+
+A server BeeDeck did not start (a remote profile: the "engine" is an ``http(s)://`` URL) is attached
+instead of launched: :meth:`ServerController.start` reads what it is (``core/engine/remote.py``) and
+becomes ready, :meth:`stop` only disconnects, a restart is refused, and a watcher polls ``/health``
+so a server that goes away is reported like one that crashed.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from PySide6.QtCore import QObject, Signal
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
+from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
+from beedeck.core.engine.rpc_probe import with_rpc_reason
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
 STOP_TIMEOUT_S = 10.0  # graceful stop, then the process tree is killed
@@ -35,9 +42,11 @@ class ServerController(QObject):
     ``failed(object)`` (a ServerFailure, or an exception before the process existed), ``ready(str)``
     (base URL), ``stopped()``, ``memory_reported(object)`` (the process's memory report once ready),
     ``caps_known(object)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
-    (the port wanted, the port used instead, a line for the user) when another program held the port.
+    (the port wanted, the port used instead, a line for the user) when another program held the port,
+    ``remote_attached(object)`` (a RemoteInfo) once a running server BeeDeck did not start is attached.
 
-    ``launch`` (default: :func:`beedeck.core.launcher.launch`) and ``default_port`` are injectable for tests.
+    ``launch`` (default: :func:`beedeck.core.launcher.launch`), ``inspect`` (default:
+    :func:`beedeck.core.engine.remote.inspect_server`) and ``default_port`` are injectable for tests.
     """
 
     state_changed = Signal(str)
@@ -48,6 +57,7 @@ class ServerController(QObject):
     memory_reported = Signal(object)
     caps_known = Signal(object)
     port_fallback_used = Signal(int, int, str)
+    remote_attached = Signal(object)
 
     def __init__(
         self,
@@ -56,6 +66,8 @@ class ServerController(QObject):
         ready_timeout_s: float = READY_TIMEOUT_S,
         launch: Callable[..., Any] | None = None,
         default_port: int = DEFAULT_PORT,
+        inspect: Callable[..., RemoteInfo] = inspect_server,
+        health_interval_s: float = 5.0,
     ) -> None:
         super().__init__(parent)
         self._probe = probe
@@ -73,6 +85,10 @@ class ServerController(QObject):
         self.state: str = "stopped"
         self.last_start_s: float | None = None  # seconds from start() to ready, for the mode toggle
         self._closed = False  # set by shutdown(): a start still in flight must not leave a server behind
+        self._inspect = inspect
+        self._health_interval_s = health_interval_s
+        self.remote: RemoteInfo | None = None  # the attached server BeeDeck did not start, if any
+        self._unwatch: threading.Event | None = None
 
     # -- public ---------------------------------------------------------------------------
     def is_busy(self) -> bool:
@@ -81,8 +97,16 @@ class ServerController(QObject):
     def is_running(self) -> bool:
         return self.state in ("starting", "loading", "ready")
 
+    def is_remote(self) -> bool:
+        """Attached (or attaching) to a server BeeDeck did not start: Start/Stop mean Connect/Disconnect."""
+        return is_remote_engine(self.engine)
+
     def start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
-        """Probe (if needed), build the command line, launch, wait until ready: all off the GUI thread."""
+        """Probe (if needed), build the command line, launch, wait until ready: all off the GUI thread.
+        ``engine`` an ``http(s)://`` URL: connect to that running server instead (``settings.api_key``)."""
+        if is_remote_engine(engine):
+            self._spawn(lambda: self._do_attach(engine, settings))
+            return
         self._spawn(lambda: self._do_start(engine, settings, caps))
 
     def stop(self) -> None:
@@ -91,6 +115,11 @@ class ServerController(QObject):
     def restart(self, settings: LaunchSettings) -> None:
         """Stop, then start the same engine with new settings (the Baseline|DFlash restart path)."""
         engine, caps = self.engine, self.caps
+        if is_remote_engine(engine):
+            self.failed.emit(RemoteError(
+                "no-restart", "BeeDeck did not start this server, so it cannot restart it with other settings.",
+                "Restart it where it runs (with or without its draft), then connect again."))
+            return
 
         def job() -> None:
             self._do_stop()
@@ -186,7 +215,7 @@ class ServerController(QObject):
             if self._closed:
                 return  # stopped by shutdown(): the window is gone, nothing to show
             self._set_state("failed")
-            self.failed.emit(getattr(exc, "failure", None) or exc)
+            self.failed.emit(self._explain(getattr(exc, "failure", None) or exc, proc))
             return
         self.base_url = proc.base_url
         self.last_start_s = time.monotonic() - t0
@@ -196,17 +225,75 @@ class ServerController(QObject):
         if memory is not None:
             self.memory_reported.emit(memory)
 
+    def _explain(self, failure: object, proc: Any = None) -> object:
+        """A failure RPC workers caused, said as such (a worker gone mid-reply, another build)."""
+        workers = self.settings.rpc_workers if self.settings else []
+        if not workers:
+            return failure
+        proc = proc if proc is not None else self._proc
+        log = proc.log_lines() if proc is not None and hasattr(proc, "log_lines") else []
+        return with_rpc_reason(failure, workers, log)
+
+    def _do_attach(self, url: str, settings: LaunchSettings) -> None:
+        t0 = time.monotonic()
+        self.engine, self.settings, self.caps = url, replace(settings), None
+        self._set_state("starting")
+        self.line_received.emit(f"BeeDeck: connecting to {url}")
+        try:
+            info = self._inspect(url, settings.api_key)
+        except RemoteError as exc:
+            if self._closed:
+                return
+            self.line_received.emit(f"BeeDeck: {exc}")
+            self._set_state("failed")
+            self.failed.emit(exc)
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self.remote, self.base_url = info, info.url
+            self._unwatch = stop = threading.Event()
+        self.last_start_s = time.monotonic() - t0
+        self.line_received.emit(f"BeeDeck: connected to {info.url}: {info.summary()}")
+        self._set_state("ready")
+        self.ready.emit(self.base_url)
+        self.remote_attached.emit(info)
+        threading.Thread(target=self._watch_remote, args=(info.url, stop), name="beedeck-remote-health",
+                         daemon=True).start()
+
+    def _watch_remote(self, url: str, stop: threading.Event) -> None:
+        failure = watch_health(url, stop, self._health_interval_s)
+        with self._lock:
+            current = self._unwatch is stop and not stop.is_set()
+            if current:
+                self.remote, self._unwatch = None, None
+        if current and failure is not None:
+            self.base_url = ""
+            self.line_received.emit(f"BeeDeck: {failure}")
+            self._set_state("failed")
+            self.failed.emit(failure)
+
     def _on_proc_state(self, state: object, failure: object = None) -> None:
         name = _state_name(state)
         # READY and FAILED are announced by _do_start once wait_ready returned, in order with ready().
         if name in ("starting", "loading") or (name in ("failed", "stopped") and self.state == "ready"):
             self._set_state(name)
             if name == "failed" and failure is not None:
-                self.failed.emit(failure)  # the server died while serving
+                self.failed.emit(self._explain(failure))  # the server died while serving
 
     def _do_stop(self) -> None:
         with self._lock:
             proc, self._proc = self._proc, None
+            remote, self.remote = self.remote, None
+            unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch.set()
+        if remote is not None:  # a server BeeDeck did not start: disconnect, it keeps running
+            self.base_url = ""
+            self.line_received.emit(f"BeeDeck: disconnected from {remote.url} (it keeps running)")
+            self._set_state("stopped")
+            self.stopped.emit()
+            return
         if proc is None:
             return
         try:

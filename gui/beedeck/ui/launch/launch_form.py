@@ -38,13 +38,15 @@ from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
-from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
+from beedeck.core.models.planner_devices import plan_across
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, put_value
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
+from beedeck.ui.launch.mode_check import Verdict, draft_verdict, mode_refusal, modes_line
+from beedeck.ui.launch.rpc_workers import RpcWorkersEditor
 from beedeck.ui.wrap_label import WrapLabel
 
 
@@ -100,6 +102,13 @@ class LaunchForm(QWidget):
                 self.pair_label.setObjectName("pair-verdict")
                 groups[spec.section].addRow("", self.pair_label)
                 self._pair_form = groups[spec.section]
+            elif spec.name == "spec_mode":  # which modes this engine and these files run (mode_check)
+                self.modes_label = WrapLabel()
+                self.modes_label.setObjectName("spec-modes")
+                groups[spec.section].addRow("", self.modes_label)
+        self.rpc_workers = RpcWorkersEditor(runner=self._runner)  # machines that hold part of the model
+        groups["GPU & loading"].addRow("RPC workers", self.rpc_workers)
+        self.rpc_workers.workers_changed.connect(self._on_widget_changed)
         columns = QHBoxLayout()
         columns.setSpacing(12)
         for names in (SECTIONS[:3], SECTIONS[3:]):
@@ -192,6 +201,7 @@ class LaunchForm(QWidget):
         self.caps = caps
         self.engine_problem = problem
         self.binary = binary or (caps.path if caps else "llama-server")
+        self.rpc_workers.set_engine(caps.path if caps else None)
         self._fill_choices()
         self._fill_presets()
         self._on_widget_changed()
@@ -206,6 +216,7 @@ class LaunchForm(QWidget):
         try:
             for spec in FIELDS:
                 put_value(self.widgets[spec.name], spec, getattr(s, spec.name))
+            self.rpc_workers.set_workers(s.rpc_workers)
         finally:
             self._loading = False
         self._on_widget_changed()
@@ -215,7 +226,7 @@ class LaunchForm(QWidget):
         """The settings the form shows now (the API key is kept from set_settings or the field)."""
         values = {spec.name: get_value(self.widgets[spec.name], spec) for spec in FIELDS}
         known = {f.name for f in fields(LaunchSettings)}
-        return LaunchSettings(**{k: v for k, v in values.items() if k in known})
+        return LaunchSettings(**{k: v for k, v in values.items() if k in known}, rpc_workers=self.rpc_workers.workers())
 
     # -- engine rules --------------------------------------------------------------------------
     def _fill_choices(self) -> None:
@@ -286,8 +297,10 @@ class LaunchForm(QWidget):
         why = field_reason(name, self.caps)
         if why:
             return why
-        mode = self._get_spec("spec_mode")
-        if name in ("draft", "dflash_cross_ctx", "draft_ctx_size", "draft_n_gpu_layers") and mode != SpecMode.DFLASH:
+        mode = SpecMode(self._get_spec("spec_mode"))
+        if name in ("draft", "draft_ctx_size", "draft_n_gpu_layers") and not mode.uses_draft_file:
+            return "Used only with a draft model's mode: dflash, eagle3 or dspark."
+        if name == "dflash_cross_ctx" and mode != SpecMode.DFLASH:
             return "Used only with speculation mode dflash."
         if name == "spec_model_free_type" and mode != SpecMode.MODEL_FREE:
             return "Used only with speculation mode model-free."
@@ -327,14 +340,16 @@ class LaunchForm(QWidget):
         reasons = []
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
-        if (why := args_problem(extra.text())) is not None:
-            reasons.append(why)
+        for why in (args_problem(extra.text()), self.rpc_workers.problem()):
+            reasons.extend([why] if why else [])
         s = self.settings()
         if s.port == 0:
             s = replace(s, port=DEFAULT_PORT)
         if self.caps is None:
             reasons.insert(0, self.engine_problem or "No engine is picked: choose llama-server under Settings → Engine.")
             raise LaunchRefused(reasons)
+        if (why := mode_refusal(self.caps, s, self._info(s.target), self._info(s.draft))) is not None:
+            reasons.append(why)
         if s.spec_mode == SpecMode.MODEL_FREE and s.spec_model_free_type in refused_spec_types(self.caps):
             reasons.append(f"Model-free type {s.spec_model_free_type} crashes this engine (see docs/known-issues.md): "
                            "pick another type.")
@@ -402,28 +417,18 @@ class LaunchForm(QWidget):
         return info if isinstance(info, ModelInfo) else None
 
     def _check_pair(self, s: LaunchSettings) -> None:
+        """The draft's verdict for the chosen mode, and the modes this engine and these files run."""
         target, draft = self._info(s.target), self._info(s.draft)
         bad = next((v for p in (s.target, s.draft) if p and isinstance(v := self.infos.get(p), str)
                     and v != "loading"), None)
-        if s.spec_mode != SpecMode.DFLASH or not s.draft:
-            self.pair_label.setText("")
-        elif bad:
-            self._show_pair("#d62728", f"✗ {bad}")
-        elif target is None or draft is None:
-            self.pair_label.setText("Reading the GGUF headers…" if Path(s.draft).is_file() else "")
-        else:
-            verdict = check_pair(target, draft, self.caps)
-            if not verdict.ok:
-                self._show_pair("#d62728", "✗ " + " ".join(verdict.reasons))
-            elif verdict.warnings:
-                self._show_pair("#c98a00", "⚠ Pair OK, but: " + " ".join(verdict.warnings))
-            else:
-                self._show_pair("#2e7d32", "✓ This draft matches the target.")
+        self._show(self.pair_label, draft_verdict(self.caps, s, target, draft, bad, Path(s.draft or "").is_file()))
         self._pair_form.setRowVisible(self.pair_label, bool(self.pair_label.text()))
+        self._show(self.modes_label, modes_line(self.caps, s, target, draft))
 
-    def _show_pair(self, color: str, text: str) -> None:
-        self.pair_label.setStyleSheet(f"color: {color};")
-        self.pair_label.setText(text)
+    def _show(self, label: WrapLabel, verdict: Verdict) -> None:
+        label.setStyleSheet(f"color: {verdict.color};")
+        label.setText(verdict.text)
+        label.setToolTip(verdict.tooltip)
 
     def _schedule_plan(self) -> None:
         self.memory_bar.schedule(self.compute_plan)
@@ -437,6 +442,8 @@ class LaunchForm(QWidget):
         gen = self.caps.generation if self.caps else Generation.MAINLINE
         if gen == Generation.UNKNOWN:
             gen = Generation.MAINLINE
+        if s.rpc_workers and self.rpc_workers.devices:  # the workers' devices first, then this machine's
+            return plan_across(target, draft, s, gen, self.rpc_workers.devices)
         return plan(target, draft, s, gen, self.devices)
 
     # -- presets --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The main window: composition only. Toolbar (Start/Stop, Baseline|DFlash, Benchmark, Settings,
+"""The main window: composition only. Toolbar (Start/Stop, Baseline | <modes>, Benchmark, Settings,
 endpoint), conversations on the left, the speculation-guard banner and the chat in the middle, the
 speed gauge on the right, the server log below, a status bar. The widgets hold the behaviour; this
 module wires their signals. The Settings, Benchmark and Setup-wizard dialogs plug into factory slots
@@ -8,7 +8,6 @@ module wires their signals. The Settings, Benchmark and Setup-wizard dialogs plu
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
@@ -27,11 +26,10 @@ from PySide6.QtWidgets import (
 
 from beedeck import APP_DISPLAY_NAME, __version__
 from beedeck.core import paths
-from beedeck.core.chat.spec_guard import Advice, SpecGuard
+from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import RESTART, has_draft, settings_for_mode
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, engine_display_name, save_profile
 from beedeck.core.settings import AppSettings, load_settings, save_settings
@@ -43,12 +41,14 @@ from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.failure_panel import FailurePanel
 from beedeck.ui.engine.log_dock import LogDock
 from beedeck.ui.engine.mode_toggle import ModeToggle
+from beedeck.ui.engine.remote_binding import RemoteBinding
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.engine.switch_checker import SwitchChecker
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
 from beedeck.ui.host import DialogFactory
 from beedeck.ui.window.about_dialog import AboutDialog
 from beedeck.ui.window.menus import build_menus
+from beedeck.ui.window.mode_glue import ModeGlue, pair_text
 from beedeck.ui.window.placeholder_dialog import PlaceholderDialog
 from beedeck.ui.window.shortcuts_dialog import ShortcutsDialog
 from beedeck.ui.window.starter_banner import StarterBanner
@@ -81,7 +81,7 @@ class MainWindow(QMainWindow):
         self.client_factory: Callable[[str, str | None], Any] = _default_client
         self.probe: Callable[[str], EngineCaps] = _default_probe
         self.detect_hardware: Callable[[], HardwareReport] = _default_detect
-        self.profile_saver: Callable[[Profile], object] = _default_save_profile
+        self.profile_saver: Callable[[Profile], object] = save_profile
         self.known_caps: dict[str, EngineCaps] = {}
         self.close_hooks: list[Callable[[], None]] = []  # e.g. the GPU sampler's stop()
         self.closing = False  # set in closeEvent: dialogs closing with the window start nothing
@@ -108,6 +108,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_shortcuts()
         self._wire()
+        self.remote = RemoteBinding.for_host(self)  # Start/Stop read Connect/Disconnect for a running server
         self._restore_view()
         self._on_controller_state("stopped")
 
@@ -119,7 +120,7 @@ class MainWindow(QMainWindow):
         bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.start_action = QAction("Start", self, toolTip="Start the server with the current profile")
         self.stop_action = QAction("Stop", self, toolTip="Stop the server")
-        self.bench_action = QAction("Benchmark", self, toolTip="Baseline vs DFlash on a fixed prompt set")
+        self.bench_action = QAction("Benchmark", self, toolTip="Baseline vs speculation modes on a fixed prompt set")
         self.settings_action = QAction("Settings", self, toolTip="Engine, models, launch options")
         bar.addAction(self.start_action)
         bar.addAction(self.stop_action)
@@ -207,14 +208,11 @@ class MainWindow(QMainWindow):
         self.chat.reply_started.connect(self.guard_monitor.reply_started)
         self.chat.reply_finished.connect(self.guard_monitor.reply_finished)
         self.chat.conversation_changed.connect(self.guard_monitor.conversation_changed)
-        self.guard_monitor.advice_given.connect(self._on_guard_advice)
         self.guard_monitor.conversation_switched.connect(self.banner.hide)
-        self.banner.switch_requested.connect(self._on_banner_switch_requested)
         self.starter_banner.wizard_requested.connect(self.open_wizard)
         self.starter_banner.settings_requested.connect(self.settings_action.trigger)
         self.failure.retry_requested.connect(self.start_server)
         self.failure.log_requested.connect(self._show_log)
-        self.chat.mode_provider = self.mode.provider
         self.chat.reply_started.connect(self.speed.reply_started)
         self.chat.delta_received.connect(self.speed.delta_arrived)
         self.chat.reasoning_received.connect(self.speed.delta_arrived)  # thinking tokens are generated tokens too
@@ -224,8 +222,7 @@ class MainWindow(QMainWindow):
         self.conversations.conversation_selected.connect(self.chat.load_conversation)
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
-        self.mode.restart_requested.connect(self._on_mode_restart_requested)
-        self.chat.reply_finished.connect(lambda stats: self.switching.reply_finished(self.controller.caps, stats))
+        self.mode_glue = ModeGlue.for_host(self)  # the toggle's chat, restart, checker and banner wiring
 
     def _show_log(self) -> None:
         self.log.show()
@@ -235,14 +232,12 @@ class MainWindow(QMainWindow):
     def set_profile(self, profile: Profile) -> None:
         self.profile = profile
         s = profile.settings
-        pair = Path(s.target).name if s.target else "—"
-        if has_draft(s):
-            pair += " + " + Path(str(s.draft)).name
-        self.pair_label.setText(f"model: {pair}")
+        self.pair_label.setText(pair_text(s))
         caps = self.known_caps.get(profile.engine)
         self.engine_label.setText(f"engine: {engine_display_name(profile, caps)}")
         self.starter_banner.show_for_starter(is_starter(profile.settings))
         self.mode.configure(s, caps, self.switching.memory.get(caps))
+        self.remote.profile_set(profile)
         self._on_controller_state(self.controller.state)
 
     def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
@@ -285,13 +280,8 @@ class MainWindow(QMainWindow):
         self.controller.start(self.profile.engine, self._launch_settings(), self.known_caps.get(self.profile.engine))
 
     def _launch_settings(self) -> LaunchSettings:
-        """The profile's settings in the toggle's mode: after a restart-path switch to Baseline, a later
-        Start must not bring the draft back while the toggle (and the reply stats) say baseline."""
         assert self.profile is not None
-        s = self.profile.settings
-        if self.mode.mode() == "baseline" and has_draft(s) and self.mode.path() == RESTART:
-            return settings_for_mode(s, "baseline")
-        return s
+        return self.mode_glue.launch_settings(self.profile.settings)  # in the mode the toggle shows
 
     def stop_server(self) -> None:
         self.chat.stop()
@@ -337,20 +327,6 @@ class MainWindow(QMainWindow):
         self.failure.show_failure(failure, "The server stopped while running" if was_serving
                                   else "The server could not start")
         self.chat.set_notice("")
-
-    def _on_mode_restart_requested(self, settings: LaunchSettings) -> None:
-        self.chat.stop()
-        self.chat.set_notice("Switching mode: restarting the server…")
-        self.controller.restart(settings)
-
-    # -- speculation guard -----------------------------------------------------------------
-    def _on_guard_advice(self, advice: Advice) -> None:
-        if self.mode.isEnabled() and self.mode.mode() != advice.suggested_mode:
-            self.banner.show_advice(advice)
-
-    def _on_banner_switch_requested(self, mode: str) -> None:
-        button = self.mode.baseline_button if mode == "baseline" else self.mode.dflash_button
-        button.click()  # the same path as the user's click: per request or by restart
 
     # -- chats -----------------------------------------------------------------------------
     def new_chat(self) -> None:
@@ -408,7 +384,7 @@ class MainWindow(QMainWindow):
             facts.append(("Engine", f"{engine_display_name(profile, caps or self.known_caps.get(profile.engine))} "
                                     f"({profile.engine})"))
             s = profile.settings
-            facts.append(("Model", Path(s.target).name + (f" + {Path(str(s.draft)).name}" if has_draft(s) else "")))
+            facts.append(("Model", pair_text(s).removeprefix("model: ")))
         report = self.hardware
         if report is not None:
             facts.append(("GPU", ", ".join(g.name for g in report.gpus) if report.has_gpu
@@ -494,7 +470,3 @@ def _default_detect() -> HardwareReport:
     from beedeck.core.machine import hardware
 
     return hardware.detect(disk_path=paths.models_dir())
-
-
-def _default_save_profile(profile: Profile) -> object:
-    return save_profile(profile)

@@ -1,0 +1,115 @@
+"""`beedeck worker`: lend this machine's devices to a llama-server elsewhere (llama.cpp's RPC worker).
+
+Runs the engine's own ``ggml-rpc-server`` / ``rpc-server`` (built beside llama-server with RPC on)
+in the foreground until Ctrl+C. It listens on 127.0.0.1 unless ``--host`` names another address
+*and* ``--allow-network`` is given: the RPC protocol has no authentication, so that is for a trusted
+network only (or keep 127.0.0.1 and reach it through an SSH tunnel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from beedeck.core.engine.rpc import (
+    DEFAULT_WORKER_PORT,
+    NO_AUTH_WARNING,
+    RpcError,
+    is_loopback,
+    require_worker_binary,
+    start_worker,
+)
+
+
+def register(sub: Any, groups: dict[str, Any]) -> None:
+    p = sub.add_parser("worker", help="run an RPC worker: lend this machine's devices to a server elsewhere")
+    p.add_argument("--engine", metavar="BIN", help="the llama-server whose RPC worker to run (default: the "
+                   "saved profile's engine, else the starter engine)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_WORKER_PORT, help=f"port (default: {DEFAULT_WORKER_PORT})")
+    p.add_argument("--device", metavar="DEV,...", help="devices to lend, as the engine names them (CUDA0,...)")
+    p.add_argument("--threads", type=int, metavar="N", help="CPU threads of the worker's CPU device")
+    p.add_argument("--cache", action="store_true", help="keep received tensors in a local file cache")
+    p.add_argument("--allow-network", action="store_true",
+                   help="listen on an address other machines can reach (the RPC protocol has no authentication)")
+    p.set_defaults(func=run_worker)
+
+
+def default_engine() -> Path:
+    from beedeck.core.profile import ProfileError, load_saved_profile
+    from beedeck.core.starter import starter_engine
+
+    try:
+        profile = load_saved_profile()
+    except ProfileError:
+        profile = None
+    if profile is not None and not profile.is_remote:
+        return Path(profile.engine)
+    return Path(starter_engine())
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    try:
+        engine = Path(args.engine) if args.engine else default_engine()
+        binary = require_worker_binary(engine)
+        if not is_loopback(args.host):
+            print(f"warning: {NO_AUTH_WARNING}", file=sys.stderr)
+        devices = [d.strip() for d in (args.device or "").split(",") if d.strip()]
+        worker = start_worker(binary, args.host, args.port, devices, args.threads, args.cache,
+                              allow_network=args.allow_network, on_line=lambda line: print(line, flush=True))
+    except RpcError as exc:
+        print(f"error: {exc.message}\n  {exc.remedy}", file=sys.stderr)
+        return 2
+    try:
+        worker.wait_listening()
+        print(f"worker listening on {worker.address}; on the main machine: beedeck serve --rpc "
+              f"{worker.address} ... (Ctrl+C stops it)", flush=True)
+        while (rc := worker.wait(0.5)) is None:
+            pass
+        print(f"error: the worker exited with status {rc}", file=sys.stderr)
+        return 1
+    except RpcError as exc:
+        print(f"error: {exc.message}\n  {exc.remedy}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("stopping the worker ...", file=sys.stderr)
+        return 0
+    finally:
+        worker.stop()
+
+
+def check_rpc_launch(engine: Path, caps: Any, settings: Any) -> int | None:
+    """Before ``serve --rpc`` launches: probe every worker through the engine, refuse one that cannot
+    be used (another build, not running, an engine without RPC) and print the per-device plan.
+    Returns an exit status to stop with, or None to go on."""
+    from beedeck.core.engine.rpc import parse_workers
+    from beedeck.core.engine.rpc_probe import probe_workers
+
+    try:
+        devices = probe_workers(str(engine), parse_workers(settings.rpc_workers))
+    except RpcError as exc:
+        print(f"error: {exc.message}\n  what to do: {exc.remedy}", file=sys.stderr)
+        return 2
+    for d in devices:
+        print(f"device: {d.name} {d.description} ({d.free_mib:,} of {d.total_mib:,} MiB free)"
+              + (f" on worker {d.worker}" if d.worker else " on this machine"), file=sys.stderr)
+    for line in _plan_lines(caps, settings, devices):
+        print(f"plan: {line}", file=sys.stderr)
+    return None
+
+
+def _plan_lines(caps: Any, settings: Any, devices: Any) -> list[str]:
+    from beedeck.core.engine.caps import Generation
+    from beedeck.core.models import gguf
+    from beedeck.core.models.planner import PlanError
+    from beedeck.core.models.planner_devices import plan_across
+
+    try:
+        target = gguf.inspect(settings.target)
+        draft = gguf.inspect(settings.draft) if settings.draft and settings.spec_mode.uses_draft_file else None
+        gen = caps.generation if caps.generation != Generation.UNKNOWN else Generation.MAINLINE
+        return plan_across(target, draft, settings, gen, devices).explain()
+    except (OSError, ValueError, PlanError) as exc:
+        return [f"not planned ({exc})"]

@@ -1,0 +1,131 @@
+"""Connect to a running server…: the address and API key of a llama-server BeeDeck did not start.
+
+"Check" reads what the server is off the GUI thread and shows it, or the specific reason it cannot
+be used (unreachable, wrong key, not llama.cpp, still loading). "Connect" hands a remote profile to
+``on_profile`` (the window's ``apply_profile(profile, start=True)``): the key goes to the keyring
+with the profile, never to a file or the log.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, normalize_url
+from beedeck.core.profile import Profile, remote_profile
+from beedeck.ui.background import Runner, run_in_background
+
+
+class ConnectDialog(QDialog):
+    """Asks for a server URL, an optional API key and a label; checks the server on request.
+
+    Signals: ``profile_chosen(object)`` (the remote Profile) on Connect; ``checked(object)`` with the
+    RemoteInfo or RemoteError of a check. ``inspect`` and ``runner`` are injectable for tests.
+    """
+
+    profile_chosen = Signal(object)
+    checked = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None, current: Profile | None = None, *,
+                 inspect: Callable[..., RemoteInfo] = inspect_server, runner: Runner | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Connect to a running server")
+        self._inspect = inspect
+        self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
+        self.url_edit = QLineEdit(placeholderText="http://192.168.1.20:8080")
+        self.key_edit = QLineEdit(placeholderText="only if the server was started with --api-key")
+        self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.label_edit = QLineEdit(placeholderText="e.g. GPU pod")
+        if current is not None and current.is_remote:
+            self.url_edit.setText(current.engine)
+            self.key_edit.setText(current.settings.api_key or "")
+            self.label_edit.setText(current.label)
+        form = QFormLayout()
+        form.addRow("Server address:", self.url_edit)
+        form.addRow("API key:", self.key_edit)
+        form.addRow("Name:", self.label_edit)
+        self.result_label = QLabel()
+        self.result_label.setWordWrap(True)
+        self.check_button = QPushButton("Check")
+        self.check_button.clicked.connect(self.check)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.connect_button = buttons.addButton("Connect", QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.addButton(self.check_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        note = QLabel("BeeDeck chats with a llama-server that already runs (a GPU pod, another machine). Over the "
+                      "internet, reach it through an SSH tunnel or HTTPS, and start it with --api-key.")
+        note.setWordWrap(True)
+        layout.addWidget(note)
+        layout.addLayout(form)
+        layout.addWidget(self.result_label)
+        layout.addWidget(buttons)
+        self.url_edit.textChanged.connect(self._update)
+        self._update()
+
+    def _update(self) -> None:
+        self.connect_button.setEnabled(bool(self.url_edit.text().strip()))
+
+    def _key(self) -> str | None:
+        return self.key_edit.text().strip() or None
+
+    def profile(self) -> Profile:
+        """The remote profile the fields describe (RemoteError for a bad address)."""
+        return remote_profile(self.url_edit.text(), self._key(), self.label_edit.text().strip())
+
+    def check(self) -> None:
+        try:
+            url = normalize_url(self.url_edit.text())
+        except RemoteError as exc:
+            self._show(exc)
+            return
+        self.check_button.setEnabled(False)
+        self.result_label.setText(f"Checking {html.escape(url)}…")
+        key = self._key()
+        self._runner(lambda: self._inspect(url, key), self._show, self._show)
+
+    def _show(self, outcome: Any) -> None:
+        self.check_button.setEnabled(True)
+        if isinstance(outcome, RemoteInfo):
+            self.result_label.setText("✔ " + html.escape(outcome.summary()))
+        elif isinstance(outcome, RemoteError):
+            self.result_label.setText(f"<b>{html.escape(outcome.message)}</b><br>{html.escape(outcome.remedy)}")
+        else:
+            self.result_label.setText(html.escape(f"The check failed: {outcome}"))
+        self.checked.emit(outcome)
+
+    def accept(self) -> None:
+        try:
+            profile = self.profile()
+        except RemoteError as exc:
+            self._show(exc)
+            return
+        self.profile_chosen.emit(profile)
+        super().accept()
+
+
+def open_connect_dialog(parent: QWidget, on_profile: Callable[[Profile], None],
+                        current: Profile | None = None) -> ConnectDialog:
+    """Open the dialog (non-modal); ``on_profile`` gets the remote profile on Connect. The lead's menu
+    action: ``open_connect_dialog(window, lambda p: window.apply_profile(p, start=True), window.profile)``."""
+    from PySide6.QtCore import Qt
+
+    dialog = ConnectDialog(parent, current)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.profile_chosen.connect(on_profile)
+    dialog.open()
+    return dialog

@@ -1,0 +1,185 @@
+"""core/engine/remote.py: addresses, failure kinds and what a server says it is. The real llama-server
+cases (right/wrong/missing key, a web server, a closed port) are in tests/engine/test_remote_real.py;
+here the protocol-level fake covers what a real server cannot be made to do on demand (still loading,
+going away), and stdlib HTTP servers play the non-llama programs."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from beedeck.core import paths, secrets
+from beedeck.core.engine import remote
+from beedeck.core.engine.remote import RemoteError, inspect_server, normalize_url, watch_health
+from beedeck.core.engine.server import free_port
+from beedeck.core.profile import ProfileError, load_saved_profile, remote_profile, save_profile
+from tests.fakes.sse_server import FakeLlamaServer, SSEScript
+
+
+@pytest.mark.parametrize(("typed", "url"), [
+    ("192.168.1.20:8080", "http://192.168.1.20:8080"),
+    ("http://pod.example:8080/", "http://pod.example:8080"),
+    ("https://pod.example/llama/v1/", "https://pod.example/llama"),
+    ("  http://[::1]:9000/v1 ", "http://[::1]:9000"),
+])
+def test_addresses_are_normalised(typed: str, url: str) -> None:
+    assert normalize_url(typed) == url
+
+
+@pytest.mark.parametrize(("typed", "words"), [
+    ("", "No server address"),
+    ("ftp://host:21", "not an http(s) address"),
+    ("http://user:pw@host:8080", "user name or password"),
+    ("http://host:99999", "invalid port"),
+])
+def test_bad_addresses_say_why(typed: str, words: str) -> None:
+    with pytest.raises(RemoteError) as exc:
+        normalize_url(typed)
+    assert exc.value.kind == remote.BAD_URL and words in exc.value.message
+
+
+def test_a_loading_server_says_wait() -> None:
+    with FakeLlamaServer() as fake:
+        fake.health_status = 503
+        with pytest.raises(RemoteError) as exc:
+            inspect_server(fake.base_url)
+    assert exc.value.kind == remote.LOADING and "still loading" in exc.value.message and "Wait" in exc.value.remedy
+
+
+def test_what_a_server_says_it_is() -> None:
+    with FakeLlamaServer(SSEScript(model="/models/pair/Target-Q4_K_M.gguf")) as fake:
+        info = inspect_server(fake.base_url)
+    assert info.model_name == "Target-Q4_K_M.gguf" and info.n_ctx == 4096 and info.total_slots == 1
+    assert info.build_info == "b0-fake" and info.engine == "llama.cpp"
+    assert info.speculative is False and not info.needs_key
+    assert info.describe()[0] == f"server:       {fake.base_url}"
+    assert "context 4096 tokens" in info.summary() and "speculation off" in info.summary()
+
+
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _handler(routes: dict[str, tuple[int, str, dict[str, str]]]) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body, headers = routes.get(self.path, (404, "not found", {}))
+            data = body.encode()
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+OK_HEALTH = (200, json.dumps({"status": "ok"}), {"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize(("routes", "words"), [
+    ({}, "it has no /health route"),
+    ({"/health": (200, "OK", {})}, "/health did not answer JSON"),
+    ({"/health": (200, '{"status": "healthy"}', {})}, "/health answered"),
+    ({"/health": OK_HEALTH}, "it has no /props route"),
+    ({"/health": OK_HEALTH, "/props": (200, '{"version": "1"}', {})}, "lacks default_generation_settings"),
+    ({"/health": OK_HEALTH, "/props": (401, "login", {"WWW-Authenticate": "Basic"})}, "asks for a login"),
+])
+def test_other_programs_are_not_taken_for_llama_server(routes: dict[str, tuple[int, str, dict[str, str]]],
+                                                       words: str) -> None:
+    for url in _serve(_handler(routes)):
+        with pytest.raises(RemoteError) as exc:
+            inspect_server(url)
+        assert exc.value.kind == remote.NOT_LLAMA and words in exc.value.message
+
+
+def test_an_unknown_host_name_is_a_dns_failure() -> None:
+    with pytest.raises(RemoteError) as exc:
+        inspect_server("http://no-such-host.invalid:8080")
+    assert exc.value.kind == remote.DNS and "no-such-host.invalid" in exc.value.message
+
+
+def test_the_health_watch_reports_a_server_that_goes_away() -> None:
+    fake = FakeLlamaServer().start()
+    stop = threading.Event()
+    result: list[RemoteError | None] = []
+    t = threading.Thread(target=lambda: result.append(watch_health(fake.base_url, stop, 0.05)))
+    t.start()
+    fake.stop()
+    t.join(10)
+    assert result and result[0] is not None and result[0].kind == remote.REFUSED
+    assert "went away" in result[0].message and "conversation is kept" in result[0].remedy
+    stop.set()
+    with FakeLlamaServer() as alive:
+        stop2 = threading.Event()
+        threading.Timer(0.3, stop2.set).start()
+        assert watch_health(alive.base_url, stop2, 0.05) is None
+
+
+def test_a_remote_profile_keeps_its_key_in_the_keyring() -> None:
+    path = save_profile(remote_profile("pod.example:8080", "sk-remote-1", "GPU pod"))
+    data = json.loads(Path(path).read_text())
+    assert data == {"kind": "remote", "url": "http://pod.example:8080", "label": "GPU pod"}
+    assert secrets.get_secret(secrets.remote_api_key_name("http://pod.example:8080")) == "sk-remote-1"
+    loaded = load_saved_profile()
+    assert loaded is not None and loaded.is_remote and loaded.engine == "http://pod.example:8080"
+    assert loaded.settings.api_key == "sk-remote-1" and loaded.label == "GPU pod"
+    assert "sk-remote-1" not in repr(loaded)
+
+
+def test_a_damaged_remote_profile_is_kept_aside() -> None:
+    path = paths.config_dir() / "profile.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"kind": "remote", "url": "gopher://x"}))
+    with pytest.raises(ProfileError) as exc:
+        load_saved_profile()
+    assert "'url' is not a server address" in str(exc.value) and not path.exists()
+
+
+def test_connect_key_comes_from_file_env_or_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from beedeck.cli import main
+
+    with FakeLlamaServer(SSEScript(api_key="k-file")) as fake:
+        key = tmp_path / "key"
+        key.write_text("k-file\n")
+        assert main(["connect", fake.base_url, "--api-key-file", str(key), "--json", "--save"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["key_from"] == "the key file" and out["needs_key"]
+        assert main(["connect", fake.base_url, "--json"]) == 0  # the saved key, from the keyring
+        assert json.loads(capsys.readouterr().out)["key_from"] == "the keyring"
+        monkeypatch.setenv("BEEDECK_API_KEY", "wrong")
+        assert main(["connect", fake.base_url, "--json"]) == 1
+        out = json.loads(capsys.readouterr().out)
+        assert out["kind"] == remote.KEY_WRONG and "wrong" not in out["message"]
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    assert main(["connect", f"http://127.0.0.1:{free_port()}", "--api-key-file", str(empty)]) == 1
+    assert "is empty" in capsys.readouterr().err
+
+
+def test_bench_url_takes_the_key_a_saved_remote_profile_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from beedeck.clicmd.engine.serve import api_key_from
+
+    args = argparse.Namespace(url="pod.example:8080/v1", api_key_prompt=False)
+    monkeypatch.delenv("BEEDECK_API_KEY", raising=False)
+    assert api_key_from(args) is None
+    save_profile(remote_profile("http://pod.example:8080", "sk-pod"))
+    assert api_key_from(args) == "sk-pod"
+    monkeypatch.setenv("BEEDECK_API_KEY", "sk-env")
+    assert api_key_from(args) == "sk-env"  # the environment still wins

@@ -1,0 +1,75 @@
+"""The planner across RPC workers and local GPUs: layers cut as llama.cpp cuts them (workers first, by
+free memory or --tensor-split), KV with its layer, the draft kept on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.logparse import parse_memory
+from beedeck.core.engine.rpc import Worker
+from beedeck.core.engine.rpc_probe import RpcDevice
+from beedeck.core.models.gguf import ModelInfo, inspect
+from beedeck.core.models.planner import GiB, MiB
+from beedeck.core.models.planner_devices import compare, plan_across, tensor_split
+from tests.fixtures import meta_gguf as mg
+
+W1, W2 = Worker("127.0.0.1", 50052), Worker("127.0.0.1", 50053)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelInfo]:
+    d = tmp_path_factory.mktemp("meta")
+    g4 = mg.gemma4_31b(d / "g4.gguf", n_vocab=262144)
+    gd = mg.dflash_draft(d / "g4d.gguf", "dflash", 5376, [1, 12, 23, 35, 46, 57], 1000, n_head=64, n_ff=10752)
+    return {"g4": inspect(g4), "g4d": inspect(gd)}
+
+
+def _devices(*free_gib: float) -> list[RpcDevice]:
+    workers = [W1, W2]
+    out = [RpcDevice(f"RPC{i}", "CPU", 64 * 1024, int(f * 1024), workers[i]) for i, f in enumerate(free_gib[:-1])]
+    return [RpcDevice("CUDA0", "RTX 3090", 24 * 1024, int(free_gib[-1] * 1024)), *out]  # local listed first
+
+
+def test_layers_split_by_free_memory_workers_first(models: dict[str, ModelInfo]) -> None:
+    s = LaunchSettings(ctx_size=8192, flash_attn="on")
+    mem = plan_across(models["g4"], None, s, Generation.MAINLINE, _devices(20, 20, 20))
+    names = [g.name for g in mem.gpus]
+    assert names == ["RPC0[127.0.0.1:50052]", "RPC0[127.0.0.1:50053]", "CUDA0"]  # the engine's buffer names
+    weights = [g.items.get("weights", 0) for g in mem.gpus]
+    assert all(w > 5 * GiB for w in weights) and max(weights) / min(weights) < 1.3  # three even thirds
+    assert all(g.items.get("kv", 0) > 0 for g in mem.gpus)  # each layer's KV goes with it
+    assert "cuda_context" in mem.gpus[2].items and "cuda_context" not in mem.gpus[0].items
+    assert mem.gpus[2].items.get("compute", 0) > 0  # the output layer (last device) computes the logits
+    assert len(tensor_split(mem)) == 3
+
+
+def test_a_tensor_split_moves_the_layers(models: dict[str, ModelInfo]) -> None:
+    s = LaunchSettings(ctx_size=8192, flash_attn="on")
+    mem = plan_across(models["g4"], None, s, Generation.MAINLINE, _devices(20, 20, 20), split=[3, 1, 0])
+    w = [g.items.get("weights", 0) for g in mem.gpus]
+    assert w[0] > 2.5 * w[1] and w[2] == 0  # a 0 share gets no layer, not even the output one
+    assert "compute" in mem.gpus[1].items and "compute" not in mem.gpus[2].items  # logits go with the output
+
+
+def test_the_draft_stays_on_this_machine(models: dict[str, ModelInfo]) -> None:
+    s = LaunchSettings(ctx_size=8192, flash_attn="on", draft="/d.gguf", spec_mode=SpecMode.DFLASH)
+    mem = plan_across(models["g4"], models["g4d"], s, Generation.MAINLINE, _devices(20, 20, 20))
+    assert "draft_weights" in mem.gpus[2].items and not any("draft_weights" in g.items for g in mem.gpus[:2])
+    cpu_main = plan_across(models["g4"], models["g4d"], s, Generation.MAINLINE, _devices(20, 20, 20)[1:] and
+                           [d for d in _devices(30, 30, 0) if not d.local])
+    assert "draft_weights" in cpu_main.host.items  # no local GPU: the draft runs on this machine's CPU
+
+
+def test_compare_pairs_the_plan_with_the_engines_buffer_lines(models: dict[str, ModelInfo], tmp_path: Path) -> None:
+    s = LaunchSettings(ctx_size=8192, flash_attn="on")
+    mem = plan_across(models["g4"], None, s, Generation.MAINLINE, [d for d in _devices(20, 20, 0) if not d.local])
+    w0, k0 = mem.gpus[0].items["weights"] / MiB, mem.gpus[0].items["kv"] / MiB
+    lines = [f"load_tensors: RPC0[127.0.0.1:50052] model buffer size = {w0:.2f} MiB",
+             f"llama_kv_cache: RPC0[127.0.0.1:50052] KV buffer size = {k0 * 1.02:.2f} MiB"]
+    checks = compare(mem, parse_memory(lines))
+    assert checks[0].engine_model_mib == pytest.approx(w0, abs=0.01) and 0 < checks[0].error < 0.02
+    assert checks[1].engine_model_mib == 0 and checks[1].error == 1.0  # no line for RPC1: flagged

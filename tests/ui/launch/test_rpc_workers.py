@@ -1,0 +1,48 @@
+"""The launch form's RPC worker list with the probe injected (the real workers and engine are in
+tests/engine/test_rpc_real.py): a bad address, a refused worker and a check not done yet keep Launch
+greyed with the reason; a good check feeds the memory plan."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.engine.rpc import VERSION, RpcError, Worker
+from beedeck.core.engine.rpc_probe import RpcDevice
+from beedeck.ui.launch.rpc_workers import RpcWorkersEditor
+from tests.fakes.inline_runner import run_inline
+
+
+def _editor(qtbot: QtBot, calls: list[tuple[str, list[Worker]]]) -> RpcWorkersEditor:
+    def probe(engine: str, workers: Sequence[Worker]) -> list[RpcDevice]:
+        calls.append((engine, list(workers)))
+        if any(w.port == 1 for w in workers):
+            raise RpcError(VERSION, "The worker at 127.0.0.1:1 speaks RPC protocol 3.0.0.", "Use the same release.")
+        return [RpcDevice(f"RPC{i}", str(w), 1000, 900, w) for i, w in enumerate(workers)]
+
+    editor = RpcWorkersEditor(runner=run_inline, probe=probe)
+    qtbot.addWidget(editor)
+    return editor
+
+
+def test_checks_go_through_the_engine_and_say_what_they_found(qtbot: QtBot) -> None:
+    calls: list[tuple[str, list[Worker]]] = []
+    editor = _editor(qtbot, calls)
+    assert editor.problem() is None and editor.workers() == []
+    editor.edit.setText("127.0.0.1:50052")
+    assert editor.problem() is not None and "being checked" in editor.problem()  # type: ignore[operator]
+    editor.check()
+    assert "Pick the engine first" in editor.status.text() and calls == []
+    with qtbot.waitSignal(editor.devices_probed) as probed:
+        editor.set_engine("/e/llama-server")
+    assert calls == [("/e/llama-server", [Worker("127.0.0.1", 50052)])] and len(probed.args[0]) == 1
+    assert editor.problem() is None and "900 of 1,000 MiB free" in editor.status.text()
+    editor.edit.setText("127.0.0.1:50052, 127.0.0.1:1")
+    assert editor.devices == []  # the old check no longer describes the list
+    editor.check()
+    assert editor.problem() is not None and "protocol 3.0.0" in editor.problem()  # type: ignore[operator]
+    editor.edit.setText("pod")
+    assert "not a worker address" in (editor.problem() or "") and editor.workers() == []
+    editor.set_workers([])
+    assert editor.problem() is None
