@@ -40,6 +40,7 @@ class AppSettings:
     last_preset: str | None = None
     enter_sends: bool = True  # Enter sends, Shift+Enter breaks the line (False: Ctrl+Enter sends)
     autostart: bool = True  # start the saved profile's server when the app opens
+    follow_advice: bool = False  # the toggle follows the learnt fastest mode per prompt kind (opt-in)
 
     def check(self) -> list[str]:
         """Problems with the values, one line each with the fix; empty when all is well."""

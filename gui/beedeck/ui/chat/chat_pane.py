@@ -81,6 +81,9 @@ class ChatPane(QWidget):
         self.store = store
         self.client: Any = None
         self.mode_provider: ModeProvider = lambda: ("", {})
+        # Called with the text before a message goes out; False holds it (it stays in the input box),
+        # e.g. while the server restarts into the mode the learnt advice picked for this kind of prompt.
+        self.before_send: Callable[[str], bool] | None = None
         self.max_tokens = MAX_TOKENS
         self.conversation_id: int | None = None
         self._run: ChatRun | None = None
@@ -237,6 +240,8 @@ class ChatPane(QWidget):
             check_text(text, "The message")  # a paste from another encoding: say so, send nothing
         except InvalidText as exc:
             self.set_notice(str(exc))
+            return
+        if self.before_send is not None and not self.before_send(text):
             return
         try:
             self._send(text)

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QDialog
 
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
 from beedeck.core.chat.recovery import open_store, set_aside
 from beedeck.core.chat.store import ChatStore, ChatStoreError, default_path
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineError, EngineRegistry
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile
@@ -162,7 +163,7 @@ def _first_start(window: MainWindow, no_autostart: bool) -> bool:
 
 
 def plug_views(window: MainWindow) -> None:
-    """Fill the window's dialog slots: Settings, the setup wizard and the benchmark."""
+    """Fill the window's dialog slots: Settings, the setup wizard, the benchmark and the tuner."""
     from beedeck.ui.bench import bench_dialog
     from beedeck.ui.launch import settings_dialog
     from beedeck.ui.setup import setup_wizard
@@ -170,6 +171,24 @@ def plug_views(window: MainWindow) -> None:
     window.settings_factory = settings_dialog.open_dialog
     window.wizard_factory = setup_wizard.open_dialog
     window.bench_factory = bench_dialog.open_dialog
+    window.tune_factory = lambda _host: _tune_dialog(window)
+
+
+def _tune_dialog(window: MainWindow) -> QDialog:
+    """Tune on the window's chats; the result saved as the profile (the dialog restarts the chat server
+    it stopped, on the new profile), and the advice read again for what the search taught it."""
+    from beedeck.ui.bench.tune_dialog import TuneDialog
+
+    dialog = TuneDialog(window, store=window.store)
+
+    def chosen(settings: object) -> None:
+        if window.profile is not None and isinstance(settings, LaunchSettings):
+            window.save_profile(Profile(window.profile.engine, settings, label=window.profile.label))
+            window.statusBar().showMessage("The tuned settings are the profile now.", 15000)
+
+    dialog.profile_chosen.connect(chosen)
+    dialog.finished.connect(lambda _result: window.advice_glue.reload())
+    return dialog
 
 
 def _start_gpu_sampler(window: MainWindow) -> None:

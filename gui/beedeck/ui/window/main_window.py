@@ -47,6 +47,8 @@ from beedeck.ui.engine.switch_checker import SwitchChecker
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
 from beedeck.ui.host import DialogFactory
 from beedeck.ui.window.about_dialog import AboutDialog
+from beedeck.ui.window.advice_glue import AdviceGlue
+from beedeck.ui.window.connect_dialog import open_connect_dialog
 from beedeck.ui.window.menus import build_menus
 from beedeck.ui.window.mode_glue import ModeGlue, pair_text
 from beedeck.ui.window.placeholder_dialog import PlaceholderDialog
@@ -75,9 +77,11 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(APP_DISPLAY_NAME)
         self.store = store
         self.profile: Profile | None = None
+        self.last_local_profile: Profile | None = None  # what Settings starts from on a remote profile
         self.settings_factory: DialogFactory | None = None
         self.bench_factory: DialogFactory | None = None
         self.wizard_factory: DialogFactory | None = None
+        self.tune_factory: DialogFactory | None = None
         self.client_factory: Callable[[str, str | None], Any] = _default_client
         self.probe: Callable[[str], EngineCaps] = _default_probe
         self.detect_hardware: Callable[[], HardwareReport] = _default_detect
@@ -103,6 +107,7 @@ class MainWindow(QMainWindow):
         self.banner = GuardBanner()
         self.starter_banner = StarterBanner()
         self.hardware: HardwareReport | None = None
+        self.advice_glue = AdviceGlue.for_host(self)  # learnt fastest mode per prompt kind, opt-in follow
         self._build_toolbar()
         self._build_layout()
         self._build_status_bar()
@@ -121,6 +126,7 @@ class MainWindow(QMainWindow):
         self.start_action = QAction("Start", self, toolTip="Start the server with the current profile")
         self.stop_action = QAction("Stop", self, toolTip="Stop the server")
         self.bench_action = QAction("Benchmark", self, toolTip="Baseline vs speculation modes on a fixed prompt set")
+        self.tune_action = QAction("Tune", self, toolTip="Search for the fastest settings of this profile on your prompts")
         self.settings_action = QAction("Settings", self, toolTip="Engine, models, launch options")
         bar.addAction(self.start_action)
         bar.addAction(self.stop_action)
@@ -128,6 +134,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.mode)
         bar.addSeparator()
         bar.addAction(self.bench_action)
+        bar.addAction(self.tune_action)
         bar.addAction(self.settings_action)
         spacer = QWidget()
         spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
@@ -205,6 +212,7 @@ class MainWindow(QMainWindow):
         self.stop_action.triggered.connect(self.stop_server)
         self.settings_action.triggered.connect(lambda: self._open(self.settings_factory, "Settings"))
         self.bench_action.triggered.connect(lambda: self._open(self.bench_factory, "Benchmark"))
+        self.tune_action.triggered.connect(lambda: self._open(self.tune_factory, "Auto-tune"))
         self.chat.reply_started.connect(self.guard_monitor.reply_started)
         self.chat.reply_finished.connect(self.guard_monitor.reply_finished)
         self.chat.conversation_changed.connect(self.guard_monitor.conversation_changed)
@@ -231,6 +239,8 @@ class MainWindow(QMainWindow):
     # -- profile and server ----------------------------------------------------------------
     def set_profile(self, profile: Profile) -> None:
         self.profile = profile
+        if not profile.is_remote:
+            self.last_local_profile = profile
         s = profile.settings
         self.pair_label.setText(pair_text(s))
         caps = self.known_caps.get(profile.engine)
@@ -238,6 +248,7 @@ class MainWindow(QMainWindow):
         self.starter_banner.show_for_starter(is_starter(profile.settings))
         self.mode.configure(s, caps, self.switching.memory.get(caps))
         self.remote.profile_set(profile)
+        self.advice_glue.refresh()
         self._on_controller_state(self.controller.state)
 
     def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
@@ -352,6 +363,13 @@ class MainWindow(QMainWindow):
     # -- dialogs ---------------------------------------------------------------------------
     def open_wizard(self) -> None:
         self._open(self.wizard_factory, "Set up BeeDeck")
+
+    @property
+    def follow_advice_action(self) -> QAction:
+        return self.advice_glue.follow_action
+
+    def open_connect(self) -> None:
+        open_connect_dialog(self, lambda p: self.apply_profile(p, start=True), self.profile)
 
     def dialog_parent(self) -> QWidget:
         return self

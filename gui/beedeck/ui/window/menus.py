@@ -1,4 +1,5 @@
-"""The window's menu bar: File, Server, View (docks, theme), Help (docs, shortcuts, about).
+"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice), View (docks,
+theme), Help (docs, shortcuts, about).
 
 Built from the window's actions and slots; the window stays composition only."""
 
@@ -22,10 +23,15 @@ class MenuHost(Protocol):
     start_action: QAction
     stop_action: QAction
     bench_action: QAction
+    tune_action: QAction
     settings_action: QAction
+
+    @property
+    def follow_advice_action(self) -> QAction: ...
 
     def new_chat(self) -> None: ...
     def open_wizard(self) -> None: ...
+    def open_connect(self) -> None: ...
     def show_shortcuts(self) -> None: ...
     def show_about(self) -> None: ...
     def set_theme(self, theme: str) -> None: ...
@@ -48,13 +54,17 @@ def build_menus(window: QMainWindow, host: MenuHost, docks: list[QDockWidget], t
     file_menu.addAction(host.settings_action)
     out["wizard"] = file_menu.addAction("Setup wizard…", host.open_wizard)
     out["wizard"].setToolTip("Detect the GPU, pick a model pair that fits, get an engine and the models")
+    out["connect"] = file_menu.addAction("Connect to a running server…", host.open_connect)
+    out["connect"].setToolTip("Chat with a llama-server that is already running (a GPU pod, another machine)")
     file_menu.addSeparator()
     out["quit"] = file_menu.addAction("Quit", window.close)
     out["quit"].setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
 
     server_menu = bar.addMenu("&Server")
-    for action in (host.start_action, host.stop_action, host.bench_action):
+    for action in (host.start_action, host.stop_action, host.bench_action, host.tune_action):
         server_menu.addAction(action)
+    server_menu.addSeparator()
+    server_menu.addAction(host.follow_advice_action)
 
     view = bar.addMenu("&View")
     for dock in docks:
