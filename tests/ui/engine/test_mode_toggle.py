@@ -56,6 +56,23 @@ def test_disabled_without_a_draft(qtbot: QtBot) -> None:
     assert t.request_mode("baseline") is True and t.mode() == "baseline"
 
 
+def test_no_speculation_note_goes_when_the_probe_brings_a_mode(qtbot: QtBot, tmp_path: Path) -> None:
+    """The starter: no draft, so at first nothing; once the probe shows n-gram types, N-gram is offered
+    and the toggle must not keep saying 'no speculation here' beside it (seen in the installed app)."""
+    t = ModeToggle()
+    qtbot.addWidget(t)
+    starter = LaunchSettings(target="/m/t.gguf")
+    t.configure(starter, None)
+    assert t.status.text() == "no speculation here"
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    caps = EngineCaps(path=str(binary), generation=Generation.MAINLINE, spec_types=("draft-dflash", "ngram-mod"),
+                      flags=frozenset({"--spec-type"}))
+    t.configure(starter, caps)
+    assert t.isEnabled() and t.offered() == ["baseline", "model-free"] and t.status.text() == ""
+    assert t.why_button.text() == "?"
+
+
 def test_restart_until_the_engine_is_known_whatever_its_generation(qtbot: QtBot, tmp_path: Path) -> None:
     for generation in (Generation.BEE_A, Generation.BEE_B, Generation.MAINLINE):
         t = _toggle(qtbot, _caps(tmp_path, generation))

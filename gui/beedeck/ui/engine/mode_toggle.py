@@ -5,7 +5,7 @@ The segments come from :func:`beedeck.core.engine.modes.available_modes`: the pr
 types and the model files' GGUF headers (read off the GUI thread) decide which of DFlash, EAGLE-3,
 DSpark, MTP and model-free speculation are offered. A mode that cannot run is left out, except the
 profile's own mode, which stays visible but disabled with the reason as its tooltip (the user chose
-it, so they need to know why it cannot run). Every other mode's reason is behind the ⓘ button at the
+it, so they need to know why it cannot run). Every other mode's reason is behind the ? button at the
 end (its tooltip, and a click shows it too) and in the toggle's own tooltip.
 
 Two ways to switch, chosen by what this engine build was measured to do
@@ -58,6 +58,7 @@ from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import model_facts
 from beedeck.ui.background import Runner, run_in_background
 
+NO_SPECULATION = "no speculation here"
 WHAT = {BASELINE: "no speculation: the target decodes every token itself.",
         DFLASH: "a DFlash draft proposes a block of tokens that the target checks in one pass.",
         EAGLE3: "an EAGLE-3 draft proposes tokens from the target's hidden states.",
@@ -103,7 +104,7 @@ class ModeToggle(QWidget):
         layout.setSpacing(0)
         layout.addLayout(self._segments)
         self.why_button = QToolButton()  # the modes that cannot run here, and why
-        self.why_button.setText("ⓘ")
+        self.why_button.setText("?")  # plain ASCII: a symbol glyph is missing from minimal font sets
         self.why_button.setObjectName("mode-why")
         self.why_button.setAutoRaise(True)
         self.why_button.clicked.connect(self._show_why)
@@ -169,8 +170,8 @@ class ModeToggle(QWidget):
             self._mode = self._served = mode_of(profile) if profile is not None else BASELINE
         self._read_headers()
         self._refresh()
-        if not same_profile:
-            self.status.setText("" if self.isEnabled() else "no speculation here")
+        if not same_profile or self.status.text() == NO_SPECULATION:  # the probe may have brought modes
+            self.status.setText("" if self.isEnabled() else NO_SPECULATION)
 
     def _info(self, path: str | None) -> ModelInfo | None:
         key = _file_key(path) if path else None
