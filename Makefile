@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.beedeck-installed
 
-.PHONY: run test install sysdeps lint pytest test-engines package clean
+.PHONY: run test install sysdeps lint pytest test-engines package dist clean
 
 $(STAMP): pyproject.toml packaging/linux/install-system-deps.sh packaging/starter/requirements.txt
 	bash packaging/linux/install-system-deps.sh
@@ -44,10 +44,13 @@ pytest: install
 
 test: lint test-engines pytest
 
-# A double-click bundle: PyInstaller one-dir in dist/beedeck (about 250 MB, 40 s here).
-package: install
-	$(BIN)/python -m pip install -q pyinstaller==6.22.3
-	$(BIN)/pyinstaller --noconfirm --distpath dist --workpath build/pyinstaller packaging/pyinstaller/beedeck.spec
+# The installable app: dist/beedeck_<version>_amd64.deb and a tarball for other distributions (the
+# PyInstaller app with a portable starter engine and the starter model inside; packaging/build_dist.py).
+# The first build compiles the engine (cached by its source's hash outside the checkout).
+dist: install
+	$(BIN)/python packaging/build_dist.py
+
+package: dist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

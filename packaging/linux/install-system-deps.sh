@@ -3,10 +3,15 @@
 # CMake for the starter engine, venv support, and the libraries Qt loads (offscreen and xcb).
 # Prints what it does; installs nothing that is already there; never fails on a non-Debian system.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build git python3-venv
-      libglib2.0-0 libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3
-      libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0
-      libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libx11-xcb1)
+# build: the starter engine and BeeLlama from source; package: `make dist` and its install test
+# (dpkg-deb, desktop-file-validate, appstreamcli, a virtual X server); runtime: what Qt loads, the
+# list the .deb declares in Depends (packaging/build_dist.py).
+build=(build-essential cmake ninja-build git python3-venv)
+package=(dpkg-dev desktop-file-utils appstream xvfb xauth)
+runtime=(libglib2.0-0 libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3
+         libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0
+         libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libx11-xcb1 libgomp1)
+pkgs=("${build[@]}" "${package[@]}" "${runtime[@]}")
 command -v dpkg-query >/dev/null 2>&1 || { echo "not a Debian-based system: install the equivalents of: ${pkgs[*]}"; exit 0; }
 missing=()
 for p in "${pkgs[@]}"; do

