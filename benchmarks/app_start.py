@@ -1,6 +1,7 @@
 """Cold start to visible window, and the idle cost of the app (not a test: prints numbers).
 
     .venv/bin/python benchmarks/app_start.py [--runs 5] [--idle-seconds 10]
+    .venv/bin/python benchmarks/app_start.py --compare /usr/bin/beedeck --compare ".venv/bin/python -m beedeck"
 
 Start time: from the interpreter's process creation to the first event-loop turn after the main
 window is shown (so imports, QApplication, the window and its widgets are all counted). Idle: the
@@ -40,13 +41,36 @@ app.exec()
 """
 
 
+def compare(commands: list[str], runs: int, env: dict[str, str]) -> int:
+    """Cold start of each command (process start to shown window, as the app itself measures it)."""
+    import shlex
+
+    times: dict[str, list[float]] = {c: [] for c in commands}
+    for _ in range(runs):
+        for command in commands:
+            with tempfile.TemporaryDirectory() as home:
+                out = subprocess.run([*shlex.split(command), "--no-autostart", "--measure-start"],
+                                     env={**env, "BEEDECK_HOME": home}, capture_output=True, text=True, timeout=120,
+                                     check=True).stdout
+            times[command].append(float(out.split("window shown ")[1].split()[0]))
+    for command, values in times.items():
+        print(f"{command}: cold start to shown window median {statistics.median(values) * 1000:.0f} ms "
+              f"(min {min(values) * 1000:.0f}, max {max(values) * 1000:.0f}, n={len(values)})")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--idle-seconds", type=float, default=10.0)
+    ap.add_argument("--compare", metavar="COMMAND", action="append", default=[],
+                    help="also time `COMMAND --no-autostart --measure-start` (e.g. an installed /usr/bin/beedeck, "
+                         "or 'python -m beedeck'), interleaved; repeatable")
     args = ap.parse_args()
     env = dict(os.environ)
     env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if args.compare:
+        return compare(args.compare, args.runs, env)
     times = []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as home:

@@ -53,11 +53,20 @@ def bare_run() -> float:
             if time.monotonic() > deadline:
                 raise SystemExit("the bare server did not become ready")
             time.sleep(0.05)
-        body = json.dumps({"messages": [{"role": "user", "content": PROMPT}], "max_tokens": MAX_TOKENS}).encode()
+        # Streamed, as the app asks for it; the last chunk carries the server's timings.
+        body = json.dumps({"messages": [{"role": "user", "content": PROMPT}], "max_tokens": MAX_TOKENS,
+                           "stream": True}).encode()
         req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
                                      {"Content-Type": "application/json"})
+        tps = 0.0
         with urllib.request.urlopen(req, timeout=300) as r:
-            return float(json.loads(r.read())["timings"]["predicted_per_second"])
+            for raw in r:
+                line = raw.decode().strip()
+                if line.startswith("data: {"):
+                    timings = json.loads(line[6:]).get("timings")
+                    if timings:
+                        tps = float(timings["predicted_per_second"])
+        return tps
     finally:
         proc.terminate()
         proc.wait(10)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -253,7 +254,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--screenshot", metavar="DIR", help="save PNGs of the main screens offscreen and exit")
     parser.add_argument("--screenshot-prompt", default="Write a Python function that reverses a string.",
                         help="with --screenshot: chat this prompt with the real starter engine first")
+    # For benchmarks/app_start.py: print the seconds from process start to the shown window, then quit.
+    parser.add_argument("--measure-start", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(list(argv))
+
+
+def _report_start(app: QApplication) -> None:
+    import psutil
+
+    print(f"window shown {time.time() - psutil.Process().create_time():.3f} s after the process started", flush=True)
+    app.quit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     window = build_window(no_autostart=args.no_autostart)
     install_signal_handlers(app, window)
     window.show()
+    if args.measure_start:
+        QTimer.singleShot(0, lambda: _report_start(app))
     QTimer.singleShot(0, window.chat.focus_input)
     QTimer.singleShot(300, warm_up)
     return app.exec()
