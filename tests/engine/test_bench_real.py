@@ -21,6 +21,7 @@ from beedeck.core.bench import report as br
 from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, MODEL_FREE
 from beedeck.core.bench.runner import run_bench
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite, load_suite
+from beedeck.core.chat.advice import load_advice
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from tests.conftest import PERSISTENT, REPO
@@ -131,6 +132,9 @@ def test_cli_bench_synthetic_writes_every_report(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "dflash" in proc.stdout and "100.0%" in proc.stdout
+    # The measured replies teach the workload advice, under this setup's key (engine | target | draft).
+    assert "The speed advice learnt" in proc.stdout and "bench-dflash-sticky-512" in proc.stdout, proc.stdout
+    assert load_advice().setups(), "advice.json holds no setup after the benchmark"
     names = sorted(p.name for p in out.iterdir())
     assert {"report.md", "report.json", "samples.csv"} <= set(names)
     assert [n for n in names if n.endswith(".png")], names  # PySide6 is installed: charts are drawn

@@ -7,8 +7,8 @@ ones with 100 % acceptance) or measures a running server (``--url``). ``--modes`
 baseline, dflash, eagle3, dspark, mtp and model-free (``all``: every mode this engine and these files
 run; the engines' own spellings such as draft-mtp or ngram-simple are understood). Prints a progress bar
 on stderr and the final table on stdout, writes report.md / report.json / samples.csv (+ PNG charts
-when PySide6 is importable) to ``--out``. Exit status: 0 ok, 1 a run failed, 2 bad arguments, 130
-interrupted.
+when PySide6 is importable) to ``--out``; the measured replies teach the workload advice (`beedeck
+advice`). Exit status: 0 ok, 1 a run failed, 2 bad arguments, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from beedeck.clicmd.advice import learn_from_bench
 from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
@@ -306,6 +307,11 @@ def run_bench_command(args: argparse.Namespace) -> int:
     print(format_table(report, summary))
     for flag in summary.flags:
         print(f"note: {flag}")
+    if caps is not None and settings is not None:
+        print(learn_from_bench(report, caps, settings))
+    else:
+        print("note: the speed advice learns only from benchmarks BeeDeck starts (it cannot tell which engine and "
+              "model files a --url server runs).")
     print(f"reports: {', '.join(str(f) for f in files)}")
     if interrupted or report.cancelled:
         return 130

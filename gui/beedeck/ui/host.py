@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from PySide6.QtWidgets import QDialog, QWidget
 
@@ -37,6 +37,15 @@ class WindowHost(Protocol):
     def stop_server(self) -> None: ...
 
     def dialog_parent(self) -> QWidget: ...
+
+
+@runtime_checkable
+class LocalProfileMemory(Protocol):
+    """A host that keeps the last local (engine-starting) profile it applied, so the Settings dialog opened
+    on a remote profile can start from it (else it starts from the starter profile). Optional: the main
+    window satisfies it with a ``last_local_profile`` attribute set whenever a local profile is applied."""
+
+    last_local_profile: Profile | None
 
 
 DialogFactory = Callable[[WindowHost], QDialog]

@@ -157,3 +157,52 @@ def test_open_dialog_wires_save_to_the_window(qtbot: QtBot) -> None:
     dialog = settings_dialog.open_dialog(host)  # type: ignore[arg-type]
     dialog.save_button.click()
     assert [p.settings for p in host.saved] == [LaunchSettings(target="/m/t.gguf")] and host.applied == []
+
+
+URL = "http://127.0.0.1:9"
+
+
+def test_a_remote_profile_starts_from_the_last_local_profile_without_probing_the_url(qtbot: QtBot) -> None:
+    from beedeck.core.profile import remote_profile
+
+    probed: list[str] = []
+    host = FakeHost()
+    qtbot.addWidget(host.parent)
+    host.profile = remote_profile(URL)
+    host.last_local_profile = Profile(ENGINE, LaunchSettings(target="/m/t.gguf", threads=3), "mainline")
+    host.probe = lambda path: probed.append(path) or ml_caps()  # type: ignore[assignment,func-returns-value]
+    dialog = settings_dialog.open_dialog(host)  # type: ignore[arg-type]
+    assert probed == [] and dialog.engine_path() == ENGINE and dialog.caps is host.known_caps[ENGINE]
+    assert dialog.form.settings().threads == 3 and not dialog.origin_note.isHidden()
+    assert "running server at http://127.0.0.1:9" in dialog.origin_note.text()
+    assert "last local profile (mainline)" in dialog.origin_note.text()
+    dialog.save_button.click()
+    assert [p.engine for p in host.saved] == [ENGINE] and not host.saved[0].is_remote
+
+
+def test_a_remote_profile_without_a_local_one_starts_from_the_starter(qtbot: QtBot) -> None:
+    from beedeck.core.profile import remote_profile
+    from beedeck.core.starter import StarterMissing
+
+    probed: list[str] = []
+
+    def probe(path: str) -> EngineCaps:
+        probed.append(path)
+        return ml_caps()
+
+    starter = Profile("/opt/starter/llama-server", LaunchSettings(target="/m/starter.gguf"), "Starter")
+    dialog = SettingsDialog(remote_profile(URL), None, probe=probe, detect=HardwareReport, runner=sync,
+                            starter=lambda: starter)
+    qtbot.addWidget(dialog)
+    assert probed == ["/opt/starter/llama-server"] and dialog.engine_path() == starter.engine
+    assert dialog.form.settings().target == "/m/starter.gguf"
+    assert "start from the starter profile" in dialog.origin_note.text()
+
+    def missing() -> Profile:
+        raise StarterMissing("The starter model is not here: run `make install`.")
+
+    dialog = SettingsDialog(remote_profile(URL), None, probe=no_probe, detect=HardwareReport, runner=sync,
+                            starter=missing)
+    qtbot.addWidget(dialog)
+    assert dialog.engine_path() == "" and "run `make install`" in dialog.origin_note.text()
+    assert "Choose a llama-server binary" in dialog.origin_note.text()

@@ -6,7 +6,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
+from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.results import BASELINE, BenchReport
+from beedeck.core.chat.advice import setup_key
 from beedeck.core.chat.spec_guard import references_from_bench
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.modes import LABELS, mode_of
@@ -21,7 +23,10 @@ class BenchDialog(QDialog):
     With the chat server ready it benchmarks that server in the one mode it runs; "Stop the chat
     server and compare" stops it so the view can start a server per chosen mode itself (baseline,
     DFlash, EAGLE-3, DSpark, MTP, n-gram: one model in memory at a time), and the chat server is
-    started again when the dialog closes.
+    started again when the dialog closes. A server BeeDeck did not start (a remote profile) is only
+    benchmarked as it runs: BeeDeck cannot start it per mode.
+    A finished run teaches the guard's reference figures and, where the window gave it one, the learnt
+    advice (``guard.advice``, keyed by :func:`setup_key` of the engine's caps and the profile).
     Closing cancels a run and waits for it (:meth:`BenchView.shutdown`).
     """
 
@@ -45,7 +50,11 @@ class BenchDialog(QDialog):
         self.resize(1040, 720)
         self.view.run_finished.connect(self._on_run_finished)
         c = window.controller
-        if c.state == "ready" and c.base_url:
+        if self._remote() and not (c.state == "ready" and c.base_url):
+            self.note.setText("This profile is a server BeeDeck did not start: connect to it first (Connect), then "
+                              "benchmark it as it runs. Comparing modes needs BeeDeck to start the engine itself.")
+            self.view.run_button.setEnabled(False)
+        elif c.state == "ready" and c.base_url:
             mode = mode_of(c.settings) if c.settings is not None else BASELINE
             self.use_running_server(c.base_url, c.settings.api_key if c.settings else None, mode)
         elif c.is_running():
@@ -56,11 +65,22 @@ class BenchDialog(QDialog):
         else:
             self.configure_launch()
 
+    def _remote(self) -> bool:
+        profile = self.window_.profile
+        return self.window_.controller.is_remote() or (profile is not None and profile.is_remote)
+
     def use_running_server(self, url: str, api_key: str | None, mode: str) -> None:
         self.view.set_server_url(url, api_key)
         for m, box in self.view.mode_boxes.items():
             box.setChecked(m == mode)
             box.setEnabled(m == mode)
+        if self._remote():
+            # "Stop and compare" would stop the connection and then probe the URL as an engine binary.
+            self.note.setText(f"Benchmarking the running server as it is ({LABELS.get(mode, mode)}). It is a server "
+                              "BeeDeck did not start, so BeeDeck cannot restart it in other modes to compare them: "
+                              "run `beedeck bench` on the machine that serves it for that.")
+            self.compare_button.hide()
+            return
         self.note.setText(f"Benchmarking the running chat server as it is ({LABELS.get(mode, mode)}). To compare "
                           "modes, BeeDeck starts its own server for each: stop the chat server first.")
         self.compare_button.show()
@@ -69,6 +89,11 @@ class BenchDialog(QDialog):
         """Let the view start the profile's engine per mode (probing it first if needed)."""
         profile = self.window_.profile
         self.compare_button.hide()
+        if profile is not None and profile.is_remote:
+            self.note.setText("This profile is a server BeeDeck did not start: connect to it to benchmark it as it "
+                              "runs. Comparing modes needs a local engine profile (Settings).")
+            self.view.run_button.setEnabled(False)
+            return
         if profile is None:
             self.note.setText("No engine or model is set up yet: open Settings or the setup wizard first.")
             self.view.run_button.setEnabled(False)
@@ -121,6 +146,22 @@ class BenchDialog(QDialog):
                                      for s in report.samples if s.error is None)
         for (mode, kind), values in refs.items():
             self.window_.guard.add_reference(mode, kind, values)
+        self._teach_advice(report)
+
+    def _teach_advice(self, report: BenchReport) -> None:
+        """Teach the learnt advice which mode was fastest per prompt kind (off the GUI thread: it writes a
+        file). Needs the engine's caps for the setup's key: a server BeeDeck did not start has none."""
+        advice, profile, c = self.window_.guard.advice, self.window_.profile, self.window_.controller
+        if advice is None or profile is None or profile.is_remote or c.is_remote():
+            return
+        caps = self.window_.known_caps.get(profile.engine) or (c.caps if c.engine == profile.engine else None)
+        samples = bench_advice_samples(report)
+        if caps is None or not samples:
+            return
+        key = setup_key(caps, profile.settings)
+        run_in_background(lambda: advice.learn(key, samples), lambda _n: None,
+                          lambda exc: self.note.setText(f"The speed advice could not learn from this benchmark: {exc}"),
+                          owner=self)
 
     def done(self, result: int) -> None:
         self.view.shutdown()

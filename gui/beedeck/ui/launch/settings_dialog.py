@@ -3,6 +3,10 @@ GPUs' free memory and the current profile. "Launch" hands a new :class:`Profile`
 which saves it (profile.json, never the API key) and restarts the server if it runs; "Save" hands it
 over to be saved only (used at the next start); "Cancel" (Esc) changes nothing.
 
+Opened with a remote profile (a running server BeeDeck did not start), the dialog never probes the URL
+as an engine: it starts from the last local profile the window kept (``last_local_profile``, see
+:class:`LocalProfileMemory`) or else the starter profile (found off the GUI thread), and says so.
+
 The dialog fits a 1366x768 screen: the fields scroll inside the form, and the dialog's size is capped
 to the screen's available area, so the buttons are always on screen.
 """
@@ -29,16 +33,25 @@ from PySide6.QtWidgets import (
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.registry import STARTER_NAME
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
+from beedeck.core.starter import StarterMissing, StarterProfile, starter_engine, starter_model
 from beedeck.ui.background import Runner, run_in_background
-from beedeck.ui.host import WindowHost
+from beedeck.ui.host import LocalProfileMemory, WindowHost
 from beedeck.ui.launch.launch_form import LaunchForm
 
 GiB = 1 << 30
 PREFERRED_SIZE = (1120, 780)
 # Room the window manager adds around the client area (title bar, borders): resize() sets the client size.
 FRAME_W, FRAME_H = 16, 48
+
+
+def starter_local_profile() -> Profile:
+    """The starter profile (blocking: run it off the GUI thread); never downloads. StarterMissing says why
+    it is not there."""
+    sp = StarterProfile(engine=starter_engine(), model=starter_model(download=False))
+    return Profile(str(sp.engine), sp.settings(), STARTER_NAME)
 
 
 def caps_label(caps: EngineCaps) -> str:
@@ -65,9 +78,20 @@ class SettingsDialog(QDialog):
 
     def __init__(self, profile: Profile | None, caps: EngineCaps | None, parent: QWidget | None = None, *,
                  probe: Callable[[str], EngineCaps], detect: Callable[[], HardwareReport],
-                 runner: Runner = run_in_background, form: LaunchForm | None = None) -> None:
+                 runner: Runner = run_in_background, form: LaunchForm | None = None,
+                 local: Profile | None = None, local_caps: EngineCaps | None = None,
+                 starter: Callable[[], Profile] = starter_local_profile) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
+        # A remote profile's "engine" is a URL: never probe it. Start from a local profile instead.
+        self.remote: Profile | None = None
+        if profile is not None and profile.is_remote:
+            self.remote = profile
+            profile, caps = (local, local_caps) if local is not None and not local.is_remote else (None, None)
+        self.origin_note = QLabel()
+        self.origin_note.setObjectName("origin-note")
+        self.origin_note.setWordWrap(True)
+        self.origin_note.setVisible(self.remote is not None)
         self.profile = profile
         self.caps = caps
         self.devices: list[int] | None = None  # None until detection reported
@@ -103,6 +127,7 @@ class SettingsDialog(QDialog):
         self.form.insert_button(self.save_button)
         self.form.launch_button.setText("Launch")
         layout = QVBoxLayout(self)
+        layout.addWidget(self.origin_note)
         layout.addLayout(row)
         layout.addWidget(self.devices_label)
         layout.addWidget(self.form, 1)
@@ -112,6 +137,8 @@ class SettingsDialog(QDialog):
         self._show_caps()
         if profile is not None and caps is None:
             self.set_engine_path(profile.engine, force=True)
+        if self.remote is not None:
+            self._from_remote(profile, starter)
         runner(detect, self._on_detected, self._on_detect_failed)
         screen = (parent.screen() if parent is not None else None) or QGuiApplication.primaryScreen()
         self.fit_to(screen.availableGeometry())
@@ -122,6 +149,36 @@ class SettingsDialog(QDialog):
         the preferred size, capped so the whole window, buttons included, is on screen."""
         self.resize(min(PREFERRED_SIZE[0], available.width() - FRAME_W),
                     min(PREFERRED_SIZE[1], available.height() - FRAME_H))
+
+    def _from_remote(self, local: Profile | None, starter: Callable[[], Profile]) -> None:
+        assert self.remote is not None
+        where = f"The current profile is the running server at {self.remote.engine}, which BeeDeck did not start"
+        if local is not None:
+            self.origin_note.setText(f"{where}: these settings start from your last local profile "
+                                     f"({local.label or Path(local.engine).name}). Launch or Save replaces the "
+                                     "server profile with this one; Cancel keeps it.")
+            return
+        self.origin_note.setText(f"{where}: looking for the starter profile to start from…")
+        self._runner(starter, self._on_starter_found, self._on_starter_missing)
+
+    def _on_starter_found(self, starter: Profile) -> None:
+        if not shiboken6.isValid(self) or self.engine_path():
+            return  # closed, or the user already chose an engine
+        assert self.remote is not None
+        self.profile = starter
+        self.form.set_settings(starter.settings)
+        self.set_engine_path(starter.engine, force=True)
+        self.origin_note.setText(f"The current profile is the running server at {self.remote.engine}, which BeeDeck "
+                                 "did not start: these settings start from the starter profile. Launch or Save "
+                                 "replaces the server profile with this one; Cancel keeps it.")
+
+    def _on_starter_missing(self, exc: BaseException) -> None:
+        if not shiboken6.isValid(self) or self.remote is None:
+            return
+        why = str(exc) if isinstance(exc, StarterMissing) else f"the starter profile could not be read ({exc})"
+        self.origin_note.setText(f"The current profile is the running server at {self.remote.engine}, which BeeDeck "
+                                 f"did not start, and there is no local profile to start from: {why} Choose a "
+                                 "llama-server binary in the Engine row below.")
 
     # -- engine ------------------------------------------------------------------------------
     def engine_path(self) -> str:
@@ -222,8 +279,11 @@ class SettingsDialog(QDialog):
 def open_dialog(window: WindowHost) -> SettingsDialog:
     """The main window's Settings slot: the dialog, fed from the window and wired back to it."""
     profile = window.profile
-    caps = window.known_caps.get(profile.engine) if profile else None
-    dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware)
+    caps = window.known_caps.get(profile.engine) if profile and not profile.is_remote else None
+    local = window.last_local_profile if isinstance(window, LocalProfileMemory) else None
+    local_caps = window.known_caps.get(local.engine) if local is not None else None
+    dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware,
+                            local=local, local_caps=local_caps)
     dialog.profile_applied.connect(window.apply_profile)
     dialog.profile_saved.connect(window.save_profile)  # saved for the next start; the server is left as it is
     return dialog
