@@ -1,6 +1,7 @@
 """A real ``mtp-`` sidecar on the CPU mainline llama-server (the starter's b11434): the MTP head alone,
 next to a target without heads, is what BeeDeck's library finds and offers for mainline, and the
-engine runs it as ``--spec-draft-model mtp-... --spec-type draft-mtp`` (one server start).
+engine runs it as ``--spec-draft-model mtp-... --spec-type draft-mtp`` (one server start, its command
+line from BeeDeck's own ``settings_for_mode`` + ``build_argv``).
 
 The target is synth_mtp.py's sticky ``qwen35`` trunk without its MTP block; the sidecar is the MTP
 block of the same sticky model without the trunk (tests/core/models/sidecar_files.py), so every
@@ -19,8 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import MTP, settings_for_mode
 from beedeck.core.models import library
+from beedeck.core.models.paircheck import model_facts, modes_for, read_infos
 from tests.core.models import sidecar_files as sf
 from tests.fixtures import synth_mtp as sm
 
@@ -73,10 +78,19 @@ def test_the_mtp_sidecar_beedeck_offers_runs_on_mainline(tmp_path: Path, starter
     assert side is not None and side.kind == "mtp" and side.path == head and not side.warnings
     assert side.reason_on(starter_caps) == ""  # the probed starter engine runs it
 
+    # BeeDeck's own path: the head file as the draft, its headers read, MTP offered for a target without
+    # heads, and the settings for MTP turned into argv by build_argv (the head passed as the draft model).
     port = _free_port()
+    profile = LaunchSettings(target=str(target), draft=str(side.path), ctx_size=4096, parallel=1, threads=1,
+                             port=port, extra_args=["-tb", "1"])
+    infos = read_infos(profile)
+    assert MTP in [o.key for o in modes_for(starter_caps, profile, *infos) if o.available]
+    settings = settings_for_mode(profile, MTP, starter_caps, model_facts(*infos))
+    plan = build_argv(settings, starter_caps)
+    i = plan.argv.index("--spec-draft-model")
+    assert plan.argv[i:i + 4] == ["--spec-draft-model", str(head), "--spec-type", "draft-mtp"], plan.argv
     log = tmp_path / "server.log"
-    argv = [str(starter_engine_path), "-m", str(target), "--spec-draft-model", str(side.path), "--spec-type",
-            "draft-mtp", "-c", "4096", "-np", "1", "--port", str(port), "--no-webui", "-t", "1", "-tb", "1"]
+    argv = [str(starter_engine_path), *plan.argv]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -227,3 +227,54 @@ def test_a_dspark_p_min_in_the_extra_arguments_is_left_to_the_user(ml: EngineCap
 ])
 def test_parse_spec(text: str, want: tuple[SpecMode, str | None]) -> None:
     assert parse_spec(text) == want
+
+
+HEAD = "/m/Qwen-GGUF/mtp-Qwen-Q4_K_M.gguf"
+
+
+def _head_facts(name: str = "mtp-Qwen-Q4_K_M.gguf", target: ModelFacts = PLAIN_TARGET) -> ModelFacts:
+    return dataclasses.replace(target, draft_name=name, draft_read=True, draft_kind="mtp")
+
+
+def test_an_mtp_head_file_as_the_draft_offers_mtp_for_a_target_without_heads(
+        ml: EngineCaps, bee_b: EngineCaps) -> None:
+    s = LaunchSettings(target="/m/Qwen-GGUF/Qwen-Q4_K_M.gguf", draft=HEAD)
+    mtp = option(available_modes(ml, s, _head_facts()), MTP)
+    assert mtp is not None and mtp.available and mtp.spec_type == "draft-mtp", mtp
+    # the head is no DFlash draft, and says which mode it runs as
+    dflash = option(available_modes(ml, s, _head_facts()), DFLASH)
+    assert dflash is not None and not dflash.available and "use the MTP mode for it" in dflash.reason
+    # only mainline is known to load a head file as the draft
+    on_bee = option(available_modes(bee_b, s, _head_facts()), MTP)
+    assert on_bee is not None and not on_bee.available and "only mainline llama.cpp" in on_bee.reason
+    # a head that is not under its mtp- name cannot be passed by build_argv: the reason says to rename it
+    odd = option(available_modes(ml, dataclasses.replace(s, draft="/m/head.gguf"), _head_facts("head.gguf")), MTP)
+    assert odd is not None and not odd.available and "rename it to mtp-head.gguf" in odd.reason
+    # without a head file the old reason still names the fix
+    plain = option(available_modes(ml, LaunchSettings(target="/m/t.gguf"), PLAIN_TARGET), MTP)
+    assert plain is not None and not plain.available and "mtp- head file as the draft" in plain.reason
+
+
+def test_mtp_keeps_only_a_head_file_and_passes_it_as_the_engine_wants(ml: EngineCaps) -> None:
+    profile = LaunchSettings(target="/m/t.gguf", draft=HEAD, spec_mode=SpecMode.OFF)
+    mtp = settings_for_mode(profile, MTP, ml, _head_facts())
+    assert mtp.draft == HEAD and mtp.spec_mode == SpecMode.MTP
+    assert settings_for_mode(profile, MTP, ml).draft == HEAD  # headers not read: by its mtp- name
+    # a target with its own heads needs no head file; a DFlash draft is never an MTP head
+    assert settings_for_mode(profile, MTP, ml, _head_facts(target=MTP_TARGET)).draft is None
+    dflash = dataclasses.replace(profile, draft="/m/dflash-t.gguf", spec_mode=SpecMode.DFLASH)
+    assert settings_for_mode(dflash, MTP, ml, _facts(kind="dflash")).draft is None
+    assert settings_for_mode(dflash, MTP, ml).draft is None
+    plan = build_argv(mtp, ml)
+    i = plan.argv.index("--spec-draft-model")
+    assert plan.argv[i:i + 4] == ["--spec-draft-model", HEAD, "--spec-type", "draft-mtp"], plan.argv
+    assert any("head file mtp-Qwen-Q4_K_M.gguf" in n.message for n in plan.notes)
+
+
+def test_in_mtp_mode_a_draft_that_is_no_head_is_refused_by_the_files_check(ml: EngineCaps) -> None:
+    s = LaunchSettings(target="/m/t.gguf", draft="/m/dflash-t.gguf", spec_mode=SpecMode.MTP)
+    mtp = option(available_modes(ml, s, _facts(MTP_TARGET, kind="dflash")), MTP)
+    assert mtp is not None and not mtp.available and "not an MTP head file" in mtp.reason
+    # a DFlash profile's toggle still offers MTP on a target with heads (the draft is dropped for it)
+    dflash = dataclasses.replace(s, spec_mode=SpecMode.DFLASH)
+    assert MTP in _available(available_modes(ml, dflash, _facts(MTP_TARGET, kind="dflash")))

@@ -6,7 +6,9 @@
   DSpark, ``--spec-draft-p-min 0``: DSpark reads that threshold as its confidence cut-off and a draft
   without a confidence head refuses any other value ("DSpark draft has no confidence head: please set
   --spec-draft-p-min 0", mainline ``common/speculative.cpp``);
-- MTP: ``--spec-type draft-mtp`` and no draft file, the heads are inside the target;
+- MTP: ``--spec-type draft-mtp``; no draft file when the heads are inside the target, or
+  ``--spec-draft-model <mtp- head file>`` before it for a target without heads (mainline b11434 loads the
+  head alone as the drafter; :func:`beedeck.core.engine.modes.settings_for_mode` keeps only such a file);
 - model-free: ``--spec-type <type>`` (n-gram family, BeeLlama's copyspec).
 
 BeeLlama 0.1-0.3 has no EAGLE-3, DSpark or MTP: those are refused with a reason naming the engine.
@@ -14,10 +16,20 @@ BeeLlama 0.1-0.3 has no EAGLE-3, DSpark or MTP: those are refused with a reason 
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from beedeck.core.engine.argv_base import Builder
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import SpecMode
-from beedeck.core.engine.modes import DFLASH, DRAFT_MODES, DSPARK, LABELS, MODE_OF_SPEC, engine_spec_type
+from beedeck.core.engine.modes import (
+    DFLASH,
+    DRAFT_MODES,
+    DSPARK,
+    LABELS,
+    MODE_OF_SPEC,
+    engine_spec_type,
+    keeps_mtp_head,
+)
 
 P_MIN_FLAGS = ("--spec-draft-p-min", "--draft-p-min")
 
@@ -67,6 +79,10 @@ def _with_model(b: Builder) -> tuple[bool, int | None]:
     if needs_file:
         assert s.draft is not None
         b.add("--spec-draft-model", s.draft, "--spec-type", spelling)
+    elif s.draft and keeps_mtp_head(s):
+        b.add("--spec-draft-model", s.draft, "--spec-type", spelling)
+        b.note("draft", "info", f"MTP drafts with the head file {PurePath(s.draft).name} (the target's MTP block "
+               "alone), loaded as the draft model.")
     else:
         if s.draft:
             b.note("draft", "info", "The draft model is not loaded: MTP drafts with the heads inside the target.")

@@ -3,7 +3,9 @@ the settings for each (:func:`settings_for_mode`), and how a server switches bet
 
 A mode key is the word the toggle, the chat's reply stats and the benchmark share: ``baseline`` (no
 speculation at all), ``dflash`` / ``eagle3`` / ``dspark`` (a separate draft file of that kind),
-``mtp`` (the target's own MTP heads, no draft file) and ``model-free`` (n-gram family, copyspec).
+``mtp`` (the target's own MTP heads, or an ``mtp-`` head-only file as the draft for a target without
+heads: mainline runs it as ``--spec-draft-model <file> --spec-type draft-mtp``) and ``model-free``
+(n-gram family, copyspec).
 
 core.engine sits below core.models, so it never reads a GGUF itself: what the headers say comes in as
 :class:`ModelFacts`, which :func:`beedeck.core.models.paircheck.model_facts` builds from them.
@@ -34,7 +36,8 @@ A_LABEL = {key: ("an " if key in (EAGLE3, MTP) else "a ") + label for key, label
 # BeeLlama 0.1-0.3 spells it "dflash"). Same words as core.models.draft_kinds.SPEC_TYPE_OF_KIND.
 SPEC_TYPE = {EAGLE3: "draft-eagle3", DSPARK: "draft-dspark", MTP: "draft-mtp"}
 # Draft kinds (core.models.draft_kinds.draft_kind) and the mode that runs each.
-MODE_OF_KIND = {"dflash": DFLASH, "dflash-draft": DFLASH, "eagle3": EAGLE3, "dspark": DSPARK}
+MTP_HEAD = "mtp"  # the draft kind of a head-only file (core.models.draft_kinds.MTP, sidecars.sidecar_kind)
+MODE_OF_KIND = {"dflash": DFLASH, "dflash-draft": DFLASH, "eagle3": EAGLE3, "dspark": DSPARK, MTP_HEAD: MTP}
 # Preferred model-free types, best first (copyspec needs n-min 1, which build_argv adds).
 MODEL_FREE_ORDER = ("ngram-mod", "ngram-simple", "ngram-map-k", "copyspec", "ngram-cache", "suffix")
 
@@ -47,7 +50,8 @@ class ModelFacts:
     mtp_layers: int | None = None  # MTP (NextN) heads inside the target
     draft_name: str = ""
     draft_read: bool = False  # the draft's header was read
-    draft_kind: str | None = None  # with draft_read: "dflash", "dflash-draft", "dspark", "eagle3", None = ordinary
+    draft_kind: str | None = None  # with draft_read: "dflash", "dflash-draft", "dspark", "eagle3", "mtp" (an MTP
+    # head alone), None = ordinary
 
 
 @dataclass(frozen=True)
@@ -120,14 +124,33 @@ def parse_spec(text: str) -> tuple[SpecMode, str | None]:
     return SpecMode.MODEL_FREE, word
 
 
-def settings_for_mode(profile: LaunchSettings, mode: str, caps: EngineCaps | None = None) -> LaunchSettings:
+def is_mtp_head_name(path: str | None) -> bool:
+    """An ``mtp-*.gguf`` name: how the engines' ``-hf`` downloads (``find_best_mtp``) and BeeDeck's library
+    name a head-only file. build_argv sees no headers, so this name is what lets it pass the file."""
+    return bool(path) and PurePath(path or "").name.lower().startswith("mtp-")
+
+
+def keeps_mtp_head(profile: LaunchSettings, facts: ModelFacts | None = None) -> bool:
+    """Whether MTP runs with the profile's draft file as its head: an ``mtp-`` file that (where the headers
+    were read, ``facts``) is an MTP head alone, for a target without heads of its own."""
+    if not is_mtp_head_name(profile.draft):
+        return False
+    if facts is not None and facts.draft_read:
+        return facts.draft_kind == MTP_HEAD and not facts.mtp_layers
+    return True
+
+
+def settings_for_mode(profile: LaunchSettings, mode: str, caps: EngineCaps | None = None,
+                      facts: ModelFacts | None = None) -> LaunchSettings:
     """The profile's settings in ``mode``; nothing but the speculation changes. Baseline is no
-    speculation at all (no draft); MTP and model-free load no draft file either. With ``caps``, the
-    model-free type is one this engine runs."""
+    speculation at all (no draft); model-free loads no draft file either, and MTP only an MTP head file
+    (:func:`keeps_mtp_head`, ``facts``: what the headers say). With ``caps``, the model-free type is one
+    this engine runs."""
     if mode == BASELINE:
         return replace(profile, draft=None, spec_mode=SpecMode.OFF)
     if mode == MTP:
-        return replace(profile, draft=None, spec_mode=SpecMode.MTP)
+        return replace(profile, draft=profile.draft if keeps_mtp_head(profile, facts) else None,
+                       spec_mode=SpecMode.MTP)
     if mode == MODEL_FREE:
         kind = pick_model_free_type(caps, profile.spec_model_free_type) if caps is not None else None
         return replace(profile, draft=None, spec_mode=SpecMode.MODEL_FREE,
@@ -197,13 +220,27 @@ def _files_reason(key: str, caps: EngineCaps | None, settings: LaunchSettings, f
         return _draft_reason(key, caps, settings, facts)
     if key == MTP:
         name = facts.target_name or PurePath(settings.target).name or "the target"
+        head = facts.draft_name or PurePath(settings.draft or "").name
+        if facts.draft_read and facts.draft_kind != MTP_HEAD and settings.draft and mode_of(settings) == MTP:
+            return (f"{head} is not an MTP head file: in MTP mode the draft field takes only an mtp- head (the "
+                    f"target's MTP block alone); clear it to use the heads inside {name}, or pick the mode its "
+                    "kind runs as.")
+        if facts.draft_read and facts.draft_kind == MTP_HEAD and not facts.mtp_layers:
+            if not is_mtp_head_name(settings.draft):
+                return (f"{head} is an MTP head file, but BeeDeck passes one to the engine only under the mtp- name "
+                        f"the engines' downloads give it: rename it to mtp-{head}.")
+            if caps is not None and caps.generation != Generation.MAINLINE:
+                return (f"{head} is an MTP head file, which BeeDeck knows only mainline llama.cpp to load as a "
+                        f"draft (--spec-draft-model with --spec-type draft-mtp), not {engine_label(caps)}: use a "
+                        "mainline engine, or a target with its MTP heads inside.")
+            return ""
         if facts.mtp_layers is None:
             if mode_of(settings) == MTP:
                 return ""
             return f"BeeDeck has not read {name}'s header, so it cannot tell whether it has MTP heads."
         if facts.mtp_layers < 1:
             return (f"{name} has no MTP heads (its GGUF declares no nextn_predict_layers): MTP needs a model that "
-                    "ships them, such as Qwen3.6 27B; pick another mode.")
+                    "ships them, such as Qwen3.6 27B, or its mtp- head file as the draft; pick another mode.")
     return ""
 
 

@@ -32,6 +32,12 @@ def draft_kind(info: ModelInfo) -> str | None:
     return None
 
 
+def is_mtp_only(info: ModelInfo) -> bool:
+    """A file with MTP heads and no trunk layers: an ``mtp-`` sidecar, not a model on its own
+    (mainline's loader tells them apart the same way, ``src/models/qwen35.cpp`` ``mtp_only``)."""
+    return mtp_layers(info) > 0 and info.n_layer > 0 and not any(t.name.startswith("blk.0.") for t in info.tensors)
+
+
 def mtp_layers(info: ModelInfo) -> int:
     """How many MTP (NextN) prediction heads a target carries inside its own file (0: none)."""
     value = info.metadata.get(f"{info.architecture}.nextn_predict_layers", 0)

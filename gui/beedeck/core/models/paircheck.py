@@ -16,7 +16,7 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import dflash_target_archs
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.modes import ModelFacts, ModeOption, available_modes
-from beedeck.core.models.draft_kinds import draft_kind, mtp_layers
+from beedeck.core.models.draft_kinds import MTP, draft_kind, is_mtp_only, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, token_texts, tokenizer_digest
 
 # Upstream DFlash (mainline, BeeLlama >= 0.4) reads each target layer's input tensor; only some
@@ -40,7 +40,7 @@ def model_facts(target: ModelInfo | None, draft: ModelInfo | None) -> ModelFacts
     return ModelFacts(target_name=target.path.name if target else "",
                       mtp_layers=mtp_layers(target) if target else None,
                       draft_name=draft.path.name if draft else "", draft_read=draft is not None,
-                      draft_kind=draft_kind(draft) if draft else None)
+                      draft_kind=(draft_kind(draft) or (MTP if is_mtp_only(draft) else None)) if draft else None)
 
 
 def read_infos(settings: LaunchSettings) -> tuple[ModelInfo | None, ModelInfo | None]:

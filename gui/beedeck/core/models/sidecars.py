@@ -37,6 +37,7 @@ from beedeck.core.models.draft_kinds import (
     MTP,
     SPEC_TYPE_OF_KIND,
     draft_kind,
+    is_mtp_only,
     mtp_layers,
 )
 from beedeck.core.models.gguf import ArrayInfo, ModelInfo
@@ -71,12 +72,6 @@ _REMEDY_WORDS = ("use ", "pick ", "download", "convert")
 def is_draft_architecture(arch: str) -> bool:
     """A header-only test: architectures that are drafts, never targets (the fork ``*dflash-draft`` ones too)."""
     return arch in ("dflash", "eagle3") or arch.endswith("dflash-draft")
-
-
-def is_mtp_only(info: ModelInfo) -> bool:
-    """A file with MTP heads and no trunk layers: an ``mtp-`` sidecar, not a model on its own
-    (mainline's loader tells them apart the same way, ``src/models/qwen35.cpp`` ``mtp_only``)."""
-    return mtp_layers(info) > 0 and info.n_layer > 0 and not any(t.name.startswith("blk.0.") for t in info.tensors)
 
 
 def sidecar_kind(info: ModelInfo) -> str:
