@@ -298,7 +298,9 @@ def test_the_form_offers_what_the_engine_and_the_files_run(qtbot: QtBot, tmp_pat
     assert [mode.itemText(i) for i in range(mode.count())] == ["off", "dflash", "eagle3", "dspark", "mtp", "model-free"]
     mode.setCurrentText("mtp")
     assert form.launch_button.isEnabled(), form.check_label.text()
-    assert not form.widgets["draft"].isEnabled() and form.widgets["draft_n_max"].isEnabled()
+    # the draft field takes an mtp- head file in MTP mode (for a target without heads); its size fields do not
+    assert form.widgets["draft"].isEnabled() and form.widgets["draft_n_max"].isEnabled()
+    assert not form.widgets["draft_n_gpu_layers"].isEnabled()
     line = form.command_line()
     assert line is not None and "--spec-type draft-mtp" in line and "--spec-draft-model" not in line
     # A target without MTP heads: Launch says so, naming the file.

@@ -47,6 +47,7 @@ from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_t
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.launch.mode_check import Verdict, draft_verdict, mode_refusal, modes_line
 from beedeck.ui.launch.rpc_workers import RpcWorkersEditor
+from beedeck.ui.launch.sidecar_offer import SidecarOffer
 from beedeck.ui.wrap_label import WrapLabel
 
 
@@ -102,6 +103,9 @@ class LaunchForm(QWidget):
                 self.pair_label.setObjectName("pair-verdict")
                 groups[spec.section].addRow("", self.pair_label)
                 self._pair_form = groups[spec.section]
+                # the drafts next to a picked target, offered in a note (sidecar_offer)
+                self.sidecar_offer = SidecarOffer(self.widgets, self._on_widget_changed, runner=self._runner)
+                groups[spec.section].addRow("", self.sidecar_offer)
             elif spec.name == "spec_mode":  # which modes this engine and these files run (mode_check)
                 self.modes_label = WrapLabel()
                 self.modes_label.setObjectName("spec-modes")
@@ -217,6 +221,7 @@ class LaunchForm(QWidget):
             for spec in FIELDS:
                 put_value(self.widgets[spec.name], spec, getattr(s, spec.name))
             self.rpc_workers.set_workers(s.rpc_workers)
+            self.sidecar_offer.known(s.target)
         finally:
             self._loading = False
         self._on_widget_changed()
@@ -298,8 +303,9 @@ class LaunchForm(QWidget):
         if why:
             return why
         mode = SpecMode(self._get_spec("spec_mode"))
-        if name in ("draft", "draft_ctx_size", "draft_n_gpu_layers") and not mode.uses_draft_file:
-            return "Used only with a draft model's mode: dflash, eagle3 or dspark."
+        if name in ("draft", "draft_ctx_size", "draft_n_gpu_layers") and not mode.uses_draft_file and not (
+                name == "draft" and mode == SpecMode.MTP):  # MTP: an mtp- head file for a target without heads
+            return "Used only with a draft model's mode: dflash, eagle3, dspark (or mtp with an mtp- head file)."
         if name == "dflash_cross_ctx" and mode != SpecMode.DFLASH:
             return "Used only with speculation mode dflash."
         if name == "spec_model_free_type" and mode != SpecMode.MODEL_FREE:
@@ -332,6 +338,7 @@ class LaunchForm(QWidget):
         self._check_argv(s)
         self._check_pair(s)
         self._schedule_plan()
+        self.sidecar_offer.target_changed(s, self.caps)
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
@@ -438,7 +445,7 @@ class LaunchForm(QWidget):
         target = self._info(s.target)
         if target is None:
             return None
-        draft = self._info(s.draft) if s.spec_mode == SpecMode.DFLASH else None
+        draft = self._info(s.draft) if s.spec_mode != SpecMode.OFF else None  # the planner knows which it loads
         gen = self.caps.generation if self.caps else Generation.MAINLINE
         if gen == Generation.UNKNOWN:
             gen = Generation.MAINLINE
