@@ -214,3 +214,31 @@ def test_gen_a_without_unified_kv_halves_each_slot(models: dict[str, ModelInfo])
     assert mib(p.component("recurrent")) == 299.25
     s.ctx_is_total = False  # BeeDeck's default: build_argv doubles -c, the slot keeps what it was promised
     assert plan(models["q36"], models["q36d"], s, BEE_A, [24 * GiB]).n_ctx_seq == 65536
+
+
+def test_dspark_eagle3_and_mtp_head_drafts_are_counted(models: dict[str, ModelInfo], tmp_path: Path) -> None:
+    from tests.core.models import sidecar_files as sf
+    from tests.fixtures import synth_mtp as sm
+
+    g4, g4d = models["g4"], models["g4d"]
+    gpu = [48 << 30]
+    # DSpark is a DFlash-format file with a Markov head: DFlash's measured formulas, as in DFlash mode.
+    dflash = plan(g4, g4d, _s(ctx_size=8192, spec_mode=SpecMode.DFLASH, draft="d"), Generation.MAINLINE, gpu)
+    dspark = plan(g4, g4d, _s(ctx_size=8192, spec_mode=SpecMode.DSPARK, draft="d"), Generation.MAINLINE, gpu)
+    assert dspark.devices[0].items == dflash.devices[0].items and "draft_compute" in dspark.devices[0].items
+    # EAGLE-3: its weights and an f16 KV cache over its layers at the per-slot context; the rest is named unknown
+    e3 = inspect(mg.tiny_model(tmp_path / "eagle3.gguf", "eagle3", 1000, n_layer=1, n_embd=256))
+    p = plan(g4, e3, _s(ctx_size=8192, spec_mode=SpecMode.EAGLE3, draft="e"), Generation.MAINLINE, gpu)
+    items = p.devices[0].items
+    assert items["draft_weights"] == e3.tensor_bytes and items["draft_kv"] > 0 and "draft_compute" not in items
+    assert any("EAGLE-3 draft's memory is its weights and f16 KV cache only" in n for n in p.notes)
+    # the same file in another mode, or no speculation, loads no draft
+    off = plan(g4, e3, _s(ctx_size=8192, spec_mode=SpecMode.OFF, draft="e"), Generation.MAINLINE, gpu)
+    assert "draft_weights" not in off.devices[0].items
+    # an MTP head file in MTP mode (a target without heads): its weights, and the note
+    raw = sm.write_mtp_target(tmp_path / "raw.gguf", sticky=True, mtp=False)
+    target = inspect(sf.rewrite(raw, tmp_path / "Qwen-Q4_K_M.gguf", kv={"general.file_type": sf.Q4_K_M}))
+    head = inspect(sf.mtp_head(tmp_path, "mtp-Qwen-Q4_K_M.gguf"))
+    p = plan(target, head, _s(ctx_size=2048, spec_mode=SpecMode.MTP, draft="h"), Generation.MAINLINE, [])
+    assert p.devices[-1].items["draft_weights"] == head.tensor_bytes
+    assert any("MTP head file's memory is its weights only" in n for n in p.notes)

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 CUDA_CONTEXT = 350 * MiB  # §1.8: ~0.1-0.6 GiB, 350 MiB on a 3090/4090 under Linux
+DFLASH_FORMAT_MODES = (SpecMode.DFLASH, SpecMode.DSPARK)  # drafts in the dflash architecture
 DRAFT_COMPUTE = 150 * MiB  # §1.9: BeeLlama <= 0.3 draft compute, not measured; estimate
 DEFAULT_MARGIN = GiB  # llama.cpp's own --fit-target default
 
@@ -233,7 +235,10 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     gpus = [DeviceUse(names[i] if names else f"CUDA{i}", free) for i, free in enumerate(devices)]
     host = DeviceUse("CPU", None)
     notes: list[str] = []
-    use_draft = draft is not None and settings.spec_mode == SpecMode.DFLASH
+    # DFlash-format drafts (DFlash, DSpark: a DFlash file with a Markov head) get the measured DFlash formulas;
+    # an EAGLE-3 draft or an MTP head file only what is known of them (_plan_other_draft).
+    use_draft = draft is not None and settings.spec_mode in DFLASH_FORMAT_MODES
+    other_draft = draft if draft is not None and not use_draft and _loads_other_draft(draft, settings) else None
     gen_a = generation == Generation.BEE_A
     ngl = _ngl(settings.n_gpu_layers, target.n_layer) if gpus else 0
     layer_dev, cpu_names, out_dev = _place_weights(target, ngl, gpus, host, "weights", split)
@@ -342,7 +347,39 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     if use_draft and draft is not None:
         mine = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if here]
         _plan_draft(target, draft, settings, generation, mine, host, n_ctx_seq, ub, np_, notes)
+    elif other_draft is not None:
+        mine = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if here]
+        _plan_other_draft(other_draft, settings, mine, host, n_ctx_seq, notes)
     return MemoryPlan(gpus + [host], n_ctx, n_ctx_seq, cells_swa, cpu_names, notes, margin)
+
+
+def _loads_other_draft(draft: ModelInfo, settings: LaunchSettings) -> bool:
+    """An EAGLE-3 draft in EAGLE-3 mode, or an MTP head file (no trunk layers) in MTP mode."""
+    if settings.spec_mode == SpecMode.EAGLE3:
+        return draft.architecture == "eagle3"
+    return settings.spec_mode == SpecMode.MTP and is_mtp_only(draft)
+
+
+def _plan_other_draft(draft: ModelInfo, settings: LaunchSettings, gpus: list[DeviceUse], host: DeviceUse,
+                      n_ctx_seq: int, notes: list[str]) -> None:
+    """EAGLE-3 drafts and MTP head files: docs/reference/memory-model.md has no formula for their contexts,
+    so only their weights (all of them, where -ngld puts the draft) and, for EAGLE-3, an f16 KV cache as
+    large as the target's per-slot context over the layers its header declares, are counted."""
+    on_gpu = bool(gpus) and _ngl(settings.draft_n_gpu_layers, draft.n_layer) > 0
+    dev = gpus[-1] if on_gpu else host
+    dev.add("draft_weights", draft.tensor_bytes)
+    what = "MTP head file" if settings.spec_mode == SpecMode.MTP else "EAGLE-3 draft"
+    kv = 0
+    if settings.spec_mode == SpecMode.EAGLE3:
+        for i in draft.kv_layers():
+            if i < len(draft.n_head_kv) and i < len(draft.head_dim_k) and i < len(draft.head_dim_v):
+                nk, nv = draft.n_head_kv[i] * draft.head_dim_k[i], draft.n_head_kv[i] * draft.head_dim_v[i]
+                kv += n_ctx_seq * (row_bytes("f16", nk) + row_bytes("f16", nv))
+        if kv:
+            dev.add("draft_kv", kv)
+    counted = "its weights and f16 KV cache" if kv else "its weights"
+    notes.append(f"The {what}'s memory is {counted} only: its compute buffer (and, for an MTP head, its cache) "
+                 "has no measured formula yet, so leave some room beyond this plan.")
 
 
 def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, generation: Generation,
