@@ -7,17 +7,21 @@ import os
 import socket
 import struct
 import subprocess
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 
+from beedeck.clicmd.bench import synthetic_bench_pair
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.pidfile import records_dir, stop_leftovers
 from beedeck.core.engine.server import ServerFailed, ServerState
 from beedeck.core.models.guard import check_launch
+from tests.conftest import PERSISTENT
 
 from .conftest import RawServer, StartServer
 
@@ -57,6 +61,27 @@ def test_start_ready_stop(start_server: StartServer, beedeck_home: Path) -> None
     rc = proc.stop()
     assert proc.state == ServerState.STOPPED and proc.failure is None and rc is not None
     assert list((beedeck_home / "state" / "servers").iterdir()) == []
+
+
+def test_memory_counts_a_buffer_reserved_again_on_the_first_request_once(start_server: StartServer) -> None:
+    # With a DFlash draft, mainline reserves the target's compute graph again on the first request (a fourth
+    # "CPU compute buffer size" line after the three of the load): ServerProcess.memory counts it once.
+    target, draft = synthetic_bench_pair(PERSISTENT / "synth-bench")
+    proc = start_server(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH, ctx_size=4096,
+                        flash_attn="auto", extra_args=["-lv", "4", "--threads", "1"])
+    proc.wait_ready(120)
+    loaded = proc.memory.devices["CPU"].compute_mib
+    n_loaded = sum("compute buffer size" in x for x in proc.log_lines())
+    req = urllib.request.Request(f"{proc.base_url}/v1/chat/completions", json.dumps(
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode(),
+        {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.status == 200
+    deadline = time.monotonic() + 10
+    while sum("compute buffer size" in x for x in proc.log_lines()) == n_loaded and time.monotonic() < deadline:
+        time.sleep(0.05)  # the log reader thread may be a line behind the reply
+    assert sum("compute buffer size" in x for x in proc.log_lines()) == n_loaded + 1, proc.log_lines()[-40:]
+    assert n_loaded == 3 and proc.memory.devices["CPU"].compute_mib == pytest.approx(loaded)
 
 
 def test_port_already_in_use(start_server: StartServer) -> None:

@@ -107,3 +107,20 @@ def test_listening_port() -> None:
     assert listening_port("0.00.5 I srv  llama_server: listening on http://127.0.0.1:41234") == 41234
     assert listening_port("main: server is listening on http://127.0.0.1:8910") == 8910
     assert listening_port("main: model loaded") is None
+
+
+def test_memory_counts_each_buffer_once_when_a_request_reserves_again() -> None:
+    # The starter engine serving the synthetic DFlash pair, then two requests: at load the target's compute
+    # (21.02), the drafter's (9.01) and its second graph (9.01); the first request reserves the target's
+    # graph again (22.02), which replaces a buffer already counted.
+    lines = (FIXTURES / "mainline-b11434-cpu.synth-dflash.lv4.server.log").read_text().splitlines()
+    assert any("compute buffer size =    22.02 MiB" in line for line in lines)  # the re-reservation is there
+    rep = parse_memory(lines)
+    cpu = rep.devices["CPU"]
+    assert cpu.compute_mib == pytest.approx(21.02 + 9.01 + 9.01)
+    assert cpu.kv_mib == pytest.approx(48.0 + 8.0)
+    assert rep.devices["CPU_Mapped"].model_mib == pytest.approx(48.34 + 4.26)
+    assert rep.breakdown["Host"].compute_mib == 22  # the exit table still reads the latest figures
+    # the load log alone (a server that has answered nothing) gives the same figures
+    ready = next(i for i, line in enumerate(lines) if line.endswith("model loaded"))
+    assert parse_memory(lines[:ready + 1]).devices["CPU"].compute_mib == pytest.approx(cpu.compute_mib)

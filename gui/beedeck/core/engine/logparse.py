@@ -260,12 +260,28 @@ _BD_OTHER = re.compile(
 _NCTX_SLOT = re.compile(r"n_ctx_slot = (?P<n>\d+)|new slot, n_ctx = (?P<m>\d+)")
 
 
+def _ready(line: str) -> bool:
+    """The server's ready line, "model loaded" (mainline ``srv  llama_server:``, BeeLlama ``main:``); not
+    "listening", which some builds print before they load the model."""
+    return line.endswith(": model loaded")
+
+
 def parse_memory(lines: Iterable[str]) -> MemoryReport:
-    """Per-device model / KV / compute MiB from the load log, plus the exit memory table if present."""
+    """Per-device model / KV / compute MiB from the load log, plus the exit memory table if present.
+
+    Only the buffer lines up to the ready line count: each is one buffer reserved at load (a DFlash drafter
+    reserves its graph twice, two real buffers), while a reservation after it replaces one of them: mainline
+    reserves the target's compute graph again on the first request (the synthetic DFlash pair on the CPU:
+    21.02 MiB at load, 22.02 MiB on the first request), which would otherwise be counted twice."""
     rep = MemoryReport()
+    loading = True
     for raw in lines:
         line = strip_prefix(raw)
+        if loading and _ready(line):
+            loading = False
         if m := _BUF.match(line):
+            if not loading:
+                continue  # a reservation made while serving replaces a buffer counted above
             dev = rep.device(m.group("dev"))
             mib = float(m.group("mib"))
             kind = m.group("kind")
