@@ -393,6 +393,11 @@ def settings_for(target: Path, draft: Path, placement: Placement, gpus: Sequence
                   _first(caps, ("--tensor-split", "-ts")) or "--tensor-split", ",".join(f"{x:g}" for x in split)]
     if placement.draft_device is not None:
         extra += [_first(caps, DRAFT_DEVICE_FLAGS) or DRAFT_DEVICE_FLAGS[0], placement.draft_device]
+        if placement.draft_device == "none":
+            # No device for the draft means its layers stay on the CPU too: with the guide's
+            # --spec-draft-ngl all, BeeLlama 0.1.2 CUDA aborts ("pre-allocated tensor (token_embd.weight)
+            # in a buffer (CUDA0) that cannot run the operation"; docs/gpu-runs/2026-12-01-h200-tune-and-split).
+            s.draft_n_gpu_layers = "0"
     s.extra_args = extra
     return s, split
 

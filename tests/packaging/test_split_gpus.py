@@ -61,6 +61,8 @@ def test_cpu_dry_run_records_plan_buffers_comparison_and_tokens_per_s(tmp_path: 
     runs = {r["placement"]: r for r in data["runs"]}
     assert list(runs) == ["cpu", "cpu-draft-none"]
     assert runs["cpu-draft-none"]["argv"][-2:] == ["--spec-draft-device", "none"]
+    draft_ngl = runs["cpu-draft-none"]["argv"].index("--spec-draft-ngl")  # no device: no draft layers on one
+    assert runs["cpu-draft-none"]["argv"][draft_ngl + 1] == "0" and "--spec-draft-ngl" in runs["cpu"]["argv"]
     assert "--spec-draft-device" not in runs["cpu"]["argv"]
     for name, r in runs.items():
         assert "error" not in r, (name, r.get("error"))
