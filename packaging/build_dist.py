@@ -18,8 +18,6 @@ Nothing here needs a network beyond the package registries (pip download of the 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import gzip
 import hashlib
 import json
@@ -30,13 +28,13 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "gui"))
 
 from beedeck import APP_ID, __version__  # noqa: E402
+from beedeck.core.paths import exclusive_lock, sha256_file  # noqa: E402
 
 SDIST_VERSION = "11434.0.0"
 PACKAGE = "beedeck"
@@ -60,25 +58,6 @@ def say(text: str) -> None:
 
 def cache_root() -> Path:
     return Path(os.environ.get("BEEDECK_DIST_CACHE") or Path.home() / ".cache" / "beedeck-dist").expanduser()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # ------------------------------------------------------------------------------------- the engine
@@ -113,14 +92,14 @@ def sdist_tree() -> Path:
 
 
 def engine_folder() -> Path:
-    return cache_root() / f"starter-engine-{_sha256(sdist_archive())[:12]}-portable"
+    return cache_root() / f"starter-engine-{sha256_file(sdist_archive())[:12]}-portable"
 
 
 def starter_engine(quiet: bool = False) -> Path:
     """The portable starter engine's bin folder (llama-server and its libraries), built if missing."""
     folder = engine_folder()
     stamp = folder / "built.json"
-    with _locked(folder / ".lock"):
+    with exclusive_lock(folder / ".lock"):
         if stamp.is_file():
             record = json.loads(stamp.read_text())
             if Path(record["bin"], "llama-server").is_file():
@@ -327,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(REPO / "dist"), help="where the .deb and the tarball go")
     args = p.parse_args(argv)
-    with _locked(REPO / "build" / "dist.lock"):  # one build at a time: they share build/dist-work
+    with exclusive_lock(REPO / "build" / "dist.lock"):  # one build at a time: they share build/dist-work
         return _build(Path(args.out))
 
 

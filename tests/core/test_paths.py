@@ -1,3 +1,4 @@
+import hashlib
 from pathlib import Path
 
 from beedeck.core import paths
@@ -20,3 +21,18 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
 def test_resource_path_finds_checkout_resources() -> None:
     assert paths.resource_path().name == "resources"
     assert paths.resource_path().is_dir()
+
+
+def test_sha256_file_hashes_the_whole_file(tmp_path: Path) -> None:
+    data = b"bee" * 500_000  # more than one 1 MiB block
+    target = tmp_path / "blob.bin"
+    target.write_bytes(data)
+    assert paths.sha256_file(target) == hashlib.sha256(data).hexdigest()
+
+
+def test_exclusive_lock_makes_its_folder_and_can_be_taken_again(tmp_path: Path) -> None:
+    lock = tmp_path / "cache" / ".lock"
+    with paths.exclusive_lock(lock):
+        assert lock.is_file()
+    with paths.exclusive_lock(lock):  # released on leaving the block
+        pass

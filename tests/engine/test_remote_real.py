@@ -27,7 +27,8 @@ from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.profile import load_saved_profile, remote_profile, save_profile
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.window.main_window import MainWindow
-from tests.engine.conftest import StartServer, _alive
+from tests.engine.conftest import StartServer
+from tests.engine.procs import pid_alive
 
 KEY = "test-key-7f3a9c"  # a test secret: it must never show up in a message or a log line
 
@@ -128,7 +129,7 @@ def test_controller_connects_disconnects_and_sees_the_server_go(
     assert "did not start this server" in str(failed.args[0]) and controller.state == "ready"
     with qtbot.waitSignal(controller.stopped, timeout=10_000):
         controller.stop()
-    assert controller.state == "stopped" and _alive(proc), "Disconnect must leave the server running"
+    assert controller.state == "stopped" and pid_alive(proc.pid), "Disconnect must leave the server running"
 
     with qtbot.waitSignal(controller.ready, timeout=30_000):
         controller.start(proc.base_url, LaunchSettings(api_key=KEY))
@@ -191,7 +192,7 @@ def test_window_connects_chats_with_a_live_gauge_and_disconnects(
 
     with qtbot.waitSignal(window.controller.stopped, timeout=10_000):
         window.stop_action.trigger()
-    assert window.state_label.text() == "server: stopped" and _alive(keyed_server)
+    assert window.state_label.text() == "server: stopped" and pid_alive(keyed_server.pid)
     pid = keyed_server.pid
     window.close()
     assert pid is not None and psutil.pid_exists(pid), "closing the window must not stop a server it did not start"

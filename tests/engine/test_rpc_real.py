@@ -39,19 +39,11 @@ from beedeck.core.launcher import launch
 from beedeck.core.models import gguf
 from beedeck.core.models.planner_devices import compare, plan_across
 from beedeck.core.starter import StarterProfile
+from tests.engine.procs import pid_alive
 
 pytestmark = pytest.mark.engine
 
 StartWorkers = Callable[[int], list[WorkerProcess]]
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +66,7 @@ def start_workers(rpc_engine_path: Path) -> Iterator[StartWorkers]:
     yield start
     for w in started:
         w.stop()
-    assert not [w for w in started if _alive(w.pid)], "an RPC worker outlived its test"
+    assert not [w for w in started if pid_alive(w.pid)], "an RPC worker outlived its test"
 
 
 @pytest.fixture
@@ -83,7 +75,7 @@ def servers() -> Iterator[list[ServerProcess]]:
     yield started
     for proc in started:
         proc.stop(5.0)
-    assert not [p for p in started if _alive(p.pid)], "a llama-server outlived its test"
+    assert not [p for p in started if pid_alive(p.pid)], "a llama-server outlived its test"
 
 
 def _settings(engine: Path, model: Path, **kw: object) -> LaunchSettings:
@@ -162,7 +154,7 @@ def test_a_worker_killed_mid_reply_is_named_and_nothing_is_left(
     assert said.code == "rpc:worker-lost", said
     assert f"The RPC worker at {workers[1].address} stopped answering" in said.message
     assert "conversation is kept" in said.remedy
-    assert not _alive(proc.pid) and _alive(workers[0].pid)  # the other worker is stopped by its owner (teardown)
+    assert not pid_alive(proc.pid) and pid_alive(workers[0].pid)  # the other worker is stopped by its owner (teardown)
 
 
 class _OldWorker:
@@ -295,7 +287,7 @@ def test_the_app_launches_over_workers_and_keeps_the_chat_when_one_dies(
     reply = store.messages(window.chat.conversation_id)[-1]  # type: ignore[arg-type]
     assert reply.role == "assistant" and len(reply.content) > 20 and not reply.complete  # kept, marked unfinished
     window.close()
-    assert not _alive(pid)
+    assert not pid_alive(pid)
     store.close()
 
 
@@ -319,9 +311,9 @@ def test_beedeck_worker_serves_until_ctrl_c_and_leaves_nothing(rpc_engine_path: 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(15) == 0
         deadline = time.monotonic() + 10
-        while any(_alive(c.pid) for c in children) and time.monotonic() < deadline:
+        while any(pid_alive(c.pid) for c in children) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(_alive(c.pid) for c in children), "the worker outlived `beedeck worker`"
+        assert not any(pid_alive(c.pid) for c in children), "the worker outlived `beedeck worker`"
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -27,6 +27,7 @@ from beedeck.core.engine.modes import MTP, settings_for_mode
 from beedeck.core.models import library
 from beedeck.core.models.paircheck import model_facts, modes_for, read_infos
 from tests.core.models import sidecar_files as sf
+from tests.engine.procs import stop_process
 from tests.fixtures import synth_mtp as sm
 
 pytestmark = pytest.mark.engine
@@ -98,12 +99,7 @@ def test_the_mtp_sidecar_beedeck_offers_runs_on_mainline(tmp_path: Path, starter
         reply = _post(port, {"messages": [{"role": "user", "content": "say hello"}], "max_tokens": N_TOKENS,
                              "temperature": 0})
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        stop_process(proc)
     timings = reply["timings"]
     assert isinstance(timings, dict)
     text = reply["choices"][0]["message"]["content"]  # type: ignore[index]

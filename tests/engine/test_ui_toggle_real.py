@@ -29,6 +29,7 @@ from beedeck.core.profile import Profile
 from beedeck.ui.window.main_window import MainWindow
 from tests.conftest import PERSISTENT
 from tests.engine.conftest import RealEngine
+from tests.engine.procs import pid_alive
 from tests.fixtures import synth_gguf as sg
 
 pytestmark = pytest.mark.engine
@@ -54,13 +55,6 @@ def _server_pid(window: MainWindow) -> int:
     pid = window.controller._proc.pid
     assert pid is not None and psutil.pid_exists(pid)
     return int(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _has_draft_on_command_line(pid: int) -> bool:
@@ -114,7 +108,7 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     assert match.group(2) == f"{reported:.1f}", (status, reported)
     # A real restart: the old process is gone, a new one runs with (or without) the draft.
     new_pid = _server_pid(window)
-    assert new_pid != old_pid and not _alive(old_pid)
+    assert new_pid != old_pid and not pid_alive(old_pid)
     assert _has_draft_on_command_line(new_pid) == (mode == "dflash")
     assert window.state_label.text() == "server: ready"
     assert window.chat.send_button.isEnabled()
@@ -207,7 +201,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
         store.close()
 
     assert window.controller.state == "stopped"
-    assert not [pid for pid in pids if _alive(pid)], "a llama-server outlived the window"
+    assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"
     leftover = [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()]
     assert not [p for p in leftover if p.status() != psutil.STATUS_ZOMBIE], leftover
     print(
@@ -261,7 +255,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
         )
         assert toggle.status.text() == "switch failed: see the server log"
         assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
-        assert window.controller.state == "failed" and not _alive(pids[-1])
+        assert window.controller.state == "failed" and not pid_alive(pids[-1])
         assert window.start_action.isEnabled(), "Start must work again after a failed switch"
         with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
             window.start_action.trigger()
@@ -272,4 +266,4 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
         window.close()
         QApplication.processEvents()
         store.close()
-    assert not [pid for pid in pids if _alive(pid)], "a llama-server outlived the window"
+    assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"

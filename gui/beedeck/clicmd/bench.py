@@ -45,9 +45,8 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.core.starter import (
-    STARTER_MODEL_NAME,
     StarterMissing,
-    StarterProfile,
+    settings_for_model,
     starter_engine,
     starter_model,
 )
@@ -131,18 +130,13 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
             target = synthetic_mtp_target(paths.cache_dir() / "synth-bench", sticky=args.synthetic == "mtp")
             settings = synthetic_mtp_settings(target)
         elif args.synthetic:
-            fmt = "bee" if engine is not None and probe_engine(str(engine)).dflash_draft_arch == "dflash-draft" \
-                else "mainline"
-            target, draft = synthetic_bench_pair(paths.cache_dir() / "synth-bench", fmt)
-            settings = synthetic_settings(target, draft)
+            settings = synthetic_dflash_settings(engine)
         if args.synthetic:
             max_tokens = max_tokens or SYNTH_MAX_TOKENS
             temperature = 0.0 if temperature is None else temperature
         engine = engine or starter_engine()  # raises StarterMissing with the install command
         if settings is None:
-            target = Path(args.target) if args.target else starter_model()
-            settings = (StarterProfile(engine=engine, model=target).settings() if target.name == STARTER_MODEL_NAME
-                        else LaunchSettings(target=str(target)))
+            settings = settings_for_model(engine, Path(args.target) if args.target else starter_model())
         if args.target:
             settings.target = str(Path(args.target))
         if args.draft:
@@ -229,6 +223,14 @@ def synthetic_settings(target: Path, draft: Path) -> LaunchSettings:
     # two llama.cpp threads spin on each other's barriers (measured 6-260 tok/s swings vs 160-300).
     return LaunchSettings(target=str(target), draft=str(draft), ctx_size=4096, parallel=1, flash_attn="auto",
                           draft_n_max=15, extra_args=["--threads", "1"])
+
+
+def synthetic_dflash_settings(engine: Path | None) -> LaunchSettings:
+    """The synthetic DFlash pair's settings, its draft in the format ``engine`` reads (BeeLlama's own
+    ``dflash-draft`` arch, else mainline's; no engine given: mainline's, for the starter engine)."""
+    fmt = "bee" if engine is not None and probe_engine(str(engine)).dflash_draft_arch == "dflash-draft" else "mainline"
+    target, draft = synthetic_bench_pair(paths.cache_dir() / "synth-bench", fmt)
+    return synthetic_settings(target, draft)
 
 
 def chart_renderer() -> ChartRenderer | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.clicmd.advice import learn_from_tune
-from beedeck.clicmd.bench import SYNTH_MAX_TOKENS, synthetic_bench_pair, synthetic_settings
+from beedeck.clicmd.bench import SYNTH_MAX_TOKENS, synthetic_dflash_settings
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
 from beedeck.core.bench.runner import DEFAULT_REPS
@@ -35,9 +35,8 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile, save_profile
 from beedeck.core.starter import (
-    STARTER_MODEL_NAME,
     StarterMissing,
-    StarterProfile,
+    settings_for_model,
     starter_engine,
     starter_model,
 )
@@ -103,9 +102,7 @@ def _start(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings, 
     engine = Path(args.engine) if args.engine else None
     settings: LaunchSettings | None = None
     if args.synthetic:
-        fmt = "bee" if engine is not None and probe_engine(str(engine)).dflash_draft_arch == "dflash-draft" else "mainline"
-        target, draft = synthetic_bench_pair(paths.cache_dir() / "synth-bench", fmt)
-        settings, label = synthetic_settings(target, draft), "synthetic (tuned)"
+        settings, label = synthetic_dflash_settings(engine), "synthetic (tuned)"
     elif engine is None and not args.target:
         try:
             saved = load_saved_profile()
@@ -116,9 +113,7 @@ def _start(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings, 
             _say(f"Starting from the saved profile ({saved.engine}, {Path(settings.target).name}).", args)
     engine = engine or starter_engine()  # raises StarterMissing with the install command
     if settings is None:
-        target = Path(args.target) if args.target else starter_model()
-        settings = (StarterProfile(engine=engine, model=target).settings() if target.name == STARTER_MODEL_NAME
-                    else LaunchSettings(target=str(target)))
+        settings = settings_for_model(engine, Path(args.target) if args.target else starter_model())
     if args.draft:
         settings.draft = str(Path(args.draft))
     apply_settings_arguments(args, settings)

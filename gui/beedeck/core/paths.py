@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import platformdirs
@@ -103,3 +105,27 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def sha256_file(path: Path) -> str:
+    """The file's sha256 as hex, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created with its folder) for the ``with`` block: one process
+    at a time, e.g. one builder per cache folder (POSIX: flock)."""
+    import fcntl  # POSIX only: imported here so this module loads anywhere
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

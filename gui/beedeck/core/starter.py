@@ -23,6 +23,7 @@ from pathlib import Path
 
 from beedeck.core import paths
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.paths import sha256_file
 
 STARTER_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 STARTER_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -71,6 +72,14 @@ class StarterProfile:
         return s
 
 
+def settings_for_model(engine: Path, model: Path) -> LaunchSettings:
+    """Launch settings for ``model``: the starter profile's when it is the starter model (its chat
+    template and sampling), else the plain defaults."""
+    if model.name == STARTER_MODEL_NAME:
+        return StarterProfile(engine=engine, model=model).settings()
+    return LaunchSettings(target=str(model))
+
+
 def is_starter(settings: LaunchSettings) -> bool:
     """Whether these settings run the starter model (the window then says it is a demo model)."""
     return Path(settings.target).name == STARTER_MODEL_NAME
@@ -117,14 +126,6 @@ def starter_engine() -> Path:
         raise StarterMissing(f"The starter engine package has no llama-server binary ({exc}). Reinstall it.") from None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _verified(target: Path, stamp: Path) -> bool:
     """``target`` is the starter model: checked by sha256 once, then remembered by size + mtime."""
     if not target.is_file():
@@ -136,7 +137,7 @@ def _verified(target: Path, stamp: Path) -> bool:
             return True
     except (OSError, ValueError):
         pass
-    if _sha256(target) != STARTER_MODEL_SHA256:
+    if sha256_file(target) != STARTER_MODEL_SHA256:
         return False
     paths.atomic_write_text(stamp, json.dumps(mark))
     return True
@@ -151,7 +152,7 @@ def wheel_folders() -> list[Path]:
 def _verified_wheel(folders: list[Path]) -> Path | None:
     for folder in folders:
         wheel = folder / STARTER_WHEEL
-        if wheel.is_file() and wheel.stat().st_size == STARTER_WHEEL_SIZE and _sha256(wheel) == STARTER_WHEEL_SHA256:
+        if wheel.is_file() and wheel.stat().st_size == STARTER_WHEEL_SIZE and sha256_file(wheel) == STARTER_WHEEL_SHA256:
             return wheel
     return None
 

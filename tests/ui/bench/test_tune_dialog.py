@@ -9,78 +9,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.tune import tune
 from beedeck.core.chat.advice import CODE, WorkloadAdvice, setup_key
-from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.chat.store import ChatStore
-from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.tune_dialog import TuneDialog
 from beedeck.ui.bench.tune_view import TuneView
-from beedeck.ui.engine.server_controller import ServerController
 from tests.core.bench.test_tune import CPU_CAPS, START, SUITE, FakeBench, draft_max_knob
-
-ENGINE = "/e/llama-server"
-
-
-class Controller(ServerController):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
-        self.calls.append("start")
-        self._set_state("starting")
-
-    def stop(self) -> None:
-        self.calls.append("stop")
-        self._set_state("stopped")
-
-
-class Host:
-    """The WindowHost services the dialog uses."""
-
-    def __init__(self, parent: QWidget, advice: WorkloadAdvice | None = None) -> None:
-        self.parent = parent
-        self.profile: Profile | None = Profile(ENGINE, START, "mine")
-        self.known_caps: dict[str, EngineCaps] = {}
-        self.probed: list[str] = []
-        self.controller = Controller()
-        self.guard = SpecGuard(advice=advice)
-        self.closing = False
-
-    def probe(self, path: str) -> EngineCaps:
-        self.probed.append(path)
-        return CPU_CAPS
-
-    def detect_hardware(self) -> Any:
-        raise AssertionError("not used")
-
-    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
-        raise AssertionError("the dialog only emits profile_chosen")
-
-    def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
-        raise AssertionError("the dialog only emits profile_chosen")
-
-    def start_server(self) -> None:
-        self.controller.start(ENGINE, START)
-
-    def stop_server(self) -> None:
-        self.controller.stop()
-
-    def dialog_parent(self) -> QWidget:
-        return self.parent
+from tests.ui.bench.hosts import ENGINE, Host, make_host
 
 
 def make(qtbot: QtBot, advice: WorkloadAdvice | None = None,
          fn: Callable[..., Any] | None = None) -> tuple[Host, TuneView]:
-    parent = QWidget()
-    qtbot.addWidget(parent)
-    host = Host(parent, advice)
+    host = make_host(qtbot, Profile(ENGINE, START, "mine"), advice)
     fake = FakeBench(lambda s: 60.0 + 10 * (s.draft_n_max or 0))
     view = TuneView(tune_fn=fn or functools.partial(tune, measure=fake, fits=lambda s: None,
                                                     knobs=[draft_max_knob(8)]))

@@ -24,9 +24,9 @@ from beedeck.core.engine.rpc_probe import restate
 from beedeck.core.engine.server import ServerFailed, ServerFailure, ServerProcess, describe
 from beedeck.core.launcher import launch
 from beedeck.core.starter import (
-    STARTER_MODEL_NAME,
     StarterMissing,
     StarterProfile,
+    settings_for_model,
     starter_engine,
     starter_model,
 )
@@ -64,9 +64,7 @@ def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]
     engine = Path(args.engine) if args.engine else starter_engine()
     settings: LaunchSettings
     if args.model:
-        model = Path(args.model)
-        settings = (StarterProfile(engine=engine, model=model).settings() if model.name == STARTER_MODEL_NAME
-                    else LaunchSettings(target=str(model)))
+        settings = settings_for_model(engine, Path(args.model))
     else:
         settings = StarterProfile(engine=engine, model=starter_model()).settings()
     settings.spec_mode, model_free_type = parse_spec(args.spec)

@@ -3,7 +3,9 @@ CLI writes (on a QImage, offscreen; QtCharts is not installed, docs/reference/py
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,9 +63,9 @@ def speedup_bars(report: BenchReport, summary: Summary) -> list[Bar]:
     return out
 
 
-def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, unit: str,
-               reference: float | None = None) -> None:
-    """Grouped vertical bars with whiskers; ``reference`` draws a dashed line (1.0 for speed-ups)."""
+def chart_frame(painter: QPainter, rect: QRectF, title: str) -> QRectF:
+    """Begin a chart in ``rect``: save the painter (the caller restores it), a white ground, the
+    title top left in 13 px; returns the plot area, with room for the axis labels and the legend."""
     painter.save()
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.fillRect(rect, QColor("white"))
@@ -72,7 +74,13 @@ def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, uni
     painter.setFont(font)
     painter.setPen(QColor("#222"))
     painter.drawText(rect.adjusted(8, 4, -8, 0), int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft), title)
-    plot = rect.adjusted(56, 30, -12, -44)
+    return rect.adjusted(56, 30, -12, -44)
+
+
+def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, unit: str,
+               reference: float | None = None) -> None:
+    """Grouped vertical bars with whiskers; ``reference`` draws a dashed line (1.0 for speed-ups)."""
+    plot = chart_frame(painter, rect, title)
     if not bars or plot.width() < 20 or plot.height() < 20:
         painter.drawText(plot, int(Qt.AlignmentFlag.AlignCenter), "no data yet")
         painter.restore()
@@ -134,26 +142,30 @@ def _ensure_gui_app() -> None:
 
 def render_report_charts(report: BenchReport, summary: Summary, out_dir: Path) -> list[Path]:
     """Draw tokens_per_s.png and (with a baseline) speedup.png into ``out_dir``; returns their paths."""
-    _ensure_gui_app()
     charts: list[tuple[str, list[Bar], str, str, float | None]] = [("tokens_per_s.png", speed_bars(report, summary), "Generation speed per prompt (median, min-max)",
                "tokens/s", None)]
     sp = speedup_bars(report, summary)
     if sp:
         charts.append(("speedup.png", sp, "Speed-up over the baseline (95 % bootstrap CI)", "x baseline", 1.0))
-    out = []
-    for name, bars, title, unit, ref in charts:
-        img = QImage(900, 420, QImage.Format.Format_ARGB32)
-        img.fill(QColor("white"))
-        painter = QPainter(img)
-        try:
-            paint_bars(painter, QRectF(0, 0, 900, 420), bars, title, unit, ref)
-        finally:
-            painter.end()
-        path = Path(out_dir) / name
-        if not img.save(str(path)):  # the format follows the .png suffix
-            raise OSError(f"could not write {path}: check that the folder is writable")
-        out.append(path)
-    return out
+    return [write_png(Path(out_dir) / name, functools.partial(paint_bars, bars=bars, title=title, unit=unit,
+                                                              reference=ref))
+            for name, bars, title, unit, ref in charts]
+
+
+def write_png(path: Path, paint: Callable[[QPainter, QRectF], None]) -> Path:
+    """Draw ``paint(painter, rect)`` on a white 900x420 image and save it to ``path`` (offscreen
+    where there is no display); OSError when the file cannot be written."""
+    _ensure_gui_app()
+    img = QImage(900, 420, QImage.Format.Format_ARGB32)
+    img.fill(QColor("white"))
+    painter = QPainter(img)
+    try:
+        paint(painter, QRectF(0, 0, 900, 420))
+    finally:
+        painter.end()
+    if not img.save(str(path)):  # the format follows the .png suffix
+        raise OSError(f"could not write {path}: check that the folder is writable")
+    return path
 
 
 class BarChart(QWidget):

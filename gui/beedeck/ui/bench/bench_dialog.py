@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QPushButton
 
 from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.results import BASELINE, BenchReport
@@ -12,12 +12,12 @@ from beedeck.core.chat.advice import setup_key
 from beedeck.core.chat.spec_guard import references_from_bench
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.modes import LABELS, mode_of
-from beedeck.ui.background import run_in_background
 from beedeck.ui.bench.bench_view import BenchView
+from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.host import WindowHost
 
 
-class BenchDialog(QDialog):
+class BenchDialog(ChatServerDialog):
     """The main window's Benchmark dialog: a :class:`BenchView` set up from the window's profile.
 
     With the chat server ready it benchmarks that server in the one mode it runs; "Stop the chat
@@ -30,24 +30,14 @@ class BenchDialog(QDialog):
     Closing cancels a run and waits for it (:meth:`BenchView.shutdown`).
     """
 
+    view: BenchView
+
     def __init__(self, window: WindowHost) -> None:
-        super().__init__(window.dialog_parent())
-        self.window_ = window
-        self.stopped_chat_server = False
-        self.setWindowTitle("Benchmark")
+        super().__init__(window, "Benchmark")
         self.view = BenchView(self)
-        self.note = QLabel()
-        self.note.setWordWrap(True)
         self.compare_button = QPushButton("Stop the chat server and compare modes")
         self.compare_button.clicked.connect(self._on_compare_clicked)
-        self.compare_button.hide()
-        row = QHBoxLayout()
-        row.addWidget(self.note, 1)
-        row.addWidget(self.compare_button)
-        layout = QVBoxLayout(self)
-        layout.addLayout(row)
-        layout.addWidget(self.view, 1)
-        self.resize(1040, 720)
+        self._lay_out(self.compare_button, 720)
         self.view.run_finished.connect(self._on_run_finished)
         c = window.controller
         if self._remote() and not (c.state == "ready" and c.base_url):
@@ -63,7 +53,7 @@ class BenchDialog(QDialog):
             self.view.run_button.setEnabled(False)
             self.compare_button.show()
         else:
-            self.configure_launch()
+            self.configure()
 
     def _remote(self) -> bool:
         profile = self.window_.profile
@@ -85,35 +75,21 @@ class BenchDialog(QDialog):
                           "modes, BeeDeck starts its own server for each: stop the chat server first.")
         self.compare_button.show()
 
-    def configure_launch(self) -> None:
+    def configure(self) -> None:
         """Let the view start the profile's engine per mode (probing it first if needed)."""
         profile = self.window_.profile
         self.compare_button.hide()
+        self.view.run_button.setEnabled(False)  # until the engine's capabilities are known
         if profile is not None and profile.is_remote:
             self.note.setText("This profile is a server BeeDeck did not start: connect to it to benchmark it as it "
                               "runs. Comparing modes needs a local engine profile (Settings).")
-            self.view.run_button.setEnabled(False)
             return
         if profile is None:
             self.note.setText("No engine or model is set up yet: open Settings or the setup wizard first.")
-            self.view.run_button.setEnabled(False)
             return
-        caps = self.window_.known_caps.get(profile.engine)
-        if caps is not None:
-            self._use_launch(caps)
-            return
-        self.note.setText("Probing the engine…")
-        self.view.run_button.setEnabled(False)
-        engine, probe = profile.engine, self.window_.probe
-        run_in_background(lambda: probe(engine), self._on_probed,
-                          lambda exc: self.note.setText(f"The engine could not be probed: {exc}"), owner=self)
+        self._with_caps(profile.engine)
 
-    def _on_probed(self, caps: EngineCaps) -> None:
-        if self.window_.profile is not None:
-            self.window_.known_caps[self.window_.profile.engine] = caps
-            self._use_launch(caps)
-
-    def _use_launch(self, caps: EngineCaps) -> None:
+    def _use_caps(self, caps: EngineCaps) -> None:
         profile = self.window_.profile
         assert profile is not None
         for box in self.view.mode_boxes.values():
@@ -125,19 +101,8 @@ class BenchDialog(QDialog):
                           "with this engine and these model files: hover one to see why.")
 
     def _on_compare_clicked(self) -> None:
-        self.compare_button.setEnabled(False)
         self.view.run_button.setEnabled(False)
-        self.note.setText("Stopping the chat server…")
-        self.stopped_chat_server = True
-        # A bound slot: the controller's thread delivers it on the GUI thread. "failed" counts too:
-        # a server that was still starting may fail instead of stopping.
-        self.window_.controller.state_changed.connect(self._on_chat_server_state)
-        self.window_.stop_server()
-
-    def _on_chat_server_state(self, state: str) -> None:
-        if state in ("stopped", "failed"):
-            self.window_.controller.state_changed.disconnect(self._on_chat_server_state)
-            self.configure_launch()
+        self._stop_chat_server(self.compare_button)
 
     def _on_run_finished(self, report: BenchReport) -> None:
         """Give the speculation guard this machine's measured figures per mode and prompt kind."""
@@ -158,17 +123,7 @@ class BenchDialog(QDialog):
         samples = bench_advice_samples(report)
         if caps is None or not samples:
             return
-        key = setup_key(caps, profile.settings)
-        run_in_background(lambda: advice.learn(key, samples), lambda _n: None,
-                          lambda exc: self.note.setText(f"The speed advice could not learn from this benchmark: {exc}"),
-                          owner=self)
-
-    def done(self, result: int) -> None:
-        self.view.shutdown()
-        super().done(result)
-        if self.stopped_chat_server and not self.window_.closing and not self.window_.controller.is_running():
-            self.window_.start_server()
-            self.stopped_chat_server = False
+        self._learn(advice, setup_key(caps, profile.settings), samples, "benchmark")
 
 
 def open_dialog(window: WindowHost) -> BenchDialog:

@@ -14,20 +14,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
     QSpinBox,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -43,6 +40,7 @@ from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.bench.bench_chart import BarChart, render_report_charts, speed_bars, speedup_bars
+from beedeck.ui.bench.run_view import CoreWorker, RunView, append_row, results_table
 
 BENCH_MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
 # Checked by default: what the profile's files bring (a draft of its kind, MTP heads). Model-free is
@@ -50,39 +48,19 @@ BENCH_MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
 FILE_MODES = (DFLASH, EAGLE3, DSPARK, MTP)
 
 
-class _Worker(QObject):
-    """Runs one benchmark on its QThread; core callbacks become queued signals."""
+class _Worker(CoreWorker):
+    """Runs one benchmark on its QThread."""
 
-    progressed = Signal(int, int, str)
-    finished = Signal(object)
-    failed = Signal(str)
-
-    def __init__(self, kwargs: dict[str, Any], cancel: threading.Event) -> None:
-        super().__init__()
-        self.kwargs, self.cancel = kwargs, cancel
-
-    @Slot()
-    def run(self) -> None:
-        try:
-            report = run_bench(**self.kwargs, on_progress=self.progressed.emit, cancel_event=self.cancel)
-        except BenchError as exc:
-            self.failed.emit(str(exc))
-            return
-        except Exception as exc:  # every failure must reach the view, never vanish in a thread
-            self.failed.emit(f"The benchmark stopped unexpectedly: {type(exc).__name__}: {exc}")
-            return
-        self.finished.emit(report)
+    what = "The benchmark"
 
 
-class BenchView(QWidget):
+class BenchView(RunView):
     """One-click benchmark of the speculation modes. Call :meth:`set_launch` (or :meth:`set_server_url`) first.
     ``runner`` reads the model files' headers for the mode choice (tests: inline).
 
     Signals: run_started(), run_finished(object), progress_changed(int, int, str).
     """
 
-    run_started = Signal()
-    run_finished = Signal(object)
     progress_changed = Signal(int, int, str)
 
     COLUMNS = ("mode", "gen tok/s", "min-max", "prompt tok/s", "TTFT s", "acceptance", "speed-up (95% CI)", "same text")
@@ -94,9 +72,6 @@ class BenchView(QWidget):
         self._launch: tuple[Path, EngineCaps, LaunchSettings] | None = None
         self._url: tuple[str, str | None] | None = None
         self._suite_override: BenchSuite | None = None
-        self._thread: QThread | None = None
-        self._worker: _Worker | None = None
-        self._cancel = threading.Event()
         self.report: BenchReport | None = None
         self.summary: Summary | None = None
 
@@ -115,12 +90,7 @@ class BenchView(QWidget):
         self.progress = QProgressBar()
         self.status = QLabel("Pick a suite and the modes, then run.")
         self.status.setWordWrap(True)
-        self.table = QTableWidget(0, len(self.COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(self.COLUMNS))
-        self.table.verticalHeader().setVisible(False)
-        header = self.table.horizontalHeader()  # every heading readable in full, however narrow the window
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        self.table = results_table(self.COLUMNS)
         self.speed_chart = BarChart("Generation speed per prompt (median, min-max)", "tokens/s")
         self.speedup_chart = BarChart("Speed-up over the baseline (95 % CI)", "x baseline", 1.0)
         self.save_button = QPushButton("Save reports…")
@@ -199,10 +169,6 @@ class BenchView(QWidget):
     def selected_modes(self) -> list[str]:
         return [m for m, box in self.mode_boxes.items() if box.isChecked() and box.isEnabled()]
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None
-
     # ---- running ----
 
     @Slot()
@@ -224,17 +190,11 @@ class BenchView(QWidget):
             assert self._url is not None
             kwargs.update(engine=None, caps=None, base_settings=None, url=self._url[0], api_key=self._url[1])
         self._cancel = threading.Event()
-        self._thread = QThread(self)
-        self._worker = _Worker(kwargs, self._cancel)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
-        self._worker.progressed.connect(self._on_worker_progressed)
-        self._worker.finished.connect(self._on_worker_finished)
-        self._worker.failed.connect(self._on_worker_failed)
+        thread = self._begin(_Worker(run_bench, kwargs, self._cancel))
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText("Running…")
-        self._thread.start()
+        thread.start()
         self.run_started.emit()
 
     @Slot()
@@ -242,41 +202,17 @@ class BenchView(QWidget):
         self._cancel.set()
         self.status.setText("Cancelling after the current reply…")
 
-    def _end_thread(self) -> None:
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait()
-            self._thread.deleteLater()
-        if self._worker is not None:
-            self._worker.deleteLater()
-        self._thread = self._worker = None
+    def _after_run(self) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
 
-    def shutdown(self) -> None:
-        """Cancel a run and wait for its thread (the owner calls this on close)."""
-        if self.running:
-            self._cancel.set()
-            self._end_thread()
-
     @Slot(int, int, str)
-    def _on_worker_progressed(self, done: int, total: int, label: str) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-        self.status.setText(label)
+    def _on_progressed(self, done: int, total: int, label: str) -> None:
+        super()._on_progressed(done, total, label)
         self.progress_changed.emit(done, total, label)
 
-    @Slot(str)
-    def _on_worker_failed(self, message: str) -> None:
-        self._end_thread()
-        self.status.setText(message)
-        self.run_finished.emit(None)
-
-    @Slot(object)
-    def _on_worker_finished(self, report: BenchReport) -> None:
-        self._end_thread()
-        self.show_report(report)
-        self.run_finished.emit(report)
+    def _show(self, result: BenchReport) -> None:
+        self.show_report(result)
 
     def show_report(self, report: BenchReport) -> None:
         """Fill the table and charts from a report (also for reports loaded from elsewhere)."""
@@ -293,10 +229,7 @@ class BenchView(QWidget):
                      f"{100 * m.acceptance:.1f} %" if m.acceptance is not None else "-",
                      f"{m.speedup.ratio:.2f}x ({m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else "-",
                      f"{m.identical}/{m.compared}" if m.compared else "-"]
-            row = self.table.rowCount()
-            self.table.insertRow(row)
-            for col, text in enumerate(cells):
-                self.table.setItem(row, col, QTableWidgetItem(text))
+            append_row(self.table, cells)
         self.speed_chart.set_bars(speed_bars(report, s))
         self.speedup_chart.set_bars(speedup_bars(report, s))
         state = "cancelled" if report.cancelled else ("finished with errors" if report.errors else "finished")

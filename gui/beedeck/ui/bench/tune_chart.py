@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QWidget
 
 from beedeck.core.bench.tune import BASELINE_ROLE, CONFIRM_ROLE, MEASURED, START_ROLE, TunePoint, TuneResult
-from beedeck.ui.bench.bench_chart import _ensure_gui_app
+from beedeck.ui.bench.bench_chart import chart_frame, write_png
 
 COLORS = {"candidate": QColor("#3d8bd9"), "kept": QColor("#f2a900"), "best": QColor("#2e9e4f"),
           "rejected": QColor("#c0392b"), "skipped": QColor("#9aa5b1"), "again": QColor("#8e44ad"),
@@ -63,15 +63,7 @@ def references(points: list[TunePoint]) -> dict[str, float]:
 
 
 def paint_search(painter: QPainter, rect: QRectF, dots: list[Dot], refs: dict[str, float], title: str) -> None:
-    painter.save()
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.fillRect(rect, QColor("white"))
-    font = QFont(painter.font())
-    font.setPixelSize(13)
-    painter.setFont(font)
-    painter.setPen(QColor("#222"))
-    painter.drawText(rect.adjusted(8, 4, -8, 0), int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft), title)
-    plot = rect.adjusted(56, 30, -12, -44)
+    plot = chart_frame(painter, rect, title)
     if not dots and not refs or plot.width() < 20 or plot.height() < 20:
         painter.drawText(plot, int(Qt.AlignmentFlag.AlignCenter), "no points yet")
         painter.restore()
@@ -129,19 +121,8 @@ TITLE = "Auto-tune search: generation speed per point (median, min-max)"
 
 def render_tune_chart(result: TuneResult, out_dir: Path) -> list[Path]:
     """Draw tune.png into ``out_dir``; returns its path."""
-    _ensure_gui_app()
-    img = QImage(900, 420, QImage.Format.Format_ARGB32)
-    img.fill(QColor("white"))
-    painter = QPainter(img)
-    try:
-        paint_search(painter, QRectF(0, 0, 900, 420), search_dots(result.points, result.best),
-                     references(result.points), TITLE)
-    finally:
-        painter.end()
-    path = Path(out_dir) / "tune.png"
-    if not img.save(str(path)):
-        raise OSError(f"could not write {path}: check that the folder is writable")
-    return [path]
+    dots, refs = search_dots(result.points, result.best), references(result.points)
+    return [write_png(Path(out_dir) / "tune.png", lambda painter, rect: paint_search(painter, rect, dots, refs, TITLE))]
 
 
 class SearchChart(QWidget):

@@ -13,19 +13,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QPushButton
 
 from beedeck.core.bench.advice_feed import tune_advice_samples
 from beedeck.core.bench.tune import TuneResult
 from beedeck.core.chat.advice import setup_key
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.ui.background import run_in_background
+from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.bench.tune_view import TuneView
 from beedeck.ui.host import WindowHost
 
 
-class TuneDialog(QDialog):
+class TuneDialog(ChatServerDialog):
     """Auto-tune the window's profile. Signal: ``profile_chosen(object)``, the best LaunchSettings.
 
     ``store``: the chat history to offer prompts from (the window's; None opens the default one when
@@ -34,27 +34,16 @@ class TuneDialog(QDialog):
     """
 
     profile_chosen = Signal(object)
+    view: TuneView
 
     def __init__(self, window: WindowHost, store: ChatStore | None = None, view: TuneView | None = None) -> None:
-        super().__init__(window.dialog_parent())
-        self.window_ = window
-        self.stopped_chat_server = False
+        super().__init__(window, "Auto-tune")
         self._own_store: ChatStore | None = None
-        self.setWindowTitle("Auto-tune")
         self.view = view or TuneView(self)
         self.view.setParent(self)
-        self.note = QLabel()
-        self.note.setWordWrap(True)
         self.stop_button = QPushButton("Stop the chat server and tune")
         self.stop_button.clicked.connect(self._on_stop_clicked)
-        self.stop_button.hide()
-        row = QHBoxLayout()
-        row.addWidget(self.note, 1)
-        row.addWidget(self.stop_button)
-        layout = QVBoxLayout(self)
-        layout.addLayout(row)
-        layout.addWidget(self.view, 1)
-        self.resize(1040, 760)
+        self._lay_out(self.stop_button, 760)
         self.view.save_requested.connect(self.profile_chosen.emit)
         self.view.run_finished.connect(self._on_run_finished)
         self._offer_chats(store)
@@ -88,21 +77,9 @@ class TuneDialog(QDialog):
         if profile is None:
             self.note.setText("No engine or model is set up yet: open Settings or the setup wizard first.")
             return
-        caps = self.window_.known_caps.get(profile.engine)
-        if caps is not None:
-            self._use(caps)
-            return
-        self.note.setText("Probing the engine…")
-        engine, probe = profile.engine, self.window_.probe
-        run_in_background(lambda: probe(engine), self._on_probed,
-                          lambda exc: self.note.setText(f"The engine could not be probed: {exc}"), owner=self)
+        self._with_caps(profile.engine)
 
-    def _on_probed(self, caps: EngineCaps) -> None:
-        if self.window_.profile is not None:
-            self.window_.known_caps[self.window_.profile.engine] = caps
-            self._use(caps)
-
-    def _use(self, caps: EngineCaps) -> None:
+    def _use_caps(self, caps: EngineCaps) -> None:
         profile = self.window_.profile
         assert profile is not None
         self.view.set_launch(Path(profile.engine), caps, profile.settings)
@@ -110,16 +87,7 @@ class TuneDialog(QDialog):
                           "once per point and stops it afterwards.")
 
     def _on_stop_clicked(self) -> None:
-        self.stop_button.setEnabled(False)
-        self.note.setText("Stopping the chat server…")
-        self.stopped_chat_server = True
-        self.window_.controller.state_changed.connect(self._on_chat_server_state)
-        self.window_.stop_server()
-
-    def _on_chat_server_state(self, state: str) -> None:
-        if state in ("stopped", "failed"):
-            self.window_.controller.state_changed.disconnect(self._on_chat_server_state)
-            self.configure()
+        self._stop_chat_server(self.stop_button)
 
     def _on_run_finished(self, result: TuneResult | None) -> None:
         """Teach the guard's advice what this search measured (off the GUI thread: it writes a file)."""
@@ -128,20 +96,12 @@ class TuneDialog(QDialog):
         caps = self.window_.known_caps.get(profile.engine) if profile is not None else None
         if result is None or advice is None or profile is None or caps is None:
             return
-        key, samples = setup_key(caps, profile.settings), tune_advice_samples(result)
-        run_in_background(lambda: advice.learn(key, samples), lambda _n: None,
-                          lambda exc: self.note.setText(f"The speed advice could not learn from this search: {exc}"),
-                          owner=self)
+        self._learn(advice, setup_key(caps, profile.settings), tune_advice_samples(result), "search")
 
-    def done(self, result: int) -> None:
-        self.view.shutdown()
-        super().done(result)
+    def _closed(self) -> None:
         if self._own_store is not None:
             self._own_store.close()
             self._own_store = None
-        if self.stopped_chat_server and not self.window_.closing and not self.window_.controller.is_running():
-            self.window_.start_server()
-            self.stopped_chat_server = False
 
 
 def _raise(exc: Exception) -> list[tuple[int, str]]:

@@ -17,20 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
     QSpinBox,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -41,6 +38,7 @@ from beedeck.core.bench.tune import ChatMessageLike, TunePlan, TunePoint, TuneRe
 from beedeck.core.bench.tune_report import COLUMNS, point_cells, write_tune_reports
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.ui.bench.run_view import CoreWorker, RunView, append_row, results_table
 from beedeck.ui.bench.tune_chart import SearchChart, render_tune_chart
 
 BUDGETS = (("2 minutes", 120.0), ("5 minutes", 300.0), ("10 minutes", 600.0), ("30 minutes", 1800.0),
@@ -53,38 +51,20 @@ MessagesFn = Callable[[int], list[ChatMessageLike]]
 ConversationsFn = Callable[[], list[tuple[int, str]]]
 
 
-class _Worker(QObject):
-    """Runs one search on its QThread; core callbacks become queued signals."""
+class _Worker(CoreWorker):
+    """Runs one search on its QThread; the plan and each point measured become signals too."""
 
-    progressed = Signal(int, int, str)
     planned = Signal(object)
     point_done = Signal(object)
-    finished = Signal(object)
-    failed = Signal(str)
+    what = "The search"
 
-    def __init__(self, fn: Callable[..., TuneResult], kwargs: dict[str, Any], cancel: threading.Event) -> None:
-        super().__init__()
-        self.fn, self.kwargs, self.cancel = fn, kwargs, cancel
-
-    @Slot()
-    def run(self) -> None:
-        try:
-            result = self.fn(**self.kwargs, on_progress=self.progressed.emit, on_plan=self.planned.emit,
-                             on_point=self.point_done.emit, cancel_event=self.cancel)
-        except BenchError as exc:
-            self.failed.emit(str(exc))
-            return
-        except Exception as exc:  # every failure must reach the view, never vanish in a thread
-            self.failed.emit(f"The search stopped unexpectedly: {type(exc).__name__}: {exc}")
-            return
-        self.finished.emit(result)
+    def callbacks(self) -> dict[str, Callable[..., Any]]:
+        return {**super().callbacks(), "on_plan": self.planned.emit, "on_point": self.point_done.emit}
 
 
-class TuneView(QWidget):
+class TuneView(RunView):
     """Auto-tune of one engine and profile. Call :meth:`set_launch` first; see the module docstring."""
 
-    run_started = Signal()
-    run_finished = Signal(object)
     save_requested = Signal(object)
 
     def __init__(self, parent: QWidget | None = None, tune_fn: Callable[..., TuneResult] = tune) -> None:
@@ -94,9 +74,6 @@ class TuneView(QWidget):
         self._suite_override: BenchSuite | None = None
         self._conversations: ConversationsFn | None = None
         self._messages: MessagesFn | None = None
-        self._thread: QThread | None = None
-        self._worker: _Worker | None = None
-        self._cancel = threading.Event()
         self._points: list[TunePoint] = []
         self.result: TuneResult | None = None
 
@@ -130,12 +107,7 @@ class TuneView(QWidget):
         self.verdict = QLabel()
         self.verdict.setWordWrap(True)
         self.verdict.setObjectName("tune-verdict")
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.verticalHeader().setVisible(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        self.table = results_table(COLUMNS)
         self.save_profile_button = QPushButton("Save as profile")
         self.save_profile_button.setToolTip("Use the best configuration as the launch profile.")
         self.export_button = QPushButton("Export…")
@@ -214,10 +186,6 @@ class TuneView(QWidget):
     def budget_s(self) -> float:
         return float(self.budget_box.currentData())
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None
-
     def _chat_picked(self) -> bool:
         return self.source_box.currentData() == CHAT_SOURCE and self._suite_override is None
 
@@ -273,18 +241,13 @@ class TuneView(QWidget):
         self.verdict.setText("")
         for b in (self.save_profile_button, self.export_button):
             b.setEnabled(False)
-        self._thread = QThread(self)
-        self._worker = _Worker(self.tune_fn, kwargs, self._cancel)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
-        self._worker.progressed.connect(self._on_progressed)
-        self._worker.planned.connect(self._on_planned)
-        self._worker.point_done.connect(self._on_point)
-        self._worker.finished.connect(self._on_finished)
-        self._worker.failed.connect(self._on_failed)
+        worker = _Worker(self.tune_fn, kwargs, self._cancel)
+        thread = self._begin(worker)
+        worker.planned.connect(self._on_planned)
+        worker.point_done.connect(self._on_point)
         self.cancel_button.setEnabled(True)
         self.status.setText("Starting…")
-        self._thread.start()
+        thread.start()
         self._update_controls()
         self.run_started.emit()
 
@@ -295,28 +258,9 @@ class TuneView(QWidget):
             self.cancel_button.setEnabled(False)
             self.status.setText("Cancelling: the running server is stopped, the points measured so far are kept…")
 
-    def _end_thread(self) -> None:
-        if self._thread is not None:
-            self._thread.quit()
-            self._thread.wait()
-            self._thread.deleteLater()
-        if self._worker is not None:
-            self._worker.deleteLater()
-        self._thread = self._worker = None
+    def _after_run(self) -> None:
         self.cancel_button.setEnabled(False)
         self._update_controls()
-
-    def shutdown(self) -> None:
-        """Cancel a search and wait for its thread (the owner calls this on close)."""
-        if self.running:
-            self._cancel.set()
-            self._end_thread()
-
-    @Slot(int, int, str)
-    def _on_progressed(self, done: int, total: int, label: str) -> None:
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-        self.status.setText(label)
 
     @Slot(object)
     def _on_planned(self, plan: TunePlan) -> None:
@@ -330,22 +274,10 @@ class TuneView(QWidget):
         self._add_row(point, best)
 
     def _add_row(self, point: TunePoint, best: TunePoint | None) -> None:
-        row = self.table.rowCount()
-        self.table.insertRow(row)
-        for col, text in enumerate(point_cells(point, best)):
-            self.table.setItem(row, col, QTableWidgetItem(text))
+        append_row(self.table, point_cells(point, best))
 
-    @Slot(str)
-    def _on_failed(self, message: str) -> None:
-        self._end_thread()
-        self.status.setText(message)
-        self.run_finished.emit(None)
-
-    @Slot(object)
-    def _on_finished(self, result: TuneResult) -> None:
-        self._end_thread()
+    def _show(self, result: TuneResult) -> None:
         self.show_result(result)
-        self.run_finished.emit(result)
 
     def show_result(self, result: TuneResult) -> None:
         """The verdict, the final table and chart; Save only when the best beat the start."""

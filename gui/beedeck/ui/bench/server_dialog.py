@@ -1,0 +1,97 @@
+"""What the main window's Benchmark and Tune dialogs share: a note and a button above their view, the
+engine's capabilities (probed off the GUI thread when the window does not know them yet), stopping
+the chat server so the view can start its own (started again when the dialog closes), and teaching
+the learnt advice what a run measured."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+
+from beedeck.core.bench.advice_feed import AdviceSample
+from beedeck.core.chat.advice import WorkloadAdvice
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.ui.background import run_in_background
+from beedeck.ui.bench.run_view import RunView
+from beedeck.ui.host import WindowHost
+
+
+class ChatServerDialog(QDialog):
+    """Base of the dialogs: subclasses make ``view`` and call :meth:`_lay_out`, and implement
+    :meth:`configure` (set the view up from the window's profile) and :meth:`_use_caps`."""
+
+    view: RunView
+
+    def __init__(self, window: WindowHost, title: str) -> None:
+        super().__init__(window.dialog_parent())
+        self.window_ = window
+        self.stopped_chat_server = False
+        self.setWindowTitle(title)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+
+    def _lay_out(self, button: QPushButton, height: int) -> None:
+        """The note and ``button`` (hidden until needed) in a row above the view."""
+        button.hide()
+        row = QHBoxLayout()
+        row.addWidget(self.note, 1)
+        row.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addWidget(self.view, 1)
+        self.resize(1040, height)
+
+    def configure(self) -> None:
+        raise NotImplementedError
+
+    def _use_caps(self, caps: EngineCaps) -> None:
+        raise NotImplementedError
+
+    def _with_caps(self, engine: str) -> None:
+        """:meth:`_use_caps` with ``engine``'s capabilities: at once when the window knows them, else
+        once probed in the background (the window then keeps them)."""
+        caps = self.window_.known_caps.get(engine)
+        if caps is not None:
+            self._use_caps(caps)
+            return
+        self.note.setText("Probing the engine…")
+        probe = self.window_.probe
+        run_in_background(lambda: probe(engine), self._on_probed,
+                          lambda exc: self.note.setText(f"The engine could not be probed: {exc}"), owner=self)
+
+    def _on_probed(self, caps: EngineCaps) -> None:
+        if self.window_.profile is not None:
+            self.window_.known_caps[self.window_.profile.engine] = caps
+            self._use_caps(caps)
+
+    def _stop_chat_server(self, button: QPushButton) -> None:
+        """Stop the window's chat server (``button`` asked for it), then :meth:`configure` again."""
+        button.setEnabled(False)
+        self.note.setText("Stopping the chat server…")
+        self.stopped_chat_server = True
+        # A bound slot: the controller's thread delivers it on the GUI thread. "failed" counts too:
+        # a server that was still starting may fail instead of stopping.
+        self.window_.controller.state_changed.connect(self._on_chat_server_state)
+        self.window_.stop_server()
+
+    def _on_chat_server_state(self, state: str) -> None:
+        if state in ("stopped", "failed"):
+            self.window_.controller.state_changed.disconnect(self._on_chat_server_state)
+            self.configure()
+
+    def _learn(self, advice: WorkloadAdvice, key: str, samples: list[AdviceSample], what: str) -> None:
+        """Teach ``advice`` the measured replies off the GUI thread (it writes a file); a failure is
+        said in the note, naming ``what`` taught it."""
+        run_in_background(lambda: advice.learn(key, samples), lambda _n: None,
+                          lambda exc: self.note.setText(f"The speed advice could not learn from this {what}: {exc}"),
+                          owner=self)
+
+    def _closed(self) -> None:
+        """What a subclass releases when the dialog closes, before the chat server starts again."""
+
+    def done(self, result: int) -> None:
+        self.view.shutdown()
+        super().done(result)
+        self._closed()
+        if self.stopped_chat_server and not self.window_.closing and not self.window_.controller.is_running():
+            self.window_.start_server()
+            self.stopped_chat_server = False
