@@ -46,6 +46,18 @@ def test_a_finished_run_teaches_the_learnt_advice(qtbot: QtBot, tmp_path: Any) -
     dialog.reject()
 
 
+def test_a_failed_run_teaches_nothing_and_raises_nothing(qtbot: QtBot, tmp_path: Any) -> None:
+    """The view reports a failed run as None (and shows why): the dialog read report.suite and raised."""
+    advice = WorkloadAdvice(tmp_path / "advice.json")
+    host = make_host(qtbot, Profile(ENGINE, START, "mine"), advice)
+    dialog = BenchDialog(host)
+    qtbot.addWidget(dialog)
+    qtbot.waitUntil(lambda: dialog.view.run_button.isEnabled(), timeout=10_000)
+    dialog.view.run_finished.emit(None)
+    assert advice.setups() == [] and host.guard.figure(DFLASH, CODE) is None
+    dialog.reject()
+
+
 def test_a_remote_server_is_benchmarked_as_it_runs_without_stop_and_compare(qtbot: QtBot) -> None:
     host = make_host(qtbot, remote_profile(URL))
     c = host.controller

@@ -104,8 +104,11 @@ class BenchDialog(ChatServerDialog):
         self.view.run_button.setEnabled(False)
         self._stop_chat_server(self.compare_button)
 
-    def _on_run_finished(self, report: BenchReport) -> None:
-        """Give the speculation guard this machine's measured figures per mode and prompt kind."""
+    def _on_run_finished(self, report: BenchReport | None) -> None:
+        """Give the speculation guard this machine's measured figures per mode and prompt kind (None: the
+        run failed, and the view shows why)."""
+        if report is None:
+            return
         texts = {p.id: p.text for p in report.suite.prompts}
         refs = references_from_bench((s.mode, texts.get(s.prompt_id, ""), s.gen_tps)
                                      for s in report.samples if s.error is None)
