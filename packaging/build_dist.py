@@ -259,15 +259,18 @@ def stage_deb(app: Path, icons: dict[int, Path], stage: Path) -> Path:
 def build_deb(stage: Path, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     deb = out_dir / f"{PACKAGE}_{__version__}_{ARCH}.deb"
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "-z6", "--build", str(stage), str(deb)], check=True,
-                   stdout=subprocess.DEVNULL)
+    partial = deb.with_name(deb.name + ".partial")  # a failed build never leaves a truncated .deb
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "-z6", "--build", str(stage), str(partial)],
+                   check=True, stdout=subprocess.DEVNULL)
+    os.replace(partial, deb)
     return deb
 
 
 def build_tarball(app: Path, icons: dict[int, Path], out_dir: Path) -> Path:
     name = f"{PACKAGE}-{__version__}-linux-x86_64"
     tar_path = out_dir / f"{name}.tar.gz"
-    with tarfile.open(tar_path, "w:gz", compresslevel=6) as tar:
+    partial = tar_path.with_name(tar_path.name + ".partial")
+    with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
         tar.add(app, arcname=f"{name}/beedeck")
         tar.add(REPO / "packaging" / "linux" / "install-tarball.sh", arcname=f"{name}/install.sh")
         tar.add(REPO / "resources" / "icons" / "beedeck.svg", arcname=f"{name}/{APP_ID}.svg")
@@ -276,6 +279,7 @@ def build_tarball(app: Path, icons: dict[int, Path], out_dir: Path) -> Path:
         entry.parent.mkdir(parents=True, exist_ok=True)
         entry.write_text(desktop_entry())
         tar.add(entry, arcname=f"{name}/{APP_ID}.desktop")
+    os.replace(partial, tar_path)
     return tar_path
 
 
@@ -313,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
 def _build(out: Path) -> int:
     t0 = time.monotonic()
     sources = sources_hash()  # what this build is made of, taken before it starts
+    _stamp(out / f"{PACKAGE}_{__version__}_{ARCH}.deb").unlink(missing_ok=True)  # stale until this build ends
     work = REPO / "build" / "dist-work"
     engine_bin = starter_engine()
     payload = engine_payload(engine_bin, work / "engine")

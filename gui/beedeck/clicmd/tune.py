@@ -108,6 +108,10 @@ def _start(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings, 
             saved = load_saved_profile()
         except ProfileError as exc:
             raise BenchError(str(exc)) from None
+        if saved is not None and saved.is_remote:
+            raise BenchError(f"The saved profile is a server BeeDeck did not start ({saved.engine}): tuning starts "
+                             "the engine once per point. Give the engine and the model: beedeck tune --engine "
+                             "BIN --target MODEL.gguf [--draft DRAFT.gguf].")
         if saved is not None:
             engine, settings, label = Path(saved.engine), saved.settings, saved.label
             _say(f"Starting from the saved profile ({saved.engine}, {Path(settings.target).name}).", args)

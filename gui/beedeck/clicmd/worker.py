@@ -54,7 +54,7 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         engine = Path(args.engine) if args.engine else default_engine()
         binary = require_worker_binary(engine)
-        if not is_loopback(args.host):
+        if not is_loopback(args.host) and args.allow_network:  # without the flag the refusal below says it
             print(f"warning: {NO_AUTH_WARNING}", file=sys.stderr)
         devices = [d.strip() for d in (args.device or "").split(",") if d.strip()]
         worker = start_worker(binary, args.host, args.port, devices, args.threads, args.cache,

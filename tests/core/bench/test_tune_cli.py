@@ -50,3 +50,13 @@ def test_chat_prompts_only_with_the_flag_and_the_last_n(beedeck_home: Path, caps
         _suite(build_parser().parse_args(["tune", "--from-chat", "999"]))
     with pytest.raises(SystemExit):  # a suite and a conversation at once: argparse refuses
         build_parser().parse_args(["tune", "--from-chat", "1", "--suite", "prose"])
+
+
+def test_a_saved_remote_profile_is_refused_with_what_to_give(beedeck_home: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from beedeck.core.profile import remote_profile, save_profile
+
+    save_profile(remote_profile("http://127.0.0.1:9"))
+    assert main(["tune", "--budget", "1m"]) == 2
+    err = capsys.readouterr().err
+    assert "server BeeDeck did not start" in err and "--engine BIN --target MODEL.gguf" in err

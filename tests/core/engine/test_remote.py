@@ -129,6 +129,28 @@ def test_the_health_watch_reports_a_server_that_goes_away() -> None:
         assert watch_health(alive.base_url, stop2, 0.05) is None
 
 
+def test_the_health_watch_keeps_a_server_behind_a_key_guarded_proxy() -> None:
+    """inspect_server accepts a /health that answers 401 (a proxy guarding every route): the watch must
+    not drop that server two polls later, and it sends the key as inspect_server does."""
+    seen: list[str | None] = []
+
+    class Guarded(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    for url in _serve(Guarded):
+        stop = threading.Event()
+        threading.Timer(0.5, stop.set).start()
+        assert watch_health(url, stop, 0.05, api_key="sk-proxy") is None
+        assert seen and set(seen) == {"Bearer sk-proxy"}
+
+
 def test_a_remote_profile_keeps_its_key_in_the_keyring() -> None:
     path = save_profile(remote_profile("pod.example:8080", "sk-remote-1", "GPU pod"))
     data = json.loads(Path(path).read_text())

@@ -74,3 +74,14 @@ def test_without_a_profile_it_says_what_to_do(qtbot: QtBot, store: ChatStore) ->
     dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
     assert "open Settings or the setup wizard first" in dialog.note.text() and not view.start_button.isEnabled()
     dialog.reject()
+
+
+def test_a_remote_profile_is_not_probed_and_says_what_tuning_needs(qtbot: QtBot, store: ChatStore) -> None:
+    from beedeck.core.profile import remote_profile
+
+    host, view = make(qtbot)
+    host.profile = remote_profile("http://127.0.0.1:9")
+    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    assert "server BeeDeck did not start" in dialog.note.text() and "Settings" in dialog.note.text()
+    assert not view.start_button.isEnabled() and host.probed == []  # its URL is not an engine binary
+    dialog.reject()

@@ -46,3 +46,20 @@ def test_checks_go_through_the_engine_and_say_what_they_found(qtbot: QtBot) -> N
     assert "not a worker address" in (editor.problem() or "") and editor.workers() == []
     editor.set_workers([])
     assert editor.problem() is None
+
+
+def test_a_list_already_checked_is_not_probed_again_unless_asked(qtbot: QtBot) -> None:
+    """Each probe runs the engine and may wait on a worker: focus-outs and form loads reuse a check."""
+    calls: list[tuple[str, list[Worker]]] = []
+    editor = _editor(qtbot, calls)
+    editor.set_engine("/e/llama-server")
+    editor.set_workers(["127.0.0.1:50052"])
+    assert len(calls) == 1
+    editor.edit.editingFinished.emit()  # leaving the field unchanged
+    editor.set_engine("/e/llama-server")
+    assert len(calls) == 1 and editor.problem() is None
+    editor.check_button.click()  # the user asks: checked again
+    assert len(calls) == 2
+    editor.edit.setText("127.0.0.1:50053")
+    editor.edit.editingFinished.emit()  # a new list: checked
+    assert len(calls) == 3 and calls[-1][1] == [Worker("127.0.0.1", 50053)]

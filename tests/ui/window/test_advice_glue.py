@@ -4,10 +4,11 @@ restart holds the message until the server is ready, then sends it; nothing is l
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.chat.advice import load_advice, setup_key
+from beedeck.core.chat.advice import WorkloadAdvice, load_advice, setup_key
 from beedeck.core.chat.spec_guard import classify_prompt
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
@@ -34,6 +35,7 @@ def _teach(prose_baseline: float, prose_dflash: float) -> None:
 
 def _window(qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer) -> tuple:  # type: ignore[type-arg]
     w = make(qtbot, store)
+    qtbot.waitUntil(lambda: w.advice_glue.advice is not None, timeout=5000)  # read off the GUI thread
     w.set_profile(Profile("/e/llama-server", PROFILE))
     w.controller.caps_known.emit(CAPS)
     restarts: list[LaunchSettings] = []
@@ -90,6 +92,30 @@ def test_without_a_verdict_nothing_switches_even_when_following(
     with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as done:
         w.chat.send()
     assert done.args[0]["mode"] == "dflash" and restarts == []
+
+
+def test_the_advice_is_read_off_the_gui_thread_and_applies_to_caps_probed_before_it(
+        qtbot: QtBot, store: ChatStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from beedeck.ui.window import advice_glue
+
+    _teach(prose_baseline=100, prose_dflash=40)
+    gate, threads = threading.Event(), []
+
+    def slow_load() -> WorkloadAdvice:
+        threads.append(threading.current_thread())
+        gate.wait(5)
+        return load_advice()
+
+    monkeypatch.setattr(advice_glue, "load_advice", slow_load)
+    w = make(qtbot, store)
+    w.set_profile(Profile("/e/llama-server", PROFILE))
+    w.controller.caps_known.emit(CAPS)  # the probe answers before the file is read
+    assert w.guard.learned_mode("prose") is None
+    gate.set()
+    qtbot.waitUntil(lambda: w.guard.learned_mode("prose") == "baseline", timeout=5000)
+    assert threads and threads[0] is not threading.main_thread()
 
 
 def test_a_failed_restart_keeps_the_message_in_the_box(

@@ -292,12 +292,12 @@ def _search(s: _Search, start: LaunchSettings, mode: str, result: TuneResult) ->
     s.start.accepted = True
     skipped = 0
     for knob in s.plan.knobs:
-        for value in knob.values:
+        for value, shown in zip(knob.values, knob.to_dict()["values"], strict=True):
             if s.cancel.is_set() or s.cancelled:
                 s.cancelled = True
                 return
             settings = knob.apply(s.best.settings, value)
-            changes = {**s.best.changes, knob.name: knob.to_dict()["values"][knob.values.index(value)]}
+            changes = {**s.best.changes, knob.name: shown}
             problems = settings.check()
             fit = s.fits(settings) if s.fits is not None and not problems else None
             if problems or fit:

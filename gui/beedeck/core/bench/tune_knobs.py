@@ -308,7 +308,7 @@ def planner_fit(caps: EngineCaps, free_vram: Sequence[int] | None, ram_available
         if path not in cache:
             try:
                 cache[path] = inspect(path)
-            except GGUFError:
+            except (GGUFError, OSError):  # unreadable or gone: the server's own start decides
                 cache[path] = None
         return cache[path]
 

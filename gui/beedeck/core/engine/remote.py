@@ -322,13 +322,16 @@ def is_remote_engine(engine: str) -> bool:
     return engine.startswith(("http://", "https://"))
 
 
-def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misses: int = 2) -> RemoteError | None:
+def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misses: int = 2,
+                 api_key: str | None = None) -> RemoteError | None:
     """Poll ``/health`` until ``stop`` is set (None) or the server has not answered ``misses`` times in
-    a row (the RemoteError of the last miss). A 503 (a model reloading after sleep) is not a miss."""
+    a row (the RemoteError of the last miss). A 503 (a model reloading after sleep) is not a miss, nor
+    is a 401/403 from a proxy that guards every route (the key goes along, as inspect_server sends it)."""
     missed = 0
     while not stop.wait(interval_s):
         try:
-            status = httpx2.get(url + "/health", timeout=min(interval_s, 3.0), trust_env=False).status_code
+            status = httpx2.get(url + "/health", timeout=min(interval_s, 3.0), trust_env=False,
+                                headers=_headers(api_key)).status_code
         except (httpx2.TransportError, OSError) as exc:
             err = _transport_error(url, exc)
             missed += 1
@@ -336,7 +339,7 @@ def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misse
                 return RemoteError(err.kind, f"The server at {url} went away: {err.message}",
                                    "The conversation is kept. Start the server again where it runs, then Connect.")
             continue
-        missed = 0 if status in (200, 503) else missed + 1
+        missed = 0 if status in (200, 401, 403, 503) else missed + 1
         if missed >= misses:
             return RemoteError(HTTP_ERROR, f"The server at {url} answers /health with HTTP {status}.",
                                "See the server's own log, then Connect again.")

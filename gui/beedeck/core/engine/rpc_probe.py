@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from beedeck.core.engine import spawn
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.rpc import (
     NO_RPC,
@@ -122,19 +123,22 @@ def probe_workers(engine: str, workers: Sequence[Worker], timeout: float = PROBE
                            "Start the worker there (`beedeck worker`), check the address and port, and on another "
                            "machine allow it through the firewall (or use an SSH tunnel).")
     argv = [engine, "--rpc", ",".join(str(w) for w in workers), "--list-devices"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired:
-        raise RpcError(UNREACHABLE, f"The engine did not finish listing the workers' devices in {timeout:g} s.",
-                       "A worker accepts connections but does not answer: restart it, or check the network.") from None
+    try:  # bound to BeeDeck's life (spawn.popen): a probe never outlives the app, connected to the workers
+        proc = spawn.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                           errors="replace")
     except OSError as exc:
         raise RpcError(PROBE_FAILED, f"The engine {engine} could not be run ({exc}).", "Check the engine path.") from None
-    output = done.stdout + "\n" + done.stderr
-    error = classify_probe(output, done.returncode, workers)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RpcError(UNREACHABLE, f"The engine did not finish listing the workers' devices in {timeout:g} s.",
+                       "A worker accepts connections but does not answer: restart it, or check the network.") from None
+    error = classify_probe(stdout + "\n" + stderr, proc.returncode, workers)
     if error is not None:
         raise error
-    devices = parse_devices(done.stdout, workers)
+    devices = parse_devices(stdout, workers)
     missing = [w for w in workers if not any(d.worker == w for d in devices)]
     if missing and len([d for d in devices if d.name.startswith("RPC")]) < len(workers):
         raise RpcError(PROBE_FAILED, f"The engine lists no device of the worker(s) {', '.join(map(str, missing))}.",

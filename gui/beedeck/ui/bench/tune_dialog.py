@@ -24,6 +24,8 @@ from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.bench.tune_view import TuneView
 from beedeck.ui.host import WindowHost
 
+REMOTE_NOTE = ("This profile is a server BeeDeck did not start. Tuning starts the engine once per point, so it "
+               "needs a local profile: pick an engine and a model in Settings (or the setup wizard), then Tune.")
 
 class TuneDialog(ChatServerDialog):
     """Auto-tune the window's profile. Signal: ``profile_chosen(object)``, the best LaunchSettings.
@@ -47,7 +49,10 @@ class TuneDialog(ChatServerDialog):
         self.view.save_requested.connect(self.profile_chosen.emit)
         self.view.run_finished.connect(self._on_run_finished)
         self._offer_chats(store)
-        if window.controller.is_running():
+        if window.profile is not None and window.profile.is_remote:
+            self.note.setText(REMOTE_NOTE)
+            self.view.start_button.setEnabled(False)
+        elif window.controller.is_running():
             self.note.setText("The chat server holds the model and the CPU: stop it to tune (each point of the "
                               "search starts its own server). It starts again when this dialog closes.")
             self.view.start_button.setEnabled(False)

@@ -258,11 +258,11 @@ class ServerController(QObject):
         self._set_state("ready")
         self.ready.emit(self.base_url)
         self.remote_attached.emit(info)
-        threading.Thread(target=self._watch_remote, args=(info.url, stop), name="beedeck-remote-health",
-                         daemon=True).start()
+        threading.Thread(target=self._watch_remote, args=(info.url, stop, settings.api_key),
+                         name="beedeck-remote-health", daemon=True).start()
 
-    def _watch_remote(self, url: str, stop: threading.Event) -> None:
-        failure = watch_health(url, stop, self._health_interval_s)
+    def _watch_remote(self, url: str, stop: threading.Event, api_key: str | None) -> None:
+        failure = watch_health(url, stop, self._health_interval_s, api_key=api_key)
         with self._lock:
             current = self._unwatch is stop and not stop.is_set()
             if current:

@@ -41,13 +41,14 @@ class RpcWorkersEditor(QWidget):
         self._problem: str | None = None
         self._checked: tuple[str | None, tuple[Worker, ...]] | None = None  # what self.devices are of
         self._probing = 0
+        self._in_flight: tuple[str | None, tuple[Worker, ...]] | None = None  # the list being probed now
         self.edit = QLineEdit(placeholderText="none (this machine only); e.g. 192.168.1.21:50052")
         self.edit.setToolTip("RPC workers (`beedeck worker` on each machine) that hold part of the model.\n"
                              + NO_AUTH_WARNING)
-        self.edit.editingFinished.connect(self.check)
+        self.edit.editingFinished.connect(lambda: self.check(force=False))  # focus-out: only what is new
         self.edit.textChanged.connect(self._on_text_changed)
         self.check_button = QPushButton("Check workers")
-        self.check_button.clicked.connect(self.check)
+        self.check_button.clicked.connect(lambda: self.check(force=True))
         self.status = WrapLabel()
         self.status.setObjectName("rpc-status")
         row = QHBoxLayout()
@@ -74,12 +75,12 @@ class RpcWorkersEditor(QWidget):
     def set_workers(self, workers: Sequence[str]) -> None:
         if ", ".join(workers) != self.edit.text():
             self.edit.setText(", ".join(workers))
-            self.check()
+            self.check(force=False)
 
     def set_engine(self, engine: str | None) -> None:
         if engine != self.engine:
             self.engine = engine
-            self.check()
+            self.check(force=False)
 
     def problem(self) -> str | None:
         """Why Launch must wait (a bad address, a worker that cannot be used, a check not done)."""
@@ -107,22 +108,31 @@ class RpcWorkersEditor(QWidget):
             self.devices_probed.emit([])
         self.workers_changed.emit()
 
-    def check(self) -> None:
-        """Probe the listed workers through the engine (off the GUI thread)."""
+    def check(self, force: bool = True) -> None:
+        """Probe the listed workers through the engine (off the GUI thread). Without ``force`` (a
+        focus-out, a form load) a list already checked, or being checked, is not probed again: each
+        probe runs the engine and may wait seconds on a worker."""
         workers, error = self._parsed()
-        self._problem = None
         if error or not workers:
+            self._problem = None
             self._on_text_changed()
             return
         if self.engine is None:
+            self._problem = None
             self._show("Pick the engine first: the workers are checked through it.", bad=True)
             return
         engine, key = self.engine, (self.engine, tuple(workers))
+        if not force and (key == self._checked or key == self._in_flight):
+            return
+        self._problem = None
+        self._in_flight = key
         self._probing += 1
         self._show(f"Checking {', '.join(map(str, workers))}…")
 
         def done(devices: list[RpcDevice]) -> None:
             self._probing -= 1
+            if self._in_flight == key:
+                self._in_flight = None
             if (self.engine, tuple(self._parsed()[0])) != key:
                 return  # edited meanwhile: a newer check follows
             self.devices, self._checked, self._problem = devices, key, None
@@ -133,6 +143,8 @@ class RpcWorkersEditor(QWidget):
 
         def failed(exc: BaseException) -> None:
             self._probing -= 1
+            if self._in_flight == key:
+                self._in_flight = None
             if (self.engine, tuple(self._parsed()[0])) != key:
                 return
             message = f"{exc.message} {exc.remedy}" if isinstance(exc, RpcError) else f"The check failed: {exc}"

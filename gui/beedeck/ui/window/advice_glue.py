@@ -22,6 +22,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.modes import LABELS
 from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings, save_settings
+from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.engine.mode_toggle import ModeToggle
 from beedeck.ui.engine.server_controller import ServerController
@@ -41,12 +42,13 @@ class AdviceHost(Protocol):
 
 class AdviceGlue(QObject):
     def __init__(self, host: AdviceHost, parent: QObject | None = None,
-                 loader: Callable[[], WorkloadAdvice] = load_advice) -> None:
+                 loader: Callable[[], WorkloadAdvice] | None = None) -> None:
         super().__init__(parent)
         self.host = host
-        self._load = loader
+        self._load = loader or load_advice
         self.advice: WorkloadAdvice | None = None
         self._held: str | None = None  # a message waiting for a restart into the advised mode
+        self._caps: EngineCaps | None = None
         self.follow_action = QAction("Follow the fastest mode per prompt kind", self, checkable=True)
         self.follow_action.setToolTip("Before each message, switch to the speculation mode this setup measured "
                                       "fastest for that kind of prompt (code, prose, structured). Learnt from "
@@ -57,24 +59,34 @@ class AdviceGlue(QObject):
         host.controller.caps_known.connect(lambda caps: self.refresh(caps if isinstance(caps, EngineCaps) else None))
         host.controller.ready.connect(self._on_ready)
         host.controller.failed.connect(self._on_failed)
-        self.reload()
+        # Read off the GUI thread (a file, perhaps set aside when damaged); tune and benchmark runs then
+        # teach this same object, so it is never read again.
+        run_in_background(self._load, self._loaded, self._load_failed,
+                          owner=host if isinstance(host, QObject) else self)
 
     @classmethod
     def for_host(cls, host: AdviceHost) -> AdviceGlue:
         return cls(host, host if isinstance(host, QObject) else None)
 
-    def reload(self) -> None:
-        """Read the advice file again (a tune or a benchmark just taught it) and point the guard at it."""
-        self.advice = self._load()
-        if self.advice.problem:
-            self.host.statusBar().showMessage(self.advice.problem, 20000)
+    def _loaded(self, advice: WorkloadAdvice) -> None:
+        self.advice = advice
+        if advice.problem:
+            self.host.statusBar().showMessage(advice.problem, 20000)
         self.refresh()
+
+    def _load_failed(self, exc: BaseException) -> None:
+        self.host.statusBar().showMessage(f"BeeDeck's learnt speed advice could not be read ({exc}): the toggle "
+                                          "stays where you put it.", 20000)
 
     def refresh(self, caps: EngineCaps | None = None) -> None:
         """The guard consults the advice for the running setup (engine build, target, draft)."""
         profile = self.host.profile
+        if caps is not None:
+            self._caps = caps  # the controller's latest probe: the advice may finish loading after it
         if caps is None and profile is not None:
             caps = self.host.known_caps.get(profile.engine)
+            if caps is None and self._caps is not None and self._caps.path == profile.engine:
+                caps = self._caps
         setup = setup_key(caps, profile.settings) if profile is not None and caps is not None else None
         self.host.guard.use_advice(self.advice, setup)
 

@@ -177,7 +177,7 @@ def plug_views(window: MainWindow) -> None:
 
 def _tune_dialog(window: MainWindow) -> QDialog:
     """Tune on the window's chats; the result saved as the profile (the dialog restarts the chat server
-    it stopped, on the new profile), and the advice read again for what the search taught it."""
+    it stopped, on the new profile). The search teaches the guard's advice itself."""
     from beedeck.ui.bench.tune_dialog import TuneDialog
 
     dialog = TuneDialog(window, store=window.store)
@@ -188,7 +188,6 @@ def _tune_dialog(window: MainWindow) -> QDialog:
             window.statusBar().showMessage("The tuned settings are the profile now.", 15000)
 
     dialog.profile_chosen.connect(chosen)
-    dialog.finished.connect(lambda _result: window.advice_glue.reload())
     return dialog
 
 
