@@ -275,3 +275,22 @@ def test_headers_are_read_off_the_gui_thread_and_the_segments_follow(qtbot: QtBo
     assert t.offered() == ["baseline", "mtp", "model-free"]
     t.configure(t._profile, _real_caps("mainline"))  # same file, same version: not read again
     assert pending == []
+
+
+def test_a_running_servers_paths_are_not_read_on_this_machine(qtbot: QtBot, tmp_path: Path) -> None:
+    """A server BeeDeck did not start names files on its own machine: a file of that name here must not
+    decide its modes (and is not even opened)."""
+    here = tmp_path / "model.gguf"
+    here.write_bytes(b"GGUF")
+    opened: list[str] = []
+
+    def inspect(path: str) -> Any:
+        opened.append(path)
+        raise OSError("not a model")
+
+    t = ModeToggle(runner=_inline, inspect_fn=inspect)
+    qtbot.addWidget(t)
+    t.configure(LaunchSettings(target=str(here), spec_mode=SpecMode.MTP), None, per_request=False, local_files=False)
+    assert opened == []
+    t.configure(LaunchSettings(target=str(here)), None)  # a local profile: its header is read
+    assert opened == [str(here)]

@@ -114,6 +114,7 @@ class ModeToggle(QWidget):
         self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
         self._inspect = inspect_fn
         self._infos: dict[FileKey, ModelInfo | None] = {}  # None: unreadable
+        self._local_files = True  # the profile's files are on this machine
         self._mode = BASELINE  # what the next reply uses
         self._served = BASELINE  # what the server was (or is being) started with
         self._options: list[ModeOption] = [ModeOption(BASELINE, LABELS[BASELINE], True)]
@@ -154,12 +155,15 @@ class ModeToggle(QWidget):
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None,
-                  per_request: bool | None = None) -> None:
+                  per_request: bool | None = None, local_files: bool = True) -> None:
         """Set the launch profile, the engine's capabilities and what is known of its per-request
         switching (None: not checked yet, so restart). A new profile starts in its own mode.
 
         Re-configuring with the same profile (new caps after a restart) keeps the chosen mode.
+        ``local_files=False``: the profile's paths are on another machine (a server BeeDeck did not
+        start), so no header is read here, even where a file of that name exists on this one.
         """
+        self._local_files = local_files
         same_profile = profile is not None and profile is self._profile
         if caps is None or self._caps is None or caps.path != self._caps.path:
             self._per_request = per_request
@@ -174,12 +178,12 @@ class ModeToggle(QWidget):
             self.status.setText("" if self.isEnabled() else NO_SPECULATION)
 
     def _info(self, path: str | None) -> ModelInfo | None:
-        key = _file_key(path) if path else None
+        key = _file_key(path) if path and self._local_files else None
         return self._infos.get(key) if key else None
 
     def _read_headers(self) -> None:
         """Read the target's and the draft's headers off the GUI thread, once per file version."""
-        if self._profile is None:
+        if self._profile is None or not self._local_files:
             return
         for path in (self._profile.target, self._profile.draft):
             key = _file_key(path) if path else None

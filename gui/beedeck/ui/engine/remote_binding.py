@@ -157,7 +157,7 @@ class RemoteBinding(QObject):
         if self.info is not info:
             return  # disconnected (or reconnected) meanwhile
         if verdict.honoured:
-            self.toggle.configure(served_settings(info), None, per_request=True)
+            self.toggle.configure(served_settings(info), None, per_request=True, local_files=False)
             self.toggle.set_per_request(True, verdict.describe())
             self.reason = ""
         else:
@@ -175,7 +175,7 @@ class RemoteBinding(QObject):
     def _freeze(self, info: RemoteInfo, reason: str) -> None:
         """The toggle on the mode the server runs, disabled: replies are labelled with what made them."""
         self.reason = reason
-        self.toggle.configure(served_settings(info), None, per_request=False)
+        self.toggle.configure(served_settings(info), None, per_request=False, local_files=False)
         self.toggle.setEnabled(False)
         self.toggle.status.setText("the server's own speculation; no switching here")
         self.toggle.setToolTip(reason)
