@@ -157,6 +157,16 @@ def test_a_worker_killed_mid_reply_is_named_and_nothing_is_left(
     assert not pid_alive(proc.pid) and pid_alive(workers[0].pid)  # the other worker is stopped by its owner (teardown)
 
 
+def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            return None  # a connection that only checked the port (BeeDeck's reachable())
+        data += chunk
+    return data
+
+
 class _OldWorker:
     """A worker of another release at the protocol level: it answers the HELLO handshake (ggml-rpc.cpp:
     1 command byte, a u64 size, the request; reply: a u64 size, then major, minor, patch, padding and the
@@ -177,13 +187,12 @@ class _OldWorker:
                 return
             with conn:
                 try:
-                    head = conn.recv(9)
-                    if len(head) < 9:
+                    head = _recv_exact(conn, 9)  # the command byte may come in a segment of its own
+                    if head is None:
                         continue
                     size = struct.unpack("<Q", head[1:9])[0]
-                    caps = b""
-                    while len(caps) < size:
-                        caps += conn.recv(size - len(caps))
+                    if _recv_exact(conn, size) is None:
+                        continue
                     conn.sendall(struct.pack("<Q", 4 + size) + bytes([3, 0, 0, 0]) + bytes(size))
                     conn.recv(1)
                 except OSError:
@@ -203,7 +212,7 @@ def test_workers_that_cannot_be_used_are_refused_with_their_reason(
             probe_workers(str(rpc_engine_path), [good.address, *parse_workers(f"127.0.0.1:{old.port}")])
     finally:
         old.close()
-    assert exc.value.kind == rpc.VERSION
+    assert exc.value.kind == rpc.VERSION, exc.value.message
     assert f"The worker at 127.0.0.1:{old.port} speaks RPC protocol 3.0.0" in exc.value.message
     assert "same release" in exc.value.remedy
 
