@@ -173,6 +173,16 @@ def test_rpc_builds_the_worker_beside_the_server_and_records_the_option() -> Non
     assert "-DGGML_RPC=ON" in reg.get(built.engine_id).build_options
 
 
+def test_the_cli_builds_with_rpc_on_request(capsys: pytest.CaptureFixture[str]) -> None:
+    from beedeck.cli import main
+
+    assert main(["engine", "build", "--source", str(MINI), "--cpu", "--rpc", "-j", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "-DGGML_RPC=ON" in out
+    built = next(line.split()[1] for line in out.splitlines() if line.startswith("built "))
+    assert os.access(Path(built).parent / "ggml-rpc-server", os.X_OK)  # what `beedeck worker` looks for
+
+
 def test_rpc_target_falls_back_to_the_older_name(tmp_path: Path) -> None:
     (tmp_path / "examples" / "rpc").mkdir(parents=True)
     (tmp_path / "examples" / "rpc" / "CMakeLists.txt").write_text("set(TARGET rpc-server)\n")

@@ -39,6 +39,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--cache-type", action="append", default=[], metavar="K/V",
                    help="K/V cache pair you will use, e.g. q8_0/q4_0 (decides GGML_CUDA_FA_ALL_QUANTS)")
     p.add_argument("--no-native", action="store_true", help="portable build (GGML_NATIVE=OFF)")
+    p.add_argument("--rpc", action="store_true",
+                   help="add llama.cpp's RPC backend and its worker (for `beedeck worker` and serve --rpc)")
     p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: all cores)")
     p.add_argument("-D", dest="extra", action="append", default=[], metavar="OPT=VAL", help="extra CMake option")
     p.add_argument("--verbose", action="store_true", help="print every compiler line")
@@ -154,7 +156,7 @@ def run_build(args: argparse.Namespace) -> int:
     try:
         result = build_engine(
             args.source, ref=args.ref, gpus=[] if cpu else gpus, cpu_only=cpu, driver_cuda=driver,
-            cache_pairs=pairs, native=not args.no_native, jobs=args.jobs,
+            cache_pairs=pairs, native=not args.no_native, jobs=args.jobs, rpc=args.rpc,
             extra_options=[f"-D{x}" for x in args.extra], registry=reg,
             on_line=(lambda line: print(line, flush=True)) if args.verbose else None,
             on_progress=_Progress(),
