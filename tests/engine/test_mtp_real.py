@@ -69,6 +69,14 @@ class Server:
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-n:])
 
+    def wait_log(self, text: str, timeout_s: float = 15.0) -> str:
+        """The log once it holds ``text``: the server prints a reply's statistics after sending it, so a
+        test reading the log right after the reply can be ahead of the line (seen once in CI)."""
+        deadline = time.monotonic() + timeout_s
+        while text not in (log := self.log_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return log
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -183,7 +191,7 @@ def test_sticky_mtp_drafts_are_all_accepted(mtp_server: Server, record_property:
     assert timings["draft_n"] >= 0.7 * N_TOKENS, timings
     record_property("mtp_sticky", f"{timings['draft_n_accepted']}/{timings['draft_n']} accepted")
 
-    log = mtp_server.log_text()
+    log = mtp_server.wait_log("draft acceptance = ")
     assert "common_speculative_init_result: creating MTP draft context against the target model" in log
     assert "draft acceptance = 1.00000" in log, mtp_server.log_tail()
 
