@@ -205,3 +205,20 @@ def test_bench_url_takes_the_key_a_saved_remote_profile_keeps(monkeypatch: pytes
     assert api_key_from(args) == "sk-pod"
     monkeypatch.setenv("BEEDECK_API_KEY", "sk-env")
     assert api_key_from(args) == "sk-env"  # the environment still wins
+
+
+def test_a_server_that_never_answers_is_a_timeout_naming_the_wait_that_ran_out() -> None:
+    """The message said 5 s (the connect timeout) whatever wait had run out."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)  # accepts connections, never answers
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(RemoteError) as exc:
+            inspect_server(url, read_timeout=0.3)
+        assert exc.value.kind == remote.TIMEOUT and "did not answer within 0.3 s" in exc.value.message
+        assert "SSH tunnel" in exc.value.remedy
+    finally:
+        silent.close()

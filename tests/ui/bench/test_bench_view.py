@@ -128,3 +128,21 @@ def test_the_mode_choice_follows_the_engine_and_the_files(qtbot: QtBot, tmp_path
     fn, done = pending.pop()  # type: ignore[misc]
     done(fn())  # type: ignore[operator]
     assert later.selected_modes() == ["baseline", "mtp"]
+
+
+def test_saving_into_a_folder_that_cannot_be_written_says_so(qtbot: QtBot, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Save reports used to raise out of the slot where the tune view's export said what went wrong."""
+    from beedeck.ui.bench import run_view
+    from beedeck.ui.bench.bench_view import BenchView
+    from tests.ui.bench.test_bench_dialog import _report
+
+    view = BenchView()
+    qtbot.addWidget(view)
+    view.report = _report()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setattr(run_view.QFileDialog, "getExistingDirectory", lambda *a, **k: str(blocked))
+    view.save_button.setEnabled(True)
+    view.save_button.click()
+    assert f"could not be written to {blocked}" in view.status.text() and "writable folder" in view.status.text()

@@ -132,13 +132,13 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def _transport_error(url: str, exc: Exception) -> RemoteError:
+def _transport_error(url: str, exc: Exception, waited_s: float = CONNECT_TIMEOUT_S) -> RemoteError:
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, OSError):
         cause = cause.__cause__ or cause.__context__
     host = urlsplit(url).hostname or url
     if isinstance(exc, httpx2.TimeoutException) or isinstance(cause, TimeoutError | socket.timeout):
-        return RemoteError(TIMEOUT, f"{url} did not answer within {CONNECT_TIMEOUT_S:g} s.",
+        return RemoteError(TIMEOUT, f"{url} did not answer within {waited_s:g} s.",
                            "Check that the machine is on and that no firewall drops the port; over the internet, "
                            "use an SSH tunnel (ssh -L 8080:127.0.0.1:8080 host) and connect to http://127.0.0.1:8080.")
     if isinstance(cause, socket.gaierror):
@@ -165,7 +165,7 @@ def _error_type(resp: httpx2.Response) -> tuple[str, str]:
 
 class _Session:
     def __init__(self, url: str, api_key: str | None, connect_timeout: float, read_timeout: float) -> None:
-        self.url = url
+        self.url, self._waits = url, (connect_timeout, read_timeout)
         self.client = httpx2.Client(timeout=httpx2.Timeout(read_timeout, connect=connect_timeout), trust_env=False,
                                     headers=_headers(api_key))
 
@@ -175,7 +175,8 @@ class _Session:
                 return self.client.get(self.url + path, headers={"Authorization": ""})
             return self.client.get(self.url + path)
         except (httpx2.TransportError, OSError) as exc:
-            raise _transport_error(self.url, exc) from None
+            waited = self._waits[1] if isinstance(exc, httpx2.ReadTimeout) else self._waits[0]
+            raise _transport_error(self.url, exc, waited) from None
 
     def close(self) -> None:
         self.client.close()
@@ -333,7 +334,7 @@ def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misse
             status = httpx2.get(url + "/health", timeout=min(interval_s, 3.0), trust_env=False,
                                 headers=_headers(api_key)).status_code
         except (httpx2.TransportError, OSError) as exc:
-            err = _transport_error(url, exc)
+            err = _transport_error(url, exc, min(interval_s, 3.0))
             missed += 1
             if missed >= misses:
                 return RemoteError(err.kind, f"The server at {url} went away: {err.message}",

@@ -19,7 +19,6 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QProgressBar,
@@ -246,10 +245,7 @@ class BenchView(RunView):
 
     @Slot()
     def _on_save_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Save benchmark reports")
-        if folder:
-            files = self.save_reports(Path(folder))
-            self.status.setText(f"Saved {len(files)} files to {folder}.")
+        self._write_to_chosen_folder("Save benchmark reports", self.save_reports, "Saved")
 
     @Slot()
     def _on_copy_clicked(self) -> None:

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
-from PySide6.QtWidgets import QHeaderView, QLabel, QProgressBar, QTableWidget, QTableWidgetItem, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
 
 from beedeck.core.bench.suites import BenchError
 
@@ -86,6 +95,18 @@ class RunView(QWidget):
     @property
     def running(self) -> bool:
         return self._thread is not None
+
+    def _write_to_chosen_folder(self, title: str, write: Callable[[Path], list[Path]], done: str) -> None:
+        """Ask for a folder, write the reports there and say how many files went where, or why none did."""
+        folder = QFileDialog.getExistingDirectory(self, title)
+        if not folder:
+            return
+        try:
+            files = write(Path(folder))
+        except OSError as exc:
+            self.status.setText(f"The files could not be written to {folder}: {exc}. Pick a writable folder.")
+            return
+        self.status.setText(f"{done} {len(files)} files to {folder}.")
 
     def _begin(self, worker: CoreWorker) -> QThread:
         """Put ``worker`` on a new thread of this view, wired to the slots below; the caller starts it."""

@@ -21,7 +21,6 @@ from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -305,14 +304,7 @@ class TuneView(RunView):
 
     @Slot()
     def _on_export_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export the tune results")
-        if folder:
-            try:
-                files = self.export(Path(folder))
-            except OSError as exc:
-                self.status.setText(f"The files could not be written to {folder}: {exc}. Pick a writable folder.")
-                return
-            self.status.setText(f"Exported {len(files)} files to {folder}.")
+        self._write_to_chosen_folder("Export the tune results", self.export, "Exported")
 
     @Slot()
     def _on_save_profile_clicked(self) -> None:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.modes import MODE_OF_KIND, SPEC_OF_MODE
 from beedeck.core.models import sidecars
 from beedeck.core.models.gguf import read_header
 from beedeck.core.models.gguf_types import FILE_TYPES
@@ -28,8 +29,7 @@ from beedeck.ui.launch.field_editors import put_value
 from beedeck.ui.launch.launch_fields import FIELDS
 from beedeck.ui.wrap_label import WrapLabel
 
-SPEC_OF_KIND = {"dflash": SpecMode.DFLASH, "dflash-draft": SpecMode.DFLASH, "dspark": SpecMode.DSPARK,
-                "eagle3": SpecMode.EAGLE3, "mtp": SpecMode.MTP}
+SPEC_OF_KIND = {kind: SPEC_OF_MODE[mode] for kind, mode in MODE_OF_KIND.items()}  # the launch mode of each draft
 Found = tuple[list[Sidecar], str]  # the drafts next to the target (ordered), and the target's quant
 
 
