@@ -3,11 +3,13 @@ and the offscreen PNG chart renderer."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import QProgressBar
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.report import summarize
@@ -146,3 +148,30 @@ def test_saving_into_a_folder_that_cannot_be_written_says_so(qtbot: QtBot, tmp_p
     view.save_button.setEnabled(True)
     view.save_button.click()
     assert f"could not be written to {blocked}" in view.status.text() and "writable folder" in view.status.text()
+
+
+
+class _ThreadRecordingBar(QProgressBar):
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def setValue(self, value: int) -> None:
+        self.threads.add(threading.get_ident())
+        super().setValue(value)
+
+
+def test_progress_reaches_the_widgets_on_the_gui_thread(qtbot: QtBot, slow_server: FakeLlamaServer) -> None:
+    """The worker's progress must be queued to the view: BenchView overrides RunView's progress slot,
+    PySide6 6.11 then called it on the worker thread, and the progress bar painted from there crashed
+    the whole app (SIGSEGV in QProgressBar::paintEvent, 1 run in 6 of the window's benchmark test)."""
+    view = BenchView()
+    qtbot.addWidget(view)
+    view.progress = bar = _ThreadRecordingBar()
+    qtbot.addWidget(bar)
+    view.set_server_url(slow_server.base_url)
+    view.set_suite(SUITE)
+    view.reps.setValue(1)
+    with qtbot.waitSignal(view.run_finished, timeout=30000):
+        view.run_button.click()
+    assert bar.threads == {threading.main_thread().ident}

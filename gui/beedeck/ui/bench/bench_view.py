@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -59,8 +59,6 @@ class BenchView(RunView):
 
     Signals: run_started(), run_finished(object), progress_changed(int, int, str).
     """
-
-    progress_changed = Signal(int, int, str)
 
     COLUMNS = ("mode", "gen tok/s", "min-max", "prompt tok/s", "TTFT s", "acceptance", "speed-up (95% CI)", "same text")
 
@@ -204,11 +202,6 @@ class BenchView(RunView):
     def _after_run(self) -> None:
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
-
-    @Slot(int, int, str)
-    def _on_progressed(self, done: int, total: int, label: str) -> None:
-        super()._on_progressed(done, total, label)
-        self.progress_changed.emit(done, total, label)
 
     def _show(self, result: BenchReport) -> None:
         self.show_report(result)

@@ -3,8 +3,13 @@
 off the GUI thread; the :class:`RunView` base that starts, ends and shuts down that thread; and the
 results table.
 
-Signals of a :class:`RunView`: ``run_started()``, ``run_finished(object)`` (the result, partial when
-cancelled; None when the run failed).
+Signals of a :class:`RunView`: ``run_started()``, ``progress_changed(int, int, str)``,
+``run_finished(object)`` (the result, partial when cancelled; None when the run failed).
+
+No subclass overrides a ``@Slot`` of :class:`RunView`: PySide6 6.11 then calls the override directly
+on the worker's thread under AutoConnection, and never at all under QueuedConnection (a progress
+bar painted from the worker thread crashed the app: SIGSEGV in QProgressBar::paintEvent, 1 run in 6
+of the window's benchmark test). Subclasses listen to the signals instead.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class RunView(QWidget):
     show a result in :meth:`_show` and set their buttons back in :meth:`_after_run`."""
 
     run_started = Signal()
+    progress_changed = Signal(int, int, str)
     run_finished = Signal(object)
 
     status: QLabel
@@ -143,6 +149,7 @@ class RunView(QWidget):
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
         self.status.setText(label)
+        self.progress_changed.emit(done, total, label)
 
     @Slot(str)
     def _on_failed(self, message: str) -> None:
