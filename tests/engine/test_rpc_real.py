@@ -37,7 +37,8 @@ from beedeck.core.engine.rpc_probe import probe_workers, restate
 from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.launcher import launch
 from beedeck.core.models import gguf
-from beedeck.core.models.planner_devices import compare, plan_across
+from beedeck.core.models.planner import MemoryPlan
+from beedeck.core.models.planner_devices import DeviceCheck, compare, plan_across
 from beedeck.core.starter import StarterProfile
 from tests.engine.procs import pid_alive
 
@@ -79,7 +80,7 @@ def servers() -> Iterator[list[ServerProcess]]:
 
 
 def _settings(engine: Path, model: Path, **kw: object) -> LaunchSettings:
-    return StarterProfile(engine=engine, model=model).settings(ctx_size=2048, port=free_port(), **kw)
+    return StarterProfile(engine=engine, model=model).settings(**{"ctx_size": 2048, "port": free_port(), **kw})
 
 
 def _rates(client: LlamaClient, n: int = 3) -> list[float]:
@@ -90,6 +91,31 @@ def _rates(client: LlamaClient, n: int = 3) -> list[float]:
         assert res.timings is not None and res.text.strip()
         out.append(res.timings.predicted_per_second)
     return out
+
+
+# The planner's compute error on one device (10 %, tests/engine/test_planner_real.py), or 1.5 MiB on the
+# smallest buffers: its one-device formula counts Gemma's 1 MiB of logits beside the layer peak (the
+# engine reuses that memory), which is 13 % of a worker's 8.6 MiB buffer at -ub 256.
+COMPUTE_TOLERANCE, COMPUTE_FLOOR_MIB = 0.10, 1.5
+
+
+def _check_plan(mem: MemoryPlan, proc: ServerProcess, n_devices: int) -> list[DeviceCheck]:
+    """Every worker's weights and KV exact, every compute buffer (the workers' and the host's) within
+    the planner's usual compute error of the engine's own buffer lines."""
+    checks = compare(mem, proc.memory)
+    for c in checks:
+        print(f"\n[measure] {c.device}: weights planned {c.planned_weights_mib:.2f} MiB vs engine "
+              f"{c.engine_model_mib:.2f} MiB; KV planned {c.planned_kv_mib:.2f} vs engine {c.engine_kv_mib:.2f} MiB; "
+              f"compute planned {c.planned_compute_mib:.2f} vs engine {c.engine_compute_mib:.2f} MiB")
+    workers, host = checks[:-1], checks[-1]
+    assert len(workers) == n_devices and all(c.engine_model_mib > 0 and c.engine_kv_mib > 0 for c in workers)
+    assert all(c.error < 0.01 for c in workers), workers  # weights and KV: exact to the MiB
+    assert host.device == "CPU" and host.engine_compute_mib > 0
+    assert all(c.engine_compute_mib > 0 for c in checks), checks
+    off = [c for c in checks if c.compute_error >= COMPUTE_TOLERANCE
+           and abs(c.planned_compute_mib - c.engine_compute_mib) >= COMPUTE_FLOOR_MIB]
+    assert off == [], off
+    return workers
 
 
 def test_a_model_split_over_two_workers_matches_the_plan(
@@ -109,12 +135,8 @@ def test_a_model_split_over_two_workers_matches_the_plan(
     servers.append(proc)
     proc.wait_ready(120)
     assert "--rpc" in proc.command() and ",".join(map(str, addresses)) in proc.command()
-    checks = compare(mem, proc.memory)
-    for c in checks:
-        print(f"\n[measure] {c.device}: weights planned {c.planned_weights_mib:.2f} MiB vs engine "
-              f"{c.engine_model_mib:.2f} MiB; KV planned {c.planned_kv_mib:.2f} vs engine {c.engine_kv_mib:.2f} MiB")
-    assert len(checks) == 2 and all(c.engine_model_mib > 0 and c.engine_kv_mib > 0 for c in checks)
-    assert all(c.error < 0.01 for c in checks), checks  # weights and KV: exact to the MiB
+    devices_checked = _check_plan(mem, proc, n_devices=2)
+    assert devices_checked[0].engine_compute_mib > devices_checked[1].engine_compute_mib  # the pipeline's first
     split_rates = _rates(LlamaClient(proc.base_url))
     proc.stop(5.0)
 
@@ -127,6 +149,30 @@ def test_a_model_split_over_two_workers_matches_the_plan(
           f"{statistics.median(one_rates):.1f} tok/s; split over two loopback RPC workers "
           f"{statistics.median(split_rates):.1f} tok/s")
     assert min(split_rates) > 0 and min(one_rates) > 0
+
+
+@pytest.mark.parametrize(("model", "n_workers", "kw"), [
+    ("starter", 3, {"ctx_size": 4096, "ubatch_size": 256}),  # a pipeline over three workers
+    ("starter", 2, {"n_gpu_layers": "20"}),  # 11 layers left on this CPU: no pipeline, the CPU computes too
+    ("gemma", 2, {}),  # sliding-window layers: two KQ masks per device
+    ("gemma", 2, {"n_gpu_layers": "6", "ubatch_size": 256}),  # a worker with sliding-window layers only
+])
+def test_the_per_device_plan_follows_the_engine_across_splits(
+    model: str, n_workers: int, kw: dict[str, object], rpc_engine_path: Path, starter_model_path: Path,
+    gemma_model_path: Path, start_workers: StartWorkers, servers: list[ServerProcess],
+) -> None:
+    path = starter_model_path if model == "starter" else gemma_model_path
+    workers = start_workers(n_workers)
+    devices = probe_workers(str(rpc_engine_path), [w.address for w in workers])
+    settings = _settings(rpc_engine_path, path, **{"n_gpu_layers": "all", **kw},
+                         rpc_workers=[str(w.address) for w in workers], extra_args=["-lv", "4"])
+    mem = plan_across(gguf.inspect(str(path)), None, settings, Generation.MAINLINE, devices)
+    proc = launch(rpc_engine_path, probe_engine(str(rpc_engine_path)), settings)
+    servers.append(proc)
+    proc.wait_ready(120)
+    pipeline = any("pipeline parallelism enabled" in line for line in proc.log_lines())
+    assert pipeline == (kw.get("n_gpu_layers", "all") == "all")  # the planner's _pipeline rule, seen in the log
+    _check_plan(mem, proc, n_devices=n_workers)
 
 
 def test_a_worker_killed_mid_reply_is_named_and_nothing_is_left(

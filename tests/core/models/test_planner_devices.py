@@ -73,3 +73,28 @@ def test_compare_pairs_the_plan_with_the_engines_buffer_lines(models: dict[str, 
     checks = compare(mem, parse_memory(lines))
     assert checks[0].engine_model_mib == pytest.approx(w0, abs=0.01) and 0 < checks[0].error < 0.02
     assert checks[1].engine_model_mib == 0 and checks[1].error == 1.0  # no line for RPC1: flagged
+    assert checks[-1].device == "CPU" and checks[-1].planned_compute_mib > 0  # the host's compute is compared too
+
+
+@pytest.mark.parametrize(("ngl", "extra", "pipeline"), [
+    ("all", [], True),
+    ("all", ["-sm", "row"], False),
+    ("all", ["--no-kv-offload"], False),
+    ("all", ["-ot", "exps=CPU"], False),
+    ("40", [], False),  # layers left on the CPU
+])
+def test_every_device_that_runs_layers_reserves_compute_more_in_a_pipeline(
+    models: dict[str, ModelInfo], ngl: str, extra: list[str], pipeline: bool
+) -> None:
+    s = LaunchSettings(ctx_size=8192, flash_attn="on", n_gpu_layers=ngl, extra_args=extra)
+    mem = plan_across(models["g4"], None, s, Generation.MAINLINE, _devices(20, 20, 20))
+    compute = [g.items.get("compute", 0) for g in mem.gpus]
+    assert all(c > 0 for c in compute), compute  # no device runs its layers without a graph of its own
+    one = plan_across(models["g4"], None, s, Generation.MAINLINE, [_devices(20, 20, 60)[0]])
+    notes = " ".join(mem.notes)
+    assert ("run as a pipeline" in notes) == pipeline
+    if pipeline:  # 4 copies of each split's inputs; the first device also copies the input embeddings
+        assert compute[0] > compute[1] and min(compute) > one.gpus[0].items["compute"] * 0.9
+        assert 2.5 < mem.host.items["compute"] / one.host.items["compute"] < 4  # 4 masks + 10 rows vs 1 + 4
+    else:
+        assert compute[0] < one.gpus[0].items["compute"]

@@ -3,8 +3,9 @@
 The devices come from the engine (``core/engine/rpc_probe.py``), in its order: the workers' devices
 first (in ``--rpc`` order), then the local GPUs. Layers are cut in that order in proportion to the
 free memory each reported (or to ``--tensor-split``), exactly as llama.cpp does; each layer's KV cache
-goes with it; the output layer and its compute go to the last device; a draft stays on this machine.
-:func:`compare` sets the plan beside the engine's own per-device buffer lines.
+goes with it; the output layer and the logits go to the last device; every device that runs layers
+reserves its own compute buffer (larger in a pipeline, see ``planner._split_compute``); a draft stays on
+this machine. :func:`compare` sets the plan beside the engine's own per-device buffer lines.
 """
 
 from __future__ import annotations
@@ -27,10 +28,6 @@ def plan_across(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSett
     ordered = [d for d in devices if not d.local] + [d for d in devices if d.local]
     mem = plan(target, draft, settings, generation, [d.free_bytes for d in ordered], margin,
                names=[engine_name(d, ordered) for d in ordered], split=split, local=[d.local for d in ordered])
-    if len(ordered) > 1:
-        mem.notes.append("Weights and KV per device are exact; compute is an estimate here: with layers on several "
-                         "devices each one reserves its own compute buffer (tens of MiB for a small model, measured "
-                         "on two loopback workers), which this plan puts on the last device only.")
     return mem
 
 
@@ -50,27 +47,41 @@ def tensor_split(mem: MemoryPlan) -> list[float]:
 
 @dataclass(frozen=True)
 class DeviceCheck:
-    """One device: the planner's weights and KV next to the engine's model and KV buffers (MiB)."""
+    """One device: the planner's weights, KV and compute next to the engine's buffers of it (MiB)."""
 
     device: str
     planned_weights_mib: float
     engine_model_mib: float
     planned_kv_mib: float
     engine_kv_mib: float
+    planned_compute_mib: float = 0.0
+    engine_compute_mib: float = 0.0
 
     @property
     def error(self) -> float:
         """Relative error of weights + KV (0.0 = exact)."""
-        planned = self.planned_weights_mib + self.planned_kv_mib
-        engine = self.engine_model_mib + self.engine_kv_mib
-        return abs(planned - engine) / engine if engine else (0.0 if not planned else 1.0)
+        return _relative(self.planned_weights_mib + self.planned_kv_mib, self.engine_model_mib + self.engine_kv_mib)
+
+    @property
+    def compute_error(self) -> float:
+        """Relative error of the compute buffer."""
+        return _relative(self.planned_compute_mib, self.engine_compute_mib)
+
+
+def _relative(planned: float, engine: float) -> float:
+    return abs(planned - engine) / engine if engine else (0.0 if not planned else 1.0)
 
 
 def compare(mem: MemoryPlan, report: MemoryReport) -> list[DeviceCheck]:
-    """The plan's GPU/worker devices against the engine's buffer lines of the same device."""
+    """The plan's GPU/worker devices, then the host (``CPU``: compute only, its weights are mapped
+    differently), against the engine's buffer lines of the same device."""
     out = []
     for g in mem.gpus:
         dev = report.devices.get(g.name)
         out.append(DeviceCheck(g.name, g.items.get("weights", 0) / MiB, dev.model_mib if dev else 0.0,
-                               g.items.get("kv", 0) / MiB, dev.kv_mib if dev else 0.0))
+                               g.items.get("kv", 0) / MiB, dev.kv_mib if dev else 0.0,
+                               g.items.get("compute", 0) / MiB, dev.compute_mib if dev else 0.0))
+    cpu = report.devices.get("CPU")
+    out.append(DeviceCheck("CPU", 0.0, 0.0, 0.0, 0.0, mem.host.items.get("compute", 0) / MiB,
+                           cpu.compute_mib if cpu else 0.0))
     return out
