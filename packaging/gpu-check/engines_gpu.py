@@ -103,6 +103,8 @@ def _chat(url: str, **extra: object) -> dict:
 
 
 def measure(out: Path | None) -> int:
+    from tests.fixtures import synth_gguf as sg
+
     from beedeck.clicmd.bench import format_table, synthetic_bench_pair, synthetic_settings
     from beedeck.core.bench.report import summarize
     from beedeck.core.bench.results import BASELINE, DFLASH
@@ -110,13 +112,12 @@ def measure(out: Path | None) -> int:
     from beedeck.core.bench.suites import BenchPrompt, BenchSuite
     from beedeck.core.engine.argv import build_argv
     from beedeck.core.engine.client import LlamaClient
-    from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+    from beedeck.core.engine.launch_settings import SpecMode
     from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.server import ServerFailed, ServerProcess, free_port
     from beedeck.core.engine.switching import PerRequestMemory, check_per_request
     from beedeck.core.launcher import launch
     from beedeck.core.models.guard import check_launch
-    from tests.fixtures import synth_gguf as sg
 
     binary = Path((WORK / "binary.txt").read_text().strip())
     caps = probe_engine(str(binary))

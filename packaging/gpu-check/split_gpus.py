@@ -308,9 +308,9 @@ def resolve_source(source: Path) -> Path:
     return inner[0]
 
 
-def build(source: Path, cpu: bool, out: Path | None, say: Any, no_build: bool = False) -> Path:
-    """The engine from ``source`` through BeeDeck's builder, or the one an earlier run built from it
-    (``no_build``: that one or nothing)."""
+def build(source: Path, cpu: bool, out: Path | None, say: Any, no_build: bool = False, rpc: bool = False) -> Path:
+    """The engine from ``source`` through BeeDeck's builder (``rpc``: with the RPC backend and its
+    worker), or the one an earlier run built from it (``no_build``: that one or nothing)."""
     from beedeck.core.engine.builder import build_engine
     from beedeck.core.engine.registry import EngineRegistry
     from beedeck.core.machine.hardware import detect
@@ -318,7 +318,7 @@ def build(source: Path, cpu: bool, out: Path | None, say: Any, no_build: bool = 
     src = resolve_source(source)
     record = WORK / "engines.json"
     known = json.loads(record.read_text()) if record.is_file() else {}
-    key = f"{src.resolve()}|{'cpu' if cpu else 'cuda'}"
+    key = f"{src.resolve()}|{'cpu' if cpu else 'cuda'}{'|rpc' if rpc else ''}"
     if key in known and Path(known[key]).is_file():
         say(f"engine: reusing {known[key]} (built earlier from {src})")
         return Path(known[key])
@@ -333,7 +333,7 @@ def build(source: Path, cpu: bool, out: Path | None, say: Any, no_build: bool = 
         f"(driver CUDA {report.cuda_driver_version}) ...")
     t0 = time.monotonic()
     steps: list[str] = []
-    result = build_engine(str(src), gpus=[] if cpu else ccs, cpu_only=cpu, cache_pairs=[("f16", "f16")],
+    result = build_engine(str(src), gpus=[] if cpu else ccs, cpu_only=cpu, cache_pairs=[("f16", "f16")], rpc=rpc,
                           driver_cuda=report.cuda_driver_version, registry=EngineRegistry(root=WORK / "engines"),
                           on_progress=lambda d, t, _e: steps.append(f"{d}/{t} at {time.monotonic() - t0:.0f} s"))
     text = (f"built {result.binary} in {time.monotonic() - t0:.0f} s ({len(steps)} progress reports, last "

@@ -271,6 +271,9 @@ def test_workers_that_cannot_be_used_are_refused_with_their_reason(
         probe_workers(str(starter_engine_path), [good.address])
     assert exc.value.kind == rpc.NO_RPC and "GGML_RPC=ON" in exc.value.remedy
 
+    # No workers at all: this machine's devices (none on a CPU box), where an empty --rpc aborted the engine
+    assert [d for d in probe_workers(str(rpc_engine_path), []) if not d.local] == []
+
 
 def test_cli_worker_and_serve_rpc(
     rpc_engine_path: Path, starter_model_path: Path, start_workers: StartWorkers,

@@ -122,7 +122,8 @@ def probe_workers(engine: str, workers: Sequence[Worker], timeout: float = PROBE
             raise RpcError(UNREACHABLE, f"Nothing accepts connections at the worker address {w}.",
                            "Start the worker there (`beedeck worker`), check the address and port, and on another "
                            "machine allow it through the firewall (or use an SSH tunnel).")
-    argv = [engine, "--rpc", ",".join(str(w) for w in workers), "--list-devices"]
+    # No workers: this machine's devices alone (an empty --rpc aborts the engine with SIGABRT)
+    argv = [engine, *(["--rpc", ",".join(str(w) for w in workers)] if workers else []), "--list-devices"]
     try:  # bound to BeeDeck's life (spawn.popen): a probe never outlives the app, connected to the workers
         proc = spawn.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                            errors="replace")
