@@ -54,10 +54,10 @@ def run(engine: Path, out: Path, say: Any, shape: dict[str, int], worker_device:
     from beedeck.core.models.planner_devices import compare, plan_across
 
     caps = probe_engine(str(engine))
-    target = split_gpus.WORK / f"rpc-target-{shape['n_embd']}.gguf"
+    target = split_gpus.WORK / f"rpc-target-sticky-{shape['n_embd']}.gguf"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_llama_target(target, sticky=False, **shape)
+        write_llama_target(target, sticky=True, **shape)  # random weights reply garbage Gen A cannot parse
     info = gguf.inspect(str(target))
     worker_bin = require_worker_binary(engine)
     records: list[dict[str, Any]] = []

@@ -98,3 +98,41 @@ def test_every_device_that_runs_layers_reserves_compute_more_in_a_pipeline(
         assert 2.5 < mem.host.items["compute"] / one.host.items["compute"] < 4  # 4 masks + 10 rows vs 1 + 4
     else:
         assert compute[0] < one.gpus[0].items["compute"]
+
+
+# Measured on an H200 (docs/gpu-runs/2026-12-01-h200-rpc-split): BeeLlama v0.1.2 built for CUDA with RPC
+# by BeeDeck's builder, a synthetic llama target (n_embd 2048, n_ff 5632, 16 layers), -c 8192, FA on,
+# split over the local GPU and 1-2 rpc-server workers on the same GPU. Compute buffer lines, MiB:
+H200_GEN_A = {1: {"RPC0[127.0.0.1:50052]": 61.01, "CUDA0": 53.01, "CPU": 24.01},
+              2: {"RPC0[127.0.0.1:50052]": 61.01, "RPC0[127.0.0.1:50053]": 53.01, "CUDA0": 53.01, "CPU": 24.01}}
+
+
+def _h200_target(path: Path) -> ModelInfo:
+    e, f, n = 2048, 5632, 16
+    tensors: list[mg.Tensor] = [("token_embd.weight", (e, 320), mg.Q.F16), ("output_norm.weight", (e,), mg.Q.F32)]
+    for i in range(n):
+        tensors += [(f"blk.{i}.attn_norm.weight", (e,), mg.Q.F32), (f"blk.{i}.ffn_norm.weight", (e,), mg.Q.F32)]
+        tensors += [(f"blk.{i}.attn_{x}.weight", (e, e), mg.Q.F16) for x in ("q", "k", "v", "output")]
+        tensors += [(f"blk.{i}.ffn_gate.weight", (e, f), mg.Q.F16), (f"blk.{i}.ffn_up.weight", (e, f), mg.Q.F16),
+                    (f"blk.{i}.ffn_down.weight", (f, e), mg.Q.F16)]
+    kv = {"block_count": n, "embedding_length": e, "feed_forward_length": f, "attention.head_count": 16,
+          "attention.head_count_kv": 16, "context_length": 8192}
+    return inspect(mg.write_meta_gguf(path, "llama", kv, tensors, mg.vocab(320)))
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_the_h200_split_without_a_pipeline_matches_the_engine(tmp_path: Path, n_workers: int) -> None:
+    """BeeLlama's RPC devices have no async compute, so no pipeline: the first device computes as one GPU
+    would, each later one 2 token rows less, the host stages as beside one GPU."""
+    s = LaunchSettings(ctx_size=8192, flash_attn="on")
+    free = 140_000
+    devices = [RpcDevice("CUDA0", "NVIDIA H200", 143_155, free),
+               *[RpcDevice(f"RPC{i}", "CUDA0", 143_155, free, w) for i, w in enumerate([W1, W2][:n_workers])]]
+    target = _h200_target(tmp_path / "h200.gguf")
+    mem = plan_across(target, None, s, Generation.BEE_A, devices)
+    planned = {g.name: g.items.get("compute", 0) / MiB for g in [*mem.gpus, mem.host]}
+    for name, engine in H200_GEN_A[n_workers].items():
+        assert abs(planned[name] - engine) / engine < 0.10, (name, planned[name], engine)
+    assert not any("pipeline" in n for n in mem.notes)
+    mainline = plan_across(target, None, s, Generation.MAINLINE, devices)  # its RPC devices do pipeline
+    assert any("run as a pipeline" in n for n in mainline.notes)

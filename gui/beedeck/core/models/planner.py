@@ -9,13 +9,15 @@ context and fork buffers are published estimates.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.planner_split import pipeline as split_pipeline
+from beedeck.core.models.planner_split import split_compute
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -220,58 +222,17 @@ def _c_arg(s: LaunchSettings, generation: Generation, spec_on: bool) -> int:
     return total
 
 
-_NO_PIPELINE = ("-nkvo", "--no-kv-offload", "-ot", "--override-tensor", "-cmoe", "--cpu-moe", "-ncmoe",
-                "--n-cpu-moe")
-
-
-def _pipeline(settings: LaunchSettings, layer_dev: Sequence[DeviceUse | None], out_dev: DeviceUse | None,
-              layer_devs: Sequence[DeviceUse]) -> bool:
-    """Whether llama.cpp runs the layers as a pipeline (``llama-context.cpp``: several devices, every
-    layer and the output offloaded, ``-sm layer``, the KV offloaded, no tensor overrides); its scheduler
-    then keeps 4 copies of every split's inputs (GGML_SCHED_MAX_COPIES)."""
-    args = settings.extra_args
-    split_mode = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-sm", "--split-mode")), "layer")
-    return (len(layer_devs) > 1 and out_dev is not None and all(d is not None for d in layer_dev)
-            and split_mode == "layer" and not any(a.split("=")[0] in _NO_PIPELINE for a in args))
-
-
-def _split_compute(layer_devs: Sequence[DeviceUse], host: DeviceUse, out_dev: DeviceUse, cb: float,
-                   cb_layers: float, masks: float, masks_of: Callable[[DeviceUse], float], row: float,
-                   pipeline: bool, notes: list[str]) -> None:
-    """Compute buffers when the layers are spread over several devices, or partly left on the CPU.
-
-    Every device that runs layers reserves its own graph: ``cb`` on the output's device, ``cb_layers``
-    (no logits) on the others, each plus the KQ masks of the caches its own layers use (``masks_of``;
-    ``masks``: all of them). Measured on the mainline engine with 1-3 RPC workers (SmolLM2 135M,
-    Gemma 3 270M and three synthetic shapes, -c 2048-8192, -ub 128-512; the host to 0.1 MiB, the
-    devices within 1.3 % on the real models): a pipeline adds 3 more copies of the masks and 3 token
-    rows (``row`` = n_ubatch x n_embd f32) per device, 9 rows more on the first, and 3 masks + 6 rows of
-    host staging; with layers left on the CPU each device needs 2 rows less and the CPU computes its own.
-    """
-    for g in layer_devs:
-        own = (cb if g is out_dev else cb_layers) + masks_of(g)
-        if pipeline:
-            own += 3 * masks_of(g) + 3 * row + (9 * row if g is layer_devs[0] else 0)
-        else:
-            own -= 2 * row
-        g.add("compute", own)
-    if pipeline:
-        host.add("compute", 4 * masks + 10 * row)
-        notes.append("Layers on several devices run as a pipeline: each device keeps 4 copies of its inputs, "
-                     "so the compute buffers are larger than on one device.")
-    else:
-        host.add("compute", masks + (cb if out_dev is host else cb_layers) + row)
-
-
 def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, generation: Generation,
          devices: list[int], margin: int = DEFAULT_MARGIN, *, names: Sequence[str] | None = None,
-         split: Sequence[float] | None = None, local: Sequence[bool] | None = None) -> MemoryPlan:
+         split: Sequence[float] | None = None, local: Sequence[bool] | None = None,
+         rpc_async: bool = True) -> MemoryPlan:
     """Plan the memory of one launch. ``devices``: free bytes per GPU (empty: CPU only).
 
     Several machines (RPC workers, ``planner_devices.plan_across``): ``names`` are the engine's device
     names in its order (workers first), ``split`` the ``--tensor-split`` proportions (None: by free
     memory, the engine's default), ``local`` which devices are on this machine: the draft and the
-    compute of the output stay on the last local one (the host when there is none).
+    compute of the output stay on the last local one (the host when there is none); ``rpc_async``
+    whether the engine's RPC devices can run in a pipeline (:func:`_pipeline`).
     """
     if target.is_draft:
         raise PlanError(f"{target.path.name} is a DFlash draft, not a model to chat with: pick the target model.")
@@ -381,8 +342,10 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
             full = any(not target.is_swa[i] for i in mine)
             return 2 * n_tok * ((n_ctx_seq if full else 0) + (cells_swa if len(mine) > full else 0))
 
-        _split_compute(layer_devs, host, compute_dev, cb - masks, max(peak, scores + act_tail), masks, masks_of,
-                       4 * n_tok * target.n_embd, _pipeline(settings, layer_dev, out_dev, layer_devs), notes)
+        workers = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if not here]
+        pipeline = split_pipeline(settings, layer_dev, out_dev, layer_devs, workers, rpc_async)
+        split_compute(layer_devs, host, compute_dev, cb - masks, max(peak, scores + act_tail), masks, masks_of,
+                      4 * n_tok * target.n_embd, any(d is None for d in layer_dev), pipeline, notes)
 
     # --- runtime outside llama.cpp's accounting (§1.8)
     for g in gpus:

@@ -4,7 +4,7 @@ The devices come from the engine (``core/engine/rpc_probe.py``), in its order: t
 first (in ``--rpc`` order), then the local GPUs. Layers are cut in that order in proportion to the
 free memory each reported (or to ``--tensor-split``), exactly as llama.cpp does; each layer's KV cache
 goes with it; the output layer and the logits go to the last device; every device that runs layers
-reserves its own compute buffer (larger in a pipeline, see ``planner._split_compute``); a draft stays on
+reserves its own compute buffer (larger in a pipeline, see ``planner_split``); a draft stays on
 this machine. :func:`compare` sets the plan beside the engine's own per-device buffer lines.
 """
 
@@ -27,7 +27,8 @@ def plan_across(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSett
     """The per-device plan; ``devices`` as :func:`probe_workers` returned them (workers first)."""
     ordered = [d for d in devices if not d.local] + [d for d in devices if d.local]
     mem = plan(target, draft, settings, generation, [d.free_bytes for d in ordered], margin,
-               names=[engine_name(d, ordered) for d in ordered], split=split, local=[d.local for d in ordered])
+               names=[engine_name(d, ordered) for d in ordered], split=split, local=[d.local for d in ordered],
+               rpc_async=generation == Generation.MAINLINE)
     return mem
 
 
@@ -81,7 +82,7 @@ def compare(mem: MemoryPlan, report: MemoryReport) -> list[DeviceCheck]:
         out.append(DeviceCheck(g.name, g.items.get("weights", 0) / MiB, dev.model_mib if dev else 0.0,
                                g.items.get("kv", 0) / MiB, dev.kv_mib if dev else 0.0,
                                g.items.get("compute", 0) / MiB, dev.compute_mib if dev else 0.0))
-    cpu = report.devices.get("CPU")
+    cpu = report.devices.get("CPU") or report.devices.get("CUDA_Host")  # CUDA_Host: the host beside one GPU
     out.append(DeviceCheck("CPU", 0.0, 0.0, 0.0, 0.0, mem.host.items.get("compute", 0) / MiB,
                            cpu.compute_mib if cpu else 0.0))
     return out
