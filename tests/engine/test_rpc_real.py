@@ -311,7 +311,7 @@ def test_the_app_launches_over_workers_and_keeps_the_chat_when_one_dies(
     qtbot.addWidget(form)
     form.set_engine(rpc_caps, str(rpc_engine_path))
     settings = _settings(rpc_engine_path, starter_model_path, n_gpu_layers="all",
-                         rpc_workers=[str(w.address) for w in workers])
+                         rpc_workers=[str(w.address) for w in workers], extra_args=["-lv", "4"])
     form.set_settings(settings)
     qtbot.waitUntil(lambda: len(form.rpc_workers.devices) == 2, timeout=30_000)
     assert form.launch_button.isEnabled() and form.settings().rpc_workers == settings.rpc_workers
@@ -329,6 +329,7 @@ def test_the_app_launches_over_workers_and_keeps_the_chat_when_one_dies(
     with qtbot.waitSignal(window.controller.ready, timeout=120_000):
         window.start_action.trigger()
     pid = window.controller._proc.pid
+    _check_plan(mem, window.controller._proc, n_devices=2)  # the form's plan against the app's own server
     window.chat.max_tokens = 2000
     window.chat.input.setPlainText("Tell me a very long story about bees.")
     window.chat.send_button.click()
