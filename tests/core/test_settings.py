@@ -45,7 +45,22 @@ def test_v1_file_is_migrated() -> None:
     assert s.last_profile == {"target": "a.gguf"} and s.goal == "context" and s.first_run_done
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"schema_version": 99})])
+def test_a_file_of_a_newer_beedeck_is_left_as_it_is_and_never_overwritten() -> None:
+    """A downgrade (an older .deb over a newer one) must not cost the newer version its settings."""
+    path = st.settings_path()
+    content = json.dumps({"schema_version": st.SCHEMA_VERSION + 1, "goal": "context", "future": [1]})
+    path.write_text(content)
+    s, notice = st.load_settings_checked()
+    assert s == st.AppSettings() and "newer BeeDeck" in notice and "saves no change" in notice
+    s.goal = "context"
+    st.save_settings(s)
+    assert path.read_text() == content and not list(path.parent.glob("settings.json.corrupt-*"))
+    path.unlink()
+    st.save_settings(s)  # with the newer file gone, saving works again
+    assert json.loads(path.read_text())["goal"] == "context"
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"schema_version": "x"})])
 def test_corrupt_file_is_kept_aside_and_defaults_used(content: str) -> None:
     path = st.settings_path()
     path.write_text(content)

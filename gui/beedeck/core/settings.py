@@ -73,11 +73,15 @@ def settings_path() -> Path:
     return paths.config_dir() / FILE_NAME
 
 
+class NewerSettingsError(ValueError):
+    """settings.json was written by a newer BeeDeck: it is left as it is, never kept aside or overwritten."""
+
+
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring a stored dict up to :data:`SCHEMA_VERSION`. Raises ValueError for a newer file."""
+    """Bring a stored dict up to :data:`SCHEMA_VERSION`. Raises NewerSettingsError for a newer file."""
     version = int(data.get("schema_version", 1))
     if version > SCHEMA_VERSION:
-        raise ValueError(
+        raise NewerSettingsError(
             f"settings.json has schema {version}, newer than this BeeDeck ({SCHEMA_VERSION}): "
             "update BeeDeck, or remove the file to start from defaults."
         )
@@ -144,6 +148,10 @@ def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
             raise ValueError(f"top level is a {type(data).__name__}, not an object")
         problems: list[str] = []
         settings = from_dict(migrate(data), problems)
+    except NewerSettingsError as exc:  # an older BeeDeck run after a newer one (a downgrade): keep the file
+        log.warning("settings: %s", exc)
+        return AppSettings(), (f"BeeDeck's settings were written by a newer BeeDeck ({exc}). They are left as they "
+                               "are: this session uses the defaults and saves no change over them.")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         aside = _set_aside(path, str(exc))
         return AppSettings(), (f"BeeDeck's settings file could not be read ({exc}): it was kept as {aside.name} "
@@ -153,9 +161,21 @@ def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
     return settings, ""
 
 
+def _newer_on_disk(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return isinstance(data, dict) and int(data.get("schema_version", 1)) > SCHEMA_VERSION
+    except (OSError, UnicodeDecodeError, ValueError, TypeError):
+        return False
+
+
 def save_settings(settings: AppSettings, path: Path | None = None) -> Path:
-    """Write atomically (a crash mid-write leaves the old file). Secrets never reach this file."""
+    """Write atomically (a crash mid-write leaves the old file). Secrets never reach this file. A file
+    written by a newer BeeDeck is never overwritten (its user said so when it was read)."""
     path = path or settings_path()
+    if _newer_on_disk(path):
+        log.warning("settings: %s was written by a newer BeeDeck; not overwritten", path)
+        return path
     data = asdict(settings)
     if isinstance(data.get("last_profile"), dict):
         data["last_profile"] = {k: v for k, v in data["last_profile"].items() if k != "api_key"}

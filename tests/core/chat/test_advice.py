@@ -92,6 +92,16 @@ def test_a_corrupt_file_is_kept_aside_with_a_message(tmp_path: Path, content: st
     assert json.loads(path.read_text())["setups"][KEY][CODE][DFLASH] == [5.0]
 
 
+def test_a_file_of_a_newer_beedeck_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "advice.json"
+    content = json.dumps({"kind": "beedeck-advice", "schema": 99, "setups": {"future": {}}})
+    path.write_text(content)
+    a = WorkloadAdvice(path)
+    assert "newer BeeDeck" in a.problem and "schema 99" in a.problem and a.setups() == []
+    a.record(KEY, CODE, DFLASH, 5.0)  # learnt for this session only: the newer file is not overwritten
+    assert path.read_text() == content and not list(tmp_path.glob("advice.json.corrupt-*"))
+
+
 SUITE = BenchSuite("mixed", (BenchPrompt("c", "Write a Python function that sorts."),
                              BenchPrompt("p", "Tell me a story about the sea at dusk.")), max_tokens=8, temperature=0.0)
 

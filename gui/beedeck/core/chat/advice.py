@@ -121,6 +121,7 @@ class WorkloadAdvice:
         self.min_samples, self.margin, self.window = min_samples, margin, window
         self.problem = ""  # a sentence for the user when the file had to be kept aside
         self._lock = threading.Lock()
+        self._read_only = False  # set when the file belongs to a newer BeeDeck
         self._data: dict[str, dict[str, dict[str, list[float]]]] = self._load()
 
     # ---- persistence ----
@@ -131,6 +132,12 @@ class WorkloadAdvice:
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
             return _validated(raw)
+        except _NewerFile as exc:  # a downgrade: the newer BeeDeck's advice stays as it is, unwritten
+            self._read_only = True
+            self.problem = (f"BeeDeck's learnt speed advice was written by a newer BeeDeck ({exc}): it is left as it "
+                            "is, and this session neither uses nor changes it.")
+            log.warning("advice: %s", self.problem)
+            return {}
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             try:
                 aside = paths.keep_aside(self.path)
@@ -144,6 +151,8 @@ class WorkloadAdvice:
             return {}
 
     def _save(self) -> None:
+        if self._read_only:
+            return
         doc = {"schema": SCHEMA_VERSION, "kind": "beedeck-advice", "updated": time.time(), "setups": self._data}
         paths.atomic_write_text(self.path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
@@ -230,12 +239,19 @@ def _check(kind: str, mode: str | None) -> None:
         raise AdviceError(f"Unknown speculation mode {mode!r}: use one of {', '.join(MODE_KEYS)}.")
 
 
+class _NewerFile(ValueError):
+    """The advice file was written by a newer BeeDeck."""
+
+
 def _validated(raw: Any) -> dict[str, dict[str, dict[str, list[float]]]]:
     """The setups of a parsed advice file; ValueError naming what is wrong."""
     if not isinstance(raw, dict) or raw.get("kind") != "beedeck-advice":
         raise ValueError("not a BeeDeck advice file")
-    if raw.get("schema") != SCHEMA_VERSION:
-        raise ValueError(f"schema {raw.get('schema')!r}, this BeeDeck reads {SCHEMA_VERSION}")
+    schema = raw.get("schema")
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION:
+        raise _NewerFile(f"schema {schema}, this BeeDeck reads {SCHEMA_VERSION}")
+    if schema != SCHEMA_VERSION:
+        raise ValueError(f"schema {schema!r}, this BeeDeck reads {SCHEMA_VERSION}")
     setups = raw.get("setups")
     if not isinstance(setups, dict):
         raise ValueError("'setups' is not an object")
