@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps, Generation
@@ -14,6 +15,8 @@ from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.modes import PER_REQUEST, RESTART, settings_for_mode
 from beedeck.core.engine.switching import PerRequestMemory
+from beedeck.core.models import gguf
+from beedeck.ui.engine import mode_toggle as mode_toggle_module
 from beedeck.ui.engine.mode_toggle import ModeToggle
 from beedeck.ui.engine.switch_checker import SwitchChecker
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
@@ -263,18 +266,39 @@ def test_a_draft_of_another_kind_keeps_the_profiles_mode_visible_with_the_reason
     assert t.mode() == "eagle3" and "EAGLE-3: restarted the server with the draft in" in t.status.text()
 
 
-def test_headers_are_read_off_the_gui_thread_and_the_segments_follow(qtbot: QtBot, tmp_path: Path) -> None:
+def test_headers_are_read_off_the_gui_thread_and_the_segments_follow(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pending: list[Any] = []
-    t = ModeToggle(runner=lambda fn, done, err: pending.append((fn, done)))
+    read: list[str] = []
+
+    def inspect(path: str) -> Any:
+        read.append(path)
+        return gguf.inspect(path)
+
+    def no_stat_here(*_a: object) -> None:
+        raise AssertionError("a file was looked at on the GUI thread")
+
+    t = ModeToggle(runner=lambda fn, done, err: pending.append((fn, done)), inspect_fn=inspect)
     qtbot.addWidget(t)
-    t.configure(LaunchSettings(target=str(_mtp_target(tmp_path))), _real_caps("mainline"))
+    target = _mtp_target(tmp_path)
+    with monkeypatch.context() as m:  # configure touches no file: even a stat can hang on a network mount
+        m.setattr(mode_toggle_module.os, "stat", no_stat_here)
+        t.configure(LaunchSettings(target=str(target)), _real_caps("mainline"))
     assert t.offered() == ["baseline", "model-free"]  # the header is not read yet
     assert "has not read qwen-mtp.gguf's header" in t.why_button.toolTip()
     fn, done = pending.pop()
     done(fn())
-    assert t.offered() == ["baseline", "mtp", "model-free"]
-    t.configure(t._profile, _real_caps("mainline"))  # same file, same version: not read again
-    assert pending == []
+    assert t.offered() == ["baseline", "mtp", "model-free"] and read == [str(target)]
+    t.configure(t._profile, _real_caps("mainline"))  # same file, same version: checked, not read again
+    fn, done = pending.pop()
+    done(fn())
+    assert read == [str(target)] and t.offered() == ["baseline", "mtp", "model-free"]
+    target.write_bytes(target.read_bytes() + b"\0" * 32)  # a new version of the file is read again
+    t.configure(t._profile, _real_caps("mainline"))
+    fn, done = pending.pop()
+    done(fn())
+    assert read == [str(target)] * 2
 
 
 def test_a_running_servers_paths_are_not_read_on_this_machine(qtbot: QtBot, tmp_path: Path) -> None:

@@ -113,7 +113,10 @@ class ModeToggle(QWidget):
         layout.addWidget(self.status)
         self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
         self._inspect = inspect_fn
-        self._infos: dict[FileKey, ModelInfo | None] = {}  # None: unreadable
+        # path -> (the version read, its header or None when unreadable); kept up to date off the GUI
+        # thread: even a stat can hang on a network mount.
+        self._known: dict[str, tuple[FileKey | None, ModelInfo | None]] = {}
+        self._reading: set[str] = set()
         self._local_files = True  # the profile's files are on this machine
         self._mode = BASELINE  # what the next reply uses
         self._served = BASELINE  # what the server was (or is being) started with
@@ -178,27 +181,39 @@ class ModeToggle(QWidget):
             self.status.setText("" if self.isEnabled() else NO_SPECULATION)
 
     def _info(self, path: str | None) -> ModelInfo | None:
-        key = _file_key(path) if path and self._local_files else None
-        return self._infos.get(key) if key else None
+        return self._known.get(path, (None, None))[1] if path and self._local_files else None
 
     def _read_headers(self) -> None:
-        """Read the target's and the draft's headers off the GUI thread, once per file version."""
+        """Check the target's and the draft's files off the GUI thread, and read a header again only when
+        its file changed (a re-download)."""
         if self._profile is None or not self._local_files:
             return
         for path in (self._profile.target, self._profile.draft):
-            key = _file_key(path) if path else None
-            if key is None or key in self._infos:
+            if not path or path in self._reading:
                 continue
-            self._infos[key] = None  # unreadable until the reader says otherwise
+            self._reading.add(path)
+            known = self._known.get(path, (None, None))
 
-            def done(info: ModelInfo, key: FileKey = key) -> None:
-                self._infos[key] = info
-                self._refresh()
+            def read(path: str = path, known: tuple[FileKey | None, ModelInfo | None] = known
+                     ) -> tuple[FileKey | None, ModelInfo | None]:
+                key = _file_key(path)
+                if key is None or key == known[0]:
+                    return key, known[1] if key else None
+                try:
+                    return key, self._inspect(path)
+                except (OSError, ValueError):
+                    return key, None  # unreadable: the modes are judged from the profile, the launch names it
 
-            def failed(exc: BaseException) -> None:
-                pass  # stays unreadable: the modes are judged from the profile, the launch names the error
+            def done(result: tuple[FileKey | None, ModelInfo | None], path: str = path) -> None:
+                self._reading.discard(path)
+                if self._known.get(path) != result:
+                    self._known[path] = result
+                    self._refresh()
 
-            self._runner(lambda path=key[0]: self._inspect(path), done, failed)  # type: ignore[misc]
+            def failed(exc: BaseException, path: str = path) -> None:
+                self._reading.discard(path)
+
+            self._runner(read, done, failed)
 
     def _refresh(self) -> None:
         """Recompute the offered modes and show them."""
