@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from beedeck.clicmd.advice import learn_from_bench
+from beedeck.clicmd.background import run_interruptible
 from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
@@ -274,36 +275,24 @@ def run_bench_command(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else paths.data_dir() / "bench" / time.strftime("%Y%m%d-%H%M%S")
     cancel = threading.Event()
-    box: dict[str, Any] = {}
 
-    def work() -> None:
-        try:
-            box["report"] = run_bench(engine, caps, settings, suite, modes, reps=args.reps, warmup=args.warmup,
-                                      on_progress=_bar, cancel_event=cancel, switching=args.switching,
-                                      in_server_baseline=args.in_server_baseline,
-                                      url=args.url, api_key=api_key_from(args), ready_timeout=args.ready_timeout)
-        except BaseException as exc:
-            box["error"] = exc
+    def work() -> BenchReport:
+        return run_bench(engine, caps, settings, suite, modes, reps=args.reps, warmup=args.warmup,
+                         on_progress=_bar, cancel_event=cancel, switching=args.switching,
+                         in_server_baseline=args.in_server_baseline,
+                         url=args.url, api_key=api_key_from(args), ready_timeout=args.ready_timeout)
 
-    # The run goes on a worker so Ctrl-C can cancel it cleanly: the server is stopped and the
-    # replies that finished are still written.
-    worker = threading.Thread(target=work, name="beedeck-bench", daemon=True)
-    worker.start()
-    interrupted = False
-    while worker.is_alive():
-        try:
-            worker.join(0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel.set()
+    # The server is stopped on Ctrl-C and the replies that finished are still written.
+    outcome = run_interruptible(work, cancel, "beedeck-bench")
+    interrupted = outcome.interrupted
     sys.stderr.write("\n")
-    if "error" in box:
-        failure = box["error"]
-        if isinstance(failure, BenchError):
-            print(f"error: {failure}", file=sys.stderr)
+    if outcome.error is not None:
+        if isinstance(outcome.error, BenchError):
+            print(f"error: {outcome.error}", file=sys.stderr)
             return 2
-        raise failure
-    report: BenchReport = box["report"]
+        raise outcome.error
+    report = outcome.result
+    assert report is not None
     files = write_reports(report, out, None if args.no_charts else chart_renderer())
     summary = summarize(report)
     print(format_table(report, summary))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.clicmd.advice import learn_from_tune
+from beedeck.clicmd.background import run_interruptible
 from beedeck.clicmd.bench import SYNTH_MAX_TOKENS, synthetic_dflash_settings
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
@@ -190,45 +191,27 @@ def run_tune_command(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else paths.data_dir() / "tune" / time.strftime("%Y%m%d-%H%M%S")
     cancel = threading.Event()
-    box: dict[str, Any] = {}
 
     def on_plan(plan: TunePlan) -> None:
         # First the whole plan, up front; then, once the baseline has been timed, only the estimate.
         _say(plan.estimate() if plan.point_s is not None else plan.describe(), args)
 
-    finished = threading.Event()
-
-    def work() -> None:
-        try:
-            box["result"] = tune(engine, caps, start, suite, budget_s=budget, reps=args.reps, on_progress=_bar,
-                                 on_plan=on_plan, cancel_event=cancel, min_gain=args.min_gain,
-                                 ready_timeout=args.ready_timeout)
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            finished.set()
+    def work() -> TuneResult:
+        return tune(engine, caps, start, suite, budget_s=budget, reps=args.reps, on_progress=_bar,
+                    on_plan=on_plan, cancel_event=cancel, min_gain=args.min_gain, ready_timeout=args.ready_timeout)
 
     # On a worker so Ctrl-C cancels cleanly: the server is stopped and the measured points are kept.
-    worker = threading.Thread(target=work, name="beedeck-tune", daemon=True)
-    worker.start()
-    interrupted = False
-    # Polled with sleep, not Thread.join: a Ctrl-C that lands inside join() can leave is_alive() False
-    # while the worker still runs (measured: the result was read before the search had returned it).
-    while not finished.is_set():
-        try:
-            time.sleep(0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel.set()
-    worker.join()
+    outcome = run_interruptible(work, cancel, "beedeck-tune")
+    interrupted = outcome.interrupted
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    if "error" in box:
-        if isinstance(box["error"], BenchError):
-            print(f"error: {box['error']}", file=sys.stderr)
+    if outcome.error is not None:
+        if isinstance(outcome.error, BenchError):
+            print(f"error: {outcome.error}", file=sys.stderr)
             return 2
-        raise box["error"]
-    result: TuneResult = box["result"]
+        raise outcome.error
+    result = outcome.result
+    assert result is not None
     files = write_tune_reports(result, out, None if args.no_charts else chart_renderer())
     saved = _save(result, engine, label, args)
     learnt = None if args.no_learn else learn_from_tune(result, caps, start)
