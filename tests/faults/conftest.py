@@ -77,6 +77,13 @@ def no_orphans(beedeck_home: Path) -> Iterator[None]:
     assert not left, f"orphaned llama-server process(es) {sorted(left)} outlived the fault"
 
 
+def _hangup_as_from_a_terminal() -> None:
+    """A child started from a terminal gets SIGHUP's default action. Under `nohup` (or a CI runner
+    that ignores SIGHUP) it would inherit "ignore", and BeeDeck rightly leaves an ignored SIGHUP
+    alone, so the hang-up tests would test the runner instead of BeeDeck."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @dataclass
 class Child:
     """A BeeDeck process started by a fault test; its output goes to files so nothing blocks on a pipe."""
@@ -167,7 +174,8 @@ class Beedeck:
         with open(out, "wb") as o, open(err, "wb") as e:
             proc = subprocess.Popen([sys.executable, "-m", module, *args], env=self.env(**env), stdout=o,
                                     stderr=e, stdin=subprocess.DEVNULL, cwd=self.workdir,
-                                    start_new_session=True)  # its own session, as from its own terminal
+                                    start_new_session=True,  # its own session, as from its own terminal
+                                    preexec_fn=_hangup_as_from_a_terminal)
         child = Child(proc, out, err)
         self.children.append(child)
         return child
@@ -252,13 +260,14 @@ def starter_window(qtbot: Any, starter_engine_path: Path, starter_model_path: Pa
 
     made: list[Any] = []
 
-    def make(store: ChatStore | None = None) -> Any:
+    def make(store: ChatStore | None = None, extra_args: list[str] | None = None) -> Any:
         store = store or ChatStore()
         window = MainWindow(store)
         qtbot.addWidget(window)
         window.open_latest_chat()
         window.show()
-        settings = StarterProfile(starter_engine_path, starter_model_path).settings(threads=1)
+        settings = StarterProfile(starter_engine_path, starter_model_path).settings(threads=1,
+                                                                                   extra_args=extra_args or [])
         window.set_profile(Profile(str(starter_engine_path), settings, "starter (CPU)"))
         with qtbot.waitSignal(window.controller.ready, timeout=120_000):
             window.start_action.trigger()
