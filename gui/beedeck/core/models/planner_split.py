@@ -38,7 +38,7 @@ def pipeline(settings: LaunchSettings, layer_dev: Sequence[DeviceUse | None], ou
 
 def split_compute(layer_devs: Sequence[D], host: D, out_dev: D, cb: float,
                   cb_layers: float, masks: float, masks_of: Callable[[D], float], row: float,
-                  host_layers: bool, pipeline: bool, notes: list[str]) -> None:
+                  host_layers: bool, piped: bool, notes: list[str]) -> None:
     """Compute buffers when the layers are spread over several devices, or partly left on the CPU.
 
     Every device that runs layers reserves its own graph: ``cb`` on the output's device, ``cb_layers``
@@ -54,12 +54,12 @@ def split_compute(layer_devs: Sequence[D], host: D, out_dev: D, cb: float,
     """
     for k, g in enumerate(layer_devs):
         own = (cb if g is out_dev else cb_layers) + masks_of(g)
-        if pipeline:
+        if piped:
             own += 3 * masks_of(g) + 3 * row + (9 * row if k == 0 else 0)
         elif k > 0 or host_layers:
             own -= 2 * row
         g.add("compute", own)
-    if pipeline:
+    if piped:
         host.add("compute", 4 * masks + 10 * row)
         notes.append("Layers on several devices run as a pipeline: each device keeps 4 copies of its inputs, "
                      "so the compute buffers are larger than on one device.")
