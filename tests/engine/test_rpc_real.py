@@ -359,10 +359,20 @@ def test_beedeck_worker_serves_until_ctrl_c_and_leaves_nothing(rpc_engine_path: 
     proc = subprocess.Popen([sys.executable, "-m", "beedeck", "worker", "--engine", str(rpc_engine_path),
                              "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "BEEDECK_HOME": str(tmp_path / "home")})
+    lines: list[str] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert f"worker listening on 127.0.0.1:{port}" in line, line
+        deadline = time.monotonic() + 30
+        while not any(f"worker listening on 127.0.0.1:{port}" in x for x in lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # The worker's own banner and devices show as it starts, not when it exits (its stdio writes to a
+        # pipe, and it flushes on each connection, as the listening check makes one).
+        while not any("Starting RPC server" in x for x in lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(f"worker listening on 127.0.0.1:{port}" in x for x in lines), lines
+        assert any("Starting RPC server" in x for x in lines) and any(f"127.0.0.1:{port}" in x for x in lines), lines
         children = psutil.Process(proc.pid).children(recursive=True)
         assert any("rpc-server" in c.name() for c in children)
         devices = probe_workers(str(rpc_engine_path), parse_workers(f"127.0.0.1:{port}"))

@@ -137,8 +137,9 @@ def worker_argv(binary: str | Path, host: str = "127.0.0.1", port: int = DEFAULT
 
 
 class WorkerProcess:
-    """One running RPC worker in its own process group. ``lines`` keeps its recent output (the worker
-    writes through stdio, which a pipe buffers: its lines arrive in blocks, in full when it exits)."""
+    """One running RPC worker in its own process group. ``lines`` keeps its recent output. The worker
+    writes through C stdio, which a pipe buffers, but it flushes at every client connection, and
+    :meth:`wait_listening`'s check is one: its banner and device list arrive as it starts."""
 
     def __init__(self, argv: list[str], host: str, port: int, on_line: Callable[[str], None] | None = None) -> None:
         self.argv, self.host, self.port = argv, host, port
