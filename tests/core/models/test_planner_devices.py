@@ -136,3 +136,17 @@ def test_the_h200_split_without_a_pipeline_matches_the_engine(tmp_path: Path, n_
     assert not any("pipeline" in n for n in mem.notes)
     mainline = plan_across(target, None, s, Generation.MAINLINE, devices)  # its RPC devices do pipeline
     assert any("run as a pipeline" in n for n in mainline.notes)
+
+
+
+@pytest.mark.parametrize(("is_swa", "full", "swa"), [
+    ([False, False], True, False),  # only full-attention layers: no sliding-window mask
+    ([True, True, True], False, True),  # only sliding-window layers: no full-context mask (Gemma 3 worker)
+    ([True, False, True], True, True),
+    ([], False, False),  # no KV layer (recurrent only): no mask
+])
+def test_a_device_sees_only_the_masks_of_the_caches_its_layers_use(is_swa: list[bool], full: bool, swa: bool) -> None:
+    from beedeck.core.models.planner_split import device_masks
+
+    n_tok, n_ctx, cells_swa = 512, 8192, 1536
+    assert device_masks(is_swa, n_tok, n_ctx, cells_swa) == 2 * n_tok * (n_ctx * full + cells_swa * swa)

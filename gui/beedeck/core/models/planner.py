@@ -16,8 +16,8 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.planner_split import device_masks, split_compute
 from beedeck.core.models.planner_split import pipeline as split_pipeline
-from beedeck.core.models.planner_split import split_compute
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -232,7 +232,7 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     names in its order (workers first), ``split`` the ``--tensor-split`` proportions (None: by free
     memory, the engine's default), ``local`` which devices are on this machine: the draft and the
     compute of the output stay on the last local one (the host when there is none); ``rpc_async``
-    whether the engine's RPC devices can run in a pipeline (:func:`_pipeline`).
+    whether the engine's RPC devices can run in a pipeline (``planner_split.pipeline``).
     """
     if target.is_draft:
         raise PlanError(f"{target.path.name} is a DFlash draft, not a model to chat with: pick the target model.")
@@ -337,10 +337,8 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     else:
         kv_set = set(kv_layers)
 
-        def masks_of(g: DeviceUse) -> int:  # a device sees only the masks of the caches its layers use
-            mine = [i for i in kv_set if layer_dev[i] is g]
-            full = any(not target.is_swa[i] for i in mine)
-            return 2 * n_tok * ((n_ctx_seq if full else 0) + (cells_swa if len(mine) > full else 0))
+        def masks_of(g: DeviceUse) -> int:
+            return device_masks([target.is_swa[i] for i in kv_set if layer_dev[i] is g], n_tok, n_ctx_seq, cells_swa)
 
         workers = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if not here]
         pipeline = split_pipeline(settings, layer_dev, out_dev, layer_devs, workers, rpc_async)

@@ -36,6 +36,12 @@ def pipeline(settings: LaunchSettings, layer_dev: Sequence[DeviceUse | None], ou
             and (rpc_async or not any(g is w for g in layer_devs for w in workers)))
 
 
+def device_masks(is_swa: Sequence[bool], n_tok: int, n_ctx: int, cells_swa: int) -> int:
+    """The f16 KQ masks a device uses: the full-context one if it holds a full-attention layer, the
+    sliding-window one if it holds a sliding-window layer (``is_swa``: its KV layers)."""
+    return 2 * n_tok * ((n_ctx if not all(is_swa) else 0) + (cells_swa if any(is_swa) else 0))
+
+
 def split_compute(layer_devs: Sequence[D], host: D, out_dev: D, cb: float,
                   cb_layers: float, masks: float, masks_of: Callable[[D], float], row: float,
                   host_layers: bool, piped: bool, notes: list[str]) -> None:
