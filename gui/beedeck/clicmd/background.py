@@ -20,6 +20,13 @@ class Outcome(Generic[T]):
     error: BaseException | None = None
     interrupted: bool = False
 
+    def unwrap(self) -> T:
+        """The result, or the work's own exception raised again here."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None, "the work returned nothing"
+        return self.result
+
 
 def run_interruptible(work: Callable[[], T], cancel: threading.Event, name: str) -> Outcome[T]:
     """Run ``work`` on a thread; each Ctrl-C sets ``cancel`` (which ``work`` watches) and the wait goes on

@@ -286,13 +286,11 @@ def run_bench_command(args: argparse.Namespace) -> int:
     outcome = run_interruptible(work, cancel, "beedeck-bench")
     interrupted = outcome.interrupted
     sys.stderr.write("\n")
-    if outcome.error is not None:
-        if isinstance(outcome.error, BenchError):
-            print(f"error: {outcome.error}", file=sys.stderr)
-            return 2
-        raise outcome.error
-    report = outcome.result
-    assert report is not None
+    try:
+        report = outcome.unwrap()
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     files = write_reports(report, out, None if args.no_charts else chart_renderer())
     summary = summarize(report)
     print(format_table(report, summary))

@@ -205,13 +205,11 @@ def run_tune_command(args: argparse.Namespace) -> int:
     interrupted = outcome.interrupted
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    if outcome.error is not None:
-        if isinstance(outcome.error, BenchError):
-            print(f"error: {outcome.error}", file=sys.stderr)
-            return 2
-        raise outcome.error
-    result = outcome.result
-    assert result is not None
+    try:
+        result = outcome.unwrap()
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     files = write_tune_reports(result, out, None if args.no_charts else chart_renderer())
     saved = _save(result, engine, label, args)
     learnt = None if args.no_learn else learn_from_tune(result, caps, start)

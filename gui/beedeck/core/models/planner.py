@@ -16,7 +16,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
-from beedeck.core.models.planner_split import device_masks, split_compute
+from beedeck.core.models.planner_split import device_masks, split_compute, staging
 from beedeck.core.models.planner_split import pipeline as split_pipeline
 
 MiB = 1024 * 1024
@@ -237,6 +237,8 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     if target.is_draft:
         raise PlanError(f"{target.path.name} is a DFlash draft, not a model to chat with: pick the target model.")
     gpus = [DeviceUse(names[i] if names else f"CUDA{i}", free) for i, free in enumerate(devices)]
+    here = local or [True] * len(gpus)
+    mine = [g for g, on_this_machine in zip(gpus, here, strict=True) if on_this_machine]  # the draft's GPUs
     host = DeviceUse("CPU", None)
     notes: list[str] = []
     # DFlash-format drafts (DFlash, DSpark: a DFlash file with a Markov head) get the measured DFlash formulas;
@@ -330,20 +332,19 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     peak = max(act_layer, fa_copy + att) if in_graph else act_layer
     cb = masks + max(peak, max(logits, scores) + act_tail) + (logits if logits < peak else 0)
     layer_devs = [g for g in gpus if g is out_dev or any(d is g for d in layer_dev)]
+    row = 4 * n_tok * target.n_embd  # one f32 row of activations per token
     if not gpus or (len(layer_devs) < 2 and all(d is not None for d in layer_dev)):
         compute_dev.add("compute", cb)
         if compute_dev is not host:
-            host.add("compute", masks + 16 * n_tok * target.n_embd)  # CUDA_Host staging (measured)
+            host.add("compute", staging(masks, row))
     else:
-        kv_set = set(kv_layers)
-
         def masks_of(g: DeviceUse) -> int:
-            return device_masks([target.is_swa[i] for i in kv_set if layer_dev[i] is g], n_tok, n_ctx_seq, cells_swa)
+            return device_masks([target.is_swa[i] for i in kv_layers if layer_dev[i] is g], n_tok, n_ctx_seq, cells_swa)
 
-        workers = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if not here]
+        workers = [g for g, on_this_machine in zip(gpus, here, strict=True) if not on_this_machine]
         pipeline = split_pipeline(settings, layer_dev, out_dev, layer_devs, workers, rpc_async)
         split_compute(layer_devs, host, compute_dev, cb - masks, max(peak, scores + act_tail), masks, masks_of,
-                      4 * n_tok * target.n_embd, any(d is None for d in layer_dev), pipeline, notes)
+                      row, any(d is None for d in layer_dev), pipeline, notes)
 
     # --- runtime outside llama.cpp's accounting (§1.8)
     for g in gpus:
@@ -361,10 +362,8 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
 
     # --- the DFlash draft (§1.9)
     if use_draft and draft is not None:
-        mine = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if here]
         _plan_draft(target, draft, settings, generation, mine, host, n_ctx_seq, ub, np_, notes)
     elif other_draft is not None:
-        mine = [g for g, here in zip(gpus, local or [True] * len(gpus), strict=True) if here]
         _plan_other_draft(other_draft, settings, mine, host, n_ctx_seq, notes)
     return MemoryPlan(gpus + [host], n_ctx, n_ctx_seq, cells_swa, cpu_names, notes, margin)
 

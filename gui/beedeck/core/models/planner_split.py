@@ -42,6 +42,12 @@ def device_masks(is_swa: Sequence[bool], n_tok: int, n_ctx: int, cells_swa: int)
     return 2 * n_tok * ((n_ctx if not all(is_swa) else 0) + (cells_swa if any(is_swa) else 0))
 
 
+def staging(masks: float, row: float) -> float:
+    """The host's compute beside GPUs that run every layer without a pipeline: the masks and 4 token
+    rows of CUDA_Host staging (measured on one GPU, and with BeeLlama's RPC split on an H200)."""
+    return masks + 4 * row
+
+
 def split_compute(layer_devs: Sequence[D], host: D, out_dev: D, cb: float,
                   cb_layers: float, masks: float, masks_of: Callable[[D], float], row: float,
                   host_layers: bool, piped: bool, notes: list[str]) -> None:
@@ -72,4 +78,4 @@ def split_compute(layer_devs: Sequence[D], host: D, out_dev: D, cb: float,
     elif host_layers:
         host.add("compute", masks + (cb if out_dev is host else cb_layers) + row)
     else:
-        host.add("compute", masks + 4 * row)  # CUDA_Host staging, as with one GPU
+        host.add("compute", staging(masks, row))
