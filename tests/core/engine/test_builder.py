@@ -183,6 +183,42 @@ def test_the_cli_builds_with_rpc_on_request(capsys: pytest.CaptureFixture[str]) 
     assert os.access(Path(built).parent / "ggml-rpc-server", os.X_OK)  # what `beedeck worker` looks for
 
 
+def test_dry_run_plans_and_estimates_without_compiling(capsys: pytest.CaptureFixture[str]) -> None:
+    """`engine build --dry-run`: configured, the steps counted and timed from the cost profile, nothing built."""
+    from beedeck.cli import main
+
+    assert main(["engine", "build", "--source", str(MINI), "--cpu", "--dry-run", "-j", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "options: -DGGML_CUDA=OFF" in out and "targets: llama-server" in out
+    steps = next(line for line in out.splitlines() if line.startswith("steps:"))
+    assert int(steps.split()[1].rstrip(",")) >= 2 and " with -j2" in steps
+    reg = EngineRegistry()
+    assert reg.list() == [] or all(r.origin != Origin.BUILT for r in reg.list())  # nothing registered
+    assert not list(reg.root.glob("*/build/bin/llama-server"))  # nothing compiled
+    # ...and the build after it uses the configured folder, then compiles for real.
+    assert main(["engine", "build", "--source", str(MINI), "--cpu", "-j", "2"]) == 0
+    assert list(reg.root.glob("*/build/bin/llama-server"))
+
+
+def test_the_cli_takes_the_saved_profiles_cache_types(capsys: pytest.CaptureFixture[str]) -> None:
+    from beedeck.clicmd.engine.manage import _cache_pairs
+    from beedeck.core.engine.launch_settings import LaunchSettings
+    from beedeck.core.profile import Profile, save_profile
+
+    class Args:
+        cache_type: list[str] = []
+        all_quants = False
+
+    pairs, origin = _cache_pairs(Args())
+    assert pairs is None and "default set" in origin  # nothing saved: never "all"
+    s = LaunchSettings(target="/m/t.gguf", cache_type_k="q8_0", cache_type_v="q5_0")
+    save_profile(Profile(engine="/e/llama-server", settings=s))
+    pairs, origin = _cache_pairs(Args())
+    assert pairs == [("q8_0", "q5_0")] and "saved profile" in origin
+    Args.cache_type = ["kvarn4/kvarn4", "f16"]
+    assert _cache_pairs(Args())[0] == [("kvarn4", "kvarn4"), ("f16", "f16")]
+
+
 def test_rpc_target_falls_back_to_the_older_name(tmp_path: Path) -> None:
     (tmp_path / "examples" / "rpc").mkdir(parents=True)
     (tmp_path / "examples" / "rpc" / "CMakeLists.txt").write_text("set(TARGET rpc-server)\n")

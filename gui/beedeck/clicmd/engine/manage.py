@@ -10,9 +10,10 @@ from typing import Any
 
 from beedeck.core.engine.build_tools import BuildError, find_nvcc
 from beedeck.core.engine.builder import BEE_REPO as BEE_GIT
-from beedeck.core.engine.builder import build_engine
+from beedeck.core.engine.builder import BuildResult, build_engine
 from beedeck.core.engine.registry import EngineError, EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import BEE_REPO, GITHUB_API, MAINLINE_REPO, ReleaseError, download_engine
+from beedeck.core.profile import ProfileError, load_saved_profile
 from beedeck.core.starter import starter_engine
 
 _REPOS = {"bee": BEE_REPO, "beellama": BEE_REPO, "mainline": MAINLINE_REPO}
@@ -37,7 +38,12 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--gpu", action="append", default=[], metavar="CC",
                    help="compute capability to build for, e.g. 8.9 (repeatable; default: the detected GPUs)")
     p.add_argument("--cache-type", action="append", default=[], metavar="K/V",
-                   help="K/V cache pair you will use, e.g. q8_0/q4_0 (decides GGML_CUDA_FA_ALL_QUANTS)")
+                   help="K/V cache pair you will use, e.g. q8_0/q4_0 (repeatable; default: the saved profile's): "
+                        "a CUDA build compiles the FlashAttention kernels these need and no more")
+    p.add_argument("--all-quants", action="store_true",
+                   help="compile every K/V pair's FlashAttention kernels (GGML_CUDA_FA_ALL_QUANTS: the longest build)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="configure only: print the CMake options, the targets, the steps and the estimated time")
     p.add_argument("--no-native", action="store_true", help="portable build (GGML_NATIVE=OFF)")
     p.add_argument("--rpc", action="store_true",
                    help="add llama.cpp's RPC backend and its worker (for `beedeck worker` and serve --rpc)")
@@ -151,18 +157,25 @@ def run_build(args: argparse.Namespace) -> int:
         print("No CUDA toolkit (nvcc) found: building a CPU engine. Install the CUDA Toolkit for a GPU build.",
               file=sys.stderr)
         cpu = True
-    pairs = [tuple(p.split("/", 1)) if "/" in p else (p, p) for p in args.cache_type] or None
+    pairs, origin = _cache_pairs(args)
+    if not cpu:
+        print(f"K/V cache types: {origin}", file=sys.stderr)
     started = time.monotonic()
     try:
         result = build_engine(
             args.source, ref=args.ref, gpus=[] if cpu else gpus, cpu_only=cpu, driver_cuda=driver,
             cache_pairs=pairs, native=not args.no_native, jobs=args.jobs, rpc=args.rpc,
+            all_quants=args.all_quants, dry_run=args.dry_run,
             extra_options=[f"-D{x}" for x in args.extra], registry=reg,
             on_line=(lambda line: print(line, flush=True)) if args.verbose else None,
             on_progress=_Progress(),
         )
     except BuildError as exc:
         return _fail(str(exc))
+    for note in result.notes:
+        print(f"chose: {note}")
+    if result.dry_run:
+        return _print_plan(result)
     print(f"options: {' '.join(result.options)}")
     print(f"log: {result.log_path}")
     print(f"built {result.binary} in {time.monotonic() - started:.0f} s")
@@ -172,6 +185,39 @@ def run_build(args: argparse.Namespace) -> int:
     if args.default:
         reg.set_default(result.engine_id)
     print(f"registered {result.engine_id} ({result.record.generation if result.record else '?'})")
+    return 0
+
+
+def _cache_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]] | None, str]:
+    """The K/V pairs to build for and where they came from: --cache-type, else the saved profile's."""
+    if args.cache_type:
+        pairs = [(p.split("/", 1)[0], p.split("/", 1)[1]) if "/" in p else (p, p) for p in args.cache_type]
+        return pairs, "as given (" + ", ".join(f"{k}/{v}" for k, v in pairs) + ")"
+    if args.all_quants:
+        return None, "every pair (--all-quants)"
+    try:
+        saved = load_saved_profile()
+    except ProfileError as exc:
+        print(f"warning: {exc}", file=sys.stderr)
+        saved = None
+    if saved is not None and not saved.is_remote:
+        s = saved.settings
+        return [(s.cache_type_k, s.cache_type_v)], f"the saved profile's ({s.cache_type_k}/{s.cache_type_v})"
+    return None, "none saved yet: the engine's default set (f16 and q8_0 among them; --cache-type K/V for others)"
+
+
+def _print_plan(result: BuildResult) -> int:
+    print(f"options: {' '.join(result.options)}")
+    print(f"targets: {' '.join(result.targets)}")
+    if result.planned_steps:
+        est = ""
+        if result.estimate_s is not None:
+            took = f"{result.estimate_s / 60:.0f} min" if result.estimate_s >= 90 else f"{result.estimate_s:.0f} s"
+            est = f", about {took} with -j{result.jobs}"
+        print(f"steps:   {result.planned_steps}{est}")
+    else:
+        print("steps:   unknown (no Ninja: install ninja for a step count and an estimate)")
+    print(f"folder:  {result.log_path.parent} (configured; `beedeck engine build` without --dry-run compiles)")
     return 0
 
 

@@ -55,6 +55,15 @@ def folder_of(output: str) -> str:
     return output.split("/CMakeFiles/", 1)[0] if "/CMakeFiles/" in output else "(top)"
 
 
+def family_of(output: str) -> str:
+    """A step's family: its folder plus the file name up to ``-instance`` (the generated kernel variants:
+    ``fattn-vec-instance-q6_0-q5_1.cu.o`` and ``fattn-vec-instance-f16-f16.cu.o`` cost alike), else ""."""
+    name = output.rsplit("/", 1)[-1]
+    if "-instance" not in name:
+        return ""
+    return folder_of(output) + "/" + name.split("-instance", 1)[0] + "-instance"
+
+
 def profile_from_ninja_log(log: Path) -> dict[str, float]:
     """{output: seconds} from a Ninja ``.ninja_log`` (v5: start_ms, end_ms, mtime, output, hash)."""
     costs: dict[str, float] = {}
@@ -98,15 +107,20 @@ def shipped_profile(cuda: bool) -> dict[str, float]:
 
 
 class CostModel:
-    """Seconds-ish cost of a step: exact output, else its folder's median, else its kind's."""
+    """Seconds-ish cost of a step: exact output, else its family's median (kernel instances of other
+    types), else its folder's, else its kind's."""
 
     def __init__(self, profile: Mapping[str, float]) -> None:
         self.exact = dict(profile)
         by_folder: dict[str, list[float]] = {}
         by_kind: dict[str, list[float]] = {}
+        by_family: dict[str, list[float]] = {}
         for out, cost in profile.items():
             by_folder.setdefault(folder_of(out), []).append(cost)
             by_kind.setdefault(kind_of(out), []).append(cost)
+            if family_of(out):
+                by_family.setdefault(family_of(out), []).append(cost)
+        self.family = {k: statistics.median(v) for k, v in by_family.items()}
         self.folder = {k: statistics.median(v) for k, v in by_folder.items()}
         self.kind = {k: statistics.median(v) for k, v in by_kind.items()}
         self.median = statistics.median(profile.values()) if profile else 1.0
@@ -114,6 +128,8 @@ class CostModel:
     def cost(self, output: str) -> float:
         if output in self.exact:
             return max(self.exact[output], 0.05)
+        if family_of(output) in self.family:
+            return max(self.family[family_of(output)], 0.05)
         if folder_of(output) in self.folder:
             return max(self.folder[folder_of(output)], 0.05)
         kind = kind_of(output)
@@ -159,6 +175,16 @@ class WeightedEta:
         if done > 0 and elapsed > 0:
             return done, total, elapsed / done * (total - done)
         return done, total, None
+
+
+def estimate_seconds(planned: Iterable[str], profile: Mapping[str, float], jobs: int) -> float:
+    """The whole build's wall time at ``jobs`` parallel jobs, from the profile's per-step seconds.
+
+    A profile's step times were taken with its own build's parallelism, so the sum over ``jobs`` is the
+    time on a machine of the same per-core speed; Ninja keeps every job busy except in the last links.
+    """
+    model = CostModel(profile)
+    return sum(model.cost(out) for out in planned) / max(1, jobs)
 
 
 def planned_outputs(dry_run_output: str) -> list[str]:

@@ -25,10 +25,19 @@ from typing import IO
 from beedeck.core.engine.build_eta import (
     PROFILE_FILE,
     WeightedEta,
+    estimate_seconds,
     load_profile,
     planned_outputs,
     save_profile,
     shipped_profile,
+)
+from beedeck.core.engine.build_choice import (
+    CLASSIC_FA_PAIRS,
+    FA_QUANTS_TYPES,
+    ML_DEFAULT_FA_QUANTS,
+    FaPolicy,
+    choose_fa,
+    read_policy,
 )
 from beedeck.core.engine.build_tools import (
     BuildError,
@@ -49,19 +58,7 @@ from beedeck.core.engine.registry import (
 
 BEE_REPO = "https://github.com/Anbeeld/beellama.cpp"
 
-# K/V pairs whose CUDA FlashAttention kernels exist without GGML_CUDA_FA_ALL_QUANTS (engine-facts §1.3).
-_TURBO = ("turbo2", "turbo3", "turbo4", "turbo3_tcq", "turbo2_tcq")
-DEFAULT_FA_PAIRS: frozenset[tuple[str, str]] = frozenset(
-    {("f16", "f16"), ("q4_0", "q4_0"), ("q8_0", "q8_0"), ("bf16", "bf16")}
-    | {(t, t) for t in _TURBO}
-    | {(t, "q8_0") for t in _TURBO}
-    | {("q8_0", t) for t in _TURBO}
-    | {("turbo4", "turbo3"), ("turbo3", "turbo4"), ("turbo2", "turbo3"), ("turbo3", "turbo2"),
-       ("turbo4", "turbo3_tcq"), ("turbo3", "turbo3_tcq")}
-)
-# Types mainline's GGML_CUDA_FA_QUANTS list accepts (ggml/cmake/common.cmake).
-FA_QUANTS_TYPES = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "bf16", "f16"})
-ML_DEFAULT_FA_QUANTS = ("q4_0-q4_0", "q8_0-q8_0", "f16-f16", "bf16-bf16")
+DEFAULT_FA_PAIRS = CLASSIC_FA_PAIRS  # the Gen A / older mainline default set (build_choice reads others)
 
 ProgressCallback = Callable[[int, int, float | None], None]  # done, total, eta seconds
 
@@ -94,19 +91,25 @@ def cmake_options(
     native: bool = True,
     cache_pairs: Collection[tuple[str, str]] | None = None,
     source_options: Collection[str] | None = None,
+    policy: FaPolicy | None = None,
+    all_quants: bool = False,
 ) -> list[str]:
     """The ``-D`` options for configuring llama.cpp/BeeLlama (pure; tested directly).
 
     ``gpus`` are compute capabilities ("8.9"); several GPUs give "86;89". ``cache_pairs`` are the
     K/V cache types the user will run; None means unknown, which turns on every FA quant pair.
     ``source_options`` are the option names the source tree declares (:func:`scan_source_options`):
-    version-dependent options are only passed when the tree has them.
+    version-dependent options are only passed when the tree has them. ``policy`` (the tree's FA
+    selection, :func:`beedeck.core.engine.build_choice.read_policy`) compiles only what the pairs need;
+    without it an unknown pair list means every FA quant pair (the guide's line).
     """
     known = set(source_options or ())
     opts = [f"-DGGML_CUDA={'ON' if cuda else 'OFF'}", f"-DGGML_NATIVE={'ON' if native else 'OFF'}"]
     if cuda:
         opts.append("-DGGML_CUDA_FA=ON")
-        if needs_all_quants(cache_pairs):
+        if policy is not None:
+            opts += choose_fa(policy, cache_pairs, all_quants=all_quants).options
+        elif all_quants or needs_all_quants(cache_pairs):
             pairs = sorted({f"{k.lower()}-{v.lower()}" for k, v in cache_pairs or ()})
             fine = cache_pairs is not None and all(t in FA_QUANTS_TYPES for p in pairs for t in p.split("-"))
             if "GGML_CUDA_FA_QUANTS" in known and fine:
@@ -231,6 +234,11 @@ class BuildResult:
     record: EngineRecord | None = None
     smoke: SmokeResult | None = None
     notes: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    planned_steps: int = 0  # Ninja steps the build runs (0: unknown, e.g. no Ninja)
+    estimate_s: float | None = None  # the cost profile's whole-build time at this many jobs
+    jobs: int = 0
+    dry_run: bool = False
 
     @property
     def ok(self) -> bool:
@@ -264,6 +272,8 @@ def build_engine(
     driver_cuda: str | None = None,
     extra_options: Sequence[str] = (),
     rpc: bool = False,
+    all_quants: bool = False,
+    dry_run: bool = False,
     on_progress: ProgressCallback | None = None,
     on_line: LineCallback | None = None,
     cancel_event: threading.Event | None = None,
@@ -274,6 +284,11 @@ def build_engine(
 
     ``rpc`` adds llama.cpp's RPC backend (``GGML_RPC=ON``) and builds ``rpc-server`` beside
     ``llama-server``: the worker that lends this machine's devices to a server elsewhere.
+
+    ``cache_pairs`` are the K/V types (target and draft) the engine will run: a CUDA build compiles the
+    FlashAttention kernels they need and no more (:mod:`beedeck.core.engine.build_choice`); ``all_quants``
+    compiles every pair. ``dry_run`` configures and plans (options, targets, steps, estimated time in
+    ``estimate_s``) without compiling.
 
     ``ref=None`` with a git URL means the remote's latest release tag. Raises :class:`BuildError`
     (preflight, configure or compile failure; the log path is in the message) or
@@ -306,8 +321,11 @@ def build_engine(
         else:
             src_dir = folder / "src"
             commit = fetch_source(src_text, ref, src_dir, on_line=on_line, cancel_event=cancel_event, log=log)
+        known = scan_source_options(src_dir)
+        policy = read_policy(src_dir, known) if cuda else None
         options = cmake_options(cuda=cuda, gpus=gpus, native=native, cache_pairs=cache_pairs,
-                                source_options=scan_source_options(src_dir)) + list(extra_options)
+                                source_options=known, policy=policy, all_quants=all_quants) + list(extra_options)
+        notes = choose_fa(policy, cache_pairs, all_quants=all_quants).reasons if policy is not None else []
         if rpc:
             options.append("-DGGML_RPC=ON")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -320,13 +338,21 @@ def build_engine(
             raise BuildError(f"CMake configure failed; see {log_path} (the lines above 'CMake Error' name the "
                              "missing piece).")
         targets = ["llama-server", *([rpc_target(src_dir)] if rpc else [])]
+        n_jobs = jobs or os.cpu_count() or 2
         build = ["cmake", "--build", str(build_dir), "--config", "Release", "--target", *targets,
-                 "-j", str(jobs or os.cpu_count() or 2)]
+                 "-j", str(n_jobs)]
         log.write("$ " + " ".join(build) + "\n")
         tracker: ProgressTracker | WeightedEta = ProgressTracker()
         planned = _planned_steps(build_dir, targets) if generator or cached_gen == "Ninja" else []
+        profile = _cost_profile(registry, engine_id, cuda)
         if planned:
-            tracker = WeightedEta(planned, _cost_profile(registry, engine_id, cuda))
+            tracker = WeightedEta(planned, profile)
+        if dry_run:
+            log.write(f"dry run: {len(planned)} steps planned, nothing compiled\n")
+            return BuildResult(engine_id, build_dir / "bin" / "llama-server", options, log_path,
+                               time.monotonic() - t0, commit, notes=notes, targets=targets,
+                               planned_steps=len(planned), jobs=n_jobs, dry_run=True,
+                               estimate_s=estimate_seconds(planned, profile, n_jobs) if planned else None)
 
         def line_seen(line: str) -> None:
             if on_line is not None:
@@ -345,7 +371,8 @@ def build_engine(
     release = source_release(src_dir, ref)
     write_release(binary, release, source=src_text, commit=commit[:12])
     smoke = smoke_test(binary, expect_gpu=cuda, prober=registry.prober)
-    result = BuildResult(engine_id, binary, options, log_path, 0.0, commit, smoke=smoke)
+    result = BuildResult(engine_id, binary, options, log_path, 0.0, commit, smoke=smoke, notes=notes,
+                         targets=targets, planned_steps=len(planned), jobs=n_jobs)
     caps_data: dict[str, object] = {}
     with contextlib.suppress(ProbeError):
         caps_data = caps_fields(registry.prober(str(binary))) if smoke.ok else {}

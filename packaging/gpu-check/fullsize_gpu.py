@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Full size on a real GPU: today's engine built the way BeeDeck builds it, then the 19 GB toggle.
+
+Run from a checkout on a GPU machine with no network (BeeDeck's core packages plus gguf; CUDA toolkit,
+CMake and Ninja for the build), each phase writing JSON and text to ``--out`` (or $OUT):
+
+    fullsize_gpu.py build  --source TARBALL      # BeeDeck's builder, the profile's K/V pairs; progress + ETA
+    fullsize_gpu.py dryrun --source TARBALL ...  # configure-only step counts and estimates per builder choice
+    fullsize_gpu.py toggle --engine BIN          # Baseline -> DFlash -> Baseline at full size, per variant
+    fullsize_gpu.py sweep  --engine BIN          # baseline and DFlash tokens/s, draft max 1..16
+
+``build`` records every progress callback (time, steps done, total, the estimate) so the ETA's error at
+10/25/50/75 % is computed against the real end, and copies the build's ``.ninja_log`` (the CUDA step
+costs the estimate ships). ``toggle`` starts the metadata-only Gemma 4 31B Q4_K_M target (18.7 GB,
+zero weights, sparse) with its upstream-format DFlash Q5_K_M draft (1.1 GB) through BeeDeck's
+``launch`` exactly as the window's restart path does (stop the server, start the other mode's
+settings), and times each switch as stop + start-to-ready, for each load variant.
+Work files live in ``$BEEDECK_GPU_WORK`` (default /tmp/beedeck-gpu), outside the checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "gui"), str(REPO)]
+WORK = Path(os.environ.get("BEEDECK_GPU_WORK", "/tmp/beedeck-gpu"))
+PROMPT = "Write a Python function that checks whether a string is a palindrome."
+
+
+def _out(args: argparse.Namespace) -> Path:
+    out = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else WORK / "out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _unpack(source: Path) -> Path:
+    """A source folder as is; a tarball unpacked once into WORK (its single top folder)."""
+    if source.is_dir():
+        return source
+    dest = WORK / ("src-" + source.name.removesuffix(".tar.gz"))
+
+    def tree() -> Path | None:
+        if (dest / "CMakeLists.txt").is_file():
+            return dest
+        inner = [p for p in dest.iterdir() if p.is_dir() and (p / "CMakeLists.txt").is_file()] if dest.is_dir() else []
+        return inner[0] if inner else None
+
+    found = tree()
+    if found is None:
+        part = dest.with_name(dest.name + ".part")
+        shutil.rmtree(part, ignore_errors=True)
+        part.mkdir(parents=True)
+        with tarfile.open(source) as tar:
+            tar.extractall(part, filter="data")
+        part.rename(dest)
+        found = tree()
+    assert found is not None, f"no CMakeLists.txt in {source}"
+    return found
+
+
+def _gpus() -> tuple[list[str], str | None]:
+    from beedeck.core.machine.hardware import detect
+
+    report = detect()
+    ccs = [f"{g.compute_capability[0]}.{g.compute_capability[1]}" for g in report.gpus if g.compute_capability]
+    return ccs, report.cuda_driver_version
+
+
+def eta_errors(samples: list[tuple[float, int, int, float | None]], end: float) -> dict[str, Any]:
+    """The estimate's error at the first sample past each share of the steps: (estimate - real) / real."""
+    out: dict[str, Any] = {}
+    for share in (0.10, 0.25, 0.50, 0.75, 0.90):
+        hit = next(((t, d, n, e) for t, d, n, e in samples if n and d / n >= share and e is not None), None)
+        if hit is None:
+            continue
+        t, d, n, e = hit
+        real = end - t
+        out[f"{int(share * 100)}%"] = {"elapsed_s": round(t, 1), "estimate_s": round(e, 1), "real_left_s": round(real, 1),
+                                        "error_pct": round(100.0 * (e - real) / real, 1) if real > 0 else None}
+    return out
+
+
+def phase_build(args: argparse.Namespace) -> int:
+    from beedeck.core.engine.builder import build_engine
+    from beedeck.core.engine.registry import EngineRegistry
+
+    out = _out(args)
+    src = _unpack(args.source)
+    gpus, driver = _gpus()
+    pairs = [tuple(p.split("/", 1)) for p in args.cache_type] or [("f16", "f16"), ("q8_0", "q8_0")]
+    samples: list[tuple[float, int, int, float | None]] = []
+    t0 = time.monotonic()
+
+    def progress(done: int, total: int, eta: float | None) -> None:
+        samples.append((time.monotonic() - t0, done, total, eta))
+        if len(samples) % 25 == 0:
+            (out / "build-progress.json").write_text(json.dumps(samples))
+
+    reg = EngineRegistry(root=WORK / f"registry-{args.label}")
+    rec: dict[str, Any] = {"source": str(args.source), "gpus": gpus, "driver_cuda": driver, "pairs": pairs,
+                           "cores": os.cpu_count()}
+    try:
+        result = build_engine(str(src), gpus=gpus, cpu_only=not gpus, driver_cuda=driver, cache_pairs=pairs,
+                              all_quants=args.all_quants, registry=reg, on_progress=progress)
+        end = time.monotonic() - t0
+        rec.update(ok=result.ok, binary=str(result.binary), options=result.options, notes=result.notes,
+                   seconds=round(end, 1), planned_steps=result.planned_steps, smoke=str(result.smoke),
+                   eta=eta_errors(samples, end), samples=len(samples))
+        log = result.binary.parent.parent / ".ninja_log"
+        if log.is_file():
+            shutil.copy(log, out / f"{args.label}.ninja_log")
+        (WORK / f"{args.label}.engine").write_text(str(result.binary))
+    except Exception as exc:  # the record says what broke; the phase's exit code too
+        rec.update(ok=False, error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-3000:])
+    (out / "build-progress.json").write_text(json.dumps(samples))
+    (out / f"build-{args.label}.json").write_text(json.dumps(rec, indent=1))
+    (WORK / f"{args.label}.done").write_text("1")
+    print(json.dumps({k: v for k, v in rec.items() if k != "trace"}, indent=1), flush=True)
+    return 0 if rec.get("ok") else 1
+
+
+def phase_dryrun(args: argparse.Namespace) -> int:
+    """Configure-only plans per builder choice: steps, estimated minutes, options (no compiling)."""
+    from beedeck.core.engine.builder import build_engine
+    from beedeck.core.engine.registry import EngineRegistry
+
+    out = _out(args)
+    gpus, driver = _gpus()
+    rows = []
+    choices = [("profile f16+q8_0", [("f16", "f16"), ("q8_0", "q8_0")], False), ("no pairs given", None, False),
+               ("kvarn4 profile", [("kvarn4", "kvarn4")], False), ("ALL_QUANTS", None, True)]
+    for source in args.source_list:
+        src = _unpack(Path(source))
+        for i, (label, pairs, allq) in enumerate(choices):
+            reg = EngineRegistry(root=WORK / f"dry-{src.name}-{i}")
+            t = time.monotonic()
+            try:
+                r = build_engine(str(src), gpus=gpus, cpu_only=not gpus, driver_cuda=driver, cache_pairs=pairs,
+                                 all_quants=allq, registry=reg, dry_run=True)
+                rows.append({"source": src.name, "choice": label, "steps": r.planned_steps,
+                             "estimate_min": round((r.estimate_s or 0) / 60, 1), "options": r.options,
+                             "notes": r.notes, "configure_s": round(time.monotonic() - t, 1)})
+            except Exception as exc:
+                rows.append({"source": src.name, "choice": label, "error": f"{type(exc).__name__}: {exc}"})
+            print(json.dumps(rows[-1]), flush=True)
+            (out / "dryrun.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _pair(which: str) -> tuple[Path, Path]:
+    from tests.fixtures import meta_gguf as mg
+
+    folder = WORK / "meta"
+    if which == "gemma4-q4km":
+        return mg.gemma4_pair(folder, "Q4_K_M", "dflash")
+    if which == "gemma4-q4ks":
+        return mg.gemma4_pair(folder, "Q4_K_S", "dflash")
+    if which == "gemma4-fork":
+        return mg.gemma4_pair(folder, "Q4_K_M", "dflash-draft")
+    return mg.qwen36_pair(folder, "dflash")
+
+
+def _base(target: Path, draft: Path, ctx: int) -> Any:
+    from beedeck.core.engine.launch_settings import LaunchSettings
+
+    s = LaunchSettings.guide_dflash(str(target), str(draft))
+    s.ctx_size = ctx
+    s.draft_n_max = 15
+    return s
+
+
+def _variant(s: Any, name: str, caps: Any) -> Any:
+    """The load variants timed: the guide's line as BeeDeck runs it, and the candidate fast restarts."""
+    from beedeck.core.engine.restart import fast_restart_settings
+
+    s = dataclasses.replace(s, extra_args=list(s.extra_args))
+    if name == "guide":  # --no-mmap --mlock (the guide's DFlash line), fit pass on, warmup on
+        return s
+    if name == "mmap":
+        s.mmap, s.mlock = True, False
+        return s
+    if name == "fast":  # BeeDeck's toggle restart (core/engine/restart.py)
+        return fast_restart_settings(s, caps)
+    raise ValueError(name)
+
+
+def _start(engine: str, caps: Any, s: Any) -> tuple[Any, float]:
+    from beedeck.core.launcher import launch
+
+    t = time.monotonic()
+    proc = launch(engine, caps, s, stop_leftover=False)
+    proc.wait_ready(timeout=600)
+    return proc, time.monotonic() - t
+
+
+def _reply(url: str, max_tokens: int = 64) -> dict[str, Any]:
+    from beedeck.core.engine.client import LlamaClient
+
+    r = LlamaClient(url, timeout=300.0).chat([{"role": "user", "content": PROMPT}], max_tokens=max_tokens,
+                                             temperature=0.0, seed=7, extra={"cache_prompt": False, "ignore_eos": True})
+    t = r.timings
+    return {"tok_s": round(t.predicted_per_second, 1) if t else None, "tokens": t.predicted_n if t else None,
+            "drafted": t.draft_n if t else None, "accepted": t.draft_n_accepted if t else None,
+            "ttft_ms": round(t.prompt_ms, 1) if t else None}
+
+
+def phase_toggle(args: argparse.Namespace) -> int:
+    from beedeck.core.engine.probe import probe_engine
+    from beedeck.core.engine.modes import BASELINE, DFLASH, settings_for_mode
+
+    out = _out(args)
+    engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
+    caps = probe_engine(engine)
+    target, draft = _pair(args.pair)
+    os.environ.setdefault("BEEDECK_HOME", str(WORK / "home"))
+    results = []
+    for variant in args.variants.split(","):
+        base = _variant(_base(target, draft, args.ctx), variant, caps)
+        rec: dict[str, Any] = {"variant": variant, "pair": args.pair, "ctx": args.ctx, "switches": []}
+        try:
+            cold_proc, cold = _start(engine, caps, base)
+            rec["first_start_s"] = round(cold, 2)
+            rec["argv"] = cold_proc.command
+            rec["first_reply"] = _reply(cold_proc.base_url)
+            proc = cold_proc
+            for mode in (BASELINE, DFLASH, BASELINE, DFLASH):
+                t = time.monotonic()
+                proc.stop()
+                stopped = time.monotonic() - t
+                proc, ready = _start(engine, caps, settings_for_mode(base, mode, caps))
+                first = _reply(proc.base_url, 32)
+                rec["switches"].append({"to": mode, "stop_s": round(stopped, 2), "ready_s": round(ready, 2),
+                                        "total_s": round(stopped + ready, 2), "reply": first})
+                print(json.dumps({"variant": variant, **rec["switches"][-1]}), flush=True)
+            proc.stop()
+            sw = rec["switches"]
+            rec["round_trip_s"] = round(sw[0]["total_s"] + sw[1]["total_s"], 2)
+            rec["round_trip_2_s"] = round(sw[2]["total_s"] + sw[3]["total_s"], 2)
+        except Exception as exc:
+            rec["error"] = f"{type(exc).__name__}: {exc}"
+            rec["trace"] = traceback.format_exc()[-2500:]
+        results.append(rec)
+        print(json.dumps({k: v for k, v in rec.items() if k not in ("argv", "trace")}), flush=True)
+        (out / f"toggle-{args.pair}.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def phase_sweep(args: argparse.Namespace) -> int:
+    from beedeck.core.engine.probe import probe_engine
+    from beedeck.core.engine.modes import BASELINE, settings_for_mode
+    from beedeck.core.engine.restart import fast_restart_settings
+
+    out = _out(args)
+    engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
+    caps = probe_engine(engine)
+    os.environ.setdefault("BEEDECK_HOME", str(WORK / "home"))
+    rows = []
+    for which in args.pairs.split(","):
+        target, draft = _pair(which)
+        base = fast_restart_settings(_base(target, draft, args.ctx), caps)
+        points: list[tuple[str, Any]] = [("baseline", settings_for_mode(base, BASELINE, caps))]
+        points += [(f"dflash n_max {n}", dataclasses.replace(base, draft_n_max=n)) for n in args.n_max]
+        for label, s in points:
+            row: dict[str, Any] = {"pair": which, "point": label}
+            try:
+                proc, ready = _start(engine, caps, s)
+                row["ready_s"] = round(ready, 2)
+                _reply(proc.base_url, 16)  # warm-up
+                runs = [_reply(proc.base_url, args.max_tokens) for _ in range(args.reps)]
+                proc.stop()
+                row["runs"] = runs
+                speeds = sorted(r["tok_s"] for r in runs if r["tok_s"])
+                row["median_tok_s"] = speeds[len(speeds) // 2] if speeds else None
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            (out / "sweep.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("phase", choices=("build", "dryrun", "toggle", "sweep"))
+    ap.add_argument("--source", type=Path)
+    ap.add_argument("--sources", dest="source_list", nargs="*", default=[])
+    ap.add_argument("--label", default="genb")
+    ap.add_argument("--cache-type", action="append", default=[])
+    ap.add_argument("--all-quants", action="store_true")
+    ap.add_argument("--engine", type=Path)
+    ap.add_argument("--pair", default="gemma4-q4km")
+    ap.add_argument("--pairs", default="gemma4-q4km")
+    ap.add_argument("--ctx", type=int, default=32768)
+    ap.add_argument("--variants", default="guide,mmap,fast")
+    ap.add_argument("--n-max", type=int, nargs="*", default=[1, 2, 4, 8, 12, 16])
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    WORK.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    return {"build": phase_build, "dryrun": phase_dryrun, "toggle": phase_toggle, "sweep": phase_sweep}[args.phase](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
