@@ -158,10 +158,15 @@ def phase_dryrun(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pair(which: str) -> tuple[Path, Path]:
+def _pair(which: str, caps: Any = None) -> tuple[Path, Path]:
     from tests.fixtures import meta_gguf as mg
 
     folder = WORK / "meta"
+    if which == "synth":  # the tiny sticky pair: the script's own dry run on a CPU engine
+        from beedeck.clicmd.bench import synthetic_bench_pair
+
+        fmt = "bee" if caps is not None and caps.dflash_draft_arch == "dflash-draft" else "mainline"
+        return synthetic_bench_pair(WORK / "synth", fmt)
     if which == "gemma4-q4km":
         return mg.gemma4_pair(folder, "Q4_K_M", "dflash")
     if which == "gemma4-q4ks":
@@ -222,7 +227,7 @@ def phase_toggle(args: argparse.Namespace) -> int:
     out = _out(args)
     engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
     caps = probe_engine(engine)
-    target, draft = _pair(args.pair)
+    target, draft = _pair(args.pair, caps)
     os.environ.setdefault("BEEDECK_HOME", str(WORK / "home"))
     results = []
     for variant in args.variants.split(","):
@@ -231,7 +236,7 @@ def phase_toggle(args: argparse.Namespace) -> int:
         try:
             cold_proc, cold = _start(engine, caps, base)
             rec["first_start_s"] = round(cold, 2)
-            rec["argv"] = cold_proc.command
+            rec["argv"] = cold_proc.command()
             rec["first_reply"] = _reply(cold_proc.base_url)
             proc = cold_proc
             for mode in (BASELINE, DFLASH, BASELINE, DFLASH):
@@ -267,7 +272,7 @@ def phase_sweep(args: argparse.Namespace) -> int:
     os.environ.setdefault("BEEDECK_HOME", str(WORK / "home"))
     rows = []
     for which in args.pairs.split(","):
-        target, draft = _pair(which)
+        target, draft = _pair(which, caps)
         base = fast_restart_settings(_base(target, draft, args.ctx), caps)
         points: list[tuple[str, Any]] = [("baseline", settings_for_mode(base, BASELINE, caps))]
         points += [(f"dflash n_max {n}", dataclasses.replace(base, draft_n_max=n)) for n in args.n_max]

@@ -350,20 +350,15 @@ def build(source: Path, cpu: bool, out: Path | None, say: Any, no_build: bool = 
 
 
 def meta_pair(which: str, fmt: str) -> tuple[Path, Path]:
-    """Metadata-only (sparse, zero weights) Qwen3.6-27B or Gemma 4 31B with a DFlash draft of their shape."""
+    """Metadata-only (sparse, zero weights) Qwen3.6-27B or Gemma 4 31B Q4_K_M with its DFlash draft, at
+    the catalog's real layouts (tests/fixtures/meta_gguf.py: gemma4_pair, qwen36_pair)."""
     from tests.fixtures import meta_gguf as mg
 
     folder = WORK / "meta"
     arch = "dflash-draft" if fmt == "bee" else "dflash"
     if which == "qwen36":
-        target = mg.qwen36_27b(folder / "qwen36-27b-meta.gguf")
-        draft = mg.dflash_draft(folder / f"qwen36-27b-dflash-{arch}.gguf", arch, 5120, [1, 16, 31, 46, 61],
-                                mg.QWEN36_VOCAB, tokens=mg.vocab(mg.QWEN36_VOCAB))
-    else:
-        target = mg.gemma4_31b(folder / "gemma4-31b-meta.gguf")
-        draft = mg.dflash_draft(folder / f"gemma4-31b-dflash-{arch}.gguf", arch, 5376, [1, 12, 23, 35, 46, 57],
-                                mg.GEMMA4_VOCAB, n_head=64, n_ff=10752, tokens=mg.vocab(mg.GEMMA4_VOCAB))
-    return target, draft
+        return mg.qwen36_pair(folder, arch)
+    return mg.gemma4_pair(folder, "Q4_K_M", arch)
 
 
 # ------------------------------------------------------------------------------------ one launch
@@ -376,6 +371,10 @@ def settings_for(target: Path, draft: Path, placement: Placement, gpus: Sequence
     s = LaunchSettings.guide_dflash(str(target), str(draft))
     s.ctx_size = args.ctx
     s.draft_n_max = 15  # a DFlash block of 16: 15 drafted tokens
+    if getattr(args, "kv", None):
+        s.cache_type_k = s.cache_type_v = args.kv  # e.g. the recommender's q8_0 for a 24 GB card
+    if getattr(args, "ubatch", None):
+        s.ubatch_size = args.ubatch
     if not gpus:
         # The synthetic heads have no CPU flash-attention path that serves well on a shared CPU, and two
         # llama.cpp threads spin on each other's barriers there (clicmd/bench.py synthetic_settings).
@@ -550,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--placements", help="comma-separated placement names to run (default: all)")
     ap.add_argument("--no-synthetic", action="store_true", help="leave out the synthetic pair")
     ap.add_argument("--ctx", type=int, help="context (default 32768, the guide's; 8192 on the CPU)")
+    ap.add_argument("--kv", help="K and V cache type (default: the guide's f16)")
+    ap.add_argument("--ubatch", type=int, help="-ub (default: the engine's)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, help="tokens per reply (default 256; 32 on the CPU)")
     ap.add_argument("--ready-timeout", type=float, default=300.0)

@@ -24,10 +24,16 @@ from PySide6.QtCore import QObject, Signal
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
+from beedeck.core.engine.restart import describe_fast_restart, fast_restart_settings
 from beedeck.core.engine.rpc_probe import with_rpc_reason
+from beedeck.core.engine.switch_cost import StartKey, SwitchCosts
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
 STOP_TIMEOUT_S = 10.0  # graceful stop, then the process tree is killed
+
+
+def _start_key(engine: str, settings: LaunchSettings, switch: bool) -> StartKey:
+    return StartKey(engine, settings.target, settings.draft if settings.spec_mode.uses_draft_file else None, switch)
 
 
 def _state_name(state: object) -> str:
@@ -68,6 +74,7 @@ class ServerController(QObject):
         default_port: int = DEFAULT_PORT,
         inspect: Callable[..., RemoteInfo] = inspect_server,
         health_interval_s: float = 5.0,
+        costs: SwitchCosts | None = None,
     ) -> None:
         super().__init__(parent)
         self._probe = probe
@@ -88,6 +95,9 @@ class ServerController(QObject):
         self._inspect = inspect
         self._health_interval_s = health_interval_s
         self.remote: RemoteInfo | None = None  # the attached server BeeDeck did not start, if any
+        self._costs = costs if costs is not None else SwitchCosts()
+        self._expected_switch: dict[bool, float | None] = {}
+        self._draft_of: dict[str, str] = {}  # the draft file last loaded beside each target
         self._unwatch: threading.Event | None = None
 
     # -- public ---------------------------------------------------------------------------
@@ -113,8 +123,13 @@ class ServerController(QObject):
         self._spawn(self._do_stop)
 
     def restart(self, settings: LaunchSettings) -> None:
-        """Stop, then start the same engine with new settings (the Baseline|DFlash restart path)."""
+        """Stop, then start the same engine with new settings (the Baseline|DFlash restart path).
+
+        A restart of the target that is running and ready is a mode switch: it maps the model from the
+        page cache and skips the fit pass (core/engine/restart.py); the settings it keeps are ``settings``."""
         engine, caps = self.engine, self.caps
+        switch = (self.state == "ready" and self.settings is not None and not self.is_remote()
+                  and self.settings.target == settings.target)
         if is_remote_engine(engine):
             self.failed.emit(RemoteError(
                 "no-restart", "BeeDeck did not start this server, so it cannot restart it with other settings.",
@@ -123,9 +138,15 @@ class ServerController(QObject):
 
         def job() -> None:
             self._do_stop()
-            self._do_start(engine, settings, caps)
+            self._do_start(engine, settings, caps, switch=switch)
 
         self._spawn(job)
+
+    def expected_switch_s(self, with_draft: bool) -> float | None:
+        """Seconds a mode switch of the running target took here before: to a mode that loads its draft
+        file or to one that does not (median of the last ones); None when never measured. No I/O: the
+        figures are read on the server thread once the server is ready."""
+        return self._expected_switch.get(with_draft)
 
     def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5) -> None:
         """Stop the server and wait for it: called when the app quits, so nothing is left running.
@@ -172,7 +193,8 @@ class ServerController(QObject):
             self.port_fallback_used.emit(wanted, port, why)
         return replace(settings, port=port)
 
-    def _do_start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None) -> None:
+    def _do_start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None, *,
+                  switch: bool = False) -> None:
         t0 = time.monotonic()
         self.engine, self.settings = engine, replace(settings)
         self._set_state("starting")
@@ -195,7 +217,11 @@ class ServerController(QObject):
                 launch = launcher.launch
             settings = self._with_port(settings)
             self.settings = replace(settings)
-            proc = launch(engine, caps, settings, on_line=self.line_received.emit, on_state=self._on_proc_state)
+            launched = fast_restart_settings(settings, caps) if switch else settings
+            if switch:
+                for change in describe_fast_restart(settings, caps):
+                    self.line_received.emit(f"BeeDeck: mode switch {change}")
+            proc = launch(engine, caps, launched, on_line=self.line_received.emit, on_state=self._on_proc_state)
             for note in getattr(proc, "notes", ()):  # what BeeDeck did on the way, in the log beside the engine's
                 self.line_received.emit(f"BeeDeck: {note.message}")
             with self._lock:
@@ -219,6 +245,14 @@ class ServerController(QObject):
             return
         self.base_url = proc.base_url
         self.last_start_s = time.monotonic() - t0
+        self._costs.record(_start_key(engine, settings, switch), self.last_start_s)
+        if settings.draft and settings.spec_mode.uses_draft_file:
+            self._draft_of[settings.target] = settings.draft
+        draft = self._draft_of.get(settings.target)
+        self._expected_switch = {
+            True: self._costs.expected(StartKey(engine, settings.target, draft, True)) if draft else None,
+            False: self._costs.expected(StartKey(engine, settings.target, None, True)),
+        }
         self._set_state("ready")
         self.ready.emit(self.base_url)
         memory = getattr(proc, "memory", None)
