@@ -136,6 +136,17 @@ def test_cuda_13_2_builds_are_never_picked(tmp_path: Path) -> None:
         assert "only CUDA 13.2 builds" in c.notes[0] and "b101 is the newest release that has one" in c.notes[0]
 
 
+def test_a_repository_of_prereleases_only_still_offers_its_newest_build(tmp_path: Path) -> None:
+    # /releases/latest answers 404 when no stable release exists; mainline's bNNNN builds are prereleases.
+    with FakeReleases() as fake:
+        for tag in ("b200", "b201"):
+            fake.add_release(MAINLINE_REPO, tag, [make_tar_gz(tmp_path / f"llama-{tag}-bin-ubuntu-x64.tar.gz",
+                                                              {"llama-server": b"#!/bin/sh\n"})],
+                             latest=False, prerelease=True)
+        c = resolve_release(MAINLINE_REPO, os_name="linux", arch="x64", backend="cpu", api_url=fake.url)
+    assert (c.tag, c.asset.name) == ("b201", "llama-b201-bin-ubuntu-x64.tar.gz")
+
+
 def test_a_missing_digest_comes_from_sha256sums(tmp_path: Path) -> None:
     a = make_tar_gz(tmp_path / "beellama-v0.4.7-bin-ubuntu-x64.tar.gz", {"llama-server": b"#!/bin/sh\n"})
     b = make_tar_gz(tmp_path / "beellama-v0.4.7-bin-win-cpu-x64.tar.gz", {"x": b"y"})
@@ -218,3 +229,25 @@ def test_mainline_cpu_download_through_the_setting_is_ready(starter_cuda_archive
         rec = download_engine(repo=MAINLINE_REPO, backend="cpu", os_name="linux", arch="x64", registry=EngineRegistry())
     assert rec.ready and rec.source.endswith("/b11434/llama-b11434-bin-ubuntu-x64.tar.gz")
     assert os.access(rec.binary, os.X_OK) and rec.build_options == ["llama-b11434-bin-ubuntu-x64.tar.gz"]
+
+
+@pytest.mark.engine
+def test_the_cli_download_takes_the_mirror_from_the_environment(starter_cuda_archives: dict[str, Path],
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from beedeck.cli import main
+
+    monkeypatch.setattr("beedeck.core.engine.releases.host_platform", lambda: ("linux", "x64"))
+    with FakeReleases(prefix="/api/v3") as fake:
+        fake.add_listing(LISTINGS / "mainline.json", starter_cuda_archives)
+        monkeypatch.setenv(RELEASES_API_ENV, fake.url)
+        rc = main(["engine", "download", "--repo", "mainline", "--backend", "cpu", "--default"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "v0.6.0 carries no binaries; its nightly-tag.txt names b11434" in out.err
+    assert "registered llama.cpp-b11434-cpu" in out.out
+    with FakeReleases() as empty:
+        rc = main(["engine", "download", "--repo", "mainline", "--backend", "cpu", "--api-url", empty.url])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert f"error: ggml-org/llama.cpp has no published release at {empty.url}: check the repository name" in err

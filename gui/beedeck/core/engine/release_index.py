@@ -43,6 +43,10 @@ _BUILD_TAG = re.compile(r"^b\d+$")  # mainline's build tags: prereleases that ca
 _SAFE_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
+class NoLatestRelease(ReleaseError):
+    """``/releases/latest`` answered 404: no stable release (a repository of prereleases only, or a wrong name)."""
+
+
 def _check_base(url: str, where: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -105,8 +109,11 @@ class ReleaseIndex:
             raise ReleaseError(f"{tag!r} is not a release tag (letters, digits, '.', '_' and '-' only).")
         path = f"/repos/{self.repo}/releases/latest" if tag is None else f"/repos/{self.repo}/releases/tags/{tag}"
         resp = self._get(path)
+        if resp.status_code == 404 and tag is None:
+            raise NoLatestRelease(f"{self.repo} has no published release at {self.api_url}: check the repository "
+                                  f"name, or the mirror ({RELEASES_API_ENV} / the releases_api setting).")
         if resp.status_code == 404:
-            raise ReleaseError(f"{self.repo} has no release {'latest' if tag is None else tag}: check the tag name.")
+            raise ReleaseError(f"{self.repo} has no release {tag}: check the tag name.")
         if resp.status_code != 200:
             raise ReleaseError(f"The releases API answered HTTP {resp.status_code} for {path}: try again later.")
         data = resp.json()
@@ -187,12 +194,15 @@ def resolve_release(repo: str, tag: str | None = None, *, os_name: str, arch: st
             return pick(index.follow(index.release(tag)))
         first_error: ReleaseError | None = None
         walk_error: ReleaseError | None = None
+        no_latest: ReleaseError | None = None
         tried: set[str] = set()
         try:
             newest = index.follow(index.release(None))
             tried.add(str(newest.get("tag_name")))
             if accept is None or accept(str(newest.get("tag_name", ""))):
                 return pick(newest)
+        except NoLatestRelease as exc:
+            no_latest = exc  # only prereleases, perhaps: the list may still hold a build
         except ReleaseError as exc:
             first_error = exc
             if "Could not reach" in str(exc) or "rate limit" in str(exc):
@@ -218,5 +228,7 @@ def resolve_release(repo: str, tag: str | None = None, *, os_name: str, arch: st
             raise ReleaseError(f"{first_error} No older release among the last {WALK_BACK} has one either.")
         if walk_error is not None:
             raise walk_error
+        if no_latest is not None:
+            raise no_latest
         raise ReleaseError(f"None of {repo}'s last {WALK_BACK} releases fits: build from source instead "
                            "(`beedeck engine build`).")
