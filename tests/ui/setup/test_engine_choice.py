@@ -4,6 +4,7 @@ beside them, and each says why it is offered or greyed. Releases: the recorded l
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +17,10 @@ from beedeck.core.engine.release_index import RELEASES_API_ENV
 from beedeck.core.machine import hardware
 from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.setup.setup_wizard import SetupWizard
+from tests.conftest import FIXTURES
 from tests.fakes.fake_nvml import FakeNvml, rtx4090
 from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
-from tests.fakes.fake_releases import FakeReleases
+from tests.fakes.fake_releases import FakeReleases, make_tar_gz, server_bundle
 from tests.ui.setup.test_setup_wizard import make_wizard
 
 
@@ -123,3 +125,39 @@ def test_a_bad_mirror_setting_is_named_in_the_greyed_download(qtbot: QtBot, monk
     assert not run.download_radio.isEnabled()
     assert "BEEDECK_RELEASES_API is 'ftp://cache.internal/gh', which is not an http(s) URL" in \
         run.choice.why["download"].text()
+
+
+@pytest.mark.engine
+def test_the_wizard_downloads_verifies_unpacks_and_probes_the_chosen_archive(
+        qtbot: QtBot, releases: FakeReleases, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        starter_engine_path: Path) -> None:
+    """The whole download path from the click: mainline's Linux CUDA 12.8 archive (holding the real starter
+    llama-server, a CPU build) and its runtime tarball, from the recorded listing. On this "GPU machine" the
+    engine step must end in the silent-CPU-fallback refusal, not pass the engine on."""
+    import beedeck.core.engine.engine_offers as offers_mod
+    import beedeck.core.engine.releases as releases_mod
+
+    for mod in (offers_mod, releases_mod):
+        monkeypatch.setattr(mod, "host_platform", lambda: ("linux", "x64"))
+    files, links = server_bundle(starter_engine_path.parent)
+    archives = {a.name: a for a in (
+        make_tar_gz(tmp_path / "llama-b11434-bin-ubuntu-cuda-12.8-x64.tar.gz",
+                    {f"build/bin/{k}": v for k, v in files.items()}, {f"build/bin/{k}": v for k, v in links.items()}),
+        make_tar_gz(tmp_path / "cudart-llama-b11434-bin-ubuntu-cuda-12.8-x64.tar.gz",
+                    {"libcudart.so.12": b"stand-in runtime"}))}
+    releases.add_listing(FIXTURES / "releases" / "mainline.json", archives)
+    w = _wizard_at_run_page(qtbot, gpu_detect, Generation.MAINLINE)
+    run = w.run_page
+    assert run.download_radio.isChecked()
+    engine_step = next(s for s in run.steps if s.key == "engine")
+    run.start_button.click()
+    qtbot.waitUntil(lambda: not engine_step.retry.isHidden(), timeout=60_000)
+    text = engine_step.status.text()
+    assert text.startswith("Downloaded llama-b11434-bin-ubuntu-cuda-12.8-x64.tar.gz, but it is not ready")
+    assert "silently run on the CPU" in text
+    fetched = [p.rsplit("/", 1)[-1] for p, _ in releases.requests if p.startswith("/download/")]
+    assert fetched[-2:] == list(archives)
+    log = run.log.toPlainText()
+    assert "checked by sha256" in log and "unpacking cudart-llama-b11434" in log
+    rec = next(r for r in run.registry.list() if r.id.endswith("b11434-cuda"))
+    assert not rec.ready and rec.generation == "mainline"  # probed, so the list can say what it is

@@ -344,6 +344,9 @@ class RunPage(QWizardPage):
                 repo=offer.choice.repo, tag=offer.choice.tag, backend=offer.backend,
                 cuda_driver_version=report.cuda_driver_version if report else None, api_url=self.offers.api_url,
                 on_progress=on_progress, on_line=on_line, cancel_event=cancel_event, registry=self.registry)
+            if not self.engine.ready:  # registered, so the engine list shows it, but not what this needs
+                why = self.engine.smoke.message if self.engine.smoke else "its smoke test failed"
+                raise engines.EngineError(f"Downloaded {offer.choice.asset.name}, but it is not ready: {why}")
         else:
             self.engine = self.registry.get(self._found_id)
         return f"{self.engine.name or self.engine.id}: {self.engine.generation} {self.engine.version}".strip()
