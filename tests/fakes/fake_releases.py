@@ -87,6 +87,7 @@ class FakeReleases:
         self.cut_after: dict[str, int] = {}
         self.with_digest = True
         self.requests: list[tuple[str, str | None]] = []
+        self.authorization: list[tuple[str, str | None]] = []  # (path, Authorization header) per request
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -173,6 +174,7 @@ class FakeReleases:
             def do_GET(self) -> None:
                 with fake._lock:
                     fake.requests.append((self.path, self.headers.get("Range")))
+                    fake.authorization.append((self.path, self.headers.get("Authorization")))
                 path = self.path.split("?")[0]
                 if fake.prefix:
                     if not path.startswith(fake.prefix + "/"):

@@ -180,6 +180,23 @@ def test_the_api_base_comes_from_the_environment_then_the_setting(monkeypatch: p
     assert "hunter2" not in str(info.value)
 
 
+def test_a_token_goes_to_the_api_only_and_a_github_token_never_to_a_mirror(fake: FakeReleases,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from beedeck.core.engine.release_index import RELEASES_TOKEN_ENV, release_token
+
+    monkeypatch.delenv(RELEASES_TOKEN_ENV, raising=False)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_personal")
+    assert release_token("https://api.github.com") == "ghp_personal" and release_token(fake.url) is None
+    _resolve(fake, MAINLINE_REPO, "linux", "cpu", None)
+    assert {auth for _, auth in fake.authorization} == {None}  # the mirror never saw the GitHub token
+    fake.authorization.clear()
+    monkeypatch.setenv(RELEASES_TOKEN_ENV, "mirror-secret")
+    _resolve(fake, MAINLINE_REPO, "linux", "cpu", None)
+    api = {auth for path, auth in fake.authorization if path.startswith("/repos/")}
+    assert api == {"Bearer mirror-secret"}
+    assert {auth for path, auth in fake.authorization if path.startswith("/download/")} == {None}
+
+
 @pytest.fixture(scope="module")
 def starter_cuda_archives(tmp_path_factory: pytest.TempPathFactory, starter_engine_path: Path) -> dict[str, Path]:
     """mainline's Linux CUDA archive and its runtime tarball, under their published names: the archive holds

@@ -36,6 +36,7 @@ from beedeck.core.settings import AppSettings, load_settings
 
 GITHUB_API = "https://api.github.com"
 RELEASES_API_ENV = "BEEDECK_RELEASES_API"
+RELEASES_TOKEN_ENV = "BEEDECK_RELEASES_TOKEN"
 NIGHTLY_TAG_ASSET = "nightly-tag.txt"
 SUMS_ASSET = "SHA256SUMS.txt"
 WALK_BACK = 30  # releases looked at when the newest has no build for this machine
@@ -69,12 +70,24 @@ def releases_api_base(app: AppSettings | None = None) -> str:
     return GITHUB_API
 
 
+def release_token(api_url: str) -> str | None:
+    """The token the releases API gets: ``BEEDECK_RELEASES_TOKEN`` (a mirror's, or GitHub's), else
+    ``GITHUB_TOKEN`` but only for api.github.com, so a GitHub token never goes to a mirror. Read from the
+    environment only: never a command-line argument, never logged."""
+    own = os.environ.get(RELEASES_TOKEN_ENV, "").strip()
+    if own:
+        return own
+    github = os.environ.get("GITHUB_TOKEN", "").strip()
+    return github if github and api_url.rstrip("/") == GITHUB_API else None
+
+
 class ReleaseIndex:
     """Reads one repository's releases through the API (one HTTP client, closed by :meth:`close`)."""
 
     def __init__(self, repo: str = BEE_REPO, *, api_url: str = GITHUB_API, token: str | None = None,
                  client: httpx2.Client | None = None) -> None:
-        self.repo, self.api_url, self.token = repo, api_url.rstrip("/"), token
+        self.repo, self.api_url = repo, api_url.rstrip("/")
+        self.token = token if token is not None else release_token(self.api_url)
         self._own = client is None
         self.http = client or httpx2.Client(timeout=30.0, follow_redirects=True)
 
@@ -100,7 +113,8 @@ class ReleaseIndex:
                                f"proxy (a mirror goes in {RELEASES_API_ENV} or the releases_api setting), or "
                                "build from source.") from None
         if resp.status_code == 403 and resp.headers.get("x-ratelimit-remaining") == "0":
-            raise ReleaseError("GitHub's API rate limit is used up for this network: wait an hour or set GITHUB_TOKEN.")
+            raise ReleaseError("The releases API's rate limit is used up for this network: wait an hour, or set "
+                               f"GITHUB_TOKEN (api.github.com) or {RELEASES_TOKEN_ENV} (any base).")
         return resp
 
     def release(self, tag: str | None = None) -> dict[str, Any]:
