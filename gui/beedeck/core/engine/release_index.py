@@ -89,7 +89,8 @@ class ReleaseIndex:
         self.repo, self.api_url = repo, api_url.rstrip("/")
         self.token = token if token is not None else release_token(self.api_url)
         self._own = client is None
-        self.http = client or httpx2.Client(timeout=30.0, follow_redirects=True)
+        # A short connect timeout: the wizard waits for this lookup before it offers the download.
+        self.http = client or httpx2.Client(timeout=httpx2.Timeout(30.0, connect=10.0), follow_redirects=True)
 
     def close(self) -> None:
         if self._own:
