@@ -1,9 +1,14 @@
 """A local HTTP server speaking the GitHub releases API and serving release assets (with Range).
 
-Routes: ``GET /repos/{owner}/{repo}/releases/latest``, ``GET /repos/{owner}/{repo}/releases/tags/{tag}``
-(JSON shaped like api.github.com: ``tag_name``, ``assets[]`` with ``name``, ``size``, ``digest``
-``sha256:…``, ``browser_download_url``), and ``GET /download/{owner}/{repo}/{tag}/{name}`` for the
-bytes (200 or 206 for ``Range: bytes=N-``). ``cut_after[name] = n`` makes the first download of that
+Routes: ``GET /repos/{owner}/{repo}/releases/latest``, ``GET /repos/{owner}/{repo}/releases/tags/{tag}``,
+``GET /repos/{owner}/{repo}/releases`` (the list, newest first, prereleases included) - JSON shaped like
+api.github.com: ``tag_name``, ``prerelease``, ``assets[]`` with ``name``, ``size``, ``digest``
+``sha256:…``, ``browser_download_url`` - and ``GET /download/{owner}/{repo}/{tag}/{name}`` for the
+bytes (200 or 206 for ``Range: bytes=N-``). :meth:`FakeReleases.add_listing` serves a recorded
+listing (tests/fixtures/releases/*.json); the assets a test gives real files for are served with
+those files' size and digest, the others keep the listing's figures and answer 404 when fetched.
+``prefix`` puts every route under a path, as a GitHub Enterprise base (``/api/v3``) or a company
+cache does. ``cut_after[name] = n`` makes the first download of that
 asset stop after n bytes, the way a dropped connection does, so resume is exercised for real.
 Archive builders make real .tar.gz (with the .so symlink chains real releases have) and .zip files.
 """
@@ -72,46 +77,82 @@ def server_bundle(bin_dir: Path) -> tuple[dict[str, Path], dict[str, str]]:
 class FakeReleases:
     """The server. ``add_release`` registers assets (file paths); ``requests`` records (path, range)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         self.releases: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.meta: dict[tuple[str, str], dict[str, Any]] = {}  # prerelease, draft, published_at
+        self.order: dict[str, list[str]] = {}  # repo -> tags, newest first
         self.latest: dict[str, str] = {}
-        self.blobs: dict[str, Path] = {}
+        self.blobs: dict[str, Path | bytes] = {}
         self.cut_after: dict[str, int] = {}
         self.with_digest = True
         self.requests: list[tuple[str, str | None]] = []
+        self.authorization: list[tuple[str, str | None]] = []  # (path, Authorization header) per request
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
+        """The API base (with ``prefix``), what ``api_url`` / BEEDECK_RELEASES_API take."""
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{host!s}:{port}{self.prefix}"
 
-    def add_release(self, repo: str, tag: str, assets: list[Path], *, latest: bool = True) -> None:
-        entries = []
-        for path in assets:
-            data = path.read_bytes()
-            key = f"{repo}/{tag}/{path.name}"
-            self.blobs[key] = path
-            entries.append({
-                "name": path.name,
-                "size": len(data),
-                "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
-                "content_type": "application/octet-stream",
-                "browser_download_url": f"{self.url}/download/{key}",
-            })
+    def _entry(self, key: str, name: str, data: bytes) -> dict[str, Any]:
+        self.blobs[key] = data
+        return {"name": name, "size": len(data), "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "content_type": "application/octet-stream", "browser_download_url": f"{self.url}/download/{key}"}
+
+    def _register(self, repo: str, tag: str, entries: list[dict[str, Any]], *, latest: bool,
+                  prerelease: bool = False, published_at: str = "") -> None:
         self.releases[(repo, tag)] = entries
+        self.meta[(repo, tag)] = {"prerelease": prerelease, "draft": False, "published_at": published_at}
+        tags = [t for t in self.order.get(repo, []) if t != tag]
+        self.order[repo] = [tag, *tags]  # the newest registered first, as the API lists them
         if latest:
             self.latest[repo] = tag
+
+    def add_release(self, repo: str, tag: str, assets: list[Path], *, latest: bool = True,
+                    prerelease: bool = False) -> None:
+        entries = []
+        for path in assets:
+            key = f"{repo}/{tag}/{path.name}"
+            entry = self._entry(key, path.name, path.read_bytes())
+            self.blobs[key] = path
+            entries.append(entry)
+        self._register(repo, tag, entries, latest=latest, prerelease=prerelease)
+
+    def add_listing(self, listing: Path, files: dict[str, Path] | None = None) -> str:
+        """Serve a recorded listing (oldest release registered first); ``files`` maps asset names to the
+        real archives served under them. Returns the listing's repository."""
+        data = json.loads(listing.read_text(encoding="utf-8"))
+        repo = data["repo"]
+        for rel in reversed(data["releases"]):
+            tag, entries = rel["tag_name"], []
+            for a in rel["assets"]:
+                key = f"{repo}/{tag}/{a['name']}"
+                if files and a["name"] in files:
+                    entries.append(self._entry(key, a["name"], files[a["name"]].read_bytes()))
+                elif "text" in a:
+                    entries.append(self._entry(key, a["name"], a["text"].encode()))
+                else:
+                    digest = "sha256:" + hashlib.sha256(f"{repo}/{tag}/{a['name']}".encode()).hexdigest()
+                    entries.append({"name": a["name"], "size": a["size"], "digest": digest,
+                                    "content_type": "application/octet-stream",
+                                    "browser_download_url": f"{self.url}/download/{key}"})
+            self._register(repo, tag, entries, latest=tag == data["latest"],
+                           prerelease=bool(rel.get("prerelease")), published_at=rel.get("published_at", ""))
+        return str(repo)
 
     def _release_json(self, repo: str, tag: str) -> dict[str, Any]:
         assets = [dict(a) for a in self.releases[(repo, tag)]]
         if not self.with_digest:
             for a in assets:
                 a.pop("digest", None)
-        return {"tag_name": tag, "name": tag, "draft": False, "prerelease": False, "assets": assets,
-                "html_url": f"https://github.com/{repo}/releases/tag/{tag}"}
+        meta = self.meta.get((repo, tag), {})
+        return {"tag_name": tag, "name": tag, "draft": meta.get("draft", False),
+                "prerelease": meta.get("prerelease", False), "published_at": meta.get("published_at", ""),
+                "assets": assets, "html_url": f"https://github.com/{repo}/releases/tag/{tag}"}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -133,7 +174,18 @@ class FakeReleases:
             def do_GET(self) -> None:
                 with fake._lock:
                     fake.requests.append((self.path, self.headers.get("Range")))
-                parts = self.path.split("?")[0].strip("/").split("/")
+                    fake.authorization.append((self.path, self.headers.get("Authorization")))
+                path = self.path.split("?")[0]
+                if fake.prefix:
+                    if not path.startswith(fake.prefix + "/"):
+                        self._json(404, {"message": "Not Found"})
+                        return
+                    path = path[len(fake.prefix):]
+                parts = path.strip("/").split("/")
+                if parts[:1] == ["repos"] and len(parts) == 4 and parts[3] == "releases":
+                    repo = f"{parts[1]}/{parts[2]}"
+                    self._json(200, [fake._release_json(repo, t) for t in fake.order.get(repo, [])])
+                    return
                 if parts[:1] == ["repos"] and len(parts) >= 5 and parts[3] == "releases":
                     repo = f"{parts[1]}/{parts[2]}"
                     tag = fake.latest.get(repo) if parts[4] == "latest" else (
@@ -149,11 +201,11 @@ class FakeReleases:
                 self._json(404, {"message": "Not Found"})
 
             def _serve_blob(self, key: str) -> None:
-                path = fake.blobs.get(key)
-                if path is None:
+                blob = fake.blobs.get(key)
+                if blob is None:
                     self._json(404, {"message": "Not Found"})
                     return
-                data = path.read_bytes()
+                data = blob.read_bytes() if isinstance(blob, Path) else blob
                 start = 0
                 rng = self.headers.get("Range", "")
                 if rng.startswith("bytes=") and rng.endswith("-"):

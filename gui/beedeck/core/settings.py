@@ -41,6 +41,9 @@ class AppSettings:
     enter_sends: bool = True  # Enter sends, Shift+Enter breaks the line (False: Ctrl+Enter sends)
     autostart: bool = True  # start the saved profile's server when the app opens
     follow_advice: bool = False  # the toggle follows the learnt fastest mode per prompt kind (opt-in)
+    # The releases API engine downloads use: None is api.github.com; a GitHub Enterprise base
+    # (https://HOST/api/v3) or a company cache serving the same paths. BEEDECK_RELEASES_API wins over it.
+    releases_api: str | None = None
 
     def check(self) -> list[str]:
         """Problems with the values, one line each with the fix; empty when all is well."""

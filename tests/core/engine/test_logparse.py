@@ -124,3 +124,64 @@ def test_memory_counts_each_buffer_once_when_a_request_reserves_again() -> None:
     # the load log alone (a server that has answered nothing) gives the same figures
     ready = next(i for i, line in enumerate(lines) if line.endswith("model loaded"))
     assert parse_memory(lines[:ready + 1]).devices["CPU"].compute_mib == pytest.approx(cpu.compute_mib)
+
+
+# Issue 25: BeeLlama v0.1.2 CUDA loading a fork-format (dflash-draft) Gemma-4 DFlash draft whose layers carry
+# another norm name. The error line is the engine's own; the lines around it have the Gen A log's shape
+# (beellama-0.1-cuda.gemma3-270m.server.log).
+GEN_A_FORK_DRAFT = [
+    "print_info: arch                  = gemma4",
+    "load_tensors: offloaded 61/61 layers to GPU",
+    "srv    load_model: loading draft model '/m/gemma-4-31B-it-DFlash-Q5_K_M.gguf'",
+    "llama_model_loader: - kv   0:                       general.architecture str              = dflash-draft",
+    "print_info: arch                  = dflash-draft",
+    "llama_model_load: error loading model: missing tensor 'blk.0.post_attention_norm.weight'",
+    "llama_model_load_from_file_impl: failed to load model",
+    "srv    load_model: failed to load draft model, '/m/gemma-4-31B-it-DFlash-Q5_K_M.gguf'",
+]
+
+
+def test_a_draft_the_loader_rejects_is_a_layout_mismatch_not_a_bad_download() -> None:
+    from beedeck.core.engine.caps import EngineCaps, Generation
+
+    caps = EngineCaps(path="/e/llama-server", generation=Generation.BEE_A, release="v0.1.2", gpu_backend="cuda")
+    f = classify_failure(GEN_A_FORK_DRAFT, 1, caps=caps)
+    assert f.code == "wrong_draft_format" and f.issue == "draft-layout-mismatch", f
+    assert f.message.startswith("This draft's layout is not what this engine's dflash-draft loader expects "
+                                "(missing tensor 'blk.0.post_attention_norm.weight')")
+    assert f.remedy.startswith("Use the draft made for BeeLlama 0.1-0.3 (v0.1.2)")
+    assert "download it again" not in str(f)
+    # Without the engine's capabilities the words stay right, only less specific.
+    assert classify_failure(GEN_A_FORK_DRAFT, 1).remedy.startswith("Use the draft made for this engine")
+    # A count or shape mismatch in the draft is the same story.
+    shape = [*GEN_A_FORK_DRAFT[:5], "llama_model_load: error loading model: check_tensor_dims: tensor "
+             "'dflash_fc.weight' has wrong shape; expected 16384, 5376, got 26880, 5376, 1, 1"]
+    assert classify_failure(shape, 1, caps=caps).issue == "draft-layout-mismatch"
+
+
+def test_a_target_the_loader_rejects_says_model_not_draft() -> None:
+    lines = ["print_info: arch                  = gemma4",
+             "llama_model_load: error loading model: missing tensor 'blk.0.attn_k_norm.weight'",
+             "llama_model_load_from_file_impl: failed to load model"]
+    f = classify_failure(lines, 1)
+    assert f.code == "wrong_model_layout" and f.issue == "model-layout-mismatch", f
+    assert f.message.startswith("This model's layout is not what this engine's gemma4 loader expects")
+    assert "download it again" not in str(f) and "draft" not in f.message
+
+
+def test_the_real_mainline_log_of_a_draft_of_another_layout(tmp_path: Path) -> None:
+    # Mainline prints no "arch =" line at its default verbosity: the draft file's own header names the loader.
+    import struct
+
+    key, val = b"general.architecture", b"dflash"
+    draft = tmp_path / "d.gguf"
+    draft.write_bytes(struct.pack("<IIQQ", 0x46554747, 3, 0, 1) + struct.pack("<Q", len(key)) + key
+                      + struct.pack("<I", 8) + struct.pack("<Q", len(val)) + val)
+    text = (FIXTURES / "mainline-b11434-cpu.draft-layout.server.log").read_text()
+    lines = text.replace("/tmp/beedeck-test/fork-layout-dflash.gguf", str(draft)).splitlines()
+    f = classify_failure(lines, 1)
+    assert f.issue == "draft-layout-mismatch" and f.message.startswith(
+        "This draft's layout is not what this engine's dflash loader expects (tensor 'blk.0.ffn_norm.weight' not found)")
+    # The file gone since: the words stay right, with the generic name for the loader.
+    f = classify_failure(text.splitlines(), 1)
+    assert f.issue == "draft-layout-mismatch" and "this engine's draft loader" in f.message

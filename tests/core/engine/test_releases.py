@@ -55,9 +55,15 @@ def test_pick_bee_cpu_and_cuda() -> None:
     w = pick_asset(BEE_046, "windows", "x64", "cuda", "12.8")  # 13.3 is too new for this driver
     assert w.asset.name == "beellama-v0.4.6-bin-win-cuda-12.4-x64.zip"
     assert [a.name for a in w.extra] == ["beellama-v0.4.6-cudart-win-cuda-12.4-x64.zip"]
+    # v0.4.6 has no cudart for its 13.3 zip: the 12.4 build, which comes with its runtime, is taken.
     n = pick_asset(BEE_046, "windows", "x64", "cuda", "13.4")
-    assert n.asset.name == "beellama-v0.4.6-bin-win-cuda-13.3-x64.zip" and n.extra == []
-    assert any("cudart" in note for note in n.notes)
+    assert n.asset.name == "beellama-v0.4.6-bin-win-cuda-12.4-x64.zip"
+    assert [a.name for a in n.extra] == ["beellama-v0.4.6-cudart-win-cuda-12.4-x64.zip"]
+    assert any("Skipped the CUDA 13.3 build" in note for note in n.notes)
+    only = _release("v0.4.6", ["beellama-v0.4.6-bin-win-cpu-x64.zip", "beellama-v0.4.6-bin-win-cuda-13.3-x64.zip"])
+    alone = pick_asset(only, "windows", "x64", "cuda", "13.4")  # without a choice, the 13.3 zip and a note
+    assert alone.asset.name == "beellama-v0.4.6-bin-win-cuda-13.3-x64.zip" and alone.extra == []
+    assert any("must come from an installed CUDA Toolkit" in note for note in alone.notes)
     assert w.asset.sha256 == "ab" * 32
 
 

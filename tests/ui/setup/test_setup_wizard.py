@@ -118,7 +118,9 @@ def test_download_step_fetches_both_models_then_a_cpu_engine_fails_the_gpu_smoke
         assert w.recommend_page.choice is not None and w.recommend_page.choice.pair_id == "fake"
         w.next()
         run = w.run_page
-        assert run.use_found.isChecked() and run.build_radio.isEnabled()
+        # The only engine is the CPU starter: on a GPU machine the prebuilt download comes first.
+        assert run.download_radio.isChecked() and run.build_radio.isEnabled()
+        run.use_found.setChecked(True)
         smoke = next(s for s in run.steps if s.key == "smoke")
         run.start_button.click()
         qtbot.waitUntil(lambda: not smoke.retry.isHidden(), timeout=60000)
@@ -211,12 +213,13 @@ def test_the_engine_can_be_downloaded_from_the_wizard(qtbot: QtBot) -> None:
     w.next()
     w.next()
     run = w.run_page
-    assert run.download_radio.isEnabled() and "checksum" in run.download_radio.toolTip()
+    assert run.download_radio.isEnabled() and "sha256-checked" in run.download_radio.toolTip()
     run.download_radio.setChecked(True)
     engine_step = next(s for s in run.steps if s.key == "engine")
     run.start_button.click()
     qtbot.waitUntil(lambda: not engine_step.retry.isHidden(), timeout=10_000)
     assert calls and calls[0]["repo"] == "ggml-org/llama.cpp" and calls[0]["backend"] == "cuda"
+    assert calls[0]["tag"] == "b11434"  # the release the page named, from the recorded listing
     assert calls[0]["cuda_driver_version"] == "13.0"
     assert "no network in this test" in engine_step.status.text()
 

@@ -12,7 +12,13 @@ from beedeck.core.engine.build_tools import BuildError, find_nvcc
 from beedeck.core.engine.builder import BEE_REPO as BEE_GIT
 from beedeck.core.engine.builder import BuildResult, build_engine
 from beedeck.core.engine.registry import EngineError, EngineRecord, EngineRegistry
-from beedeck.core.engine.releases import BEE_REPO, GITHUB_API, MAINLINE_REPO, ReleaseError, download_engine
+from beedeck.core.engine.releases import (
+    BEE_REPO,
+    MAINLINE_REPO,
+    RELEASES_API_ENV,
+    ReleaseError,
+    download_engine,
+)
 from beedeck.core.profile import ProfileError, load_saved_profile
 from beedeck.core.starter import starter_engine
 
@@ -57,7 +63,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--repo", default="bee", help="bee, mainline or OWNER/NAME (default: bee)")
     p.add_argument("--tag", help="release tag (default: the latest release)")
     p.add_argument("--backend", choices=["cpu", "cuda", "vulkan"], help="default: cuda if a GPU is detected")
-    p.add_argument("--api-url", default=GITHUB_API, help=argparse.SUPPRESS)
+    p.add_argument("--api-url", default=None, metavar="URL",
+                   help=f"releases API base, e.g. a GitHub Enterprise https://HOST/api/v3 (default: ${RELEASES_API_ENV}, "
+                        "the releases_api setting, else api.github.com)")
     p.add_argument("--default", action="store_true", help="make the result the default engine")
     p.set_defaults(func=run_download)
 

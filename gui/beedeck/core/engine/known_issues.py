@@ -182,22 +182,28 @@ class Explanation:
 
 
 def explain_log(lines: Iterable[str], caps: EngineCaps | None = None,
-                table: tuple[KnownIssue, ...] | None = None) -> Explanation | None:
+                table: tuple[KnownIssue, ...] | None = None,
+                context: Mapping[str, str] | None = None) -> Explanation | None:
     """The first known issue whose ``log`` pattern matches one of ``lines`` (prefixes stripped).
 
     With ``caps``, rows for other engines are skipped; without, every row is tried (the patterns
-    are specific to the failure, not to the engine).
+    are specific to the failure, not to the engine). ``context`` holds fields the log tells only
+    across lines (``role``: "draft" or "model", the load that failed; ``arch``: its architecture;
+    ``engine``: the engine's name): a row whose ``params.role`` names another role is skipped, and the
+    fields fill the row's placeholders. ``said`` is always the matched text itself.
     """
+    ctx = dict(context or {})
     rows = [r for r in (table if table is not None else load_table()) if r.log]
     if caps is not None:
         rows = [r for r in rows if r.applies_to(caps) is not False]
+    rows = [r for r in rows if not r.params.get("role") or r.params.get("role") == ctx.get("role")]
     text_lines = list(lines)
     for row in rows:
         pattern = re.compile(row.log)
         for line in text_lines:
             m = pattern.search(line)
             if m:
-                fields = {k: v for k, v in m.groupdict().items() if v is not None}
+                fields = {**ctx, "said": m.group(0), **{k: v for k, v in m.groupdict().items() if v is not None}}
                 message, remedy = row.render(fields)
                 return Explanation(row, message, remedy, line)
     return None

@@ -31,7 +31,7 @@ def strip_prefix(line: str) -> str:
 class ServerFailure:
     """Why a llama-server launch failed: a stable ``code``, a message, and what the user can do."""
 
-    code: str  # port_in_use, model_missing, not_gguf, wrong_draft_format, unsupported_architecture,
+    code: str  # port_in_use, model_missing, not_gguf, wrong_draft_format, wrong_model_layout, unsupported_architecture,
     # dflash_target_unsupported, out_of_memory, unknown_argument, bad_value, crashed_signal, exited, timeout
     message: str
     remedy: str
@@ -88,6 +88,62 @@ def _last_error(lines: Sequence[str]) -> str:
     return ""
 
 
+_ARCH_LINE = re.compile(r"(?:print_info|llm_load_print_meta): arch\s*= (?P<arch>\S+)|"
+                        r"general\.architecture\s+str\s+= (?P<kv>\S+)")
+_LOAD_ERROR = re.compile(r"error loading model|missing tensor '|' not found|wrong number of tensors|has wrong shape")
+_DRAFT_ARCHS = frozenset({"dflash", "dflash-draft", "eagle3"})
+_FAMILY = {"bee-a": "BeeLlama 0.1-0.3", "bee-b": "BeeLlama 0.4+", "mainline": "mainline llama.cpp"}
+
+
+def engine_label(caps: EngineCaps | None) -> str:
+    """"BeeLlama 0.1-0.3 (v0.1.2)", "mainline llama.cpp (build 11434)", or "this engine" when unknown."""
+    if caps is None or caps.generation.value not in _FAMILY:
+        return "this engine"
+    which = caps.release or (f"build {caps.build}" if caps.build else "")
+    return _FAMILY[caps.generation.value] + (f" ({which})" if which else "")
+
+
+def load_context(lines: Sequence[str], caps: EngineCaps | None = None) -> dict[str, str]:
+    """What the log says across lines about a load that failed: ``arch`` (the architecture of the model
+    being loaded when the error came), ``role`` ("draft" or "model") and ``engine`` (:func:`engine_label`).
+    A draft is told by the server's "failed to load draft model" or by a draft architecture."""
+    arch = ""
+    for line in lines:
+        if m := _ARCH_LINE.search(line):
+            arch = m.group("arch") or m.group("kv") or arch
+        elif _LOAD_ERROR.search(line):
+            break
+    draft = _first(lines, _DRAFT_FAIL)
+    role = "draft" if arch in _DRAFT_ARCHS or draft else "model"
+    if role == "draft" and (not arch or arch not in _DRAFT_ARCHS) and draft:
+        # Mainline prints no "arch =" line below -lv 4: the draft file's header names it.
+        arch = gguf_architecture(draft.group("path")) or arch
+    context = {"engine": engine_label(caps), "role": role}
+    if arch:
+        context["arch"] = arch
+    return context
+
+
+def gguf_architecture(path: str) -> str:
+    """``general.architecture`` when it is a GGUF file's first key (GGUF writers put it first); "" otherwise."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return ""
+    if len(head) < 32 or head[:4] != b"GGUF":
+        return ""
+    key_len = int.from_bytes(head[24:32], "little")
+    key_end = 32 + key_len
+    if key_len > 256 or head[32:key_end] != b"general.architecture" or len(head) < key_end + 12:
+        return ""
+    if int.from_bytes(head[key_end:key_end + 4], "little") != 8:  # GGUF_TYPE_STRING
+        return ""
+    val_len = int.from_bytes(head[key_end + 4:key_end + 12], "little")
+    value = head[key_end + 12:key_end + 12 + val_len]
+    return value.decode("utf-8", "replace") if 0 < val_len <= 64 and len(value) == val_len else ""
+
+
 def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | None = None,
                      caps: EngineCaps | None = None) -> ServerFailure:
     """Turn the end of a dead server's log plus its exit status into a specific failure with a remedy.
@@ -104,7 +160,8 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
         return ServerFailure(code, message, remedy, exit_code, tail)
 
     # The engine's own words first: a known issue (resources/known-issues.json) explains itself.
-    if known := explain_log(clean, caps):  # the whole log: the fit pass meets a bad setting early
+    context = load_context(clean, caps)
+    if known := explain_log(clean, caps, context=context):  # the whole log: the fit pass meets a bad setting early
         return ServerFailure(known.issue.code, known.message, known.remedy, exit_code, tail, issue=known.issue.id)
     if m := _INVALID_ARG.search("\n".join(clean)):
         arg = m.group("arg")

@@ -15,28 +15,27 @@ from typing import TYPE_CHECKING, Any
 import shiboken6
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QButtonGroup,
-    QComboBox,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
-    QRadioButton,
     QToolButton,
     QVBoxLayout,
     QWizardPage,
 )
 
 from beedeck.core import starter
-from beedeck.core.engine import builder, releases
+from beedeck.core.engine import builder, engine_offers, release_index, releases
 from beedeck.core.engine import registry as engines
 from beedeck.core.engine.argv import LaunchRefused, build_argv
+from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.models import hub, library
 from beedeck.core.settings import load_settings, save_settings
+from beedeck.ui.setup.engine_choice import EngineChoice
 from beedeck.ui.setup.services import SetupResult, WizardServices
 from beedeck.ui.setup.task_runner import TaskRunner
 from beedeck.ui.wrap_label import WrapLabel
@@ -58,10 +57,6 @@ class _Step:
     retry: QPushButton
 
 
-DOWNLOAD_TIP = ("Download the engine's prebuilt release from GitHub (a CUDA build for an NVIDIA GPU, else the "
-                "CPU build), verified by its checksum, then smoke-tested.")
-BUILD_TIP = "Compile BeeLlama for this GPU (10-30 min): needs git, CMake, a C++ compiler and the CUDA toolkit."
-
 
 class RunPage(QWizardPage):
     """Page 3. Signals: ``finished_setup(object)`` (SetupResult)."""
@@ -78,6 +73,9 @@ class RunPage(QWizardPage):
         self.download_model: Callable[..., list[Path]] = x.get("download_model") or hub.download_model
         self.build_engine: Callable[..., Any] = x.get("build_engine") or builder.build_engine
         self.download_engine: Callable[..., Any] = x.get("download_engine") or releases.download_engine
+        self.resolve_release: Callable[..., Any] = x.get("resolve_release") or release_index.resolve_release
+        self.missing_build_tools: Callable[..., list[str]] = (x.get("missing_build_tools")
+                                                              or engine_offers.missing_build_tools)
         self.smoke_test: Callable[..., engines.SmokeResult] = x.get("smoke_test") or engines.smoke_test
         self.find_local: Callable[[str, str], Any] = x.get("find_local") or library.find_local
         self.runner = TaskRunner(self)
@@ -91,8 +89,8 @@ class RunPage(QWizardPage):
         self.result: Any = None
         self._index = 0
         self._done = False
-        self._build_chosen = False
-        self._download_chosen = False
+        self._chosen = ""
+        self.offers: EngineOffers | None = None
         self._found_id = ""
         self._list_generation = 0  # initializePage's engine listing that may still fill the combo
         self.setTitle("Get everything ready")
@@ -101,17 +99,10 @@ class RunPage(QWizardPage):
 
     # -- building ----------------------------------------------------------------------------
     def _build(self) -> None:
-        self.engine_group = QButtonGroup(self)
-        self.use_found = QRadioButton("Use an engine BeeDeck found:")
-        self.found_combo = QComboBox()
-        self.download_radio = QRadioButton("Download a prebuilt release")
-        self.download_radio.setToolTip(DOWNLOAD_TIP)
-        self.build_radio = QRadioButton("Build BeeLlama from source (needs git, CMake, a compiler; CUDA for GPUs)")
-        for i, b in enumerate((self.use_found, self.download_radio, self.build_radio)):
-            self.engine_group.addButton(b, i)
-        found_row = QHBoxLayout()
-        found_row.addWidget(self.use_found)
-        found_row.addWidget(self.found_combo, 1)
+        self.choice = EngineChoice()
+        c = self.choice
+        self.engine_group, self.use_found, self.found_combo = c.group, c.use_found, c.found_combo
+        self.download_radio, self.build_radio = c.download_radio, c.build_radio
         self.grid = QGridLayout()
         self.grid.setHorizontalSpacing(10)
         self.grid.setVerticalSpacing(4)
@@ -145,9 +136,7 @@ class RunPage(QWizardPage):
         buttons.addWidget(self.start_button)
         layout = QVBoxLayout(self)
         layout.setSpacing(8)
-        layout.addLayout(found_row)
-        layout.addWidget(self.download_radio)
-        layout.addWidget(self.build_radio)
+        layout.addWidget(self.choice)
         layout.addSpacing(6)
         layout.addLayout(self.grid)
         layout.addLayout(buttons)
@@ -182,60 +171,62 @@ class RunPage(QWizardPage):
     def initializePage(self) -> None:
         starter_mode = self.detect_page.use_starter or self.recommend_page.choice is None \
             or self.recommend_page.choice.draft_file is None
-        self.found_combo.clear()
-        self.use_found.setEnabled(False)
-        self.found_combo.setEnabled(False)
-        self.build_radio.setEnabled(False)
+        self.choice.set_looking()
         self.start_button.setEnabled(False)  # until the engine list is in
         self.start_button.setToolTip("Looking for engines…")
-        # Registering the starter probes its binary (three subprocess runs of up to 15 s each):
-        # never on the GUI thread.
+        # Registering the starter probes its binary (three subprocess runs of up to 15 s each), the
+        # download offer asks the releases API and the build's preflight runs tools: never on the GUI thread.
         self._list_generation += 1
         generation = self._list_generation
         self.services.runner(lambda: self._engines(starter_mode),
-                             lambda records: self._show_engines(generation, starter_mode, records),
-                             lambda exc: self._show_engines(generation, starter_mode, [], exc))
+                             lambda found: self._show_engines(generation, starter_mode, found),
+                             lambda exc: self._show_engines(generation, starter_mode, None, exc))
         for step in self.steps:
             shown = not (starter_mode and step.key == "draft")
             for w in (step.label, step.bar, step.status):
                 w.setVisible(shown)
         self.steps[1].label.setText("Starter model" if starter_mode else "Target model")
 
-    def _show_engines(self, generation: int, starter_mode: bool, records: list[EngineRecord],
+    def _show_engines(self, generation: int, starter_mode: bool,
+                      found: tuple[list[EngineRecord], EngineOffers] | None,
                       error: BaseException | None = None) -> None:
         if not shiboken6.isValid(self) or generation != self._list_generation:
             return  # the wizard closed, or the page was entered again, while the list was loading
-        for r in records:
-            gen = f"{r.generation} {r.version}".strip()
-            self.found_combo.addItem(f"{r.name or r.id} ({gen})", r.id)
-        self.use_found.setEnabled(bool(records))
-        self.found_combo.setEnabled(bool(records))
-        self.build_radio.setEnabled(not starter_mode)
-        self.download_radio.setEnabled(not starter_mode)
-        why = ("The starter runs on the engine installed with BeeDeck: nothing to download or build. For a "
-               "real model go Back and pick a pair (it needs a GPU), or use Settings with a GGUF you have.")
-        self.build_radio.setToolTip(why if starter_mode else BUILD_TIP)
-        self.download_radio.setToolTip(why if starter_mode else DOWNLOAD_TIP)
-        (self.use_found if records else self.download_radio if not starter_mode else self.build_radio).setChecked(True)
+        if found is None:  # the listing itself failed: only a build is left to offer
+            found = ([], EngineOffers({
+                DOWNLOAD: Offer(DOWNLOAD, False, f"The engine list could not be read ({error}).",
+                                "Download a prebuilt release"),
+                BUILD: Offer(BUILD, not starter_mode, engine_offers.STARTER_WHY if starter_mode
+                             else engine_offers.BUILD_WHY, "Build BeeLlama from source"),
+                EXISTING: Offer(EXISTING, False, f"The engine list could not be read ({error}).")}, BUILD))
+        records, self.offers = found
+        self.choice.show_offers(self.offers, records)
         self.start_button.setEnabled(not self._done)
         self.start_button.setToolTip("")
         if error is not None:
             self.log.appendPlainText(f"The engine list could not be read: {error}. Build an engine, or "
                                      "check that BeeDeck's engines folder is readable.")
 
-    def _engines(self, starter_mode: bool) -> list[EngineRecord]:
+    def _generation(self) -> str:
+        choice = self.recommend_page.choice
+        return choice.generation.value if choice else ""
+
+    def _engines(self, starter_mode: bool) -> tuple[list[EngineRecord], EngineOffers]:
+        """(the ready engines, best first; the three offers): worker thread, no widget access."""
         try:
             self.registry.ensure_starter(self.locate_starter)
         except engines.EngineError:
             pass  # no starter installed: the list simply lacks it
         records = [r for r in self.registry.list() if r.ready]
+        report = self.detect_page.report
         if starter_mode:
             records.sort(key=lambda r: r.origin != engines.Origin.STARTER)
-        else:  # prefer engines of the recommended generation
-            choice = self.recommend_page.choice
-            want = choice.generation.value if choice else ""
-            records.sort(key=lambda r: (r.generation != want, r.origin == engines.Origin.STARTER))
-        return records
+        else:  # the best for the recommended pair on this machine first
+            records = engine_offers.order_records(records, self._generation(), bool(report and report.has_gpu))
+        offers = engine_offers.engine_offers(
+            report, records, generation=self._generation(), starter_mode=starter_mode,
+            resolve=self.resolve_release, missing_tools=lambda: self.missing_build_tools(report, self.registry.root))
+        return records, offers
 
     def isComplete(self) -> bool:
         return self._done
@@ -274,13 +265,10 @@ class RunPage(QWizardPage):
         self._set_status(step, "working…", None)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.engine_group.setExclusive(True)
         # Read the widgets here, on the GUI thread: the step itself runs on a worker.
-        self._build_chosen = self.build_radio.isChecked()
-        self._download_chosen = self.download_radio.isChecked()
+        self._chosen = self.choice.chosen()
         self._found_id = str(self.found_combo.currentData())
-        for b in self.engine_group.buttons():
-            b.setEnabled(False)
+        self.choice.freeze()
         self.runner.start(self._task(step.key))
 
     def _task(self, key: str) -> StepFn:
@@ -331,14 +319,12 @@ class RunPage(QWizardPage):
     def _idle(self) -> None:
         self.start_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
-        for b in self.engine_group.buttons():
-            b.setEnabled(b is not self.download_radio)
-        self.use_found.setEnabled(self.found_combo.count() > 0)
+        self.choice.restore()
 
     # -- the steps (worker thread: no widget access; values are read before start) ---------------
     def _get_engine(self, *, on_progress: Callable[[int, int | None], None], on_line: Callable[[str], None],
                     cancel_event: threading.Event) -> str:
-        if self._build_chosen:
+        if self._chosen == BUILD:
             report = self.detect_page.report
             gpus = [g.compute_capability for g in (report.gpus if report else []) if g.compute_capability]
             res = self.build_engine(gpus=gpus, cpu_only=not gpus,
@@ -348,15 +334,19 @@ class RunPage(QWizardPage):
             if not res.ok or res.record is None:
                 raise engines.EngineError(res.smoke.message if res.smoke else "The build produced no engine.")
             self.engine = res.record
-        elif self._download_chosen:
+        elif self._chosen == DOWNLOAD:
             report = self.detect_page.report
-            choice = self.recommend_page.choice
-            mainline = choice is not None and choice.generation.value == "mainline"
+            offer = self.offers[DOWNLOAD] if self.offers is not None else None
+            if offer is None or offer.choice is None or self.offers is None:
+                raise engines.EngineError(offer.why if offer else "No release was looked up: go Back and Next again.")
+            # The release the page showed (its tag), not whatever is newest by now.
             self.engine = self.download_engine(
-                repo=releases.MAINLINE_REPO if mainline else releases.BEE_REPO,
-                backend="cuda" if report is not None and report.has_gpu else "cpu",
-                cuda_driver_version=report.cuda_driver_version if report else None,
+                repo=offer.choice.repo, tag=offer.choice.tag, backend=offer.backend,
+                cuda_driver_version=report.cuda_driver_version if report else None, api_url=self.offers.api_url,
                 on_progress=on_progress, on_line=on_line, cancel_event=cancel_event, registry=self.registry)
+            if not self.engine.ready:  # registered, so the engine list shows it, but not what this needs
+                why = self.engine.smoke.message if self.engine.smoke else "its smoke test failed"
+                raise engines.EngineError(f"Downloaded {offer.choice.asset.name}, but it is not ready: {why}")
         else:
             self.engine = self.registry.get(self._found_id)
         return f"{self.engine.name or self.engine.id}: {self.engine.generation} {self.engine.version}".strip()

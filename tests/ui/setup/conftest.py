@@ -1,0 +1,21 @@
+"""The wizard's release lookups go to the local GitHub-releases fake serving the recorded listings of
+both projects (tests/fixtures/releases), never to api.github.com."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from beedeck.core.engine.release_index import RELEASES_API_ENV
+from tests.conftest import FIXTURES
+from tests.fakes.fake_releases import FakeReleases
+
+
+@pytest.fixture(autouse=True)
+def releases(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeReleases]:
+    with FakeReleases() as fake:
+        fake.add_listing(FIXTURES / "releases" / "mainline.json")
+        fake.add_listing(FIXTURES / "releases" / "beellama.json")
+        monkeypatch.setenv(RELEASES_API_ENV, fake.url)
+        yield fake
