@@ -327,7 +327,11 @@ class RunPage(QWizardPage):
         if self._chosen == BUILD:
             report = self.detect_page.report
             gpus = [g.compute_capability for g in (report.gpus if report else []) if g.compute_capability]
-            res = self.build_engine(gpus=gpus, cpu_only=not gpus,
+            pick = self.recommend_page.choice
+            # Build the FlashAttention kernels of the recommended K/V types and no more (an unknown pick:
+            # the engine's default set, which has f16 and q8_0).
+            pairs = [(pick.settings.cache_type_k, pick.settings.cache_type_v)] if pick is not None else None
+            res = self.build_engine(gpus=gpus, cpu_only=not gpus, cache_pairs=pairs,
                                     driver_cuda=report.cuda_driver_version if report else None,
                                     on_progress=on_progress, on_line=on_line, cancel_event=cancel_event,
                                     registry=self.registry)
