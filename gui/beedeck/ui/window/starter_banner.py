@@ -57,8 +57,8 @@ class StarterBanner(QFrame):
         self._render()
 
     def _render(self) -> None:
-        gpu = " · <b>no NVIDIA GPU in use</b>" if self._no_gpu else ""
-        self.text.setText(f"<b>Starter</b>: a tiny demo model running on the CPU, for small questions{gpu}")
+        gpu = " · no GPU in use" if self._no_gpu else ""
+        self.text.setText(f"<b>Starter</b>: tiny demo model on the CPU{gpu}")
         why = f"\n\nNo NVIDIA GPU in use: {self._no_gpu}" if self._no_gpu else ""
         self.setToolTip(f"{STARTER_NOTE}{why}")
 
