@@ -133,3 +133,37 @@ def test_a_code_block_longer_than_the_budget_is_frozen_whole_once_it_closes(qtbo
     assert "Copy code" in view.toHtml() and "After the code." in view.toPlainText()
     view.end_reply(None, {})
     assert view.toPlainText().count("Copy code") == 1
+
+
+def test_a_reply_that_ends_behind_is_finished_in_bounded_steps_then_gets_its_stats(qtbot: QtBot) -> None:
+    view = make_view(qtbot)
+    view.begin_reply(MessageView(5, "assistant", "", complete=False))
+    live = view._live
+    assert live is not None
+    reply = PARAGRAPH * 40  # ~13,000 characters arrive at once, just before the end
+    view.append_delta(reply)
+    before = len(live.work)
+    view.end_reply(reply, {"tokens": 3200, "mode": "baseline"})
+    assert not view.is_streaming() and view._finishing is not None  # the rest renders over the next frames
+    assert view.toPlainText().count("return a") == 40  # all of it shows at once, partly as plain text
+    qtbot.waitUntil(lambda: view._finishing is None, timeout=10_000)
+    assert max(live.work[before:]) <= max(LIVE_BUDGET, len(reply))  # the one plain insert, then bounded steps
+    assert max(live.work[before + 1 :]) <= LIVE_BUDGET
+    text = view.toPlainText()
+    assert text.rstrip().endswith("3200 tokens · baseline") and "```" not in text
+    loaded = make_view(qtbot)
+    loaded.set_messages([MessageView(5, "assistant", reply, {"tokens": 3200, "mode": "baseline"})])
+    assert text.split() == loaded.toPlainText().split()
+
+
+def test_a_new_message_completes_a_reply_still_finishing(qtbot: QtBot) -> None:
+    view = make_view(qtbot)
+    view.begin_reply(MessageView(6, "assistant", "", complete=False))
+    reply = PARAGRAPH * 40
+    view.append_delta(reply)
+    view.end_reply(reply, {"tokens": 3200})
+    assert view._finishing is not None
+    view.append_message(MessageView(7, "user", "Thanks"))
+    assert view._finishing is None
+    text = view.toPlainText()
+    assert text.index("3200 tokens") < text.index("Thanks") and "```" not in text
