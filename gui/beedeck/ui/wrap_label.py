@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QLabel, QWidget
 
 
@@ -32,6 +32,10 @@ class WrapLabel(QLabel):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._fit()  # laid out while hidden, it measured at its parent's width: measure at its own now
 
     def _fit(self) -> None:
         width = max(200, self.width() if self.isVisible() else (self.parentWidget() or self).width()) - 4

@@ -53,7 +53,15 @@ def test_disabled_without_a_draft(qtbot: QtBot) -> None:
     t.configure(LaunchSettings(target="/m/t.gguf"), None)
     assert not t.isEnabled() and t.offered() == ["baseline"]
     assert "No DFlash draft" in t.toolTip()
-    assert "• DFlash: No DFlash draft model is configured" in t.why_button.toolTip()
+    # The ? says why in plain words (rich text: Qt wraps it), even while the toggle is disabled.
+    said = t.why_button.toolTip()
+    assert said.startswith("<p>") and "DFlash needs a small DFlash draft model trained for your model" in said
+    assert "--" not in said
+    t.popover.set_options(t.unavailable())  # what a click on ? shows once the toggle is enabled
+    assert "DFlash needs a small DFlash draft" in t.popover.text() and t.popover.width() <= 400
+    with qtbot.waitSignal(t.popover.action_requested) as blocker:
+        t.popover.buttons["settings"].click()
+    assert blocker.args == ["settings"] and not t.popover.isVisible()
     assert t.provider() == ("baseline", {})
     assert t.request_mode("dflash") is False and t.request_mode("warp") is False
     assert t.request_mode("baseline") is True and t.mode() == "baseline"
@@ -211,8 +219,10 @@ def test_an_mtp_target_offers_mtp_and_says_why_the_draft_modes_cannot_run(qtbot:
     assert [t.button(k).text() for k in t.offered()] == ["Baseline", "MTP", "N-gram"]  # type: ignore[union-attr]
     assert "MTP heads" in t.button("mtp").toolTip() and "ngram-mod" in t.button("model-free").toolTip()  # type: ignore[union-attr]
     assert t.button("dflash") is None and t.why_button.isVisibleTo(t)
-    why = t.why_button.toolTip()
-    assert "• DFlash: No DFlash draft model is configured" in why and "• EAGLE-3:" in why
+    t.why_button.click()
+    why = t.popover.text()
+    assert "DFlash needs a small DFlash draft" in why and "EAGLE-3 needs" in why
+    assert "nextn" not in why and "--" not in why and "spec-type" not in why  # no GGUF keys, no CLI flags
     assert "Baseline | MTP | N-gram: the mode of the next reply." in t.toolTip()
     with qtbot.waitSignal(t.restart_requested) as blocker:
         assert t.request_mode("mtp") is True
@@ -238,14 +248,15 @@ def test_the_engine_decides_too(qtbot: QtBot, tmp_path: Path) -> None:
     profile = LaunchSettings(target=str(_mtp_target(tmp_path)))
     t = _file_toggle(qtbot, profile, _real_caps("bee-a"))
     assert t.offered() == ["baseline", "model-free"]
-    assert "• MTP: BeeLlama v0.1.2 has no MTP" in t.why_button.toolTip()
+    assert "• MTP: BeeLlama v0.1.2 has no MTP" in t.toolTip()
+    assert "Your engine build cannot run MTP" in t.why_button.toolTip()
     with qtbot.waitSignal(t.restart_requested) as blocker:
         t.request_mode("model-free")
     assert blocker.args[0].spec_model_free_type == "ngram-simple"
     # Before the engine is probed, only the profile's own mode can run.
     t2 = _file_toggle(qtbot, profile, None)
     assert t2.offered() == ["baseline"] and not t2.isEnabled()
-    assert "has not probed the engine yet" in t2.why_button.toolTip()
+    assert "has not probed the engine yet" in t2.toolTip()
 
 
 def test_a_draft_of_another_kind_keeps_the_profiles_mode_visible_with_the_reason(qtbot: QtBot, tmp_path: Path) -> None:
@@ -286,7 +297,7 @@ def test_headers_are_read_off_the_gui_thread_and_the_segments_follow(
         m.setattr(mode_toggle_module.os, "stat", no_stat_here)
         t.configure(LaunchSettings(target=str(target)), _real_caps("mainline"))
     assert t.offered() == ["baseline", "model-free"]  # the header is not read yet
-    assert "has not read qwen-mtp.gguf's header" in t.why_button.toolTip()
+    assert "has not read qwen-mtp.gguf's header" in t.toolTip()
     fn, done = pending.pop()
     done(fn())
     assert t.offered() == ["baseline", "mtp", "model-free"] and read == [str(target)]

@@ -15,9 +15,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
+# httpx2 is imported where a request is made (it was about a sixth of the window's cold start).
 
 # Re-exported: callers import the client's errors and results from here.
 from beedeck.core.engine.client_types import (  # noqa: F401
@@ -35,7 +37,7 @@ from beedeck.core.engine.client_types import (  # noqa: F401
     check_text,
 )
 
-DEFAULT_TIMEOUT = httpx2.Timeout(10.0, read=600.0)  # a long prompt on a CPU can take minutes to the first token
+DEFAULT_TIMEOUT_S = (10.0, 600.0)  # (connect, read): a long prompt on a CPU can take minutes to the first token
 # Once tokens flow, one decoding step is at most seconds even for a big model on a CPU: this long a
 # silence after the first token means a hung server (stopped, swapping to death), not a slow one.
 STALL_S = 120.0
@@ -110,6 +112,8 @@ class ChatStream:
         return self._run()
 
     def _run(self) -> Iterator[ChatDelta]:
+        import httpx2
+
         text: list[str] = []
         reasoning: list[str] = []
         finish: str | None = None
@@ -303,10 +307,14 @@ class LlamaClient:
     """HTTP client for one llama-server. Methods are blocking; run them off the GUI thread."""
 
     def __init__(
-        self, base_url: str, api_key: str | None = None, timeout: httpx2.Timeout | float = DEFAULT_TIMEOUT
+        self, base_url: str, api_key: str | None = None, timeout: httpx2.Timeout | float | None = None
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
+        import httpx2
+
+        if timeout is None:
+            timeout = httpx2.Timeout(DEFAULT_TIMEOUT_S[0], read=DEFAULT_TIMEOUT_S[1])
         self.timeout = timeout if isinstance(timeout, httpx2.Timeout) else httpx2.Timeout(timeout)
 
     def __repr__(self) -> str:  # never shows the key
@@ -319,6 +327,8 @@ class LlamaClient:
         return headers
 
     def _get(self, path: str, timeout: float | None = None) -> httpx2.Response:
+        import httpx2
+
         try:
             return httpx2.get(
                 self.base_url + path,

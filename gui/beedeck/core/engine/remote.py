@@ -10,15 +10,18 @@ is sent as ``Authorization: Bearer`` and never appears in a message, a repr or a
 from __future__ import annotations
 
 import socket
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
+
+# httpx2 is imported where a request is made, not with this module: the window imports this module
+# at start, and httpx2 (with ssl) was about a sixth of the cold start (benchmarks/app_start.py).
 
 from beedeck.core.engine.client import parse_prometheus
 
@@ -136,6 +139,10 @@ def _transport_error(url: str, exc: Exception, waited_s: float = CONNECT_TIMEOUT
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, OSError):
         cause = cause.__cause__ or cause.__context__
+    import ssl
+
+    import httpx2
+
     host = urlsplit(url).hostname or url
     if isinstance(exc, httpx2.TimeoutException) or isinstance(cause, TimeoutError | socket.timeout):
         return RemoteError(TIMEOUT, f"{url} did not answer within {waited_s:g} s.",
@@ -165,11 +172,15 @@ def _error_type(resp: httpx2.Response) -> tuple[str, str]:
 
 class _Session:
     def __init__(self, url: str, api_key: str | None, connect_timeout: float, read_timeout: float) -> None:
+        import httpx2
+
         self.url, self._waits = url, (connect_timeout, read_timeout)
         self.client = httpx2.Client(timeout=httpx2.Timeout(read_timeout, connect=connect_timeout), trust_env=False,
                                     headers=_headers(api_key))
 
     def get(self, path: str, *, keyless: bool = False) -> httpx2.Response:
+        import httpx2
+
         try:
             if keyless:
                 return self.client.get(self.url + path, headers={"Authorization": ""})
@@ -328,6 +339,8 @@ def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misse
     """Poll ``/health`` until ``stop`` is set (None) or the server has not answered ``misses`` times in
     a row (the RemoteError of the last miss). A 503 (a model reloading after sleep) is not a miss, nor
     is a 401/403 from a proxy that guards every route (the key goes along, as inspect_server sends it)."""
+    import httpx2
+
     missed = 0
     while not stop.wait(interval_s):
         try:

@@ -98,7 +98,6 @@ class ChatPane(QWidget):
         self.view.action_triggered.connect(self._on_view_action)
         self.view.copied.connect(self.copied)
         self.input = ChatInput()
-        self.input.setMaximumHeight(110)
         self.input.send_requested.connect(self.send)
         self.input.cancel_requested.connect(self.cancel_edit)
         self.edit_bar = EditBar()
@@ -114,13 +113,12 @@ class ChatPane(QWidget):
         self.notice.setWordWrap(True)
         self.notice.setStyleSheet("color: palette(mid);")
 
-        buttons = QVBoxLayout()
-        for b in (self.send_button, self.stop_button, self.regen_button):
-            buttons.addWidget(b)
-        buttons.addStretch(1)
+        # Buttons in a row beside the box (bottom-aligned): a column of three would keep an empty box
+        # three buttons tall, and the box grows with its text (ChatInput).
         row = QHBoxLayout()
         row.addWidget(self.input, 1)
-        row.addLayout(buttons)
+        for b in (self.send_button, self.stop_button, self.regen_button):
+            row.addWidget(b, 0, Qt.AlignmentFlag.AlignBottom)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.system_prompt)
@@ -377,8 +375,7 @@ class ChatPane(QWidget):
         self._reply_id, self._reply_mode = reply.id, mode
         self.view.begin_reply(self._view_of(reply, self.store.version_positions(self.conversation_id)))
         run = ChatRun(stream, self)
-        run.delta_received.connect(self._on_run_delta)
-        run.reasoning_received.connect(self._on_run_reasoning)
+        run.pieces_received.connect(self._on_run_pieces)
         run.finished.connect(self._on_run_finished)
         run.failed.connect(self._on_run_failed)
         run.ended.connect(run.deleteLater)
@@ -410,15 +407,17 @@ class ChatPane(QWidget):
                 QCoreApplication.sendPostedEvents(None, QEvent.Type.MetaCall)
 
     # -- worker events ---------------------------------------------------------------------
-    def _on_run_delta(self, text: str) -> None:
-        self.view.append_delta(text)
-        self.delta_received.emit(text)
-        if not self._persist_timer.isActive():
-            self._persist_timer.start()
-
-    def _on_run_reasoning(self, text: str) -> None:
-        self.view.append_reasoning(text)
-        self.reasoning_received.emit(text)
+    def _on_run_pieces(self, pieces: list[tuple[bool, str]]) -> None:
+        """A batch from the worker: the view takes each run of answer or thinking text at once; the
+        per-piece signals (the gauge counts pieces) still fire once per piece."""
+        run: list[str] = []
+        for i, (thinking, text) in enumerate(pieces):
+            run.append(text)
+            if i + 1 == len(pieces) or pieces[i + 1][0] != thinking:
+                (self.view.append_reasoning if thinking else self.view.append_delta)("".join(run))
+                run.clear()
+        for thinking, text in pieces:
+            (self.reasoning_received if thinking else self.delta_received).emit(text)
         if not self._persist_timer.isActive():
             self._persist_timer.start()
 

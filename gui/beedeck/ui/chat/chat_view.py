@@ -1,13 +1,13 @@
 """The chat transcript: one QTextBrowser that stays smooth at any generation speed.
 
-While a reply streams, pieces are buffered and appended as plain text on a 40 ms coalescing
-throttle (one ``insertText`` per frame, ~0.3 ms). Only the *current* reply is re-rendered, on a slower
-adaptive throttle, and only its last Markdown block: blocks that are finished (a later block has
-begun) are rendered once with markdown-it + Pygments and frozen, so a closed code block is coloured
-as soon as it closes and the cost of a tick does not grow with the reply. The live last block uses
-Qt's cheaper md4c ``insertMarkdown``. Older messages are never touched (docs/reference/python-stack.md §6).
+While a reply streams, pieces are buffered and go into the document once per frame (16 ms): as plain
+text where they will be once rendered, or, on a slower adaptive throttle (33 ms or more), through a
+render of the reply's live part (:class:`~beedeck.ui.chat.live_reply.LiveReply`): finished Markdown
+blocks are rendered once with markdown-it + Pygments and frozen, the last block is rendered the same
+way (code is highlighted while it streams), so nothing jumps and the cost of a frame does not grow
+with the reply. Older messages are never touched (docs/reference/python-stack.md §6).
 
-A reasoning model's thinking (``reasoning_content``) streams first, through the same 40 ms append
+A reasoning model's thinking (``reasoning_content``) streams first, through the same per-frame append
 throttle, as dimmed plain text under a "Thinking…" label (no Markdown render: it is read as it comes
 and then folded away). When the answer starts, or the reply ends, the section folds to one line,
 "Thinking · Thought for 12.3 s · 850 chars — show"; a click on it (``think:<id>``) expands or folds it.
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QRect, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QRect, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QCursor,
@@ -33,17 +33,11 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
 )
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
-from beedeck.ui.chat.markdown_render import (
-    closed_fences,
-    code_blocks,
-    hard_breaks,
-    render_html,
-    stable_prefix_len,
-)
+from beedeck.ui.chat.live_reply import LiveReply
+from beedeck.ui.chat.markdown_render import code_blocks, render_html
 from beedeck.ui.chat.message_html import (
     DIM,
     MessageView,
@@ -54,9 +48,9 @@ from beedeck.ui.chat.message_html import (
     thinking_html,
 )
 
-FLUSH_MS = 40  # append throttle: 25 frames a second is smooth and cheap
-RENDER_MIN_MS = 200  # markdown re-render of the current reply, at most 5 times a second
-RENDER_COST_FACTOR = 8  # ...and never more than 1/8 of the GUI thread's time
+FRAME_MS = 16  # append throttle: one document edit per frame, however fast the pieces come
+RENDER_MIN_MS = 33  # markdown re-render of the current reply's live part, at most 30 times a second
+RENDER_COST_FACTOR = 4  # ...and never more than 1/4 of the GUI thread's time
 COPIED_MS = 1500  # how long the "Copied" tooltip stays
 
 
@@ -81,14 +75,15 @@ class ChatView(QTextBrowser):
         self.anchorClicked.connect(self._on_anchor_clicked)
         self.document().setDocumentMargin(12)
         self._messages: list[MessageView] = []
-        self._pending: list[str] = []
-        self._streamed_chars = 0
+        self._streamed_chars = 0  # characters of the current reply's answer in the document
         self._reply: MessageView | None = None
+        self._live: LiveReply | None = None  # the current reply's answer in the document
+        # A reply that ended with more unrendered text than one render's budget (10,000 tokens/s): its
+        # rest is rendered over the next frames, in bounded steps, then its stats line goes in.
+        self._finishing: tuple[LiveReply, str] | None = None
         self._body_start = 0
-        self._tail_start = 0  # document position of the live (not yet frozen) part of the reply
-        self._frozen_chars = 0  # characters of the reply text already rendered for good
-        self._frozen_blocks = 0  # code blocks in the frozen part (numbering of the copy links)
-        self._render_cost_s = 0.0
+        self._next_render = 0.0  # perf_counter time of the next allowed render of the live part
+        self._dark = is_dark(self.palette())  # the colours the document was rendered in
         self._pending_reasoning: list[str] = []
         self._think_start = 0  # document position of the current reply's thinking section
         self._thinking_live = False  # the thinking text is streaming at the document's end
@@ -99,12 +94,18 @@ class ChatView(QTextBrowser):
         # (id, dark) -> (content, html) of finished replies: a fold toggle re-lays the document out
         # without running markdown-it + Pygments again (~80 % of a rebuild's cost).
         self._html_cache: dict[tuple[int, bool], tuple[str, str]] = {}
-        self._flush_timer = QTimer(self, singleShot=True, interval=FLUSH_MS)
+        self._flush_timer = QTimer(self, singleShot=True, interval=FRAME_MS)
         self._flush_timer.timeout.connect(self._flush)
-        self._render_timer = QTimer(self, singleShot=True, interval=RENDER_MIN_MS)
-        self._render_timer.timeout.connect(self._render_current)
         self.copy_text: Callable[[str], None] = lambda text: QGuiApplication.clipboard().setText(text)
         self.send_keys = "Enter"  # named in the empty conversation's hint
+
+    def changeEvent(self, e: QEvent) -> None:
+        """A theme switch: the transcript's code colours follow at once (the HTML holds them)."""
+        super().changeEvent(e)
+        if e.type() == QEvent.Type.PaletteChange and is_dark(self.palette()) != getattr(self, "_dark", None) \
+                and hasattr(self, "_live"):
+            self._dark = is_dark(self.palette())
+            self._rebuild()
 
     # -- whole conversation ----------------------------------------------------------------
     def set_messages(self, messages: list[MessageView], keep_scroll: bool = False) -> None:
@@ -112,10 +113,11 @@ class ChatView(QTextBrowser):
         value = self.verticalScrollBar().value()
         self._stop_stream_timers()
         self._reply = None
+        self._finishing = None  # the whole document is laid out anew
         self._messages = list(messages)
         ids = {m.id for m in self._messages}
         self._html_cache = {k: v for k, v in self._html_cache.items() if k[0] in ids}
-        dark = is_dark(self.palette())
+        dark = self._dark = is_dark(self.palette())
         self.setHtml("".join(self._message_html(m, dark) for m in self._messages) or empty_html(self.send_keys))
         if keep_scroll:
             self.verticalScrollBar().setValue(value)
@@ -136,15 +138,15 @@ class ChatView(QTextBrowser):
         """Lay the whole document out again where it was scrolled (a fold toggle; rare, like a load).
 
         A streaming reply is laid out in its current state and keeps streaming: its frozen part is
-        re-rendered once by :meth:`_render_current`.
+        re-rendered once, all of it (a rare, user-started stall).
         """
         bar = self.verticalScrollBar()
         at_end, value = self._at_end(), bar.value()
         reply = self._reply
-        dark = is_dark(self.palette())
+        dark = self._dark = is_dark(self.palette())
         older = [m for m in self._messages if m is not reply]
+        self._finishing = None  # the whole document is laid out anew
         self._flush_timer.stop()
-        self._pending.clear()
         self._pending_reasoning.clear()
         if older:
             self.setHtml("".join(self._message_html(m, dark) for m in older))
@@ -155,13 +157,15 @@ class ChatView(QTextBrowser):
         if reply is not None:
             self._lay_out_reply_start(reply)
             if reply.reasoning and (reply.content or not self._thinking_live):
-                self._body_start = self._tail_start = self._replace_from(self._think_start, self._put_thinking(reply))
+                self._body_start = self._replace_from(self._think_start, self._put_thinking(reply))
             elif reply.reasoning:
                 self._start_live_thinking()
                 self._insert_reasoning(reply.reasoning)
-            self._frozen_chars = self._frozen_blocks = 0
-            if reply.content:
-                self._render_current()
+            live = self._live_reply()
+            live.reset(self._body_start)
+            if live.src:
+                live.dark = dark
+                live.render(budget=None)  # all at once: a rebuild is a rare, user-started stall
         if at_end:
             self._scroll_to_end()
         else:
@@ -203,6 +207,7 @@ class ChatView(QTextBrowser):
 
     def append_message(self, m: MessageView) -> None:
         """Append one finished message (the user's prompt) without re-rendering the rest."""
+        self._complete_finishing()
         if not self._messages:
             self.clear()
         self._messages.append(m)
@@ -212,19 +217,23 @@ class ChatView(QTextBrowser):
 
     # -- streaming -------------------------------------------------------------------------
     def begin_reply(self, m: MessageView) -> None:
+        self._complete_finishing()
         if not self._messages:
             self.clear()
         self._messages.append(m)
         self._reply = m
-        self._pending.clear()
         self._pending_reasoning.clear()
         self._streamed_chars = 0
-        self._frozen_chars = 0
-        self._frozen_blocks = 0
+        self._next_render = 0.0
         self._thinking_live = self._thinking_stale = False
         self._think_t0 = self._think_s = None
         self._lay_out_reply_start(m)
+        self._live = LiveReply(self.document(), str(m.id), is_dark(self.palette()), self._body_start)
         self._scroll_to_end()
+
+    def _live_reply(self) -> LiveReply:
+        assert self._live is not None
+        return self._live
 
     def _lay_out_reply_start(self, m: MessageView) -> None:
         """The streaming reply's header and the empty block its thinking, then its answer, go into."""
@@ -232,7 +241,7 @@ class ChatView(QTextBrowser):
         cursor.insertHtml(header_html(m))
         cursor.insertBlock()
         cursor.setBlockFormat(cursor.blockFormat())
-        self._think_start = self._body_start = self._tail_start = cursor.position()
+        self._think_start = self._body_start = cursor.position()
 
     def append_reasoning(self, text: str) -> None:
         """Buffer a piece of the thinking; it shows, dimmed, on the same throttle as the answer."""
@@ -286,38 +295,76 @@ class ChatView(QTextBrowser):
         if self._think_t0 is not None and self._think_s is None:
             # Rounded as it is stored, so the fold reads the same now and after a reload.
             self._think_s = round(time.perf_counter() - self._think_t0, 2)
-        self._body_start = self._tail_start = self._replace_from(self._think_start, self._put_thinking(self._reply))
+        self._body_start = self._replace_from(self._think_start, self._put_thinking(self._reply))
+        self._live_reply().reset(self._body_start)
 
     def append_delta(self, text: str) -> None:
-        """Buffer a piece of the reply; it shows on the next throttle tick (<= 40 ms)."""
+        """Buffer a piece of the reply; it shows on the next frame (<= 16 ms)."""
         if self._reply is None or not text:
             return
         if self._thinking_live:
             self._fold_live_thinking()
-        self._pending.append(text)
         self._reply.content += text
+        self._live_reply().add(text)
         if not self._flush_timer.isActive():
-            self._flush_timer.start()
-        if not self._render_timer.isActive():
-            interval = max(RENDER_MIN_MS, int(self._render_cost_s * 1000 * RENDER_COST_FACTOR))
-            self._render_timer.start(interval)
+            self._flush_timer.start(FRAME_MS)
 
     def _flush(self) -> None:
+        """One frame's edit: the thinking's new text, then the answer's (rendered when a render is due)."""
         if self._pending_reasoning and self._thinking_live:
             text = "".join(self._pending_reasoning)
             self._pending_reasoning.clear()
             self._insert_reasoning(text)
-        if not self._pending or self._reply is None:
+        if self._finishing is not None:
+            self._finish_step()
             return
-        text = "".join(self._pending)
-        self._pending.clear()
+        live = self._live
+        if self._reply is None or live is None or not live.needs_render():
+            return
+        now = time.perf_counter()
         at_end = self._at_end()
-        cursor = self._end_cursor()
-        cursor.insertText(text, QTextCharFormat())
-        self._streamed_chars += len(text)
+        if now >= self._next_render:
+            cpu = time.thread_time()
+            live.render()
+            cost = time.thread_time() - cpu  # the GUI thread's own time (not a busy machine's waits)
+            self._next_render = now + max(RENDER_MIN_MS / 1000, cost * RENDER_COST_FACTOR)
+        elif live.pending:
+            live.flush()
         if at_end:
             self._scroll_to_end()
-        self.flushed.emit(self._streamed_chars)
+        if live.shown != self._streamed_chars:
+            self._streamed_chars = live.shown
+            self.flushed.emit(self._streamed_chars)
+        if live.needs_render() and not self._flush_timer.isActive():
+            wait_ms = (self._next_render - time.perf_counter()) * 1000
+            self._flush_timer.start(FRAME_MS if live.pending else max(1, min(FRAME_MS, int(wait_ms) + 1)))
+
+    def _finish_step(self) -> None:
+        """One bounded step of a finished reply's rest (see ``_finishing``); the last one adds its stats."""
+        assert self._finishing is not None
+        live, trailer = self._finishing
+        now = time.perf_counter()
+        if now < self._next_render:
+            self._flush_timer.start(max(1, int((self._next_render - now) * 1000) + 1))
+            return
+        at_end = self._at_end()
+        if live.backlog() > live.budget:
+            cpu = time.thread_time()
+            live.render()
+            self._next_render = now + max(RENDER_MIN_MS / 1000, (time.thread_time() - cpu) * RENDER_COST_FACTOR)
+            self._flush_timer.start(FRAME_MS)
+        else:
+            live.finish(trailer)
+            self._finishing = None
+        if at_end:
+            self._scroll_to_end()
+
+    def _complete_finishing(self) -> None:
+        """Render a finished reply's rest now (a new message goes below it)."""
+        if self._finishing is not None:
+            live, trailer = self._finishing
+            self._finishing = None
+            live.finish(trailer)
 
     def _replace_from(self, position: int, render: Callable[[QTextCursor], None]) -> int:
         """Replace the document from ``position`` to the end; returns the end position of the render."""
@@ -332,39 +379,6 @@ class ChatView(QTextBrowser):
         if at_end:
             self._scroll_to_end()
         return cursor.position()
-
-    def _freeze(self, text: str, dark: bool) -> None:
-        """Render ``text`` (the next finished part of the reply) with Pygments and keep it for good."""
-        assert self._reply is not None
-        html_text = render_html(text, str(self._reply.id), dark, self._frozen_blocks)
-
-        def put(c: QTextCursor) -> None:
-            c.insertHtml(html_text)
-            c.insertBlock(QTextBlockFormat(), QTextCharFormat())
-
-        self._tail_start = self._replace_from(self._tail_start, put)
-        self._frozen_chars += len(text)
-        self._frozen_blocks += closed_fences(text)
-
-    def _render_current(self) -> None:
-        """Re-render the streaming reply's live part (throttled; current reply, last block only)."""
-        if self._reply is None:
-            return
-        t0 = time.perf_counter()
-        self._pending.clear()  # the render below includes everything received so far
-        text = self._reply.content
-        tail = text[self._frozen_chars :]
-        cut = stable_prefix_len(tail)
-        if cut > 0:
-            self._freeze(tail[:cut], is_dark(self.palette()))
-            tail = tail[cut:]
-        self._replace_from(
-            self._tail_start,
-            lambda c: c.insertMarkdown(hard_breaks(tail), QTextDocument.MarkdownFeature.MarkdownDialectGitHub),
-        )
-        self._streamed_chars = len(text)
-        self._render_cost_s = time.perf_counter() - t0
-        self.flushed.emit(self._streamed_chars)
 
     def end_reply(
         self,
@@ -392,14 +406,23 @@ class ChatView(QTextBrowser):
             self._fold_live_thinking()
         if m.reasoning and self._think_s is not None:
             m.stats.setdefault("reasoning_s", self._think_s)
+        live = self._live_reply()
         if content is not None and content != m.content:
             # The server's text differs from what streamed (should not happen): render it all anew.
             m.content = content
-            self._tail_start, self._frozen_chars, self._frozen_blocks = self._body_start, 0, 0
-        dark = is_dark(self.palette())
-        rest = render_html(m.content[self._frozen_chars :], str(m.id), dark, self._frozen_blocks)
-        self._replace_from(self._tail_start, lambda c: c.insertHtml(rest + stats_html(m)))
-        self._reply = None
+            live.reset(self._body_start)
+            live.src = ""
+            live.add(content)
+        at_end = self._at_end()
+        if live.backlog() > live.budget:
+            live.flush()
+            self._finishing = (live, stats_html(m))
+            self._flush_timer.start(FRAME_MS)
+        else:
+            live.finish(stats_html(m))
+        if at_end:
+            self._scroll_to_end()
+        self._reply = self._live = None
         if self._thinking_stale:
             self._thinking_stale = False
             self._rebuild()
@@ -414,8 +437,6 @@ class ChatView(QTextBrowser):
 
     def _stop_stream_timers(self) -> None:
         self._flush_timer.stop()
-        self._render_timer.stop()
-        self._pending.clear()
         self._pending_reasoning.clear()
 
     # -- helpers ---------------------------------------------------------------------------

@@ -5,10 +5,16 @@ Cancel is called from the GUI thread *directly* (``stream.cancel()`` is thread-s
 socket shutdown). Connecting a button to a slot of the worker object would queue the call to the
 worker's thread, which is busy inside the stream, so it would run only after the reply ended
 (docs/reference/python-stack.md §5).
+
+Pieces cross to the GUI thread in batches: the worker appends each piece to a locked buffer and posts
+one "pieces ready" event only when the buffer was empty, so however fast the server streams (10,000
+tokens/s) the GUI thread handles one queued call per turn of its event loop, not one per token, and
+takes everything that arrived meanwhile at once.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
@@ -31,19 +37,36 @@ class StreamLike(Protocol):
 class ChatWorker(QObject):
     """Runs one stream on a worker thread.
 
-    Signals: ``delta_received(str)`` content pieces, ``reasoning_received(str)`` thinking pieces,
-    ``finished(object)`` the ChatResult (also after a cancel, with ``cancelled`` set),
-    ``failed(str)`` a readable error (the stream raised).
+    Signals: ``delta_received(str)`` content pieces, ``reasoning_received(str)`` thinking pieces (both
+    emitted on the worker thread: connect them directly, the GUI takes :meth:`take_pieces`),
+    ``pieces_ready()`` the buffer went from empty to not empty, ``finished(object)`` the ChatResult
+    (also after a cancel, with ``cancelled`` set), ``failed(str)`` a readable error (the stream raised).
     """
 
     delta_received = Signal(str)
     reasoning_received = Signal(str)
+    pieces_ready = Signal()
     finished = Signal(object)
     failed = Signal(str)
 
     def __init__(self, stream: StreamLike) -> None:
         super().__init__()
         self.stream = stream
+        self._lock = threading.Lock()
+        self._pieces: list[tuple[bool, str]] = []  # (is thinking, text), in arrival order
+
+    def take_pieces(self) -> list[tuple[bool, str]]:
+        """Everything that arrived since the last call (any thread)."""
+        with self._lock:
+            pieces, self._pieces = self._pieces, []
+        return pieces
+
+    def _put(self, thinking: bool, text: str) -> None:
+        with self._lock:
+            was_empty = not self._pieces
+            self._pieces.append((thinking, text))
+        if was_empty:
+            self.pieces_ready.emit()
 
     @Slot()
     def run(self) -> None:
@@ -51,8 +74,10 @@ class ChatWorker(QObject):
             for delta in self.stream:  # type: ignore[attr-defined]
                 if delta.content:
                     self.delta_received.emit(delta.content)
+                    self._put(False, delta.content)
                 if delta.reasoning:
                     self.reasoning_received.emit(delta.reasoning)
+                    self._put(True, delta.reasoning)
         except Exception as exc:  # the GUI shows every failure; nothing may die silently
             self.failed.emit(str(exc) or type(exc).__name__)
             return
@@ -62,10 +87,13 @@ class ChatWorker(QObject):
 class ChatRun(QObject):
     """Owns a :class:`ChatWorker` and its thread for one reply; forwards the worker's signals.
 
-    Signals: ``delta_received(str)``, ``reasoning_received(str)``, ``finished(object)``,
-    ``failed(str)``, and ``ended()`` once the thread has stopped (after finished/failed).
+    Signals: ``pieces_received(list)`` the batch of (is thinking, text) pieces that arrived since the
+    last one; ``delta_received(str)``, ``reasoning_received(str)`` the same, one piece at a time;
+    ``finished(object)``, ``failed(str)`` after the last batch, and ``ended()`` once the thread has
+    stopped (after finished/failed).
     """
 
+    pieces_received = Signal(list)
     delta_received = Signal(str)
     reasoning_received = Signal(str)
     finished = Signal(object)
@@ -80,8 +108,7 @@ class ChatRun(QObject):
         self._worker = ChatWorker(stream)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
-        self._worker.delta_received.connect(self.delta_received)
-        self._worker.reasoning_received.connect(self.reasoning_received)
+        self._worker.pieces_ready.connect(self._deliver)  # queued: the worker lives on its thread
         self._worker.finished.connect(self._on_worker_finished)
         self._worker.failed.connect(self._on_worker_failed)
         self._thread.finished.connect(self.ended)
@@ -117,10 +144,20 @@ class ChatRun(QObject):
         self._thread.quit()
         self._thread.wait(5000)
 
+    def _deliver(self) -> None:
+        pieces = self._worker.take_pieces()
+        if not pieces:
+            return
+        self.pieces_received.emit(pieces)
+        for thinking, text in pieces:
+            (self.reasoning_received if thinking else self.delta_received).emit(text)
+
     def _on_worker_finished(self, result: object) -> None:
         self._stop_thread()
+        self._deliver()  # the pieces that arrived after the last "ready" was handled
         self.finished.emit(result)
 
     def _on_worker_failed(self, message: str) -> None:
         self._stop_thread()
+        self._deliver()
         self.failed.emit(message)

@@ -3,12 +3,15 @@
 Enter sends and Shift+Enter starts a new line (``enter_sends`` False: Enter is a new line); Ctrl+Enter
 sends in both modes. Tab moves the focus on instead of typing a tab. Only plain key presses are
 acted on: while an input method composes (a pre-edit string is showing), Enter belongs to it.
+
+The box grows with its text, from :data:`MIN_LINES` to :data:`MAX_LINES` lines (then it scrolls), so
+an empty box leaves the window's height to the transcript.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QFocusEvent, QInputMethodEvent, QKeyEvent
+from PySide6.QtGui import QFocusEvent, QInputMethodEvent, QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
 # The ring uses palette roles, so it reads in light and dark themes alike; the unfocused border is
@@ -18,6 +21,7 @@ FOCUS_STYLE = (
     "QPlainTextEdit#composer:focus { border: 2px solid palette(highlight); padding: 1px; }"
 )
 _ENTER_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+MIN_LINES, MAX_LINES = 2, 10
 
 
 class ChatInput(QPlainTextEdit):
@@ -39,6 +43,24 @@ class ChatInput(QPlainTextEdit):
         self._preedit = False  # an input method is composing (its pre-edit text shows)
         self._enter_sends = True
         self.set_enter_sends(True)
+        self.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit_height())
+        self._fit_height()
+
+    def lines_shown(self) -> int:
+        """Lines of text the box is tall enough for now (its text's wrapped lines, within the limits)."""
+        return max(MIN_LINES, min(MAX_LINES, int(self.document().size().height())))
+
+    def _fit_height(self) -> None:
+        margins = self.contentsMargins()
+        doc_margin = self.document().documentMargin()
+        height = (self.lines_shown() * self.fontMetrics().lineSpacing() + 2 * doc_margin
+                  + margins.top() + margins.bottom() + 6)
+        if self.height() != int(height) or self.minimumHeight() != int(height):
+            self.setFixedHeight(int(height))
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._fit_height()  # a narrower box wraps its text onto more lines
 
     @property
     def enter_sends(self) -> bool:

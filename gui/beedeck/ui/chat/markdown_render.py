@@ -15,24 +15,30 @@ from __future__ import annotations
 import html
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name, guess_lexer
-from pygments.util import ClassNotFound
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from pygments.formatters import HtmlFormatter
+
+# markdown-it and Pygments are imported on first use (warm_up, at idle time after the window shows):
+# importing them cost the cold start about 60 ms (benchmarks/app_start.py).
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 
 
 @lru_cache(maxsize=2)
 def _formatter(dark: bool) -> HtmlFormatter:
+    from pygments.formatters import HtmlFormatter
+
     # Inline styles: QTextDocument ignores CSS classes from a stylesheet it was not given.
     return HtmlFormatter(noclasses=True, nowrap=True, style="monokai" if dark else "default")
 
 
 @lru_cache(maxsize=1)
 def _md() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     return (
         MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True})
         .enable("table")
@@ -67,6 +73,55 @@ def stable_prefix_len(text: str) -> int:
     return 0
 
 
+def _closes(line: str, fence: str) -> bool:
+    m = _FENCE.match(line)
+    return m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+        and not line[m.end():].strip()
+
+
+def open_fence_start(text: str) -> int:
+    """Where the fenced code block still open at the end of ``text`` begins (its opening line), or -1."""
+    fence, start, offset = "", -1, 0
+    for line in text.split("\n"):
+        if fence:
+            if _closes(line, fence):
+                fence = ""
+        else:
+            m = _FENCE.match(line)
+            if m:
+                fence, start = m.group(1), offset
+        offset += len(line) + 1
+    return start if fence else -1
+
+
+def closed_fence_end(text: str) -> int:
+    """When ``text`` begins with a fenced code block that is closed, the end of its closing line (and
+    of the blank lines after it); else 0. A scan of lines, no Markdown parse."""
+    first = _FENCE.match(text)
+    if not first:
+        return 0
+    fence = first.group(1)
+    offset = text.find("\n") + 1
+    if offset == 0:
+        return 0
+    while offset < len(text):
+        end = text.find("\n", offset)
+        if end < 0:
+            return 0  # the closing line may still grow
+        if _closes(text[offset:end], fence):
+            end += 1
+            while text.startswith("\n", end):
+                end += 1
+            return end if end < len(text) else 0  # the next block has begun
+        offset = end + 1
+    return 0
+
+
+def code_colours(dark: bool) -> tuple[str, str]:
+    """(background, text) of a code frame."""
+    return ("#272822", "#f8f8f2") if dark else ("#f6f8fa", "#24292e")
+
+
 def hard_breaks(text: str) -> str:
     """``text`` with each single newline outside code fences made a Markdown hard break (two spaces).
 
@@ -78,7 +133,7 @@ def hard_breaks(text: str) -> str:
     for i, line in enumerate(lines[:-1]):
         m = _FENCE.match(line)
         if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line[m.end():].strip():
+            if _closes(line, fence):
                 fence = ""
             continue
         if m:
@@ -95,6 +150,10 @@ def code_blocks(text: str) -> list[str]:
 
 
 def _highlight(code: str, lang: str, dark: bool) -> str:
+    from pygments import highlight
+    from pygments.lexers import get_lexer_by_name, guess_lexer
+    from pygments.util import ClassNotFound
+
     lexer = None
     if lang:
         try:
@@ -120,8 +179,7 @@ def render_html(text: str, key: str, dark: bool = False, first_block: int = 0) -
     tokens = md.parse(text)
     out: list[str] = []
     block = first_block
-    bg = "#272822" if dark else "#f6f8fa"
-    fg = "#f8f8f2" if dark else "#24292e"
+    bg, fg = code_colours(dark)
     link = "#8ab4f8" if dark else "#0969da"
     # Render the token stream, swapping fences for our own highlighted table cells.
     start = 0

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QPoint, QTimer, Signal
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QToolTip, QWidget
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -57,6 +57,7 @@ from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import model_facts
 from beedeck.ui.background import Runner, run_in_background
+from beedeck.ui.engine.mode_popover import ModePopover, plain_html
 
 NO_SPECULATION = "no speculation here"
 WHAT = {BASELINE: "no speculation: the target decodes every token itself.",
@@ -108,6 +109,9 @@ class ModeToggle(QWidget):
         self.why_button.setObjectName("mode-why")
         self.why_button.setAutoRaise(True)
         self.why_button.clicked.connect(self._show_why)
+        # The modes that cannot run, in plain words, with their actions; a window of its own (no parent):
+        # as a child it would be disabled with the toggle.
+        self.popover = ModePopover()
         layout.addWidget(self.why_button)
         layout.addSpacing(8)
         layout.addWidget(self.status)
@@ -244,8 +248,8 @@ class ModeToggle(QWidget):
         return [o for o in self._options if not o.available]
 
     def _show_why(self) -> None:
-        QToolTip.showText(self.why_button.mapToGlobal(QPoint(0, self.why_button.height())),
-                          self.why_button.toolTip(), self.why_button)
+        self.popover.set_options(self.unavailable())
+        self.popover.show_below(self.why_button)
 
     def offered(self) -> list[str]:
         """The modes shown, in order (an unavailable one shown is the profile's own)."""
@@ -288,12 +292,11 @@ class ModeToggle(QWidget):
         else:
             lines = ["No speculation mode can run with this setup, so replies use Baseline."]
         others = self.unavailable()
-        why = ["Not available here:", *(f"• {o.label}: {o.reason}" for o in others)]
         if others:
-            lines += ["", *why]
+            lines += ["", "Not available here:", *(f"• {o.label}: {o.reason}" for o in others)]
         self.setToolTip("\n".join(lines))
         self.why_button.setVisible(bool(others) and self._profile is not None)
-        self.why_button.setToolTip("\n".join(why))
+        self.why_button.setToolTip(plain_html(others))
 
     def path(self) -> str:
         return switch_path(self._per_request)

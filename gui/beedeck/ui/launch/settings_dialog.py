@@ -42,7 +42,7 @@ from beedeck.ui.host import LocalProfileMemory, WindowHost
 from beedeck.ui.launch.launch_form import LaunchForm
 
 GiB = 1 << 30
-PREFERRED_SIZE = (1120, 780)
+PREFERRED_SIZE = (1100, 700)  # fits a 768-px screen with a panel; the fields scroll
 # Room the window manager adds around the client area (title bar, borders): resize() sets the client size.
 FRAME_W, FRAME_H = 16, 48
 

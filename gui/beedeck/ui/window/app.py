@@ -10,6 +10,7 @@ opens instead (the starter profile is loaded behind it, not started).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -31,6 +32,7 @@ from beedeck.core.settings import load_settings, load_settings_checked
 from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.markdown_render import warm_up
 from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.host import DialogFactory, WindowHost
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.theme import apply_theme
 
@@ -163,15 +165,22 @@ def _first_start(window: MainWindow, no_autostart: bool) -> bool:
     return True
 
 
+def _lazy_dialog(module: str) -> DialogFactory:
+    """A factory that imports its dialog's module when first opened, not while the window starts
+    (the dialogs and their charts cost a good part of a cold start: benchmarks/app_start.py)."""
+
+    def open_dialog(host: WindowHost) -> QDialog:
+        factory: DialogFactory = importlib.import_module(module).open_dialog
+        return factory(host)
+
+    return open_dialog
+
+
 def plug_views(window: MainWindow) -> None:
     """Fill the window's dialog slots: Settings, the setup wizard, the benchmark and the tuner."""
-    from beedeck.ui.bench import bench_dialog
-    from beedeck.ui.launch import settings_dialog
-    from beedeck.ui.setup import setup_wizard
-
-    window.settings_factory = settings_dialog.open_dialog
-    window.wizard_factory = setup_wizard.open_dialog
-    window.bench_factory = bench_dialog.open_dialog
+    window.settings_factory = _lazy_dialog("beedeck.ui.launch.settings_dialog")
+    window.wizard_factory = _lazy_dialog("beedeck.ui.setup.setup_wizard")
+    window.bench_factory = _lazy_dialog("beedeck.ui.bench.bench_dialog")
     window.tune_factory = lambda _host: _tune_dialog(window)
 
 

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
-    QLabel,
     QLineEdit,
     QPushButton,
     QVBoxLayout,
@@ -27,6 +26,9 @@ from PySide6.QtWidgets import (
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, normalize_url
 from beedeck.core.profile import Profile, remote_profile
 from beedeck.ui.background import Runner, run_in_background
+from beedeck.ui.wrap_label import WrapLabel
+
+DIALOG_WIDTH = 520  # the note on two or three lines; the dialog stays well inside a 1366x768 screen
 
 
 class ConnectDialog(QDialog):
@@ -57,8 +59,8 @@ class ConnectDialog(QDialog):
         form.addRow("Server address:", self.url_edit)
         form.addRow("API key:", self.key_edit)
         form.addRow("Name:", self.label_edit)
-        self.result_label = QLabel()
-        self.result_label.setWordWrap(True)
+        # WrapLabel: a plain word-wrapped QLabel in a dialog was squeezed below its text (clipped).
+        self.result_label = WrapLabel()
         self.check_button = QPushButton("Check")
         self.check_button.clicked.connect(self.check)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
@@ -67,15 +69,17 @@ class ConnectDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
-        note = QLabel("BeeDeck chats with a llama-server that already runs (a GPU pod, another machine). Over the "
-                      "internet, reach it through an SSH tunnel or HTTPS, and start it with --api-key.")
-        note.setWordWrap(True)
-        layout.addWidget(note)
+        self.note = WrapLabel("BeeDeck chats with a llama-server that already runs (a GPU pod, another machine). "
+                              "Over the internet, reach it through an SSH tunnel or HTTPS, and start it with "
+                              "--api-key.")
+        layout.addWidget(self.note)
         layout.addLayout(form)
         layout.addWidget(self.result_label)
         layout.addWidget(buttons)
         self.url_edit.textChanged.connect(self._update)
         self._update()
+        self.setMinimumWidth(DIALOG_WIDTH)
+        self.resize(DIALOG_WIDTH, self.sizeHint().height())
 
     def _update(self) -> None:
         self.connect_button.setEnabled(bool(self.url_edit.text().strip()))
@@ -106,6 +110,7 @@ class ConnectDialog(QDialog):
             self.result_label.setText(f"<b>{html.escape(outcome.message)}</b><br>{html.escape(outcome.remedy)}")
         else:
             self.result_label.setText(html.escape(f"The check failed: {outcome}"))
+        self.adjustSize()  # room for the result's lines
         self.checked.emit(outcome)
 
     def accept(self) -> None:

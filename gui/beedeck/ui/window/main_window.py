@@ -450,6 +450,8 @@ class MainWindow(QMainWindow):
             self.resize(1280, 800)
         if isinstance(state, QByteArray):
             self.restoreState(state)
+        else:
+            self.log.hide()  # the transcript gets the height; View → Server log (or a failure) shows it
 
     def save_view(self) -> None:
         s = ui_settings()

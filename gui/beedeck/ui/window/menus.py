@@ -1,5 +1,8 @@
-"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice), View (docks,
-theme), Help (docs, shortcuts, about).
+"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice), Chat (regenerate,
+stop, next mode), View (docks, theme), Help (docs, shortcuts, about). Every action with a key shows
+it in its menu: Start F5, Stop Shift+F5, Regenerate Ctrl+R, the next speculation mode Ctrl+M. Keys the
+window answers through its own shortcuts (Ctrl+N, Esc) are shown after a tab in the action's text,
+so they are not registered twice (an ambiguous shortcut fires neither).
 
 Built from the window's actions and slots; the window stays composition only."""
 
@@ -14,6 +17,8 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from beedeck.core import paths
 from beedeck.core.settings import THEMES
+from beedeck.ui.chat.chat_pane import ChatPane
+from beedeck.ui.engine.mode_toggle import ModeToggle
 
 DOCS_URL = "https://github.com/beedeck/beedeck#readme"
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
@@ -25,11 +30,14 @@ class MenuHost(Protocol):
     bench_action: QAction
     tune_action: QAction
     settings_action: QAction
+    mode: ModeToggle
+    chat: ChatPane
 
     @property
     def follow_advice_action(self) -> QAction: ...
 
     def new_chat(self) -> None: ...
+
     def open_wizard(self) -> None: ...
     def open_connect(self) -> None: ...
     def show_shortcuts(self) -> None: ...
@@ -43,13 +51,24 @@ def docs_url() -> QUrl:
     return QUrl.fromLocalFile(str(readme)) if readme.is_file() else QUrl(DOCS_URL)
 
 
+def next_mode(toggle: ModeToggle) -> bool:
+    """Switch the toggle to the next mode it can run (wrapping to Baseline), as a click would."""
+    usable = [o.key for o in toggle.options() if o.available and o.key in toggle.offered()]
+    if len(usable) < 2 or not toggle.isEnabled():
+        return False
+    current = toggle.mode()
+    following = usable[(usable.index(current) + 1) % len(usable)] if current in usable else usable[0]
+    return toggle.request_mode(following)
+
+
 def build_menus(window: QMainWindow, host: MenuHost, docks: list[QDockWidget], theme: str,
                 open_url: Callable[[QUrl], object] | None = None) -> dict[str, QAction]:
     """Fill ``window``'s menu bar; returns the actions tests and the window need, by name."""
     bar = window.menuBar()
     out: dict[str, QAction] = {}
     file_menu = bar.addMenu("&File")
-    out["new_chat"] = file_menu.addAction("New chat", host.new_chat)
+    out["new_chat"] = file_menu.addAction("New chat\tCtrl+N", host.new_chat)  # the window's own shortcut
+    out["new_chat"].setToolTip("Start a new chat")
     host.settings_action.setShortcut(QKeySequence("Ctrl+,"))
     file_menu.addAction(host.settings_action)
     out["wizard"] = file_menu.addAction("Setup wizard…", host.open_wizard)
@@ -61,10 +80,21 @@ def build_menus(window: QMainWindow, host: MenuHost, docks: list[QDockWidget], t
     out["quit"].setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
 
     server_menu = bar.addMenu("&Server")
+    host.start_action.setShortcut(QKeySequence("F5"))
+    host.stop_action.setShortcut(QKeySequence("Shift+F5"))
     for action in (host.start_action, host.stop_action, host.bench_action, host.tune_action):
         server_menu.addAction(action)
     server_menu.addSeparator()
     server_menu.addAction(host.follow_advice_action)
+
+    chat_menu = bar.addMenu("&Chat")
+    out["regenerate"] = chat_menu.addAction("Regenerate the last reply", lambda: host.chat.regenerate())
+    out["regenerate"].setShortcut(QKeySequence("Ctrl+R"))
+    out["stop_reply"] = chat_menu.addAction("Stop the reply\tEsc", lambda: host.chat.stop())  # Esc: the window's shortcut
+    out["stop_reply"].setToolTip("Stop the reply; what it wrote so far is kept")
+    out["next_mode"] = chat_menu.addAction("Next speculation mode", lambda: next_mode(host.mode))
+    out["next_mode"].setShortcut(QKeySequence("Ctrl+M"))
+    out["next_mode"].setToolTip("Baseline → each mode this setup can run → Baseline (the toggle in the toolbar)")
 
     view = bar.addMenu("&View")
     for dock in docks:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction
 
 from beedeck.core.chat.spec_guard import Advice
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -30,6 +31,9 @@ class ModeHost(Protocol):
     switching: SwitchChecker
     banner: GuardBanner
     guard_monitor: GuardMonitor
+    settings_action: QAction
+
+    def open_wizard(self) -> None: ...
 
 
 def pair_text(settings: LaunchSettings) -> str:
@@ -52,6 +56,9 @@ class ModeGlue(QObject):
         self.chat.reply_finished.connect(self._on_reply_finished)
         host.guard_monitor.advice_given.connect(self._on_guard_advice)
         self.banner.switch_requested.connect(self._on_banner_switch_requested)
+        # The ? popover's actions: what gets a mode that cannot run here.
+        self.mode.popover.action_requested.connect(
+            lambda action: host.open_wizard() if action == "wizard" else host.settings_action.trigger())
 
     @classmethod
     def for_host(cls, host: ModeHost) -> ModeGlue:

@@ -79,9 +79,10 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
         _save(app, window, out_dir / "failure-panel.png")
         window.failure.hide()
         other = "light" if theme == "dark" else "dark"
-        apply_theme(app, other)
-        if window.chat.conversation_id is not None:
-            window.chat.load_conversation(window.chat.conversation_id)  # re-render with the other palette
+        apply_theme(app, other)  # as View → Theme does: every widget and the open transcript follow at once
         _save(app, window, out_dir / f"main-chat-{other}.png")
+        apply_theme(app, theme)
+        window.resize(1366, 768)  # the smallest common laptop screen: the transcript keeps most of it
+        _save(app, window, out_dir / "main-1366x768.png")
     window.close()  # stops the server: nothing is left running
     return 0 if ok else 1

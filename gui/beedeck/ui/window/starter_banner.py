@@ -1,5 +1,8 @@
 """The strip above the chat that says the starter is a tiny CPU demo model, why there is no GPU, and
-how to get a real model: the setup wizard, or a GGUF the user already has."""
+how to get a real model: the setup wizard, or a GGUF the user already has.
+
+One line, so the transcript keeps the window's height (issue 22, 1366x768): the whole note and the
+reason there is no GPU are its tooltip."""
 
 from __future__ import annotations
 
@@ -23,8 +26,9 @@ class StarterBanner(QFrame):
         self.setStyleSheet("#starter-banner { border: 1px solid palette(mid); border-radius: 6px; "
                            "background: palette(alternate-base); }")
         self.text = QLabel()
-        self.text.setWordWrap(True)
-        self.text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.text.setWordWrap(False)
+        # Ignored: a narrow window clips the line (the tooltip has it all) instead of growing the window.
+        self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.wizard_button = QPushButton("Set up a real model…")
         self.wizard_button.setToolTip("Detect the GPU, pick a DFlash pair that fits it, get the engine and the models")
         self.settings_button = QPushButton("Use a GGUF I have…")
@@ -32,7 +36,7 @@ class StarterBanner(QFrame):
         self.dismiss_button = QPushButton("Dismiss")
         self.dismiss_button.setFlat(True)
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(10, 6, 6, 6)
+        layout.setContentsMargins(10, 2, 4, 2)
         layout.addWidget(self.text, 1)
         for b in (self.wizard_button, self.settings_button, self.dismiss_button):
             layout.addWidget(b)
@@ -53,8 +57,10 @@ class StarterBanner(QFrame):
         self._render()
 
     def _render(self) -> None:
-        gpu = f"<br><b>No NVIDIA GPU in use:</b> {self._no_gpu}" if self._no_gpu else ""
-        self.text.setText(f"{STARTER_NOTE}{gpu}")
+        gpu = " · no GPU in use" if self._no_gpu else ""
+        self.text.setText(f"<b>Starter</b>: tiny demo model on the CPU{gpu}")
+        why = f"\n\nNo NVIDIA GPU in use: {self._no_gpu}" if self._no_gpu else ""
+        self.setToolTip(f"{STARTER_NOTE}{why}")
 
     def _dismiss(self) -> None:
         self._dismissed = True

@@ -1,4 +1,10 @@
-"""Light and dark palettes on the Fusion style; "system" follows the desktop's colour scheme."""
+"""Light and dark palettes on the Fusion style; "system" follows the desktop's colour scheme.
+
+A switch applies to every widget at once: a style sheet that names ``palette(...)`` roles resolves
+them when it is polished, so each widget with a style sheet is polished again after the palette
+changes (the starter banner, the message box, the failure panel...). The transcript re-renders its
+code colours itself on the palette change (``ChatView.changeEvent``).
+"""
 
 from __future__ import annotations
 
@@ -46,3 +52,8 @@ def apply_theme(app: QApplication, theme: str) -> None:
         pal = app.style().standardPalette()
         pal.setColor(QPalette.ColorRole.Highlight, QColor("#c98a00"))
         app.setPalette(pal)
+    for widget in app.allWidgets():
+        sheet = widget.styleSheet()
+        if sheet:
+            widget.setStyleSheet("")
+            widget.setStyleSheet(sheet)

@@ -1,0 +1,95 @@
+"""The window on a 1366x768 laptop (issue 22): the transcript gets most of the height (server log hidden
+until asked for, a one-line starter banner, a message box that grows with its text), the menus show
+their keys, and the Connect dialog shows all of its text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.ui.chat.composer import MAX_LINES
+from beedeck.ui.window.connect_dialog import ConnectDialog
+from beedeck.ui.window.main_window import MainWindow
+from beedeck.ui.window.menus import next_mode
+from tests.ui.window.test_first_hour import NO_GPU, starter_profile
+from tests.ui.window.test_integration import RecordingController
+
+
+def laptop_window(qtbot: QtBot) -> MainWindow:
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    window.resize(1366, 768 - 40 - 30)  # a 40-px taskbar and a title bar
+    window.show()
+    qtbot.waitExposed(window)
+    window.set_profile(starter_profile())
+    window.set_hardware(NO_GPU)
+    QApplication.processEvents()
+    return window
+
+
+def test_the_transcript_gets_most_of_a_1366x768_window(qtbot: QtBot, beedeck_home: Path) -> None:
+    window = laptop_window(qtbot)
+    assert window.log.isHidden()  # a fresh start: the server log waits in View → Server log
+    assert window.starter_banner.isVisible() and window.starter_banner.height() <= 40  # one line
+    line = window.chat.input.fontMetrics().lineSpacing()
+    empty = window.chat.input.height()
+    assert empty <= 3 * line + 16  # an empty box is about two lines tall
+    assert window.chat.view.height() >= 0.6 * window.height(), (window.chat.view.height(), window.height())
+    window.chat.input.setPlainText("\n".join(f"line {i}" for i in range(5)))
+    QApplication.processEvents()
+    assert window.chat.input.height() >= empty + 2 * line  # it grows with its text...
+    window.chat.input.setPlainText("\n".join(f"line {i}" for i in range(40)))
+    QApplication.processEvents()
+    assert window.chat.input.height() <= (MAX_LINES + 1) * line + 16  # ...up to a limit, then scrolls
+    window.chat.input.clear()
+    QApplication.processEvents()
+    assert window.chat.input.height() == empty
+    window.close()
+
+
+def test_menus_show_the_keys_of_start_stop_regenerate_and_the_mode_toggle(qtbot: QtBot, beedeck_home: Path) -> None:
+    window = laptop_window(qtbot)
+    keys = {a.text(): a.shortcut().toString() for menu in window.menuBar().actions() for a in menu.menu().actions()}
+    assert keys["Start"] == "F5" and keys["Stop"] == "Shift+F5"
+    assert keys["Regenerate the last reply"] == "Ctrl+R" and keys["Next speculation mode"] == "Ctrl+M"
+    assert "New chat\tCtrl+N" in keys and "Stop the reply\tEsc" in keys  # the window's own shortcuts, shown
+    registered = [a.shortcut() for menu in window.menuBar().actions() for a in menu.menu().actions()
+                  if not a.shortcut().isEmpty()] + [s.key() for s in window.shortcuts]
+    assert len(registered) == len({k.toString() for k in registered})  # no key twice: it would fire neither
+    assert QKeySequence("Ctrl+R") in registered and QKeySequence("Ctrl+M") in registered
+    window.close()
+
+
+def test_next_mode_goes_round_the_modes_this_setup_can_run(qtbot: QtBot, tmp_path: Path) -> None:
+    from beedeck.ui.engine.mode_toggle import ModeToggle
+
+    toggle = ModeToggle()
+    qtbot.addWidget(toggle)
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    caps = EngineCaps(path=str(binary), generation=Generation.MAINLINE, spec_types=("draft-dflash", "ngram-mod"),
+                      flags=frozenset({"--spec-type"}))
+    toggle.configure(LaunchSettings(target="/m/t.gguf"), caps)
+    assert toggle.offered() == ["baseline", "model-free"] and toggle.mode() == "baseline"
+    with qtbot.waitSignal(toggle.restart_requested):
+        assert next_mode(toggle) is True  # the same path as a click: a restart into N-gram
+    toggle.restart_finished()
+    assert toggle.mode() == "model-free"
+
+
+def test_the_connect_dialog_shows_all_of_its_text_and_fits_a_768_px_screen(qtbot: QtBot) -> None:
+    dialog = ConnectDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    note = dialog.note
+    needed = note.fontMetrics().boundingRect(0, 0, note.width(), 10_000, Qt.TextFlag.TextWordWrap, note.text())
+    assert note.height() >= needed.height()  # not clipped
+    assert dialog.height() < 768 - 80 and dialog.width() <= 700
