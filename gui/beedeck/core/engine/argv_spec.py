@@ -52,6 +52,8 @@ def speculation(b: Builder) -> bool:
         return False
     if s.draft_n_max is not None:
         b.opt("draft_n_max", ("--spec-draft-n-max",), str(s.draft_n_max))
+    if s.draft_ubatch_size is not None:  # BeeLlama >= 0.4.7: the drafter's own ubatch (default 128)
+        b.opt("draft_ubatch_size", ("--spec-draft-ubatch-size", "-ubd"), str(s.draft_ubatch_size))
     if n_min is not None:
         b.opt("draft_n_min", ("--spec-draft-n-min",), str(n_min))
     if (
