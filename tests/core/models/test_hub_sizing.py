@@ -38,6 +38,7 @@ from tests.fixtures.meta_gguf import tiny_model
 
 TARGET_REPO, DFLASH2_REPO, DSPARK_REPO = "unsloth/Qwen3.8-27B-GGUF", "incoai/Qwen3.8-27B-DFlash2-GGUF", \
     "Anbeeld/Qwen3.8-27B-DSpark-GGUF"
+EAGLE3_REPO = "someone/Qwen3.8-27B-EAGLE3-GGUF"
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +49,13 @@ def files() -> dict[str, Path]:
 @pytest.fixture
 def hub(files: dict[str, Path]) -> Iterator[FakeHub]:
     with FakeHub() as h:
-        target = {n: FakeFile.sparse_gguf(p) for n, p in files.items() if n.endswith(".gguf")}
+        target = {n: FakeFile.sparse_gguf(p) for n, p in files.items() if n.endswith(".gguf")}  # drafts: no suffix
         target["README.md"] = FakeFile(b"# Qwen3.8", lfs=False)
         h.add_repo(TARGET_REPO, target)
         h.add_repo(DFLASH2_REPO, {files["dflash2"].name: FakeFile.sparse_gguf(files["dflash2"]),
                                   files["dflash2-q8"].name: FakeFile.sparse_gguf(files["dflash2-q8"])})
         h.add_repo(DSPARK_REPO, {files["dspark"].name: FakeFile.sparse_gguf(files["dspark"])})
+        h.add_repo(EAGLE3_REPO, {files["eagle3"].name: FakeFile.sparse_gguf(files["eagle3"])})
         yield h
 
 
@@ -86,12 +88,15 @@ def test_a_repo_is_sized_from_range_reads_and_plans_exactly_as_the_files(hub: Fa
     d2 = next(m for m in drafts.models if m.quant == "Q4_K_M")
     assert d2.kind == "dflash2" and q4.tokenizer_sha256 == d2.tokenizer_sha256 != ""
     local_d2 = inspect(files["dflash2"])
+    e3 = size_repo(EAGLE3_REPO, endpoint=hub.endpoint, cache_dir=_cache(tmp_path)).models[0]
+    assert e3.kind == "eagle3"
     # planner figures from live headers == the same files' plan from disk, item by item
     for live, local in ((q4, local_q4), (q8, local_q8)):
         for mode, draft, local_draft, gen in ((SpecMode.OFF, None, None, Generation.MAINLINE),
                                               (SpecMode.MTP, None, None, Generation.MAINLINE),
                                               (SpecMode.DFLASH, d2.info, local_d2, Generation.BEE_B),
-                                              (SpecMode.DFLASH, d2.info, local_d2, Generation.MAINLINE)):
+                                              (SpecMode.DFLASH, d2.info, local_d2, Generation.MAINLINE),
+                                              (SpecMode.EAGLE3, e3.info, inspect(files["eagle3"]), Generation.MAINLINE)):
             st = _settings(mode, "d.gguf" if draft else None, draft_n_max=7 if draft else None)
             a = plan(live.info, draft, st, gen, [24 * GiB])
             b = plan(local, local_draft, st, gen, [24 * GiB])
@@ -210,10 +215,11 @@ def test_a_server_that_ignores_range_is_read_only_as_far_as_needed(hub: FakeHub,
 def test_every_quant_with_every_draft_kind_for_a_24_gb_card(hub: FakeHub, tmp_path: Path) -> None:
     c = _cache(tmp_path)
     target = size_repo(TARGET_REPO, endpoint=hub.endpoint, cache_dir=c)
-    drafts = [size_repo(r, endpoint=hub.endpoint, cache_dir=c) for r in (DFLASH2_REPO, DSPARK_REPO)]
+    drafts = [size_repo(r, endpoint=hub.endpoint, cache_dir=c) for r in (DFLASH2_REPO, DSPARK_REPO, EAGLE3_REPO)]
     rows, notes = plan_live(target, drafts, [int(23.5 * GiB)], Generation.MAINLINE, ubd=64)
     q4 = {r.kind: r for r in rows if r.target.quant == "Q4_K_M"}
-    assert set(q4) == {"none", "mtp", "dflash2", "dspark"} and not notes
+    assert set(q4) == {"none", "mtp", "dflash2", "dspark", "eagle3"} and not notes
+    assert q4["eagle3"].fits and q4["eagle3"].plan is not None and q4["eagle3"].plan.component("draft_kv") > 0
     assert q4["dflash2"].draft is not None and q4["dflash2"].draft.quant == "Q4_K_M"  # the preferred draft quant
     assert q4["none"].fits and q4["none"].ctx > q4["mtp"].ctx > 0 and q4["none"].ctx > q4["dflash2"].ctx > 0
     assert q4["dflash2"].cost_tokens == q4["none"].ctx - q4["dflash2"].ctx > 0
@@ -224,6 +230,7 @@ def test_every_quant_with_every_draft_kind_for_a_24_gb_card(hub: FakeHub, tmp_pa
     bee = {r.kind: r for r in plan_live(target, drafts, [int(23.5 * GiB)], Generation.BEE_B)[0]
            if r.target.quant == "Q4_K_M"}
     assert bee["dspark"].problem == "DSpark does not run on bee-b engines" and bee["dflash2"].fits
+    assert bee["eagle3"].problem == "EAGLE-3 does not run on bee-b engines"
     # each row's settings plan to the row's own figures
     r = q4["dflash2"]
     assert r.plan is not None and r.draft is not None
