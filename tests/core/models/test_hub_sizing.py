@@ -255,3 +255,25 @@ def test_a_draft_for_another_model_is_left_out_with_the_reason(hub: FakeHub, fil
     ("gemma-4-31B-it-IQ4_XS.gguf", "IQ4_XS"), ("model-BF16.gguf", "BF16"), ("x.gguf", "?")])
 def test_quant_names_come_from_the_file_name(name: str, quant: str) -> None:
     assert quant_of(name) == quant
+
+
+def test_the_catalog_recommender_sizes_qwen38_from_headers_read_earlier(hub: FakeHub) -> None:
+    from beedeck.core.models import catalog
+    from beedeck.core.models.recommend import recommend
+
+    cat = catalog.load()
+    only = replace(cat, pairs=tuple(p for p in cat.pairs if p.id == "qwen3.8-27b"))
+    before = recommend([int(23.5 * GiB)], "quality", Generation.BEE_B, cat=only, local=[])
+    assert before.primary.pair_id == "starter"  # the catalog holds no sizes for it
+    size_repo(TARGET_REPO, endpoint=hub.endpoint)  # into this machine's cache, as the search box or the CLI does
+    size_repo(DFLASH2_REPO, endpoint=hub.endpoint)
+    r = recommend([int(23.5 * GiB)], "quality", Generation.BEE_B, cat=only, local=[])
+    c = r.primary
+    assert (c.pair_id, c.target_file, c.draft_repo) == ("qwen3.8-27b", "Qwen3.8-27B-Q4_K_M.gguf", DFLASH2_REPO)
+    assert c.draft_file == "Qwen3.8-27B-DFlash2-Q4_K_M.gguf" and c.sized_from.startswith("headers @ ")
+    assert c.download_bytes == next(m.size for m in size_repo(TARGET_REPO, endpoint=hub.endpoint).models
+                                    if m.quant == "Q4_K_M") + next(m.size for m in size_repo(
+                                        DFLASH2_REPO, endpoint=hub.endpoint).models if m.quant == "Q4_K_M")
+    assert r.plan is not None and r.plan.fits and c.settings.ctx_size >= 32768
+    assert any("Sized from the GGUF headers" in x for x in r.reasons)
+    assert not any("were estimated" in x for x in r.reasons)

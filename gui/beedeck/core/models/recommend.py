@@ -19,7 +19,7 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.modes import engine_label, engine_spec_type
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import library
+from beedeck.core.models import hub_sizing, library
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP
 from beedeck.core.models.gguf import DFlashInfo, GGUFError, ModelInfo, TensorInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
@@ -67,6 +67,8 @@ class Choice:
     target_path: Path | None = None  # set when both files are on disk already (a sidecar pair)
     draft_path: Path | None = None
     draft_kind: str = ""  # sidecars: dflash or dflash-draft
+    sized_from: str = ""  # "headers @ <revision>" when planned from headers read from the Hub (hub_sizing)
+    download_bytes: int | None = None  # target + draft bytes, when the headers' file list gave them
 
     def summary(self) -> str:
         if self.draft_file is None:
@@ -205,9 +207,45 @@ def _params(spec: catalog_mod.ModelSpec) -> tuple[float, float]:
     return total, float(spec.active_params_b or total)
 
 
+def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation]) -> list[Choice]:
+    """Choices from headers this machine read from the Hub earlier (hub_sizing's cache, never shipped
+    stand-ins): the real files' names, sizes and layouts, planned like a file on disk."""
+    tcache = hub_sizing.load_cached(pair.target.repo)
+    if tcache is None or tcache.source != "cache":
+        return []
+    out: list[Choice] = []
+    total, active = _params(pair.target)
+    for gen in gens:
+        for dspec in pair.drafts_for(gen):
+            dcache = hub_sizing.load_cached(dspec.repo) if dspec.fmt in catalog_mod.DFLASH_FORMATS else None
+            if dcache is None or dcache.source != "cache":
+                continue
+            drafts = [m for m in dcache.drafts() if m.kind in ("dflash", "dflash2", "dflash-draft")
+                      and m.quant.upper() in ("Q4_K_M", "Q5_K_M", "IQ4_XS")]
+            for t in tcache.targets():
+                if t.size > sum(vram):
+                    continue
+                for d in drafts:
+                    for rank, (ctk, ctv) in enumerate(CACHES[gen]):
+                        s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096)
+                        ctx, p = _max_ctx(t.info, d.info, s, gen, vram)
+                        if p is None or ctx < 8192:
+                            continue
+                        s.ctx_size = ctx
+                        out.append(Choice(pair.id, pair.title, gen, pair.target.repo, t.filename, t.quant, dspec.repo,
+                                          d.filename, d.quant, s, p,
+                                          _score(goal, total or 1.0, active or total or 1.0, t.quant, d.quant, rank, ctx),
+                                          sized_from=f"headers @ {tcache.revision[:12]}", download_bytes=t.size + d.size))
+    return out
+
+
 def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation]) -> list[Choice]:
     out: list[Choice] = []
     for pair in cat.pairs:
+        from_headers = _header_candidates(pair, vram, goal, gens)
+        if from_headers:
+            out.extend(from_headers)
+            continue
         tspec = _fill_arch(cat, pair.target)
         if tspec is None:
             continue
@@ -390,6 +428,9 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
         else:
             why = "a more precise cache or draft fits too"
         reasons.append(f"The guide's choice ({guide.summary()}) also fits; the pick ranks above it because {why}.")
+    if best.sized_from:
+        reasons.append(f"Sized from the GGUF headers BeeDeck read from the Hub ({best.target_repo} and {best.draft_repo}, "
+                       f"{best.sized_from}): the real files' layouts, nothing estimated.")
     est = _catalog_arch(cat, best)
     if est is not None and not _arch_ok(est):
         reasons.append("This model's attention numbers are not in BeeDeck's catalog: they were estimated "
@@ -403,7 +444,7 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
 
 def _catalog_arch(cat: catalog_mod.Catalog, c: Choice) -> dict | None:
     """The catalog's architecture numbers behind a choice; None when it was planned from real headers."""
-    if c.target_path is not None:
+    if c.target_path is not None or c.sized_from:
         return None
     try:
         return cat.pair(c.pair_id).target.arch or {}

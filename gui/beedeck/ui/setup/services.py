@@ -46,7 +46,10 @@ class SetupResult:
 
 
 def download_size(choice: Choice) -> int | None:
-    """Bytes to download for a choice (target + draft), from the catalog; None when unknown."""
+    """Bytes to download for a choice (target + draft), from the headers' file list or the catalog; None when
+    unknown."""
+    if choice.download_bytes is not None:
+        return choice.download_bytes
     try:
         cat = catalog_mod.load()
         pair = cat.pair(choice.pair_id)
