@@ -208,17 +208,17 @@ def _params(spec: catalog_mod.ModelSpec) -> tuple[float, float]:
 
 
 def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation]) -> list[Choice]:
-    """Choices from headers this machine read from the Hub earlier (hub_sizing's cache, never shipped
-    stand-ins): the real files' names, sizes and layouts, planned like a file on disk."""
+    """Choices from headers read from the Hub earlier (this machine's hub_sizing cache, else records shipped in
+    resources/hub-headers): the files' names, sizes and layouts, planned like a file on disk."""
     tcache = hub_sizing.load_cached(pair.target.repo)
-    if tcache is None or tcache.source != "cache":
+    if tcache is None:
         return []
     out: list[Choice] = []
     total, active = _params(pair.target)
     for gen in gens:
         for dspec in pair.drafts_for(gen):
             dcache = hub_sizing.load_cached(dspec.repo) if dspec.fmt in catalog_mod.DFLASH_FORMATS else None
-            if dcache is None or dcache.source != "cache":
+            if dcache is None:
                 continue
             drafts = [m for m in dcache.drafts() if m.kind in ("dflash", "dflash2", "dflash-draft")
                       and m.quant.upper() in ("Q4_K_M", "Q5_K_M", "IQ4_XS")]
@@ -235,7 +235,8 @@ def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens:
                         out.append(Choice(pair.id, pair.title, gen, pair.target.repo, t.filename, t.quant, dspec.repo,
                                           d.filename, d.quant, s, p,
                                           _score(goal, total or 1.0, active or total or 1.0, t.quant, d.quant, rank, ctx),
-                                          sized_from=f"headers @ {tcache.revision[:12]}", download_bytes=t.size + d.size))
+                                          sized_from=f"{'shipped ' if tcache.source == 'shipped' else ''}headers @ "
+                                                     f"{tcache.revision[:12]}", download_bytes=t.size + d.size))
     return out
 
 
@@ -429,8 +430,9 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
             why = "a more precise cache or draft fits too"
         reasons.append(f"The guide's choice ({guide.summary()}) also fits; the pick ranks above it because {why}.")
     if best.sized_from:
-        reasons.append(f"Sized from the GGUF headers BeeDeck read from the Hub ({best.target_repo} and {best.draft_repo}, "
-                       f"{best.sized_from}): the real files' layouts, nothing estimated.")
+        where = "BeeDeck ships" if best.sized_from.startswith("shipped") else "BeeDeck read from the Hub"
+        reasons.append(f"Sized from the GGUF headers {where} ({best.target_repo} and {best.draft_repo}, "
+                       f"{best.sized_from}): the files' own layouts, nothing estimated.")
     est = _catalog_arch(cat, best)
     if est is not None and not _arch_ok(est):
         reasons.append("This model's attention numbers are not in BeeDeck's catalog: they were estimated "
