@@ -83,12 +83,15 @@ def main() -> int:
         print(f"\nlive-header plans equal to the files' own plans: {equal}/{total}")
         q = sized["unsloth/Qwen3.8-27B-GGUF"]
         drafts = [sized["incoai/Qwen3.8-27B-DFlash2-GGUF"], sized["Anbeeld/Qwen3.8-27B-DSpark-GGUF"]]
-        for card, free, gen in (("24gb-ampere", 23.5, Generation.MAINLINE), ("24gb-ada", 23.5, Generation.MAINLINE),
-                                ("32gb-blackwell", 31.3, Generation.MAINLINE), ("larger", 94.0, Generation.MAINLINE)):
-            rows, _notes = plan_live(q, drafts, [int(free * GiB)], gen, ubd=64 if card.startswith("24") else None)
+        for card, free, gen, version, ubd in (
+                ("24gb-ampere", 23.5, Generation.MAINLINE, "", None), ("24gb-ada", 23.5, Generation.MAINLINE, "", None),
+                ("24gb-ada", 23.5, Generation.BEE_B, "0.4.7", 64), ("32gb-blackwell", 31.3, Generation.MAINLINE, "", None),
+                ("larger", 94.0, Generation.MAINLINE, "", None)):
+            rows, _notes = plan_live(q, drafts, [int(free * GiB)], gen, ubd=ubd)
             runnable = sorted({r.kind for r in rows if r.fits})
-            c = mode_choice.choose(card, gen, "", "qwen3.8-27b", runnable, mode_choice.load_evidence())
-            print(f"\n{mode_choice.CLASS_LABEL[card]} ({free} GiB free, {gen.value}):")
+            c = mode_choice.choose(card, gen, version, "qwen3.8-27b", runnable, mode_choice.load_evidence())
+            print(f"\n{mode_choice.CLASS_LABEL[card]} ({free} GiB free, {gen.value} {version}"
+                  + (f", -ubd {ubd}" if ubd else "") + "):")
             for r in rows:
                 if r.target.quant == "Q4_K_M":
                     print(f"  {r.line()}")
