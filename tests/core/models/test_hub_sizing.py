@@ -111,10 +111,16 @@ def test_only_header_bytes_are_read_growing_past_the_first_range(hub: FakeHub, f
                                                                  tmp_path: Path) -> None:
     s = size_repo(TARGET_REPO, endpoint=hub.endpoint, cache_dir=_cache(tmp_path))
     q4 = next(m for m in s.models if m.quant == "Q4_K_M")
-    header = read_header(files["Qwen3.8-27B-Q4_K_M.gguf"], tensors=True).data_offset
+    q8 = next(m for m in s.models if m.quant == "Q8_0")  # read first (Q8_0/... sorts first), in full
+    header = read_header(files["Q8_0/Qwen3.8-27B-Q8_0-00001-of-00003.gguf"], tensors=True).data_offset
+    later = [read_header(files[f"Q8_0/Qwen3.8-27B-Q8_0-0000{k}-of-00003.gguf"], tensors=True).data_offset
+             for k in (2, 3)]
     assert header > 1 << 20  # the token list makes the header larger than the first 1 MiB range
-    assert header <= q4.bytes_read < 2 * header
-    assert q4.bytes_read < q4.size / 1000
+    assert header + sum(later) <= q8.bytes_read < 2 * header + 2 * 64 * 1024
+    # the next quant has the same token list (count and bytes): jumped over, only the rest of its header read
+    q4_header = read_header(files["Qwen3.8-27B-Q4_K_M.gguf"], tensors=True).data_offset
+    assert q4.bytes_read < q4_header / 3 and q4.tokenizer_sha256 == q8.tokenizer_sha256
+    assert q4.bytes_read < q4.size / 10_000
     ranges = [r.headers.get("range", "") for r in hub.cdn_gets()]
     assert ranges and all(re.fullmatch(r"bytes=\d+-\d+", x) for x in ranges)
     assert ranges[0] == "bytes=0-1048575"
@@ -277,3 +283,16 @@ def test_the_catalog_recommender_sizes_qwen38_from_headers_read_earlier(hub: Fak
     assert r.plan is not None and r.plan.fits and c.settings.ctx_size >= 32768
     assert any("Sized from the GGUF headers" in x for x in r.reasons)
     assert not any("were estimated" in x for x in r.reasons)
+
+
+def test_a_quant_whose_token_list_differs_is_read_in_full_not_jumped(tmp_path: Path) -> None:
+    # Same token count, different bytes: the jump over the sibling's token list lands wrong, the header
+    # read with it does not account for the file, and the header is read again in full.
+    a = tiny_model(tmp_path / "src" / "m-Q4_0.gguf", n_vocab=3000)
+    b = tiny_model(tmp_path / "src" / "m-Q8_0.gguf", n_vocab=3000, salt="longer")
+    with FakeHub() as h:
+        h.add_repo("org/m-GGUF", {a.name: a.read_bytes(), b.name: b.read_bytes()})
+        s = size_repo("org/m-GGUF", endpoint=h.endpoint, cache_dir=_cache(tmp_path), first_range=4096)
+    by = {m.quant: m for m in s.models}
+    assert by["Q4_0"].info.tensors == inspect(a).tensors and by["Q8_0"].info.tensors == inspect(b).tensors
+    assert by["Q4_0"].tokenizer_sha256 != by["Q8_0"].tokenizer_sha256 != ""

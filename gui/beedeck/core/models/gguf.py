@@ -127,8 +127,10 @@ def read_header(path: str | Path, max_kv: int = 100_000, tensors: bool = False) 
         return read_header_from(fh, p, os.fstat(fh.fileno()).st_size, max_kv, tensors)
 
 
-def read_header_from(fh: Stream, p: Path, size: int, max_kv: int = 100_000, tensors: bool = False) -> GGUFHeader:
-    """:func:`read_header` over any seekable binary stream (e.g. HTTP range reads) of a ``size``-byte file."""
+def read_header_from(fh: Stream, p: Path, size: int, max_kv: int = 100_000, tensors: bool = False,
+                     known: dict[str, tuple[int, int]] | None = None) -> GGUFHeader:
+    """:func:`read_header` over any seekable binary stream (e.g. HTTP range reads) of a ``size``-byte file.
+    ``known``: string arrays whose (count, byte length) a sibling file showed, jumped over unread."""
     head = fh.read(24)
     if not head:
         raise GGUFError(f"{p.name} is empty (0 bytes): its download or copy failed; download it again.")
@@ -204,6 +206,9 @@ def read_header_from(fh: Stream, p: Path, size: int, max_kv: int = 100_000, tens
                 fmt = "<" + _SCALARS[st] * n
                 values = struct.unpack(fmt, _read_exact(fh, struct.calcsize(fmt), p))
                 meta[key] = ArrayInfo(st, n, values)
+            elif st == _STRING and known and known.get(key, (-1, 0))[0] == n:
+                start = fh.seek(known[key][1], 1) - known[key][1]
+                meta[key] = ArrayInfo(st, n, None, start, start + known[key][1])
             else:
                 start = fh.tell()
                 fh.seek(-12, 1)
@@ -257,10 +262,6 @@ def _read_tensor_table(fh: Stream, header: GGUFHeader, size: int) -> None:
             f"{p.name} is truncated: it has {size:,} bytes but its tensors need {need:,} "
             "(an interrupted download?): download it again."
         )
-
-
-def architecture(path: str | Path) -> str:
-    return read_header(path).architecture
 
 
 # --------------------------------------------------------------------------- model inspection

@@ -25,6 +25,7 @@ from beedeck.core.download import DownloadCancelled, DownloadError
 
 FIRST_RANGE = 1 << 20  # most GGUF headers of small models fit; 27B-class ones (big vocab) need ~8-10 MiB
 MIN_STEP = 1 << 20
+JUMP_FIRST = 64 * 1024  # the first fetch after a jump: the rest of a header's metadata and its tensor table
 SMALL_READ = 1 << 20  # reads up to this size are answered in full (fields, names, chat templates, tensor tables)
 TRIES = 4
 
@@ -36,21 +37,22 @@ class RangeReadError(DownloadError):
 
 
 class RangeReader(io.RawIOBase):
-    """A read-only, seekable view of a ``size``-byte remote file that fetches its prefix on demand."""
+    """A read-only, seekable view of a ``size``-byte remote file that fetches what is read, on demand.
+
+    What is held is a list of segments: the prefix, plus one more wherever a reader jumps more than
+    ``MIN_STEP`` past what is held (the GGUF reader jumping over a token list a sibling file showed);
+    a jump's segment starts at ``JUMP_FIRST`` bytes and grows like the prefix."""
 
     def __init__(self, fetch: Fetch, size: int, first: int = FIRST_RANGE) -> None:
         super().__init__()
         self._fetch, self.size, self._first = fetch, size, max(1, first)
-        self._buf = bytearray()
+        self._segs: list[tuple[int, bytearray]] = [(0, bytearray())]
         self._pos = 0
         self.requests = 0
 
     @property
     def bytes_read(self) -> int:
-        return len(self._buf)
-
-    def prefix(self) -> bytes:
-        return bytes(self._buf)
+        return sum(len(b) for _s, b in self._segs)
 
     def readable(self) -> bool:
         return True
@@ -66,34 +68,67 @@ class RangeReader(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
-    def _grow(self, upto: int) -> None:
-        held = len(self._buf)
-        step = self._first if not held else max(held // 2, MIN_STEP)
+    def _segment(self, pos: int) -> int:
+        """The index of the segment that holds (or directly continues to) ``pos``; a new one after a jump."""
+        i = max(j for j, (st, _b) in enumerate(self._segs) if st <= pos)
+        st, buf = self._segs[i]
+        if pos > st + len(buf) + MIN_STEP:
+            self._segs.insert(i + 1, (pos, bytearray()))
+            return i + 1
+        return i
+
+    def _grow(self, i: int, upto: int) -> None:
+        st, buf = self._segs[i]
+        held = st + len(buf)
+        first = self._first if st == 0 else JUMP_FIRST
+        step = first if not buf else max(len(buf) // 2, min(first, MIN_STEP))
         end = min(self.size, max(upto, held + step))
+        nxt = self._segs[i + 1][0] if i + 1 < len(self._segs) else self.size
+        end = min(end, nxt)
         if end <= held:
             return
         data = self._fetch(held, end)
         if len(data) != end - held:
             raise RangeReadError(f"The server sent {len(data)} bytes for a {end - held}-byte range: retry later.")
-        self._buf += data
+        buf += data
         self.requests += 1
+        if end == nxt and i + 1 < len(self._segs):  # met the next segment: one segment from here on
+            buf += self._segs.pop(i + 1)[1]
+
+    def _held(self, i: int) -> int:
+        return self._segs[i][0] + len(self._segs[i][1])
 
     def read(self, n: int | None = -1) -> bytes:
         if n is None or n < 0:
             n = self.size - self._pos
+        if self._pos >= self.size or n == 0:
+            return b""
         want = min(self._pos + n, self.size)
-        if want > len(self._buf):
-            if n <= SMALL_READ or self._pos + SMALL_READ > len(self._buf):
-                self._grow(want if n <= SMALL_READ else self._pos + SMALL_READ)
-        out = bytes(self._buf[self._pos : min(want, len(self._buf))])
+        i = self._segment(self._pos)
+        # Reads up to SMALL_READ are answered in full; bigger ones with what one growth step brings.
+        target = want if n <= SMALL_READ else min(want, self._pos + SMALL_READ)
+        while self._held(i) < target:
+            before = self._held(i)
+            self._grow(i, target)
+            if self._held(i) == before:
+                break
+            if n > SMALL_READ:
+                break
+        st, buf = self._segs[i]
+        out = bytes(buf[self._pos - st : min(want, st + len(buf)) - st])
         self._pos += len(out)
         return out
 
     def slice(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the file, fetching what is not held yet."""
-        if end > len(self._buf):
-            self._grow(end)
-        return bytes(self._buf[start:end])
+        self.seek(start)
+        out = bytearray()
+        while len(out) < end - start:
+            chunk = self.read(min(SMALL_READ, end - start - len(out)))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
 
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")

@@ -33,7 +33,7 @@ from beedeck.core import paths
 from beedeck.core.download import OfflineError
 from beedeck.core.models import gguf_json, hub
 from beedeck.core.models.draft_kinds import DFLASH, draft_kind, is_dflash2, is_mtp_only, mtp_layers
-from beedeck.core.models.gguf import ArrayInfo, GGUFError, ModelInfo, model_info, read_header_from
+from beedeck.core.models.gguf import ArrayInfo, GGUFError, GGUFHeader, ModelInfo, model_info, read_header_from
 from beedeck.core.models.hub_range import FIRST_RANGE, RangeReader, http_ranges
 
 log = logging.getLogger(__name__)
@@ -239,12 +239,14 @@ def size_repo(repo: str, *, revision: str | None = None, token: str | None = Non
     http = client or httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(10.0, read=20.0))
     models: list[RemoteModel] = []
     requests = 0
+    sibling: _Sibling | None = None
     try:
         for index, group in enumerate(groups):
             if on_file is not None:
                 on_file(group[0].filename, index, len(groups))
             try:
-                model, n = _size_group(repo, commit, group, tok, ep, http, first_range, cancel_event)
+                model, n, sibling = _size_group(repo, commit, group, tok, ep, http, first_range, cancel_event,
+                                                sibling)
             except GGUFError as exc:
                 skipped.append(f"{group[0].filename}: {exc}")
                 continue
@@ -276,10 +278,46 @@ def _reader(repo: str, commit: str, f: hub.HubFile, tok: str | None, ep: str, ht
     return RangeReader(http_ranges(http, meta.location, headers, f.filename, cancel_event=cancel_event), size, first)
 
 
+@dataclass
+class _Sibling:
+    """What the first model read in a repo showed of its big string arrays (token list, merges): later quants
+    with the same array (same count, same byte length) are read with those bytes jumped over, unfetched."""
+
+    arrays: dict[str, tuple[int, int]]  # key -> (count, byte length)
+    tokens_sha256: str
+
+
+def _sibling_of(head: GGUFHeader, digest: str) -> _Sibling:
+    arrays = {k: (v.length, v.end - v.offset) for k, v in head.metadata.items()
+              if isinstance(v, ArrayInfo) and v.elem_type == 8 and v.offset is not None and v.end is not None}
+    return _Sibling(arrays, digest)
+
+
+def _exact(head: GGUFHeader, size: int) -> bool:
+    """The tensor table accounts for the file to the byte (up to the trailing alignment padding)."""
+    align = int(head.metadata.get("general.alignment", 32)) or 32
+    need = head.data_offset + max((t.offset + t.nbytes for t in head.tensors), default=0)
+    return 0 <= size - need < align
+
+
 def _size_group(repo: str, commit: str, group: list[hub.HubFile], tok: str | None, ep: str, http: httpx2.Client,
-                first: int, cancel_event: threading.Event | None) -> tuple[RemoteModel, int]:
+                first: int, cancel_event: threading.Event | None,
+                sibling: _Sibling | None) -> tuple[RemoteModel, int, _Sibling]:
     readers = [_reader(repo, commit, group[0], tok, ep, http, first, cancel_event)]
-    head = read_header_from(readers[0], Path(group[0].basename), readers[0].size, tensors=True)
+    name = Path(group[0].basename)
+    head = None
+    if sibling is not None and sibling.arrays:
+        try:
+            head = read_header_from(readers[0], name, readers[0].size, tensors=True, known=sibling.arrays)
+        except GGUFError:
+            head = None
+        if head is not None and not _exact(head, readers[0].size):  # (a split's part 1 holds its own tensors)
+            head = None
+        if head is None:  # the arrays differ after all: read this header in full
+            readers[0] = _reader(repo, commit, group[0], tok, ep, http, first, cancel_event)
+    jumped = head is not None
+    if head is None:
+        head = read_header_from(readers[0], name, readers[0].size, tensors=True)
     rest = []
     for f in group[1:]:
         r = _reader(repo, commit, f, tok, ep, http, PART_RANGE, cancel_event)
@@ -290,14 +328,17 @@ def _size_group(repo: str, commit: str, group: list[hub.HubFile], tok: str | Non
         raise GGUFError(f"{group[0].basename} has no general.architecture key: it is not a llama.cpp model.")
     digest = ""
     tokens = head.metadata.get("tokenizer.ggml.tokens")
-    if isinstance(tokens, ArrayInfo) and tokens.offset is not None and tokens.end is not None:
+    if jumped and sibling is not None and "tokenizer.ggml.tokens" in sibling.arrays:
+        digest = sibling.tokens_sha256  # the same token list (count and bytes) as the sibling's: not fetched
+    elif isinstance(tokens, ArrayInfo) and tokens.offset is not None and tokens.end is not None:
         digest = hashlib.sha256(readers[0].slice(tokens.offset, tokens.end)).hexdigest()
+    found = sibling if jumped and sibling is not None else _sibling_of(head, digest)
     # Through the cache's own form: a live sizing is exactly what a later offline one reads (and holds no
     # file offsets into a file that is not on this disk).
     info = gguf_json.decode(gguf_json.encode(info))
     model = RemoteModel(group[0].filename, [f.filename for f in group], info.file_size, quant_of(group[0].filename, info),
                         kind_of(info), info, sum(r.bytes_read for r in readers), digest)
-    return model, sum(r.requests for r in readers)
+    return model, sum(r.requests for r in readers), found
 
 
 def summary(s: RepoSizing) -> dict[str, Any]:
