@@ -296,3 +296,12 @@ def test_a_quant_whose_token_list_differs_is_read_in_full_not_jumped(tmp_path: P
     by = {m.quant: m for m in s.models}
     assert by["Q4_0"].info.tensors == inspect(a).tensors and by["Q8_0"].info.tensors == inspect(b).tensors
     assert by["Q4_0"].tokenizer_sha256 != by["Q8_0"].tokenizer_sha256 != ""
+
+
+def test_a_broken_file_is_skipped_with_its_reason_and_the_rest_is_sized(tmp_path: Path) -> None:
+    good = tiny_model(tmp_path / "src" / "m-Q8_0.gguf")
+    with FakeHub() as h:
+        h.add_repo("org/m-GGUF", {"m-Q8_0.gguf": good.read_bytes(), "broken-Q4_0.gguf": b"PK\x03\x04 a zip" * 10})
+        s = size_repo("org/m-GGUF", endpoint=h.endpoint, cache_dir=_cache(tmp_path))
+    assert [m.filename for m in s.models] == ["m-Q8_0.gguf"]
+    assert len(s.skipped) == 1 and s.skipped[0].startswith("broken-Q4_0.gguf: ") and "not a GGUF model" in s.skipped[0]

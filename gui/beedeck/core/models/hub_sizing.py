@@ -247,7 +247,7 @@ def size_repo(repo: str, *, revision: str | None = None, token: str | None = Non
             try:
                 model, n, sibling = _size_group(repo, commit, group, tok, ep, http, first_range, cancel_event,
                                                 sibling)
-            except GGUFError as exc:
+            except (GGUFError, SizingError) as exc:  # this file cannot be sized; the others still can
                 skipped.append(f"{group[0].filename}: {exc}")
                 continue
             except hub.HubError as exc:
