@@ -30,6 +30,7 @@ MIN_CTX = 32768  # the guide's context; quality and speed goals want at least th
 LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name
 SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
 MAX_NOTES = 6
+UBD_24GB = 64  # the drafter's -ubd on 24 GB cards (draft_ubatch_for)
 SIDECAR_NOTE_PREFIXES = ("Found ", "Draft found next to the model")  # the reasons about drafts beside targets
 CACHES = {  # per generation, best precision first (docs/reference/engine-facts.md §1.3, §9)
     Generation.MAINLINE: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("q4_0", "q4_0")],
@@ -161,9 +162,18 @@ def synth_draft(spec: catalog_mod.ModelSpec, f: catalog_mod.CatalogFile, target:
     )
 
 
-def _settings(target_file: str, draft_file: str, gen: Generation, ctk: str, ctv: str, ctx: int) -> LaunchSettings:
+def draft_ubatch_for(caps: EngineCaps | None, vram: list[int]) -> int | None:
+    """-ubd 64 on a 24 GB card where the probe found the flag (BeeLlama >= 0.4.7): about 400 MiB less than 256
+    at 96K context with DFlash2 on a 4090 (field-2026-12.md section 1, Escha's v0.4.7 notes); else None."""
+    if caps is None or not (caps.has("--spec-draft-ubatch-size") or caps.has("-ubd")) or not vram:
+        return None
+    return UBD_24GB if 18 * GiB <= max(vram) <= 24.5 * GiB else None
+
+
+def _settings(target_file: str, draft_file: str, gen: Generation, ctk: str, ctv: str, ctx: int,
+              ubd: int | None = None) -> LaunchSettings:
     bee_a = gen == Generation.BEE_A
-    return LaunchSettings(
+    return LaunchSettings(draft_ubatch_size=ubd,
         target=target_file, draft=draft_file, spec_mode=SpecMode.DFLASH, ctx_size=ctx, n_gpu_layers="all",
         draft_n_gpu_layers="all", batch_size=2048 if bee_a else 1024, ubatch_size=256 if bee_a else 512,
         cache_type_k=ctk, cache_type_v=ctv, flash_attn="on", parallel=1, kv_unified=True,
@@ -207,7 +217,8 @@ def _params(spec: catalog_mod.ModelSpec) -> tuple[float, float]:
     return total, float(spec.active_params_b or total)
 
 
-def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation]) -> list[Choice]:
+def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation],
+                       ubd: int | None = None) -> list[Choice]:
     """Choices from headers read from the Hub earlier (this machine's hub_sizing cache, else records shipped in
     resources/hub-headers): the files' names, sizes and layouts, planned like a file on disk."""
     tcache = hub_sizing.load_cached(pair.target.repo)
@@ -227,7 +238,7 @@ def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens:
                     continue
                 for d in drafts:
                     for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-                        s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096)
+                        s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096, ubd)
                         ctx, p = _max_ctx(t.info, d.info, s, gen, vram)
                         if p is None or ctx < 8192:
                             continue
@@ -240,10 +251,11 @@ def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens:
     return out
 
 
-def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation]) -> list[Choice]:
+def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation],
+                ubd: int | None = None) -> list[Choice]:
     out: list[Choice] = []
     for pair in cat.pairs:
-        from_headers = _header_candidates(pair, vram, goal, gens)
+        from_headers = _header_candidates(pair, vram, goal, gens, ubd)
         if from_headers:
             out.extend(from_headers)
             continue
@@ -265,7 +277,7 @@ def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list
                         assert df is not None
                         draft = synth_draft(dspec, df, target)
                         for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-                            s = _settings(tf.file, df.file, gen, ctk, ctv, 4096)
+                            s = _settings(tf.file, df.file, gen, ctk, ctv, 4096, ubd)
                             ctx, p = _max_ctx(target, draft, s, gen, vram)
                             if p is None or ctx < 8192:
                                 continue
@@ -306,7 +318,8 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
                 why = "" if usable_here else (side.reason(gens[0].value) if len(gens) == 1 else side.reason())
                 why = why or ("" if usable_here else "this engine cannot run it.")
             if ok and not why:
-                got = _sidecar_choices(cat, entries, t, side, ok, vram, goal, only=len(gens) == 1)
+                got = _sidecar_choices(cat, entries, t, side, ok, vram, goal, only=len(gens) == 1,
+                                       ubd=draft_ubatch_for(caps, vram))
                 if not got:
                     notes.append(f"Found {where}, but that pair does not fit {sum(vram) / GiB:.1f} GiB with 1 GiB "
                                  "to spare at 8k context or more.")
@@ -326,7 +339,8 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
 
 
 def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t: library.LocalModel, side: Sidecar,
-                     gens: list[Generation], vram: list[int], goal: str, only: bool = False) -> list[Choice]:
+                     gens: list[Generation], vram: list[int], goal: str, only: bool = False,
+                     ubd: int | None = None) -> list[Choice]:
     try:
         target, draft = inspect(t.path), inspect(side.path)
     except GGUFError:
@@ -343,7 +357,7 @@ def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t
         # (still above any download), unless it is the only engine asked about.
         weight = 0.5 if gen == Generation.BEE_A and not only else 1.0
         for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-            s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096)
+            s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096, ubd)
             ctx, p = _max_ctx(target, draft, s, gen, vram)
             if p is None or ctx < 8192:
                 continue
@@ -396,7 +410,8 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     gens: list[Generation] = ([generation] if generation and generation != Generation.UNKNOWN
                               else [Generation.BEE_B, Generation.MAINLINE, Generation.BEE_A])
     on_disk, notes = _sidecar_candidates(cat, _scan() if local is None else local, vram, goal, gens, caps)
-    cands = sorted(_candidates(cat, vram, goal, gens) + on_disk, key=lambda c: c.score, reverse=True)
+    cands = sorted(_candidates(cat, vram, goal, gens, draft_ubatch_for(caps, vram)) + on_disk, key=lambda c: c.score,
+                   reverse=True)
     notes = notes[:MAX_NOTES]
     if not cands:
         return Recommendation(_starter_choice(cat), None, [
