@@ -237,6 +237,18 @@ def test_every_quant_with_every_draft_kind_for_a_24_gb_card(hub: FakeHub, tmp_pa
            if r.target.quant == "Q4_K_M"}
     assert bee["dspark"].problem == "DSpark does not run on bee-b engines" and bee["dflash2"].fits
     assert bee["eagle3"].problem == "EAGLE-3 does not run on bee-b engines"
+    # BeeLlama >= 0.4.7 offering -ubd and KVarN draft caches: the drafters get kvarn5 caches and -ubd 64,
+    # which buys context back
+    from beedeck.core.engine.caps import EngineCaps
+    caps = EngineCaps(path="/e", generation=Generation.BEE_B, version="0.4.7", spec_types=("draft-dflash", "draft-mtp"),
+                      cache_types=("f16", "q8_0", "q5_0", "q4_1", "kvarn4", "kvarn5"),
+                      draft_cache_types=("f16", "q8_0", "kvarn4", "kvarn5"),
+                      flags=frozenset({"--spec-type", "--spec-draft-type-k", "--spec-draft-type-v", "-ubd"}))
+    tuned = {r.kind: r for r in plan_live(target, drafts, [int(23.5 * GiB)], Generation.BEE_B, caps, ubd=64)[0]
+             if r.target.quant == "Q4_K_M"}
+    assert tuned["dflash2"].settings.draft_cache_type == tuned["mtp"].settings.draft_cache_type == "kvarn5"
+    assert tuned["dflash2"].ctx > bee["dflash2"].ctx and tuned["mtp"].ctx > q4["mtp"].ctx
+    assert tuned["none"].settings.draft_cache_type is None
     # each row's settings plan to the row's own figures
     r = q4["dflash2"]
     assert r.plan is not None and r.draft is not None

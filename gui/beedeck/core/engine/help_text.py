@@ -222,6 +222,7 @@ def caps_from_texts(path: str, version_text: str, help_text: str, devices_text: 
         flags=flags,
         spec_types=spec_types,
         cache_types=cache_types,
+        draft_cache_types=values("--spec-draft-type-k", "allowed"),
         flash_attn_values=values("--flash-attn", "hint"),
         gpu_layers_values=gpu_layers_values,
         defaults=defaults,

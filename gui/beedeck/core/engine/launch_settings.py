@@ -103,6 +103,9 @@ class LaunchSettings:
     # The drafter's own physical ubatch (BeeLlama >= 0.4.7 --spec-draft-ubatch-size / -ubd); None: the engine's
     # default (passed only where the probe found the flag: core/engine/argv_spec.py)
     draft_ubatch_size: int | None = None
+    # The drafter's own KV cache type, K and V (--spec-draft-type-k/v, BeeLlama >= 0.4.4: KVarN for owned draft
+    # caches, field notes §1); None: the engine's default (f16)
+    draft_cache_type: str | None = None
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     flash_attn: str = "auto"  # on / off / auto

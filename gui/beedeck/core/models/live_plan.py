@@ -21,6 +21,7 @@ from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.hub_sizing import RemoteModel, RepoSizing
 from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
+from beedeck.core.models.recommend import draft_cache_for as recommend_draft_cache
 
 MIN_CTX = 32768  # the guide's context: a row "fits" a card when it reaches at least this
 LEAST_CTX = 4096  # below this a row is reported as not fitting at all
@@ -100,8 +101,16 @@ def compatible(target: RemoteModel, draft: RemoteModel, caps: EngineCaps | None 
     return "" if verdict.ok else verdict.reasons[0]
 
 
+def draft_cache_for(kind: str, target: ModelInfo, caps: EngineCaps | None) -> str | None:
+    """The drafter's own KV type where the probe offers KVarN for it (recommend.draft_cache_for); never for
+    Gemma 4's MTP, which shares the target's cache and rejects a draft KVarN type (field notes §1)."""
+    if kind == "none" or (kind == "mtp" and target.architecture == "gemma4"):
+        return None
+    return recommend_draft_cache(caps)
+
+
 def _settings(t: RemoteModel, d: RemoteModel | None, kind: str, gen: Generation, cache: tuple[str, str],
-              ubd: int | None) -> LaunchSettings:
+              ubd: int | None, caps: EngineCaps | None = None) -> LaunchSettings:
     bee_a = gen == Generation.BEE_A
     return LaunchSettings(
         target=t.filename, draft=d.filename if d else None, spec_mode=KIND_MODE[kind], ctx_size=4096,
@@ -109,7 +118,7 @@ def _settings(t: RemoteModel, d: RemoteModel | None, kind: str, gen: Generation,
         ubatch_size=256 if bee_a else 512, cache_type_k=cache[0], cache_type_v=cache[1], flash_attn="on",
         parallel=1, kv_unified=True, dflash_cross_ctx=1024 if bee_a and d else None,
         draft_n_max=DFLASH2_BLOCK_MAX if kind == "dflash2" else None,
-        draft_ubatch_size=ubd if kind != "none" else None)
+        draft_ubatch_size=ubd if kind != "none" else None, draft_cache_type=draft_cache_for(kind, t.info, caps))
 
 
 def max_context(target: ModelInfo, draft: ModelInfo | None, s: LaunchSettings, gen: Generation,
@@ -162,19 +171,20 @@ def plan_live(target: RepoSizing, drafts: Sequence[RepoSizing], vram: list[int],
         kinds.extend((k, pick_draft(by_kind[k])) for k in KIND_ORDER if k in by_kind)
         for kind, draft in kinds:
             if not kind_runs_on(kind, gen, caps):
-                s = _settings(t, draft, kind, gen, caches[0], ubd)
+                s = _settings(t, draft, kind, gen, caches[0], ubd, caps)
                 rows.append(LiveRow(t, draft, kind, gen, s, None, 0,
                                     problem=f"{LABEL[kind]} does not run on {gen.value} engines"))
                 continue
-            rows.append(_best_row(t, draft, kind, gen, caches, vram, ubd, base_ctx))
+            rows.append(_best_row(t, draft, kind, gen, caches, vram, ubd, base_ctx, caps))
     return rows, notes
 
 
 def _best_row(t: RemoteModel, d: RemoteModel | None, kind: str, gen: Generation, caches: list[tuple[str, str]],
-              vram: list[int], ubd: int | None, base_ctx: dict[tuple[str, str], int]) -> LiveRow:
+              vram: list[int], ubd: int | None, base_ctx: dict[tuple[str, str], int],
+              caps: EngineCaps | None = None) -> LiveRow:
     best: LiveRow | None = None
     for cache in caches:
-        s = _settings(t, d, kind, gen, cache, ubd)
+        s = _settings(t, d, kind, gen, cache, ubd, caps)
         ctx, p = max_context(t.info, d.info if d else None, s, gen, vram)
         row = LiveRow(t, d, kind, gen, replace(s, ctx_size=ctx or s.ctx_size), p, ctx)
         if kind == "none":

@@ -31,6 +31,7 @@ LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio 
 SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
 MAX_NOTES = 6
 UBD_24GB = 64  # the drafter's -ubd on 24 GB cards (draft_ubatch_for)
+DRAFT_KVARN = "kvarn5"  # the drafter's own cache where the engine offers KVarN for it (draft_cache_for)
 SIDECAR_NOTE_PREFIXES = ("Found ", "Draft found next to the model")  # the reasons about drafts beside targets
 CACHES = {  # per generation, best precision first (docs/reference/engine-facts.md §1.3, §9)
     Generation.MAINLINE: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("q4_0", "q4_0")],
@@ -170,10 +171,22 @@ def draft_ubatch_for(caps: EngineCaps | None, vram: list[int]) -> int | None:
     return UBD_24GB if 18 * GiB <= max(vram) <= 24.5 * GiB else None
 
 
+def draft_cache_for(caps: EngineCaps | None) -> str | None:
+    """kvarn5 for the drafter's own cache where the probe offers --spec-draft-type-k and KVarN (BeeLlama >= 0.4.4,
+    field-2026-12.md section 1). Safe for output quality: a draft's cache only changes which tokens are
+    proposed, the target verifies every one; it saves about 70% of the draft's f16 cache."""
+    if caps is None or not caps.has("--spec-draft-type-k") or DRAFT_KVARN not in caps.draft_cache_types:
+        return None
+    return DRAFT_KVARN
+
+
+Tune = tuple[int | None, str | None]  # the drafter's -ubd and KV type (draft_ubatch_for, draft_cache_for)
+
+
 def _settings(target_file: str, draft_file: str, gen: Generation, ctk: str, ctv: str, ctx: int,
-              ubd: int | None = None) -> LaunchSettings:
+              tune: Tune = (None, None)) -> LaunchSettings:
     bee_a = gen == Generation.BEE_A
-    return LaunchSettings(draft_ubatch_size=ubd,
+    return LaunchSettings(draft_ubatch_size=tune[0], draft_cache_type=tune[1],
         target=target_file, draft=draft_file, spec_mode=SpecMode.DFLASH, ctx_size=ctx, n_gpu_layers="all",
         draft_n_gpu_layers="all", batch_size=2048 if bee_a else 1024, ubatch_size=256 if bee_a else 512,
         cache_type_k=ctk, cache_type_v=ctv, flash_attn="on", parallel=1, kv_unified=True,
@@ -218,7 +231,7 @@ def _params(spec: catalog_mod.ModelSpec) -> tuple[float, float]:
 
 
 def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation],
-                       ubd: int | None = None) -> list[Choice]:
+                       tune: Tune = (None, None)) -> list[Choice]:
     """Choices from headers read from the Hub earlier (this machine's hub_sizing cache, else records shipped in
     resources/hub-headers): the files' names, sizes and layouts, planned like a file on disk."""
     tcache = hub_sizing.load_cached(pair.target.repo)
@@ -238,7 +251,7 @@ def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens:
                     continue
                 for d in drafts:
                     for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-                        s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096, ubd)
+                        s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096, tune)
                         ctx, p = _max_ctx(t.info, d.info, s, gen, vram)
                         if p is None or ctx < 8192:
                             continue
@@ -252,10 +265,10 @@ def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens:
 
 
 def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation],
-                ubd: int | None = None) -> list[Choice]:
+                tune: Tune = (None, None)) -> list[Choice]:
     out: list[Choice] = []
     for pair in cat.pairs:
-        from_headers = _header_candidates(pair, vram, goal, gens, ubd)
+        from_headers = _header_candidates(pair, vram, goal, gens, tune)
         if from_headers:
             out.extend(from_headers)
             continue
@@ -277,7 +290,7 @@ def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list
                         assert df is not None
                         draft = synth_draft(dspec, df, target)
                         for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-                            s = _settings(tf.file, df.file, gen, ctk, ctv, 4096, ubd)
+                            s = _settings(tf.file, df.file, gen, ctk, ctv, 4096, tune)
                             ctx, p = _max_ctx(target, draft, s, gen, vram)
                             if p is None or ctx < 8192:
                                 continue
@@ -319,7 +332,7 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
                 why = why or ("" if usable_here else "this engine cannot run it.")
             if ok and not why:
                 got = _sidecar_choices(cat, entries, t, side, ok, vram, goal, only=len(gens) == 1,
-                                       ubd=draft_ubatch_for(caps, vram))
+                                       tune=(draft_ubatch_for(caps, vram), draft_cache_for(caps)))
                 if not got:
                     notes.append(f"Found {where}, but that pair does not fit {sum(vram) / GiB:.1f} GiB with 1 GiB "
                                  "to spare at 8k context or more.")
@@ -340,7 +353,7 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
 
 def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t: library.LocalModel, side: Sidecar,
                      gens: list[Generation], vram: list[int], goal: str, only: bool = False,
-                     ubd: int | None = None) -> list[Choice]:
+                     tune: Tune = (None, None)) -> list[Choice]:
     try:
         target, draft = inspect(t.path), inspect(side.path)
     except GGUFError:
@@ -357,7 +370,7 @@ def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t
         # (still above any download), unless it is the only engine asked about.
         weight = 0.5 if gen == Generation.BEE_A and not only else 1.0
         for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-            s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096, ubd)
+            s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096, tune)
             ctx, p = _max_ctx(target, draft, s, gen, vram)
             if p is None or ctx < 8192:
                 continue
@@ -410,8 +423,8 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     gens: list[Generation] = ([generation] if generation and generation != Generation.UNKNOWN
                               else [Generation.BEE_B, Generation.MAINLINE, Generation.BEE_A])
     on_disk, notes = _sidecar_candidates(cat, _scan() if local is None else local, vram, goal, gens, caps)
-    cands = sorted(_candidates(cat, vram, goal, gens, draft_ubatch_for(caps, vram)) + on_disk, key=lambda c: c.score,
-                   reverse=True)
+    tune = (draft_ubatch_for(caps, vram), draft_cache_for(caps))
+    cands = sorted(_candidates(cat, vram, goal, gens, tune) + on_disk, key=lambda c: c.score, reverse=True)
     notes = notes[:MAX_NOTES]
     if not cands:
         return Recommendation(_starter_choice(cat), None, [
