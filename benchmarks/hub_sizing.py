@@ -22,7 +22,7 @@ from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fixtures import hub_models, meta_gguf
 
 from beedeck.core.chat import mode_choice
-from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.hub_sizing import size_repo, summary
@@ -87,11 +87,17 @@ def main() -> int:
                 ("24gb-ampere", 23.5, Generation.MAINLINE, "", None), ("24gb-ada", 23.5, Generation.MAINLINE, "", None),
                 ("24gb-ada", 23.5, Generation.BEE_B, "0.4.7", 64), ("32gb-blackwell", 31.3, Generation.MAINLINE, "", None),
                 ("larger", 94.0, Generation.MAINLINE, "", None)):
-            rows, _notes = plan_live(q, drafts, [int(free * GiB)], gen, ubd=ubd)
+            # the BeeLlama v0.4.7 row: an engine whose probe found -ubd and KVarN for draft caches
+            caps = EngineCaps(path="bee", generation=gen, version=version, spec_types=("draft-dflash", "draft-mtp"),
+                              cache_types=("f16", "q8_0", "q5_0", "q4_1", "kvarn4", "kvarn5"),
+                              draft_cache_types=("f16", "q8_0", "kvarn4", "kvarn5"),
+                              flags=frozenset({"--spec-type", "--spec-draft-type-k", "--spec-draft-type-v", "-ubd"})
+                              ) if version else None
+            rows, _notes = plan_live(q, drafts, [int(free * GiB)], gen, caps, ubd=ubd)
             runnable = sorted({r.kind for r in rows if r.fits})
             c = mode_choice.choose(card, gen, version, "qwen3.8-27b", runnable, mode_choice.load_evidence())
             print(f"\n{mode_choice.CLASS_LABEL[card]} ({free} GiB free, {gen.value} {version}"
-                  + (f", -ubd {ubd}" if ubd else "") + "):")
+                  + (f", -ubd {ubd}, kvarn5 draft caches" if ubd else "") + "):")
             for r in rows:
                 if r.target.quant == "Q4_K_M":
                     print(f"  {r.line()}")
