@@ -22,6 +22,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -32,18 +33,46 @@ class FakeFile:
     # A hub that lies: the size and sha256 its API and headers state, when not the content's own.
     claimed_size: int | None = None
     claimed_sha256: str | None = None
+    # A big file held sparsely: ``data`` then zeros up to this many bytes (a metadata-only GGUF of a
+    # 17 GB model). Its "sha256" is a stand-in (hashing the zeros would take minutes): not for downloads.
+    sparse_size: int | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.sparse_size is None else self.sparse_size
 
     @property
     def sha256(self) -> str:
+        if self.sparse_size is not None:
+            return hashlib.sha256(self.data + b"sparse:%d" % self.sparse_size).hexdigest()
         return hashlib.sha256(self.data).hexdigest()
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the content."""
+        head = self.data[start:end]
+        return head + bytes(max(0, min(end, self.size) - max(start, len(self.data))))
 
     @property
     def meta_size(self) -> int:
-        return len(self.data) if self.claimed_size is None else self.claimed_size
+        return self.size if self.claimed_size is None else self.claimed_size
 
     @property
     def meta_sha256(self) -> str:
         return self.claimed_sha256 or self.sha256
+
+    @classmethod
+    def sparse_gguf(cls, path: Path) -> FakeFile:
+        """A FakeFile of a sparse metadata-only GGUF on disk (tests/fixtures/meta_gguf.py): its header
+        bytes, then zeros to the file's size (the same content, without reading the holes)."""
+        size = path.stat().st_size
+        head = bytearray()
+        with open(path, "rb") as fh:
+            while len(head) < size:
+                chunk = fh.read(1 << 20)
+                if not chunk.strip(b"\0"):
+                    break
+                head += chunk
+        return cls(bytes(head).rstrip(b"\0"), sparse_size=size)
 
     @property
     def git_oid(self) -> str:
@@ -324,6 +353,21 @@ class _HubHandler(_Base):
             self._send(200, json.dumps(entries).encode(), {"Content-Type": "application/json"})
 
 
+@dataclass
+class _Body:
+    """Bytes [start, end) of a file, read as they are sent (a sparse file is never built in memory)."""
+
+    file: FakeFile
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def read(self, a: int, b: int) -> bytes:
+        return self.file.read(self.start + a, self.start + b)
+
+
 class _CdnHandler(_Base):
     kind = "cdn"
 
@@ -346,26 +390,27 @@ class _CdnHandler(_Base):
         if behaviour.fail_statuses and self.command == "GET":
             self._send(behaviour.fail_statuses.pop(0), b"Service Unavailable")
             return
-        data, etag = f.data, f'"{f.sha256}"'
-        start, status = 0, 200
+        size, etag = f.size, f'"{f.sha256}"'
+        start, end, status = 0, size, 200
         rng = self.headers.get("Range")
         if_range = self.headers.get("If-Range")
         if rng and not behaviour.ignore_range and (if_range is None or if_range == etag):
-            mr = re.match(r"bytes=(\d+)-$", rng)
+            mr = re.match(r"bytes=(\d+)-(\d*)$", rng)  # "a-" (a resume) or "a-b" (b inclusive, a header read)
             if mr:
                 start = int(mr.group(1))
-                if start >= len(data):
-                    self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
+                if start >= size:
+                    self._send(416, b"", {"Content-Range": f"bytes */{size}"})
                     return
+                end = min(size, int(mr.group(2)) + 1) if mr.group(2) else size
                 status = 206
-        body = data[start:]
+        body = _Body(f, start, end)
         self.send_response(status)
         self.send_header("ETag", etag)
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
         self.end_headers()
         if self.command == "HEAD":
             return
@@ -389,14 +434,14 @@ class _CdnHandler(_Base):
             return
         self._write_body(body, cut, behaviour.throttle_bps)
 
-    def _write_body(self, body: bytes, cut: int | None, bps: int, close: bool = True) -> None:
+    def _write_body(self, body: _Body, cut: int | None, bps: int, close: bool = True) -> None:
         limit = len(body) if cut is None else min(cut, len(body))
         step = 64 * 1024 if not bps else max(1024, bps // 20)
         sent, t0 = 0, time.monotonic()
         try:
             while sent < limit:
                 n = min(step, limit - sent)
-                self.wfile.write(body[sent:sent + n])
+                self.wfile.write(body.read(sent, sent + n))
                 sent += n
                 with self.hub._lock:
                     self.hub.bytes_sent += n

@@ -123,6 +123,10 @@ def test_version_forms() -> None:
     )
     assert parse_version("ggml_cuda_init: ...\nversion: 8123 (abcdef1)\n") == ("8123", 8123, "abcdef1", "")
     assert parse_version("garbage") == ("", None, "", "")
+    # BeeLlama >= 0.4.5 (field notes §1): "0.4.5-dev build 213", where v0.4.3 printed "version: 11207 (ba27edad2)"
+    assert parse_version("0.4.5-dev build 213\nbuilt with cc for x86_64") == ("0.4.5-dev", 213, "", "cc for x86_64")
+    assert parse_version("version: 0.4.7 build 240 (1156b183)") == ("0.4.7", 240, "1156b183", "")
+    assert parse_version("version: 11207 (ba27edad2)") == ("11207", 11207, "ba27edad2", "")
 
 
 def test_device_list_forms() -> None:

@@ -82,3 +82,30 @@ def test_cli_recommend_and_plan(tmp_path: object, capsys: pytest.CaptureFixture[
     assert d["primary"]["settings"]["ctx_size"] >= 32768
     assert main(["recommend", "--vram", "0"]) == 0
     assert "starter" in capsys.readouterr().out.lower()
+
+
+def test_the_drafter_gets_ubd_64_on_24_gb_cards_where_the_engine_has_it() -> None:
+    import dataclasses
+
+    from beedeck.core.engine.help_text import caps_from_texts
+    from tests.fixtures.engines import BEE_B, help_stdout
+
+    old = caps_from_texts("/e/llama-server", "version: 11207 (ba27edad2)", help_stdout(BEE_B))
+    assert "q8_0" in old.draft_cache_types and "kvarn5" not in old.draft_cache_types  # v0.4.3: no KVarN drafts
+    new = dataclasses.replace(old, version="0.4.7", build=240, flags=old.flags | {"--spec-draft-ubatch-size", "-ubd"},
+                              draft_cache_types=(*old.draft_cache_types, "kvarn4", "kvarn5"))
+    r = recommend([RTX_4090_FREE], "quality", caps=new, local=[])
+    assert r.primary.settings.draft_ubatch_size == 64 and r.plan is not None and r.plan.fits
+    assert r.primary.settings.draft_cache_type == "kvarn5"  # KVarN for the drafter's own cache where offered
+    from beedeck.core.engine.argv import build_argv
+
+    argv = build_argv(r.primary.settings, new).argv
+    assert argv[argv.index("--spec-draft-ubatch-size") + 1] == "64"
+    assert argv[argv.index("--spec-draft-type-k") + 1] == argv[argv.index("--spec-draft-type-v") + 1] == "kvarn5"
+    assert "--spec-draft-ubatch-size" not in build_argv(r.primary.settings, old).argv  # dropped where absent
+    dropped = build_argv(r.primary.settings, old)
+    assert "--spec-draft-type-k" not in dropped.argv
+    assert any(n.setting == "draft_cache_type" and "takes f32, f16" in n.message for n in dropped.notes)
+    assert recommend([RTX_4090_FREE], "quality", caps=old, local=[]).primary.settings.draft_cache_type is None
+    assert recommend([RTX_4090_FREE], "quality", caps=old, local=[]).primary.settings.draft_ubatch_size is None
+    assert recommend([int(31.5 * 1024 * MiB)], "quality", caps=new, local=[]).primary.settings.draft_ubatch_size is None

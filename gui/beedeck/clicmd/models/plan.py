@@ -120,6 +120,10 @@ def run_recommend(args: argparse.Namespace) -> int:
             caps = probe_engine(args.engine)
         except ProbeError as exc:
             return _fail(f"{args.engine} could not be probed: {exc}")
+    if args.repo:
+        from beedeck.clicmd.models.hub_recommend import run_hub_recommend
+
+        return run_hub_recommend(args, caps)
     r = recommend(_vram(args), args.goal, gen, caps=caps)
     c = r.primary
     if args.json:
@@ -172,5 +176,14 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--generation", choices=[g.value for g in Generation if g != Generation.UNKNOWN])
     p.add_argument("--engine", metavar="LLAMA_SERVER",
                    help="offer only what this llama-server runs (probed: its generation and speculation modes)")
+    p.add_argument("--repo", metavar="OWNER/NAME",
+                   help="size any GGUF repo on the Hub from its headers (no download) and plan every quant")
+    p.add_argument("--draft-repo", action="append", metavar="OWNER/NAME",
+                   help="a drafter repo to plan with --repo (repeatable; default: the catalog's drafts for it)")
+    p.add_argument("--revision", help="with --repo: a branch, tag or commit (default main)")
+    p.add_argument("--quant", action="append", help="with --repo: plan only this quant (repeatable)")
+    p.add_argument("--card", choices=("24gb-ampere", "24gb-ada", "32gb-blackwell", "larger", "smaller"),
+                   help="with --repo: the card class the mode advice is for (default: the detected GPU)")
+    p.add_argument("--offline", action="store_true", help="with --repo: only what was read before (the cache)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_recommend)

@@ -52,6 +52,15 @@ def speculation(b: Builder) -> bool:
         return False
     if s.draft_n_max is not None:
         b.opt("draft_n_max", ("--spec-draft-n-max",), str(s.draft_n_max))
+    if s.draft_ubatch_size is not None:  # BeeLlama >= 0.4.7: the drafter's own ubatch (default 128)
+        b.opt("draft_ubatch_size", ("--spec-draft-ubatch-size", "-ubd"), str(s.draft_ubatch_size))
+    if s.draft_cache_type is not None and caps.draft_cache_types and s.draft_cache_type not in caps.draft_cache_types:
+        b.note("draft_cache_type", "dropped", f"--spec-draft-type-k {s.draft_cache_type} left out: this engine's "
+               f"drafter cache takes {', '.join(caps.draft_cache_types)}; it keeps its default.")
+    elif s.draft_cache_type is not None:  # both sides: setting one only makes BeeLlama promote the other, warning
+        b.opt("draft_cache_type", ("--spec-draft-type-k",), s.draft_cache_type)
+        if caps.has("--spec-draft-type-k"):
+            b.opt("draft_cache_type", ("--spec-draft-type-v",), s.draft_cache_type)
     if n_min is not None:
         b.opt("draft_n_min", ("--spec-draft-n-min",), str(n_min))
     if (

@@ -41,6 +41,7 @@ class EngineCaps:
     flags: frozenset[str] = field(default_factory=frozenset)  # every option name, negatives included
     spec_types: tuple[str, ...] = ()
     cache_types: tuple[str, ...] = ()
+    draft_cache_types: tuple[str, ...] = ()  # --spec-draft-type-k's allowed values (KVarN from BeeLlama ~0.4.7)
     flash_attn_values: tuple[str, ...] = ()
     gpu_layers_values: tuple[str, ...] = ()  # symbolic values accepted by -ngl, e.g. ("auto", "all")
     defaults: dict[str, str] = field(default_factory=dict)  # long flag -> "(default: X)" text
@@ -110,6 +111,7 @@ class EngineCaps:
         for name in (
             "spec_types",
             "cache_types",
+            "draft_cache_types",
             "flash_attn_values",
             "gpu_layers_values",
             "load_modes",

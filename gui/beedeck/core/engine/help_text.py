@@ -83,14 +83,21 @@ def parse_help(text: str) -> list[HelpOption]:
 
 
 _VERSION_RE = re.compile(r"^version: (\S+)(?: \(build (\d+), commit (\w+)\)| \((\w+)\))?", re.MULTILINE)
+# BeeLlama >= 0.4.5 prints "0.4.5-dev build 213" (v0.4.3 printed "version: 11207 (ba27edad2)"; field notes §1),
+# with or without the "version: " prefix and a trailing commit.
+_BEE_VERSION_RE = re.compile(r"^(?:version: )?v?(\d+\.\d+\.\d+(?:-[\w.]+)?),? build (\d+)(?: \(?(?:commit )?(\w+)\)?)?",
+                             re.MULTILINE)
 _BUILT_WITH_RE = re.compile(r"^built with (.+)$", re.MULTILINE)
 
 
 def parse_version(text: str) -> tuple[str, int | None, str, str]:
     """(version, build, commit, built_with) from ``--version`` output; empty parts when absent."""
     version, build, commit = "", None, ""
-    m = _VERSION_RE.search(text)
-    if m:
+    bee = _BEE_VERSION_RE.search(text)
+    m = None if bee else _VERSION_RE.search(text)
+    if bee:
+        version, build, commit = bee.group(1), int(bee.group(2)), bee.group(3) or ""
+    elif m:
         version = m.group(1)
         if m.group(2):
             build, commit = int(m.group(2)), m.group(3)
@@ -215,6 +222,7 @@ def caps_from_texts(path: str, version_text: str, help_text: str, devices_text: 
         flags=flags,
         spec_types=spec_types,
         cache_types=cache_types,
+        draft_cache_types=values("--spec-draft-type-k", "allowed"),
         flash_attn_values=values("--flash-attn", "hint"),
         gpu_layers_values=gpu_layers_values,
         defaults=defaults,

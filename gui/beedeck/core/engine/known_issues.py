@@ -78,8 +78,8 @@ class KnownIssue:
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:
-    """"v0.4.3" / "0.4.3" -> (0, 4, 3); build numbers and "0"/"unknown" -> None."""
-    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?", (text or "").strip())
+    """"v0.4.3" / "0.4.3" / "0.4.5-dev" -> (0, 4, 3) / (0, 4, 5); build numbers and "0"/"unknown" -> None."""
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-[\w.]+)?", (text or "").strip())
     if not m:
         return None
     return tuple(int(x) for x in m.groups() if x is not None)

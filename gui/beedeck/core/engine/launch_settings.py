@@ -29,6 +29,7 @@ RANGES: dict[str, tuple[float, float, str, str]] = {
     "threads": (1, 1024, "CPU threads", "Threads (--threads)"),
     "batch_size": (1, 1 << 20, "tokens per batch", "Batch size"),
     "ubatch_size": (1, 1 << 20, "tokens per micro-batch", "Micro-batch size"),
+    "draft_ubatch_size": (1, 1 << 20, "draft tokens per micro-batch", "Draft micro-batch size (-ubd)"),
     "parallel": (1, 256, "chat slots", "Parallel slots"),
     "draft_n_max": (0, 256, "draft tokens", "Draft max (--draft-max)"),
     "draft_n_min": (0, 256, "draft tokens", "Draft min"),
@@ -99,6 +100,12 @@ class LaunchSettings:
     threads: int | None = None  # CPU threads for generation (-t); None: the engine's default
     batch_size: int | None = None
     ubatch_size: int | None = None
+    # The drafter's own physical ubatch (BeeLlama >= 0.4.7 --spec-draft-ubatch-size / -ubd); None: the engine's
+    # default (passed only where the probe found the flag: core/engine/argv_spec.py)
+    draft_ubatch_size: int | None = None
+    # The drafter's own KV cache type, K and V (--spec-draft-type-k/v, BeeLlama >= 0.4.4: KVarN for owned draft
+    # caches, field notes §1); None: the engine's default (f16)
+    draft_cache_type: str | None = None
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     flash_attn: str = "auto"  # on / off / auto

@@ -45,3 +45,10 @@ def mtp_layers(info: ModelInfo) -> int:
         return int(value or 0)
     except (TypeError, ValueError):
         return 0
+
+
+def is_dflash2(info: ModelInfo) -> bool:
+    """A DFlash file with DFlash2's path selector (``dflash.selector_rank`` or ``selector_*`` tensors,
+    docs/reference/engine-facts.md §5.1): it runs a fixed trained block, loads from BeeLlama v0.4.4."""
+    return draft_kind(info) == DFLASH and ("dflash.selector_rank" in info.metadata
+                                           or any(t.name.startswith("selector") for t in info.tensors))

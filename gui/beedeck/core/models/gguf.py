@@ -17,7 +17,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 from beedeck.core.models.gguf_types import FILE_TYPES, GGML_TYPES
 
@@ -27,6 +27,13 @@ _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: 
 _STRING, _ARRAY = 8, 9
 
 SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+class Stream(Protocol):
+    """What the header reader needs of a file: an open file, or hub_range's range-request reader."""
+    def read(self, n: int = -1, /) -> bytes: ...
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+    def tell(self) -> int: ...
 
 
 class GGUFError(ValueError):
@@ -82,7 +89,7 @@ class GGUFHeader:
 _SMALL_ARRAY = 4096
 
 
-def _read_exact(fh: BinaryIO, n: int, path: Path) -> bytes:
+def _read_exact(fh: Stream, n: int, path: Path) -> bytes:
     data = fh.read(n)
     if len(data) != n:
         raise GGUFError(f"{path.name} is truncated (the header ends early): download it again.")
@@ -117,95 +124,105 @@ def read_header(path: str | Path, max_kv: int = 100_000, tensors: bool = False) 
     except PermissionError:
         raise GGUFError(f"{p} cannot be read (permission denied): fix its permissions.") from None
     with fh:
-        head = fh.read(24)
-        if not head:
-            raise GGUFError(f"{p.name} is empty (0 bytes): its download or copy failed; download it again.")
-        if len(head) < 4 or struct.unpack("<I", head[:4])[0] != GGUF_MAGIC:
-            raise GGUFError(
-                f"{p.name} is not a GGUF model (wrong magic bytes): llama-server needs a .gguf file; "
-                "convert the model or download its GGUF version."
-            )
-        if len(head) < 24:
-            raise GGUFError(f"{p.name} is truncated (the header ends early): download it again.")
-        _magic, version, n_tensors, n_kv = struct.unpack("<IIQQ", head)
-        if version not in (2, 3):
-            raise GGUFError(f"{p.name} uses GGUF version {version}, which BeeDeck does not read (2 and 3 are supported).")
-        if n_kv > max_kv:
-            raise GGUFError(f"{p.name} claims {n_kv} metadata entries: the file is corrupt; download it again.")
-        if n_tensors > 1_000_000:
-            raise GGUFError(f"{p.name} claims {n_tensors} tensors: the file is corrupt; download it again.")
-        meta: dict[str, Any] = {}
+        return read_header_from(fh, p, os.fstat(fh.fileno()).st_size, max_kv, tensors)
 
-        def rstr() -> str:
-            (n,) = struct.unpack("<Q", _read_exact(fh, 8, p))
-            if n > 1 << 31:
+
+def read_header_from(fh: Stream, p: Path, size: int, max_kv: int = 100_000, tensors: bool = False,
+                     known: dict[str, tuple[int, int]] | None = None) -> GGUFHeader:
+    """:func:`read_header` over any seekable binary stream (e.g. HTTP range reads) of a ``size``-byte file.
+    ``known``: string arrays whose (count, byte length) a sibling file showed, jumped over unread."""
+    head = fh.read(24)
+    if not head:
+        raise GGUFError(f"{p.name} is empty (0 bytes): its download or copy failed; download it again.")
+    if len(head) < 4 or struct.unpack("<I", head[:4])[0] != GGUF_MAGIC:
+        raise GGUFError(
+            f"{p.name} is not a GGUF model (wrong magic bytes): llama-server needs a .gguf file; "
+            "convert the model or download its GGUF version."
+        )
+    if len(head) < 24:
+        raise GGUFError(f"{p.name} is truncated (the header ends early): download it again.")
+    _magic, version, n_tensors, n_kv = struct.unpack("<IIQQ", head)
+    if version not in (2, 3):
+        raise GGUFError(f"{p.name} uses GGUF version {version}, which BeeDeck does not read (2 and 3 are supported).")
+    if n_kv > max_kv:
+        raise GGUFError(f"{p.name} claims {n_kv} metadata entries: the file is corrupt; download it again.")
+    if n_tensors > 1_000_000:
+        raise GGUFError(f"{p.name} claims {n_tensors} tensors: the file is corrupt; download it again.")
+    meta: dict[str, Any] = {}
+
+    def rstr() -> str:
+        (n,) = struct.unpack("<Q", _read_exact(fh, 8, p))
+        if n > 1 << 31:
+            raise GGUFError(f"{p.name} has a corrupt string length in its header: download it again.")
+        return _read_exact(fh, n, p).decode("utf-8", "replace")
+
+    def skip_strings(n: int) -> None:
+        # Token lists hold ~250k strings: walk their lengths in memory, not with a seek each.
+        start = fh.tell()
+        buf = fh.read(1 << 22)
+        pos, limit, unpack = 0, len(buf) - 8, struct.unpack_from
+        for _ in range(n):
+            while pos > limit:
+                more = fh.read(max(1 << 22, len(buf)))
+                if not more:
+                    raise GGUFError(f"{p.name} is truncated (the header ends early): download it again.")
+                buf += more
+                limit = len(buf) - 8
+            length = unpack("<Q", buf, pos)[0]
+            if length > 1 << 31:
                 raise GGUFError(f"{p.name} has a corrupt string length in its header: download it again.")
-            return _read_exact(fh, n, p).decode("utf-8", "replace")
+            pos += 8 + length
+        fh.seek(start + pos)
 
-        def skip_strings(n: int) -> None:
-            # Token lists hold ~250k strings: walk their lengths in memory, not with a seek each.
-            start = fh.tell()
-            buf = fh.read(1 << 22)
-            pos, limit, unpack = 0, len(buf) - 8, struct.unpack_from
-            for _ in range(n):
-                while pos > limit:
-                    more = fh.read(max(1 << 22, len(buf)))
-                    if not more:
-                        raise GGUFError(f"{p.name} is truncated (the header ends early): download it again.")
-                    buf += more
-                    limit = len(buf) - 8
-                length = unpack("<Q", buf, pos)[0]
-                if length > 1 << 31:
-                    raise GGUFError(f"{p.name} has a corrupt string length in its header: download it again.")
-                pos += 8 + length
-            fh.seek(start + pos)
-
-        def skip(vt: int) -> None:
-            if vt in _SCALARS:
-                _read_exact(fh, struct.calcsize(_SCALARS[vt]), p)
-            elif vt == _STRING:
-                (n,) = struct.unpack("<Q", _read_exact(fh, 8, p))
-                fh.seek(n, 1)
-            elif vt == _ARRAY:
-                st, n = struct.unpack("<IQ", _read_exact(fh, 12, p))
-                if st in _SCALARS:
-                    fh.seek(n * struct.calcsize(_SCALARS[st]), 1)
-                elif st == _STRING:
-                    skip_strings(n)
-                else:
-                    for _ in range(n):
-                        skip(st)
+    def skip(vt: int) -> None:
+        if vt in _SCALARS:
+            _read_exact(fh, struct.calcsize(_SCALARS[vt]), p)
+        elif vt == _STRING:
+            (n,) = struct.unpack("<Q", _read_exact(fh, 8, p))
+            fh.seek(n, 1)
+        elif vt == _ARRAY:
+            st, n = struct.unpack("<IQ", _read_exact(fh, 12, p))
+            if st in _SCALARS:
+                fh.seek(n * struct.calcsize(_SCALARS[st]), 1)
+            elif st == _STRING:
+                skip_strings(n)
             else:
-                raise GGUFError(f"{p.name} has an unknown value type {vt} in its header: the file is corrupt.")
+                for _ in range(n):
+                    skip(st)
+        else:
+            raise GGUFError(f"{p.name} has an unknown value type {vt} in its header: the file is corrupt.")
 
-        for _ in range(n_kv):
-            key = rstr()
-            (vt,) = struct.unpack("<I", _read_exact(fh, 4, p))
-            if vt in _SCALARS:
-                fmt = "<" + _SCALARS[vt]
-                meta[key] = struct.unpack(fmt, _read_exact(fh, struct.calcsize(fmt), p))[0]
-            elif vt == _STRING:
-                meta[key] = rstr()
-            elif vt == _ARRAY:
-                st, n = struct.unpack("<IQ", _read_exact(fh, 12, p))
-                if st in _SCALARS and n <= _SMALL_ARRAY:
-                    fmt = "<" + _SCALARS[st] * n
-                    values = struct.unpack(fmt, _read_exact(fh, struct.calcsize(fmt), p))
-                    meta[key] = ArrayInfo(st, n, values)
-                else:
-                    start = fh.tell()
-                    fh.seek(-12, 1)
-                    skip(_ARRAY)
-                    meta[key] = ArrayInfo(st, n, None, start, fh.tell())
+    for _ in range(n_kv):
+        key = rstr()
+        (vt,) = struct.unpack("<I", _read_exact(fh, 4, p))
+        if vt in _SCALARS:
+            fmt = "<" + _SCALARS[vt]
+            meta[key] = struct.unpack(fmt, _read_exact(fh, struct.calcsize(fmt), p))[0]
+        elif vt == _STRING:
+            meta[key] = rstr()
+        elif vt == _ARRAY:
+            st, n = struct.unpack("<IQ", _read_exact(fh, 12, p))
+            if st in _SCALARS and n <= _SMALL_ARRAY:
+                fmt = "<" + _SCALARS[st] * n
+                values = struct.unpack(fmt, _read_exact(fh, struct.calcsize(fmt), p))
+                meta[key] = ArrayInfo(st, n, values)
+            elif st == _STRING and known and known.get(key, (-1, 0))[0] == n:
+                start = fh.seek(known[key][1], 1) - known[key][1]
+                meta[key] = ArrayInfo(st, n, None, start, start + known[key][1])
             else:
-                raise GGUFError(f"{p.name} has an unknown value type {vt} in its header: the file is corrupt.")
-        header = GGUFHeader(path=p, version=version, tensor_count=n_tensors, metadata=meta)
-        if tensors:
-            _read_tensor_table(fh, header)
-        return header
+                start = fh.tell()
+                fh.seek(-12, 1)
+                skip(_ARRAY)
+                meta[key] = ArrayInfo(st, n, None, start, fh.tell())
+        else:
+            raise GGUFError(f"{p.name} has an unknown value type {vt} in its header: the file is corrupt.")
+    header = GGUFHeader(path=p, version=version, tensor_count=n_tensors, metadata=meta)
+    if tensors:
+        _read_tensor_table(fh, header, size)
+    return header
 
 
-def _read_tensor_table(fh: BinaryIO, header: GGUFHeader) -> None:
+def _read_tensor_table(fh: Stream, header: GGUFHeader, size: int) -> None:
     p = header.path
     base = fh.tell()
     # The table is ~100 B per tensor; read it in chunks, never the tensor data behind it.
@@ -240,16 +257,11 @@ def _read_tensor_table(fh: BinaryIO, header: GGUFHeader) -> None:
     header.data_offset = (table_end + align - 1) // align * align
     header.tensors = out
     need = header.data_offset + max((t.offset + t.nbytes for t in out), default=0)
-    size = os.fstat(fh.fileno()).st_size
     if size < need:
         raise GGUFError(
             f"{p.name} is truncated: it has {size:,} bytes but its tensors need {need:,} "
             "(an interrupted download?): download it again."
         )
-
-
-def architecture(path: str | Path) -> str:
-    return read_header(path).architecture
 
 
 # --------------------------------------------------------------------------- model inspection
@@ -414,9 +426,16 @@ def inspect(path: str | Path) -> ModelInfo:
     if not h.architecture:
         raise GGUFError(f"{p.name} has no general.architecture key: it is not a llama.cpp model; convert it again.")
     parts = _split_parts(p, h)
+    rest = [read_header(part, tensors=True) for part in parts[1:]]
+    return model_info(h, rest, parts, sum(q.stat().st_size for q in parts))
+
+
+def model_info(h: GGUFHeader, rest: list[GGUFHeader], parts: list[Path], file_size: int) -> ModelInfo:
+    """The :class:`ModelInfo` of part 1's header ``h`` (tensor table read) and the other parts' headers."""
+    p = parts[0]
     tensors = list(h.tensors)
-    for part in parts[1:]:
-        tensors.extend(read_header(part, tensors=True).tensors)
+    for part_header in rest:
+        tensors.extend(part_header.tensors)
     md, arch = h.metadata, h.architecture
     n_all = int(h.arch_key("block_count", 0) or 0)
     nextn = int(h.arch_key("nextn_predict_layers", 0) or 0)
@@ -439,7 +458,7 @@ def inspect(path: str | Path) -> ModelInfo:
     ftype = md.get("general.file_type")
     bos, eos = md.get("tokenizer.ggml.bos_token_id"), md.get("tokenizer.ggml.eos_token_id")
     return ModelInfo(
-        path=p, parts=parts, file_size=sum(q.stat().st_size for q in parts), architecture=arch,
+        path=p, parts=parts, file_size=file_size, architecture=arch,
         name=str(md.get("general.name", "")), basename=str(md.get("general.basename", "")),
         size_label=str(md.get("general.size_label", "")),
         file_type=FILE_TYPES.get(int(ftype), f"type {ftype}") if ftype is not None else "",

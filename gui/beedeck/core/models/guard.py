@@ -22,7 +22,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPEC
 from beedeck.core.engine.server import ServerFailed
-from beedeck.core.models.draft_kinds import draft_kind, mtp_layers
+from beedeck.core.models.draft_kinds import draft_kind, is_dflash2, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
 
 FULL_PRECISION = frozenset({"f32", "f16", "bf16"})
@@ -167,6 +167,43 @@ def _check_dspark_p_min(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]
         yield {"draft": Path(str(ctx.settings.draft)).name, "p_min": f"{p_min:g}"}
 
 
+def _check_dflash2(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    if not (ctx.dflash and ctx.draft_arch == "dflash"):
+        return
+    # The selector key is in the metadata; only without it is the tensor table read (for selector_* names).
+    if "dflash.selector_rank" not in read_header(str(ctx.settings.draft)).metadata:
+        try:
+            if not is_dflash2(ctx.draft):
+                return
+        except GGUFError:
+            return  # a table the planner cannot size is not this row's business
+    yield {"draft": Path(str(ctx.settings.draft)).name}
+
+
+def _check_kvarn_mtp(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    s = ctx.settings
+    kvarn = next((t for t in (s.cache_type_k, s.cache_type_v) if t.startswith("kvarn")), None)
+    if kvarn and s.spec_mode == SpecMode.MTP and ctx.target_arch in row.params.get("archs", ()):
+        yield {"type": kvarn}
+
+
+def _check_cache_type(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    hit = next((t for t in (ctx.settings.cache_type_k, ctx.settings.cache_type_v) if t in row.params.get("types", ())),
+               None)
+    if hit:
+        yield {"type": hit}
+
+
+def _check_cuda_low_bit(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    # The CUDA version is in the release asset's name ("...-cuda-13.2-x64"), which the engine's folder,
+    # the release sidecar or the build line keep.
+    where = " ".join((ctx.caps.path, ctx.caps.release, ctx.caps.built_with)).lower()
+    cuda = next((v for v in row.params.get("cuda", ()) if f"cuda-{v}" in where or f"cuda {v}" in where), None)
+    quant = ctx.target.file_type.upper()
+    if cuda and any(quant.startswith(q) for q in row.params.get("quants", ())):
+        yield {"cuda": cuda, "target": Path(ctx.settings.target).name, "quant": quant}
+
+
 CHECKS: dict[str, Check] = {
     "cache_block_vs_head_dim": _check_cache_block,
     "kvarn_head_dim": _check_kvarn,
@@ -177,6 +214,10 @@ CHECKS: dict[str, Check] = {
     "mtp_without_heads": _check_mtp_heads,
     "draft_kind_mismatch": _check_draft_kind,
     "dspark_p_min": _check_dspark_p_min,
+    "draft_is_dflash2": _check_dflash2,
+    "kvarn_with_mtp_on": _check_kvarn_mtp,
+    "cache_type_in": _check_cache_type,
+    "cuda_build_low_bit": _check_cuda_low_bit,
 }
 
 

@@ -362,10 +362,32 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
 
     # --- the DFlash draft (§1.9)
     if use_draft and draft is not None:
-        _plan_draft(target, draft, settings, generation, mine, host, n_ctx_seq, ub, np_, notes)
+        _plan_draft(target, draft, settings, generation, mine, host, n_ctx_seq, settings.draft_ubatch_size or ub,
+                    np_, notes)
     elif other_draft is not None:
         _plan_other_draft(other_draft, settings, mine, host, n_ctx_seq, notes)
+    elif settings.spec_mode == SpecMode.MTP and draft is None and target.n_layer_all > target.n_layer:
+        _plan_mtp_heads(target, settings, out_dev or host, n_ctx_seq, settings.draft_ubatch_size or ub, notes)
     return MemoryPlan(gpus + [host], n_ctx, n_ctx_seq, cells_swa, cpu_names, notes, margin)
+
+
+def _plan_mtp_heads(target: ModelInfo, settings: LaunchSettings, dev: DeviceUse, n_ctx_seq: int, ub: int,
+                    notes: list[str]) -> None:
+    """The target's own MTP (NextN) heads under --spec-type draft-mtp: their weights (skipped otherwise),
+    an f16 KV cache per head layer over the slot's context and a logits-sized compute buffer (the MTP
+    context is a second context on the target: common/speculative.cpp). Mainline logs its estimate
+    ("estimated memory usage of MTP context is 648.06 MiB"); this formula is not calibrated against it."""
+    for t in target.tensors:
+        layer = _layer_of(t.name)
+        if layer is not None and layer >= target.n_layer:
+            dev.add("mtp_weights", t.nbytes)
+    dt = settings.draft_cache_type or "f16"
+    for i in range(target.n_layer, target.n_layer_all):
+        nk, nv = target.n_head_kv[i] * target.head_dim_k[i], target.n_head_kv[i] * target.head_dim_v[i]
+        dev.add("mtp_kv", n_ctx_seq * (row_bytes(dt, nk) + row_bytes(dt, nv)))
+    dev.add("mtp_compute", 4 * ub * (target.vocab_size + target.n_embd))
+    notes.append("The MTP heads' context (f16 KV and a logits-sized compute buffer) is estimated, not measured: "
+                 "mainline prints its own figure at start ('estimated memory usage of MTP context').")
 
 
 def _loads_other_draft(draft: ModelInfo, settings: LaunchSettings) -> bool:
@@ -389,7 +411,8 @@ def _plan_other_draft(draft: ModelInfo, settings: LaunchSettings, gpus: list[Dev
         for i in draft.kv_layers():
             if i < len(draft.n_head_kv) and i < len(draft.head_dim_k) and i < len(draft.head_dim_v):
                 nk, nv = draft.n_head_kv[i] * draft.head_dim_k[i], draft.n_head_kv[i] * draft.head_dim_v[i]
-                kv += n_ctx_seq * (row_bytes("f16", nk) + row_bytes("f16", nv))
+                kv += n_ctx_seq * (row_bytes(settings.draft_cache_type or "f16", nk)
+                                   + row_bytes(settings.draft_cache_type or "f16", nv))
         if kv:
             dev.add("draft_kv", kv)
     counted = "its weights and f16 KV cache" if kv else "its weights"
@@ -445,7 +468,8 @@ def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, g
         cells = cells_swa if draft.is_swa[i] else n_ctx_seq
         nk = draft.n_head_kv[i] * draft.head_dim_k[i]
         nv = draft.n_head_kv[i] * draft.head_dim_v[i]
-        dev.add("draft_kv", cells * (row_bytes("f16", nk) + row_bytes("f16", nv)))
+        dt = settings.draft_cache_type or "f16"  # --spec-draft-type-k/v (BeeLlama >= 0.4.4), else f16
+        dev.add("draft_kv", cells * (row_bytes(dt, nk) + row_bytes(dt, nv)))
     if on_gpu and generation == Generation.BEE_B:
         notes.append("BeeLlama >= 0.4's drafter gets a context as large as the target's (it has no -cd): its "
                      "KV and compute grow with the context; its GPU share was measured on CPU builds only.")

@@ -19,7 +19,7 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.modes import engine_label, engine_spec_type
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import library
+from beedeck.core.models import hub_sizing, library
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP
 from beedeck.core.models.gguf import DFlashInfo, GGUFError, ModelInfo, TensorInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
@@ -30,6 +30,8 @@ MIN_CTX = 32768  # the guide's context; quality and speed goals want at least th
 LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name
 SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
 MAX_NOTES = 6
+UBD_24GB = 64  # the drafter's -ubd on 24 GB cards (draft_ubatch_for)
+DRAFT_KVARN = "kvarn5"  # the drafter's own cache where the engine offers KVarN for it (draft_cache_for)
 SIDECAR_NOTE_PREFIXES = ("Found ", "Draft found next to the model")  # the reasons about drafts beside targets
 CACHES = {  # per generation, best precision first (docs/reference/engine-facts.md §1.3, §9)
     Generation.MAINLINE: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("q4_0", "q4_0")],
@@ -67,6 +69,8 @@ class Choice:
     target_path: Path | None = None  # set when both files are on disk already (a sidecar pair)
     draft_path: Path | None = None
     draft_kind: str = ""  # sidecars: dflash or dflash-draft
+    sized_from: str = ""  # "headers @ <revision>" when planned from headers read from the Hub (hub_sizing)
+    download_bytes: int | None = None  # target + draft bytes, when the headers' file list gave them
 
     def summary(self) -> str:
         if self.draft_file is None:
@@ -159,9 +163,30 @@ def synth_draft(spec: catalog_mod.ModelSpec, f: catalog_mod.CatalogFile, target:
     )
 
 
-def _settings(target_file: str, draft_file: str, gen: Generation, ctk: str, ctv: str, ctx: int) -> LaunchSettings:
+def draft_ubatch_for(caps: EngineCaps | None, vram: list[int]) -> int | None:
+    """-ubd 64 on a 24 GB card where the probe found the flag (BeeLlama >= 0.4.7): about 400 MiB less than 256
+    at 96K context with DFlash2 on a 4090 (field-2026-12.md section 1, Escha's v0.4.7 notes); else None."""
+    if caps is None or not (caps.has("--spec-draft-ubatch-size") or caps.has("-ubd")) or not vram:
+        return None
+    return UBD_24GB if 18 * GiB <= max(vram) <= 24.5 * GiB else None
+
+
+def draft_cache_for(caps: EngineCaps | None) -> str | None:
+    """kvarn5 for the drafter's own cache where the probe offers --spec-draft-type-k and KVarN (BeeLlama >= 0.4.4,
+    field-2026-12.md section 1). Safe for output quality: a draft's cache only changes which tokens are
+    proposed, the target verifies every one; it saves about 70% of the draft's f16 cache."""
+    if caps is None or not caps.has("--spec-draft-type-k") or DRAFT_KVARN not in caps.draft_cache_types:
+        return None
+    return DRAFT_KVARN
+
+
+Tune = tuple[int | None, str | None]  # the drafter's -ubd and KV type (draft_ubatch_for, draft_cache_for)
+
+
+def _settings(target_file: str, draft_file: str, gen: Generation, ctk: str, ctv: str, ctx: int,
+              tune: Tune = (None, None)) -> LaunchSettings:
     bee_a = gen == Generation.BEE_A
-    return LaunchSettings(
+    return LaunchSettings(draft_ubatch_size=tune[0], draft_cache_type=tune[1],
         target=target_file, draft=draft_file, spec_mode=SpecMode.DFLASH, ctx_size=ctx, n_gpu_layers="all",
         draft_n_gpu_layers="all", batch_size=2048 if bee_a else 1024, ubatch_size=256 if bee_a else 512,
         cache_type_k=ctk, cache_type_v=ctv, flash_attn="on", parallel=1, kv_unified=True,
@@ -205,9 +230,48 @@ def _params(spec: catalog_mod.ModelSpec) -> tuple[float, float]:
     return total, float(spec.active_params_b or total)
 
 
-def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation]) -> list[Choice]:
+def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation],
+                       tune: Tune = (None, None)) -> list[Choice]:
+    """Choices from headers read from the Hub earlier (this machine's hub_sizing cache, else records shipped in
+    resources/hub-headers): the files' names, sizes and layouts, planned like a file on disk."""
+    tcache = hub_sizing.load_cached(pair.target.repo)
+    if tcache is None:
+        return []
+    out: list[Choice] = []
+    total, active = _params(pair.target)
+    for gen in gens:
+        for dspec in pair.drafts_for(gen):
+            dcache = hub_sizing.load_cached(dspec.repo) if dspec.fmt in catalog_mod.DFLASH_FORMATS else None
+            if dcache is None:
+                continue
+            drafts = [m for m in dcache.drafts() if m.kind in ("dflash", "dflash2", "dflash-draft")
+                      and m.quant.upper() in ("Q4_K_M", "Q5_K_M", "IQ4_XS")]
+            for t in tcache.targets():
+                if t.size > sum(vram):
+                    continue
+                for d in drafts:
+                    for rank, (ctk, ctv) in enumerate(CACHES[gen]):
+                        s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096, tune)
+                        ctx, p = _max_ctx(t.info, d.info, s, gen, vram)
+                        if p is None or ctx < 8192:
+                            continue
+                        s.ctx_size = ctx
+                        out.append(Choice(pair.id, pair.title, gen, pair.target.repo, t.filename, t.quant, dspec.repo,
+                                          d.filename, d.quant, s, p,
+                                          _score(goal, total or 1.0, active or total or 1.0, t.quant, d.quant, rank, ctx),
+                                          sized_from=f"{'shipped ' if tcache.source == 'shipped' else ''}headers @ "
+                                                     f"{tcache.revision[:12]}", download_bytes=t.size + d.size))
+    return out
+
+
+def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation],
+                tune: Tune = (None, None)) -> list[Choice]:
     out: list[Choice] = []
     for pair in cat.pairs:
+        from_headers = _header_candidates(pair, vram, goal, gens, tune)
+        if from_headers:
+            out.extend(from_headers)
+            continue
         tspec = _fill_arch(cat, pair.target)
         if tspec is None:
             continue
@@ -226,7 +290,7 @@ def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list
                         assert df is not None
                         draft = synth_draft(dspec, df, target)
                         for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-                            s = _settings(tf.file, df.file, gen, ctk, ctv, 4096)
+                            s = _settings(tf.file, df.file, gen, ctk, ctv, 4096, tune)
                             ctx, p = _max_ctx(target, draft, s, gen, vram)
                             if p is None or ctx < 8192:
                                 continue
@@ -267,7 +331,8 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
                 why = "" if usable_here else (side.reason(gens[0].value) if len(gens) == 1 else side.reason())
                 why = why or ("" if usable_here else "this engine cannot run it.")
             if ok and not why:
-                got = _sidecar_choices(cat, entries, t, side, ok, vram, goal, only=len(gens) == 1)
+                got = _sidecar_choices(cat, entries, t, side, ok, vram, goal, only=len(gens) == 1,
+                                       tune=(draft_ubatch_for(caps, vram), draft_cache_for(caps)))
                 if not got:
                     notes.append(f"Found {where}, but that pair does not fit {sum(vram) / GiB:.1f} GiB with 1 GiB "
                                  "to spare at 8k context or more.")
@@ -287,7 +352,8 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
 
 
 def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t: library.LocalModel, side: Sidecar,
-                     gens: list[Generation], vram: list[int], goal: str, only: bool = False) -> list[Choice]:
+                     gens: list[Generation], vram: list[int], goal: str, only: bool = False,
+                     tune: Tune = (None, None)) -> list[Choice]:
     try:
         target, draft = inspect(t.path), inspect(side.path)
     except GGUFError:
@@ -304,7 +370,7 @@ def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t
         # (still above any download), unless it is the only engine asked about.
         weight = 0.5 if gen == Generation.BEE_A and not only else 1.0
         for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-            s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096)
+            s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096, tune)
             ctx, p = _max_ctx(target, draft, s, gen, vram)
             if p is None or ctx < 8192:
                 continue
@@ -357,7 +423,8 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     gens: list[Generation] = ([generation] if generation and generation != Generation.UNKNOWN
                               else [Generation.BEE_B, Generation.MAINLINE, Generation.BEE_A])
     on_disk, notes = _sidecar_candidates(cat, _scan() if local is None else local, vram, goal, gens, caps)
-    cands = sorted(_candidates(cat, vram, goal, gens) + on_disk, key=lambda c: c.score, reverse=True)
+    tune = (draft_ubatch_for(caps, vram), draft_cache_for(caps))
+    cands = sorted(_candidates(cat, vram, goal, gens, tune) + on_disk, key=lambda c: c.score, reverse=True)
     notes = notes[:MAX_NOTES]
     if not cands:
         return Recommendation(_starter_choice(cat), None, [
@@ -390,6 +457,10 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
         else:
             why = "a more precise cache or draft fits too"
         reasons.append(f"The guide's choice ({guide.summary()}) also fits; the pick ranks above it because {why}.")
+    if best.sized_from:
+        where = "BeeDeck ships" if best.sized_from.startswith("shipped") else "BeeDeck read from the Hub"
+        reasons.append(f"Sized from the GGUF headers {where} ({best.target_repo} and {best.draft_repo}, "
+                       f"{best.sized_from}): the files' own layouts, nothing estimated.")
     est = _catalog_arch(cat, best)
     if est is not None and not _arch_ok(est):
         reasons.append("This model's attention numbers are not in BeeDeck's catalog: they were estimated "
@@ -403,7 +474,7 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
 
 def _catalog_arch(cat: catalog_mod.Catalog, c: Choice) -> dict | None:
     """The catalog's architecture numbers behind a choice; None when it was planned from real headers."""
-    if c.target_path is not None:
+    if c.target_path is not None or c.sized_from:
         return None
     try:
         return cat.pair(c.pair_id).target.arch or {}

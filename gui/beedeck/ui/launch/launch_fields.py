@@ -67,6 +67,13 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("draft_ctx_size", S, "Draft context", "The drafter's own context (-cd). BeeLlama 0.1-0.3 "
               "sets 256 for DFlash when empty; BeeLlama >= 0.4 and mainline give the drafter a context as "
               "large as the target's, which the memory bar counts.", "int", step=256, optional=True),
+    FieldSpec("draft_ubatch_size", S, "Draft micro-batch", "The drafter's own physical batch (-ubd, "
+              "BeeLlama >= 0.4.7, default 128): 64 used about 400 MiB less than 256 on a 4090 at 96k context "
+              "with DFlash2. Empty: the engine's default.", "int", step=64, optional=True),
+    FieldSpec("draft_cache_type", S, "Draft KV cache", "The drafter's own KV cache type, K and V "
+              "(--spec-draft-type-k/v, BeeLlama >= 0.4.4). KVarN works for drafts with their own cache (MTP, "
+              "DFlash, EAGLE-3); Gemma 4's MTP shares the target's cache: set the target's type instead.", "combo",
+              choices=("engine default", "f16", "q8_0", "q5_0", "q4_0", "kvarn5", "kvarn4"), optional=True),
     FieldSpec("draft_n_gpu_layers", S, "Draft GPU layers", "Draft layers on the GPU (--spec-draft-ngl). "
               "Keep 'all': a draft on the CPU is usually slower than no speculation.", "layers",
               choices=("all", "auto", "0", "engine default"), optional=True),
@@ -141,6 +148,8 @@ _RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "draft_ctx_size": (("--spec-draft-ctx-size", "-cd"), "this engine has no -cd: its drafter gets a context as "
                        "large as the target's (BeeLlama >= 0.4, mainline)"),
     "draft_n_max": (("--spec-draft-n-max",), "this engine has no --spec-draft-n-max"),
+    "draft_ubatch_size": (("--spec-draft-ubatch-size", "-ubd"), "-ubd exists only in BeeLlama >= 0.4.7"),
+    "draft_cache_type": (("--spec-draft-type-k",), "this engine has no --spec-draft-type-k (BeeLlama >= 0.4.4)"),
     "draft_n_min": (("--spec-draft-n-min",), "this engine has no --spec-draft-n-min"),
     "draft_n_gpu_layers": (("--spec-draft-ngl", "-ngld"), "this engine has no --spec-draft-ngl"),
     "draft": (("--spec-draft-model", "-md"), "this engine cannot load a draft model"),

@@ -14,10 +14,12 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
+from beedeck.core.chat.mode_choice import card_class
 from beedeck.core.models.recommend import SIDECAR_NOTE_PREFIXES as SIDECAR_PREFIXES
 from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.setup.detect_page import DetectPage
+from beedeck.ui.setup.hub_search import HubSearch
 from beedeck.ui.setup.services import WizardServices, download_size, gib_text
 from beedeck.ui.wrap_label import WrapLabel
 
@@ -74,7 +76,21 @@ class RecommendPage(QWizardPage):
         layout.addWidget(self.drafts_label)
         layout.addWidget(self.memory_bar)
         layout.addLayout(runner_row)
+        # Any repo on the Hub, sized from its headers in the background (nothing is downloaded).
+        self.hub_search = HubSearch(lambda repo: services.size_repo(repo, self.detect_page.free_vram(), self.card()),
+                                    lambda rec: rec.report(self.detect_page.free_vram()),  # type: ignore[attr-defined]
+                                    services.runner)
+        layout.addWidget(QLabel("Or size any GGUF repo on the Hub, with every draft kind, before downloading:"))
+        layout.addWidget(self.hub_search)
         layout.addStretch(1)
+
+    def card(self) -> str:
+        """The first GPU's card class for the mode advice (mode_choice.card_class)."""
+        report = self.detect_page.report
+        gpus = report.gpus if report is not None else []
+        if not gpus:
+            return "smaller"
+        return card_class(gpus[0].memory_total, gpus[0].compute_capability, gpus[0].name)
 
     def goal(self) -> str:
         b = self.goal_group.checkedButton()

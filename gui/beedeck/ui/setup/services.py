@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
+from beedeck.core.chat.advice import load_advice
+from beedeck.core.chat.repo_recommend import RepoRecommendation, recommend_repo
 from beedeck.core.machine import hardware
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.models import catalog as catalog_mod
@@ -27,6 +29,9 @@ class WizardServices:
     runner: Runner = run_in_background
     models_dir: Callable[[], Path] = paths.models_dir
     endpoint: str | None = None  # Hub endpoint; None: HF_ENDPOINT or huggingface.co
+    # The recommend page's search box: (repo, free bytes per GPU, card class) -> RepoRecommendation
+    size_repo: Callable[[str, list[int], str], RepoRecommendation] = field(
+        default=lambda repo, vram, card: recommend_repo(repo, vram, card, advice=load_advice()))
     extra: dict[str, Any] = field(default_factory=dict)  # overrides for the run page (see setup_run_page)
 
 
@@ -41,7 +46,10 @@ class SetupResult:
 
 
 def download_size(choice: Choice) -> int | None:
-    """Bytes to download for a choice (target + draft), from the catalog; None when unknown."""
+    """Bytes to download for a choice (target + draft), from the headers' file list or the catalog; None when
+    unknown."""
+    if choice.download_bytes is not None:
+        return choice.download_bytes
     try:
         cat = catalog_mod.load()
         pair = cat.pair(choice.pair_id)

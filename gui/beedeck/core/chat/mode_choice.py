@@ -1,0 +1,154 @@
+"""Which speculation mode is the fast path, per card class and engine, and on what evidence.
+
+Order of evidence: BeeDeck's own measured advice for this setup (:mod:`beedeck.core.chat.advice`: the
+speed advice that tune runs and benchmarks feed, code prompts first: BeeDeck is a coding assistant);
+else the published figures in ``resources/mode-evidence.json`` for the model family and card class
+(each with its source); else a rule (the target's own MTP head is free, so it comes first). Engine
+rules remove what an engine cannot run (BeeLlama before v0.4.4 and DFlash2, issue #134). The mode
+must also be among the kinds the live plan found runnable and fitting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from beedeck.core import paths
+from beedeck.core.chat.advice import CODE, KINDS, WorkloadAdvice
+from beedeck.core.engine.caps import EngineCaps, Generation
+
+CLASSES = ("24gb-ampere", "24gb-ada", "32gb-blackwell", "larger")
+CLASS_LABEL = {"24gb-ampere": "24 GB Ampere (3090)", "24gb-ada": "24 GB Ada (4090)",
+               "32gb-blackwell": "32 GB Blackwell (5090)", "larger": "larger cards", "smaller": "smaller cards"}
+ADVICE_MODE = {"dflash": ("dflash", "dflash2", "dflash-draft"), "mtp": ("mtp", "mtp-head"), "dspark": ("dspark",),
+               "eagle3": ("eagle3",), "baseline": ("none",)}
+RULE_ORDER = ("mtp", "dflash2", "dflash", "dspark", "eagle3", "mtp-head", "dflash-draft", "none")
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    card_class: str
+    engine: str  # a generation value, with the version when it matters
+    mode: str  # a live_plan kind key
+    evidence: str  # "measured", "published" or "rule"
+    why: str
+    source: str = ""
+
+    def line(self) -> str:
+        head = f"{CLASS_LABEL.get(self.card_class, self.card_class)}, {self.engine}: {self.mode}"
+        return f"{head} ({self.evidence}: {self.why}" + (f"; source: {self.source})" if self.source else ")")
+
+
+def card_class(memory_total: int, compute_capability: tuple[int, int] | None, name: str = "") -> str:
+    gib = memory_total / 2**30
+    major = compute_capability[0] if compute_capability else None
+    minor = compute_capability[1] if compute_capability else None
+    if gib > 34:
+        return "larger"
+    if gib > 26:
+        return "32gb-blackwell" if (major is not None and major >= 10) or "50" in name else "larger"
+    if gib >= 22:
+        if (major, minor) == (8, 9) or "40" in name:
+            return "24gb-ada"
+        return "24gb-ampere" if major == 8 or "30" in name or "A5000" in name else "24gb-ada"
+    return "smaller"
+
+
+def load_evidence(path: Path | None = None) -> dict[str, Any]:
+    return dict(json.loads((path or paths.resource_path("mode-evidence.json")).read_text(encoding="utf-8")))
+
+
+def family_of(model_name: str, evidence: dict[str, Any]) -> str | None:
+    low = model_name.lower().replace("_", "-")
+    for fam, d in evidence.get("families", {}).items():
+        if any(m in low for m in d.get("match", ())):
+            return str(fam)
+    return None
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for piece in v.lstrip("v").split("-")[0].split("."):
+        if not piece.isdigit():
+            break
+        out.append(int(piece))
+    return tuple(out)
+
+
+def engine_excludes(generation: Generation, version: str, evidence: dict[str, Any]) -> tuple[set[str], str, str]:
+    """Modes this engine cannot run, with the reason and its source."""
+    rules = evidence.get("engine_rules", {})
+    if generation == Generation.BEE_A:
+        r = rules.get("bee-a", {})
+        return set(r.get("no", ())), r.get("why", ""), r.get("source", "")
+    v = _version_tuple(version)
+    if generation == Generation.BEE_B and v and v < (0, 4, 4):
+        r = rules.get("bee-b-before-0.4.4", {})
+        return set(r.get("no", ())), r.get("why", ""), r.get("source", "")
+    return set(), "", ""
+
+
+def measured(advice: WorkloadAdvice | None, target_files: Iterable[str]) -> tuple[str, str] | None:
+    """(mode kind, why) from BeeDeck's own advice for a setup running one of these target files."""
+    if advice is None:
+        return None
+    names = {Path(f).name for f in target_files}
+    for setup in advice.setups():
+        parts = [p.strip() for p in setup.split("|")]
+        if len(parts) < 2 or parts[1] not in names:
+            continue
+        for kind in (CODE, *[k for k in KINDS if k != CODE]):
+            v = advice.verdict(setup, kind)
+            if v.best is not None:
+                return ADVICE_MODE.get(v.best, (v.best,))[0], f"{v.why}, {kind} prompts on {setup}"
+    return None
+
+
+def choose(card: str, generation: Generation, version: str, family: str | None, runnable: Sequence[str],
+           evidence: dict[str, Any], own: tuple[str, str] | None = None) -> ModeChoice:
+    """The fast-path mode among ``runnable`` (kinds that run and fit here) for this card and engine."""
+    no, no_why, no_src = engine_excludes(generation, version, evidence)
+    engine = generation.value + (f" {version}" if version else "")
+    usable = [k for k in runnable if k not in no and k != "none"]
+    if own is not None and own[0] in usable + ["none"]:
+        return ModeChoice(card, engine, own[0], "measured", f"BeeDeck's own advice: {own[1]}")
+    fam = evidence.get("families", {}).get(family or "", {})
+    pub = fam.get("classes", {}).get(card)
+    if pub is not None:
+        want = pub["mode"]
+        if want in usable:
+            return ModeChoice(card, engine, want, "published", pub["why"], pub["source"])
+        figures = {k: v for k, v in pub.get("figures", {}).items() if k in usable}
+        if figures:
+            best = max(figures, key=lambda k: figures[k])
+            why = (f"{want} is the published fast path here, but " + (no_why if want in no else
+                   f"{want} does not run or fit on this setup") + f"; next best published: {best} "
+                   f"({figures[best]} tok/s)")
+            return ModeChoice(card, engine, best, "published", why, pub["source"] + (f"; {no_src}" if no_src else ""))
+    for k in RULE_ORDER:
+        if k in usable:
+            why = ("no measured or published figure for this card and model: the target's own MTP head costs no "
+                   "download, so it comes first" if k == "mtp" else
+                   "no measured or published figure for this card and model: the first runnable kind in "
+                   "BeeDeck's order (MTP, DFlash2, DFlash, DSpark, EAGLE-3)")
+            if no:
+                why += f"; {', '.join(sorted(no))} left out: {no_why}"
+            return ModeChoice(card, engine, k, "rule", why, no_src)
+    return ModeChoice(card, engine, "none", "rule", "no speculation kind runs and fits on this setup")
+
+
+def table(family: str, evidence: dict[str, Any], engines: Sequence[tuple[Generation, str]],
+          kinds: Sequence[str] = ("mtp", "dflash2", "dspark")) -> list[ModeChoice]:
+    """The recommendation for the four card classes x these engines, every kind assumed to fit."""
+    return [choose(c, g, v, family, kinds, evidence) for c in CLASSES for g, v in engines]
+
+
+def ubd_for(card: str, caps: EngineCaps | None, evidence: dict[str, Any]) -> int | None:
+    """-ubd to pass: 64 on 24 GB cards where the probe found the flag; None: leave the engine's default."""
+    rule = evidence.get("ubd", {})
+    if caps is None or not (caps.has("--spec-draft-ubatch-size") or caps.has("-ubd")):
+        return None
+    return int(rule.get("value", 64)) if card in rule.get("classes", ()) else None

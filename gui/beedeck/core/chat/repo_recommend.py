@@ -1,0 +1,108 @@
+"""One call for "what of this Hub repo runs here, and which mode is the fast path": the CLI's
+``recommend --repo`` and the wizard's search box both use :func:`recommend_repo`.
+
+It sizes the target repo and its draft repos from their headers (:mod:`beedeck.core.models.hub_sizing`;
+without ``draft_repos`` the catalog's drafts for that target: which draft belongs to which target is
+what headers cannot say), plans every quant with every compatible draft kind
+(:mod:`beedeck.core.models.live_plan`) and picks the fast path with its evidence (:mod:`mode_choice`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from beedeck.core.chat import mode_choice
+from beedeck.core.chat.advice import WorkloadAdvice
+from beedeck.core.download import DownloadError
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.models import catalog as catalog_mod
+from beedeck.core.models.hub_sizing import RepoSizing, size_repo, summary
+from beedeck.core.models.live_plan import LiveRow, plan_live
+from beedeck.core.models.planner import GiB
+
+
+@dataclass
+class RepoRecommendation:
+    target: RepoSizing
+    drafts: list[RepoSizing]
+    rows: list[LiveRow]
+    choice: mode_choice.ModeChoice
+    card: str
+    generation: Generation
+    ubd: int | None
+    notes: list[str] = field(default_factory=list)  # drafts left out, draft repos that could not be sized
+
+    def fitting(self) -> list[LiveRow]:
+        return [r for r in self.rows if r.fits]
+
+    def best_row(self) -> LiveRow | None:
+        """The fast path's row with the highest-precision target quant that fits."""
+        rows = [r for r in self.fitting() if r.kind == self.choice.mode]
+        return max(rows, key=lambda r: r.target.size) if rows else None
+
+    def report(self, vram: list[int]) -> list[str]:
+        """The human-readable report: the CLI prints it, the wizard's search box shows it."""
+        out = []
+        for s in (self.target, *self.drafts):
+            d = summary(s)
+            how = {"hub": f"read {d['bytes_read'] / 1e6:.1f} MB of headers in {d['requests']} range requests "
+                          f"({100 * d['fraction_read']:.3f}% of {d['file_bytes'] / 1e9:.1f} GB) in {d['seconds']:.2f} s",
+                   "cache": "from this machine's cache of its headers",
+                   "shipped": "from the headers BeeDeck ships"}.get(s.source, s.source)
+            out.append(f"{s.repo} @ {s.revision[:12]}: {len(s.models)} GGUF model(s), {how}")
+            out += [f"  - {line}" for line in s.notes + [f"skipped {x}" for x in s.skipped]]
+        where = f"{len(vram)} GPU(s), {sum(vram) / GiB:.1f} GiB free" if vram else "no GPU"
+        out.append(f"Planned for {where} ({mode_choice.CLASS_LABEL.get(self.card, self.card)}), "
+                   f"{self.generation.value} engine" + (f", -ubd {self.ubd}" if self.ubd else "") + ":")
+        out += [f"  {r.line()}" for r in self.rows]
+        out += [f"  - {n}" for n in self.notes]
+        out.append(f"Fast path: {self.choice.line()}")
+        return out
+
+
+def catalog_drafts(repo: str) -> list[str]:
+    """The draft repos the catalog pairs with this target repo."""
+    try:
+        cat = catalog_mod.load()
+    except catalog_mod.CatalogError:
+        return []
+    out: list[str] = []
+    for p in cat.pairs:
+        if p.target.repo.lower() == repo.lower():
+            out += [d.repo for d in p.drafts if d.repo.lower() != repo.lower() and d.repo not in out]
+    return out
+
+
+def recommend_repo(repo: str, vram: list[int], card: str, *, draft_repos: Sequence[str] | None = None,
+                   generation: Generation = Generation.BEE_B, caps: EngineCaps | None = None,
+                   revision: str | None = None, offline: bool = False, endpoint: str | None = None,
+                   cache_dir: Path | None = None, quants: Sequence[str] | None = None,
+                   advice: WorkloadAdvice | None = None, cancel_event: threading.Event | None = None,
+                   ) -> RepoRecommendation:
+    """Raises the hub errors (gated, missing, offline without a cache) and SizingError for the target repo;
+    a catalog draft repo that cannot be sized becomes a note (one the caller named is an error)."""
+    kw = {"offline": offline, "endpoint": endpoint, "cache_dir": cache_dir, "cancel_event": cancel_event}
+    target = size_repo(repo, revision=revision, **kw)  # type: ignore[arg-type]
+    notes: list[str] = []
+    drafts: list[RepoSizing] = []
+    for d in (draft_repos if draft_repos else catalog_drafts(repo)):
+        try:
+            drafts.append(size_repo(d, **kw))  # type: ignore[arg-type]
+        except DownloadError as exc:
+            if draft_repos:
+                raise
+            notes.append(f"The catalog's draft repo {d} was not sized: {exc}")
+    evidence = mode_choice.load_evidence()
+    ubd = mode_choice.ubd_for(card, caps, evidence)
+    rows, left_out = plan_live(target, drafts, vram, generation, caps, ubd=ubd, quants=quants)
+    gen = caps.generation if caps is not None and caps.generation != Generation.UNKNOWN else generation
+    version = (caps.release or caps.version) if caps is not None else ""
+    family = mode_choice.family_of(repo, evidence) or next(
+        (f for t in target.targets() if (f := mode_choice.family_of(t.info.name, evidence))), None)
+    runnable = sorted({r.kind for r in rows if r.fits})
+    own = mode_choice.measured(advice, [t.filename for t in target.targets()])
+    choice = mode_choice.choose(card, gen, version, family, runnable, evidence, own)
+    return RepoRecommendation(target, drafts, rows, choice, card, gen, ubd, notes + left_out)

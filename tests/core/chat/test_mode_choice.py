@@ -1,0 +1,71 @@
+"""Which speculation mode is the fast path per card class and engine, and the evidence named for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from beedeck.core.chat import mode_choice as mc
+from beedeck.core.chat.advice import WorkloadAdvice
+from beedeck.core.engine.caps import EngineCaps, Generation
+
+GiB = 2**30
+ALL = ("none", "mtp", "dflash2", "dspark")
+
+
+def test_card_classes_from_memory_and_compute_capability() -> None:
+    assert mc.card_class(24 * GiB, (8, 6), "NVIDIA GeForce RTX 3090") == "24gb-ampere"
+    assert mc.card_class(24 * GiB, (8, 9), "NVIDIA GeForce RTX 4090") == "24gb-ada"
+    assert mc.card_class(32 * GiB, (12, 0), "NVIDIA GeForce RTX 5090") == "32gb-blackwell"
+    assert mc.card_class(141 * GiB, (9, 0), "NVIDIA H200") == "larger"
+    assert mc.card_class(12 * GiB, (8, 6), "RTX 3060") == "smaller"
+
+
+def test_the_four_card_classes_on_published_figures_with_their_sources() -> None:
+    ev = mc.load_evidence()
+    rows = {c.card_class: c for c in mc.table("qwen3.8-27b", ev, [(Generation.MAINLINE, "")])}
+    assert {k: v.mode for k, v in rows.items()} == {"24gb-ampere": "mtp", "24gb-ada": "dflash2",
+                                                      "32gb-blackwell": "mtp", "larger": "dflash2"}
+    assert all(r.evidence == "published" and r.source for r in rows.values())
+    assert "0.92-1.01x of MTP" in rows["24gb-ampere"].why and "36k tokens" in rows["24gb-ampere"].why
+    assert "102.2" in rows["24gb-ada"].why and "zedong-peng" in rows["24gb-ada"].source
+
+
+def test_bee_before_0_4_4_cannot_take_dflash2_and_says_why() -> None:
+    ev = mc.load_evidence()
+    old = mc.choose("24gb-ada", Generation.BEE_B, "v0.4.3", "qwen3.8-27b", ALL, ev)
+    assert old.mode == "mtp" and "v0.4.3 cannot load DFlash2" in old.why and "issues/134" in old.source
+    new = mc.choose("24gb-ada", Generation.BEE_B, "0.4.7", "qwen3.8-27b", ALL, ev)
+    assert new.mode == "dflash2"
+    assert mc.choose("24gb-ada", Generation.BEE_A, "v0.3.1", "qwen3.8-27b", ("none", "dflash-draft"), ev).mode \
+        == "dflash-draft"
+
+
+def test_only_what_runs_and_fits_is_chosen_and_unknown_models_fall_back_to_the_rule() -> None:
+    ev = mc.load_evidence()
+    no_room = mc.choose("24gb-ada", Generation.MAINLINE, "", "qwen3.8-27b", ("none", "mtp"), ev)
+    assert no_room.mode == "mtp" and "does not run or fit" in no_room.why
+    other = mc.choose("24gb-ada", Generation.MAINLINE, "", None, ("none", "mtp", "dflash"), ev)
+    assert other.mode == "mtp" and other.evidence == "rule" and "costs no download" in other.why
+    assert mc.choose("24gb-ada", Generation.MAINLINE, "", None, ("none",), ev).mode == "none"
+
+
+def test_beedecks_own_measured_advice_wins_over_published_figures(tmp_path: Path) -> None:
+    advice = WorkloadAdvice(tmp_path / "advice.json")
+    key = "BeeLlama 0.4.7 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf"
+    for tps in (70.0, 71.0, 72.0):
+        advice.record(key, "code", "mtp", tps)
+    for tps in (60.0, 61.0, 62.0):
+        advice.record(key, "code", "dflash", tps)
+    own = mc.measured(advice, ["Q4/Qwen3.8-27B-Q4_K_M.gguf"])
+    assert own is not None and own[0] == "mtp"
+    c = mc.choose("24gb-ada", Generation.BEE_B, "0.4.7", "qwen3.8-27b", ALL, mc.load_evidence(), own)
+    assert c.mode == "mtp" and c.evidence == "measured" and "71.0 tok/s" in c.why
+    assert mc.measured(advice, ["another.gguf"]) is None
+
+
+def test_ubd_64_on_24_gb_cards_only_where_the_probe_found_it() -> None:
+    ev = mc.load_evidence()
+    with_flag = EngineCaps(path="/e", generation=Generation.BEE_B, flags=frozenset({"--spec-draft-ubatch-size", "-ubd"}))
+    without = EngineCaps(path="/e", generation=Generation.BEE_B, flags=frozenset())
+    assert mc.ubd_for("24gb-ada", with_flag, ev) == 64 and mc.ubd_for("24gb-ampere", with_flag, ev) == 64
+    assert mc.ubd_for("32gb-blackwell", with_flag, ev) is None and mc.ubd_for("24gb-ada", without, ev) is None

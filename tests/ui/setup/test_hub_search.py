@@ -1,0 +1,92 @@
+"""The recommend page's search box: a Hub repo sized from its headers in the background, shown with every
+quant and draft kind and the fast path; a missing repo's own message; a stale answer dropped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.chat.repo_recommend import recommend_repo
+from beedeck.core.engine.registry import EngineRegistry
+from beedeck.ui.setup.hub_search import HubSearch
+from beedeck.ui.setup.services import WizardServices
+from beedeck.ui.setup.setup_wizard import SetupWizard
+from tests.conftest import PERSISTENT
+from tests.fakes.fake_hub import FakeFile, FakeHub
+from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
+from tests.fakes.inline_runner import run_inline as sync
+from tests.fixtures import hub_models
+
+REPO, DRAFTS = "unsloth/Qwen3.8-27B-GGUF", "incoai/Qwen3.8-27B-DFlash2-GGUF"
+
+
+@pytest.fixture
+def hub() -> Iterator[FakeHub]:
+    files = hub_models.build_all(PERSISTENT / "hub-models")
+    with FakeHub() as h:
+        h.add_repo(REPO, {"Qwen3.8-27B-Q4_K_M.gguf": FakeFile.sparse_gguf(files["Qwen3.8-27B-Q4_K_M.gguf"])})
+        h.add_repo(DRAFTS, {files["dflash2"].name: FakeFile.sparse_gguf(files["dflash2"])})
+        yield h
+
+
+def test_the_wizard_sizes_a_typed_repo_with_its_drafts(qtbot: QtBot, hub: FakeHub, tmp_path: Path) -> None:
+    calls: list[tuple[str, list[int], str]] = []
+
+    def size(repo: str, vram: list[int], card: str) -> Any:
+        calls.append((repo, vram, card))
+        return recommend_repo(repo, vram, card, draft_repos=[DRAFTS], endpoint=hub.endpoint,
+                              cache_dir=tmp_path / "c")
+
+    w = SetupWizard(WizardServices(detect=gpu_detect, runner=sync, size_repo=size, extra={"registry": EngineRegistry()}))
+    qtbot.addWidget(w)
+    w.restart()
+    w.next()
+    search = w.recommend_page.hub_search
+    with qtbot.waitSignal(search.sized):
+        search.field.setText(f"  https://huggingface.co/{REPO}  ")
+        search.button.click()
+    text = search.result_label.text()
+    assert calls and calls[0][2] == "24gb-ada" and calls[0][1]  # the detected 4090's free memory and class
+    assert "Q4_K_M (" in text and "+ MTP (its own head)" in text and "+ DFlash2 Q4_K_M" in text
+    assert "tokens of context here" in text and "Fast path: 24 GB Ada (4090)" in text and "published" in text
+    assert search.button.isEnabled()
+
+
+def test_a_missing_repo_shows_its_message_and_a_stale_answer_is_dropped(qtbot: QtBot, hub: FakeHub,
+                                                                        tmp_path: Path) -> None:
+    pending: list[tuple[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]]] = []
+    search = HubSearch(lambda repo: recommend_repo(repo, [], "smaller", endpoint=hub.endpoint, cache_dir=tmp_path),
+                       lambda rec: rec.report([]), lambda fn, ok, err: pending.append((fn, ok, err)))
+    qtbot.addWidget(search)
+    search.field.setText("nobody/missing-GGUF")
+    search.search()
+    assert "Reading the GGUF headers of nobody/missing-GGUF" in search.result_label.text()
+    assert not search.button.isEnabled()
+    search.field.setText(REPO)
+    search.search()  # a second search before the first answered
+    fn, ok, err = pending[0]
+    try:
+        fn()
+    except Exception as exc:
+        err(exc)  # the first, stale answer: dropped
+    assert "Reading the GGUF headers of unsloth" in search.result_label.text()
+    fn, ok, err = pending[1]
+    with qtbot.waitSignal(search.sized):
+        ok(fn())
+    assert "Fast path" in search.result_label.text()
+    with qtbot.waitSignal(search.failed) as failed:
+        search.field.setText("nobody/missing-GGUF")
+        search.search()
+        fn, ok, err = pending[2]
+        try:
+            fn()
+        except Exception as exc:
+            err(exc)
+    assert "was not found on the Hub" in failed.args[0] and "was not found" in search.result_label.text()
+    search.field.setText("")
+    search.search()
+    assert "OWNER/NAME" in search.result_label.text()
