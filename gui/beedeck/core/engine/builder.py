@@ -22,6 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from beedeck.core.engine.build_choice import (
+    CLASSIC_FA_PAIRS,
+    FA_QUANTS_TYPES,
+    ML_DEFAULT_FA_QUANTS,
+    FaPolicy,
+    choose_fa,
+    read_policy,
+)
 from beedeck.core.engine.build_eta import (
     PROFILE_FILE,
     WeightedEta,
@@ -30,14 +38,6 @@ from beedeck.core.engine.build_eta import (
     planned_outputs,
     save_profile,
     shipped_profile,
-)
-from beedeck.core.engine.build_choice import (
-    CLASSIC_FA_PAIRS,
-    FA_QUANTS_TYPES,
-    ML_DEFAULT_FA_QUANTS,
-    FaPolicy,
-    choose_fa,
-    read_policy,
 )
 from beedeck.core.engine.build_tools import (
     BuildError,
