@@ -110,6 +110,27 @@ def test_a_hostile_name_from_the_hub_or_the_command_line_writes_nothing_outside_
     assert repo.commit  # the repo was served as configured
 
 
+def test_a_release_asset_name_that_climbs_out_writes_nothing_outside_the_engine_folder(tmp_path: Path) -> None:
+    from beedeck.core.engine.registry import EngineRegistry
+    from beedeck.core.engine.releases import MAINLINE_REPO, ReleaseError, download_engine
+    from tests.fakes.fake_releases import FakeReleases, make_tar_gz
+
+    archive = make_tar_gz(tmp_path / "llama-b1-bin-ubuntu-x64.tar.gz", {"llama-server": b"#!/bin/sh\n"})
+    hostile = "llama-" + "../" * 7 + "planted-bin-ubuntu-x64.tar.gz"  # GitHub's JSON names it; the bytes are served
+    with FakeReleases() as releases:
+        releases.add_release(MAINLINE_REPO, "b1", [archive])
+        releases.releases[(MAINLINE_REPO, "b1")][0]["name"] = hostile
+        before = tree(tmp_path)
+        reg = EngineRegistry()
+        with pytest.raises(ReleaseError) as err:
+            download_engine(repo=MAINLINE_REPO, tag="b1", os_name="linux", arch="x64", api_url=releases.url,
+                            registry=reg)
+        assert not [p for p, _ in releases.requests if p.startswith("/download/")]  # refused before a byte
+    assert "would be written outside" in str(err.value) and "refused it and wrote nothing" in str(err.value)
+    assert changes_outside(before, tree(tmp_path), ["beedeck-home"]) == set()
+    assert not list(tmp_path.rglob("planted*")) and reg.list() == []
+
+
 # --------------------------------------------------------------------------- secrets
 
 
