@@ -65,9 +65,10 @@ def write_key(key_file: Path, key: str) -> None:
     tmp = key_file.with_name(f".{key_file.name}.tmp")
     try:
         key_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            os.fchmod(fd, 0o600)  # the mode, whatever the umask
+            if hasattr(os, "fchmod"):  # POSIX: the mode, whatever the umask
+                os.fchmod(fd, 0o600)
             _write_all(fd, (key + "\n").encode("utf-8"))
             os.fsync(fd)
         finally:
