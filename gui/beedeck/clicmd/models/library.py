@@ -163,9 +163,9 @@ def _cmd_get(args: argparse.Namespace) -> int:
             checked = ""
         except hub.OfflineError:
             changed, checked = [], " (not checked against the Hub, which cannot be reached)"
-        except DownloadError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        except DownloadError as exc:  # the copy on disk is still the user's: say why it is unchecked
+            changed, checked = [], ""
+            print(f"note: the copy on disk was not checked against the Hub: {exc}", file=sys.stderr)
         if not changed:
             result = {"repo": args.repo, "file": args.file, "paths": [str(p) for p in local.files],
                       "downloaded": False}
