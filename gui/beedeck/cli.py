@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from beedeck import __version__
+from beedeck.core.printable import TerminalGuard
 
 # Each module defines register(sub, groups): `sub` is the top-level subparsers object and
 # `groups` maps a group name ("engine", "models") to that group's subparsers.
@@ -54,11 +55,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    # Model names, tensor names and server answers end up in what the commands print: no control
+    # character in them may act on the terminal (core/printable.py).
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalGuard(out), TerminalGuard(err)
     try:
         return int(func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 import hashlib
 from pathlib import Path
 
+import pytest
+
 from beedeck.core import paths
 
 
@@ -36,3 +38,24 @@ def test_exclusive_lock_makes_its_folder_and_can_be_taken_again(tmp_path: Path) 
         assert lock.is_file()
     with paths.exclusive_lock(lock):  # released on leaving the block
         pass
+
+
+def test_safe_join_keeps_plain_names_and_folders_inside_the_root(tmp_path: Path) -> None:
+    assert paths.safe_join(tmp_path, "snapshots", "abc123", "sub/m.gguf") == tmp_path / "snapshots/abc123/sub/m.gguf"
+
+
+@pytest.mark.parametrize("part", ["../x", "a/../../x", "/etc/passwd", "", ".", "a//b", "a\\b", "a\0b", "refs/.."])
+def test_safe_join_refuses_names_that_could_leave_the_root(tmp_path: Path, part: str) -> None:
+    with pytest.raises(ValueError, match="is not a plain relative name"):
+        paths.safe_join(tmp_path, "blobs", part)
+
+
+def test_safe_join_refuses_a_link_on_disk_that_leads_out(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    (root / "snapshots").mkdir(parents=True)
+    (root / "snapshots" / "c0ffee").symlink_to(tmp_path)  # planted earlier, pointing outside
+    with pytest.raises(ValueError, match="leads outside"):
+        paths.safe_join(root, "snapshots", "c0ffee", "m.gguf")
+    (root / "loop").symlink_to(root / "loop")
+    with pytest.raises(ValueError, match="leads outside"):
+        paths.safe_join(root, "loop", "m.gguf")

@@ -33,6 +33,7 @@ class FakeFile:
     # A hub that lies: the size and sha256 its API and headers state, when not the content's own.
     claimed_size: int | None = None
     claimed_sha256: str | None = None
+    claimed_etag: str | None = None  # a hostile hub: the ETag (X-Linked-Etag) it names the blob by
     # A big file held sparsely: ``data`` then zeros up to this many bytes (a metadata-only GGUF of a
     # 17 GB model). Its "sha256" is a stand-in (hashing the zeros would take minutes): not for downloads.
     sparse_size: int | None = None
@@ -89,6 +90,7 @@ class FakeRepo:
     private: bool = False
     accepted_tokens: set[str] = field(default_factory=set)  # tokens whose user accepted the licence / may read
     denied_tokens: set[str] = field(default_factory=set)  # tokens that get a plain 403 (fine-grained, no read)
+    any_revision: bool = False  # a hostile hub: every revision exists (and is this commit)
 
 
 @dataclass
@@ -107,6 +109,8 @@ class CdnBehaviour:
     fail_statuses: list[int] = field(default_factory=list)  # answer the next requests with these statuses
     ignore_range: bool = False  # answer 200 with the full body even when Range is asked for
     stall_after: int | None = None  # send this many body bytes, then nothing (connection held open; one request)
+    trickle_after: int | None = None  # send this many body bytes at speed, then one byte every 0.1 s
+    redirect_loop: bool = False  # answer every GET with a 302 to another URL of the CDN, for ever
 
 
 
@@ -125,6 +129,10 @@ class FakeHub:
         self._threads: list[threading.Thread] = []
         self.bytes_sent = 0  # blob body bytes the CDN wrote (counts partial sends too)
         self.stopping = threading.Event()
+        self.api_silent = False  # the API accepts connections and never answers (until stop)
+        # A hostile hub that answers every path it does not know with this (repo, file): file names
+        # with ../ reach it only after the client has normalised the URL.
+        self.answer_any: tuple[str, str] | None = None
 
     # -- set-up -----------------------------------------------------------------
     @property
@@ -277,18 +285,36 @@ class _HubHandler(_Base):
 
     def _route(self) -> None:
         url = urllib.parse.urlsplit(self.path)
-        path = urllib.parse.unquote(url.path)
+        path = url.path  # split first, then unquote: a revision is quoted whole ("refs%2Fpr%2F1")
+        unq = urllib.parse.unquote
         query = urllib.parse.parse_qs(url.query)
         m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/(tree|paths-info|revision)/([^/]+)(?:/(.*))?)?$", path)
         if m:
-            return self._api(m.group(1), m.group(2), m.group(3), m.group(4) or "", query)
+            if self.hub.api_silent:
+                return self._hold_silent()
+            return self._api(unq(m.group(1)), m.group(2), unq(m.group(3)) if m.group(3) else None,
+                             unq(m.group(4) or ""), query)
         m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
-        if m:
-            return self._resolve(m.group(1), m.group(2), m.group(3))
+        known = m is not None and unq(m.group(3)) in getattr(self.hub.repos.get(unq(m.group(1))), "files", {})
+        if m and (known or self.hub.answer_any is None):
+            return self._resolve(unq(m.group(1)), unq(m.group(2)), unq(m.group(3)))
+        if self.hub.answer_any is not None:
+            return self._resolve(self.hub.answer_any[0], "main", self.hub.answer_any[1])
         self._error(404, None, "Not Found")
 
+    def _hold_silent(self) -> None:
+        while not self.hub.stopping.wait(0.05):  # connection accepted, not a byte of answer, until the client leaves
+            try:
+                if self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    break
+            except BlockingIOError:
+                continue
+            except OSError:
+                break
+        self.close_connection = True
+
     def _rev_ok(self, repo: FakeRepo, rev: str) -> bool:
-        if rev in ("main", repo.commit):
+        if rev in ("main", repo.commit) or repo.any_revision:
             return True
         self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
         return False
@@ -309,7 +335,7 @@ class _HubHandler(_Base):
             self._send(302, b"", {
                 "Location": f"{self.hub.cdn_url}/blobs/{f.sha256}?X-Amz-Signature=sig{int(time.time())}",
                 "X-Repo-Commit": repo.commit,
-                "X-Linked-Etag": f'"{f.meta_sha256}"',
+                "X-Linked-Etag": f'"{f.claimed_etag or f.meta_sha256}"',
                 "X-Linked-Size": str(f.meta_size),
                 "ETag": f'"{f.git_oid}"',
             })
@@ -390,6 +416,10 @@ class _CdnHandler(_Base):
         if behaviour.fail_statuses and self.command == "GET":
             self._send(behaviour.fail_statuses.pop(0), b"Service Unavailable")
             return
+        if behaviour.redirect_loop and self.command == "GET":
+            n = int(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("hop", ["0"])[0]) + 1
+            self._send(302, b"", {"Location": f"/blobs/{f.sha256}?hop={n}"})
+            return
         size, etag = f.size, f'"{f.sha256}"'
         start, end, status = 0, size, 200
         rng = self.headers.get("Range")
@@ -430,6 +460,19 @@ class _CdnHandler(_Base):
                     continue
                 except OSError:
                     break
+            self.close_connection = True
+            return
+        if behaviour.trickle_after is not None and self.command == "GET":
+            fast, behaviour.trickle_after = behaviour.trickle_after, None
+            self._write_body(body, fast, 0, close=False)
+            try:
+                for i in range(fast, len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    if self.hub.stopping.wait(0.1):  # the fake's own pacing, not a test wait
+                        break
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             self.close_connection = True
             return
         self._write_body(body, cut, behaviour.throttle_bps)

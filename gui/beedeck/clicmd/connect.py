@@ -19,7 +19,13 @@ from typing import Any
 
 from beedeck.core import secrets
 from beedeck.core.engine.client import ClientError, LlamaClient
-from beedeck.core.engine.remote import RemoteError, inspect_server, normalize_url
+from beedeck.core.engine.remote import (
+    CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    RemoteError,
+    inspect_server,
+    normalize_url,
+)
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -31,6 +37,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--label", default="", help="a name for the saved profile")
     p.add_argument("--say", metavar="TEXT", help="stream one reply to TEXT and time the first token")
     p.add_argument("--max-tokens", type=int, default=64, metavar="N", help="reply length for --say (default 64)")
+    p.add_argument("--timeout", type=float, default=READ_TIMEOUT_S, metavar="S",
+                   help=f"seconds each answer may take, from connecting to its last byte (default {READ_TIMEOUT_S:g})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_connect)
 
@@ -58,7 +66,10 @@ def run_connect(args: argparse.Namespace) -> int:
     try:
         url = normalize_url(args.url)
         api_key, source = key_from(args, url)
-        info = inspect_server(url, api_key)
+        if not 0 < args.timeout <= 3600:
+            raise RemoteError("bad-timeout", f"--timeout {args.timeout:g} is out of range.", "Give 1 to 3600 seconds.")
+        info = inspect_server(url, api_key, connect_timeout=min(CONNECT_TIMEOUT_S, args.timeout),
+                              read_timeout=args.timeout)
     except RemoteError as exc:
         if args.json:
             print(json.dumps({"ok": False, "kind": exc.kind, "message": exc.message, "remedy": exc.remedy}))

@@ -9,5 +9,5 @@ Layers, top to bottom (import-linter enforces them; a wing imports only wings be
 - ``engine``: llama-server binaries: probe, launch settings and argv, the process, its log, the HTTP
   client, the registry, builds and release downloads
 - ``machine``: GPUs (NVML, nvidia-smi), the system, the live sampler
-- plumbing: ``paths``, ``settings``, ``secrets``, ``download``
+- plumbing: ``paths``, ``settings``, ``secrets``, ``download``, ``printable`` (text from outside made inert)
 """

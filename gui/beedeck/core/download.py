@@ -39,6 +39,11 @@ DISK_MARGIN_BYTES = 256 * 1024 * 1024  # keep some room so the rest of the syste
 TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 30.0
+# The low-speed limit (curl's --speed-limit/--speed-time): fewer bytes than this a second, averaged over
+# the window, and the transfer is given up. A server trickling a byte a second never trips the read
+# timeout; this catches it.
+LOW_SPEED_BPS = 4096
+LOW_SPEED_WINDOW_S = 60.0
 
 
 class DownloadError(Exception):
@@ -59,6 +64,10 @@ class DiskFullError(DownloadError):
 
 class ChecksumMismatchError(DownloadError):
     """The finished file's sha256 or size differs from what the server promised."""
+
+
+class TooSlowError(DownloadError):
+    """The transfer stayed under the low-speed limit for a whole window. The ``.part`` is kept."""
 
 
 class HTTPStatusFailure(DownloadError):
@@ -194,6 +203,7 @@ def download_file(
     client: httpx2.Client | None = None,
     sleep: Callable[[float], None] = time.sleep,
     disk_margin: int = DISK_MARGIN_BYTES,
+    low_speed: tuple[float, float] = (LOW_SPEED_BPS, LOW_SPEED_WINDOW_S),
 ) -> Path:
     """Download ``url`` to ``dest`` with resume, retries, cancel and verification; return ``dest``.
 
@@ -201,6 +211,7 @@ def download_file(
     None when neither ``expected_size`` nor the server says how big the file is. ``retries`` counts
     consecutive failed attempts (an attempt that received bytes resets the count); ``sleep`` is the
     backoff wait, injectable for tests. An existing ``dest`` is only replaced by a verified file.
+    ``low_speed`` is (bytes a second, seconds): slower than that over a whole window raises TooSlowError.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +225,7 @@ def download_file(
         ) from None
     try:
         return _download_locked(url, dest, expected_sha256, expected_size, headers, on_progress, cancel_event,
-                                retries, client, sleep, disk_margin)
+                                retries, client, sleep, disk_margin, low_speed)
     finally:
         lock.release()
         with contextlib.suppress(OSError):
@@ -233,6 +244,7 @@ def _download_locked(
     client: httpx2.Client | None,
     sleep: Callable[[float], None],
     disk_margin: int,
+    low_speed: tuple[float, float],
 ) -> Path:
     part, sidecar = part_paths(dest)
     expected_sha256 = expected_sha256.lower() if expected_sha256 else None
@@ -252,7 +264,7 @@ def _download_locked(
     if client is None:
         client = httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(10.0, read=60.0))
     failures = 0
-    state: dict[str, Any] = {"total": expected_size, "last_emit": 0.0}
+    state: dict[str, Any] = {"total": expected_size, "last_emit": 0.0, "low_speed": low_speed}
 
     def emit(done: int, force: bool = False) -> None:
         now = time.monotonic()
@@ -353,6 +365,8 @@ def _attempt(
             hasher = _sha256_of(part) if mode == "ab" else hashlib.sha256()
             done = have
             emit(done, force=True)
+            bps, window_s = state["low_speed"]
+            speed = _SpeedCheck(bps, window_s, part.name.removesuffix(".part"))
             try:
                 with open(part, mode) as fh:
                     for chunk in _iter_network(response):
@@ -364,6 +378,7 @@ def _attempt(
                         made_progress = True
                         state["any_bytes"] = True
                         emit(done)
+                        speed.add(len(chunk))
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
                     raise DiskFullError(
@@ -377,6 +392,9 @@ def _attempt(
                     "run it again to resume."
                 )
             return hasher
+    except httpx2.TooManyRedirects:
+        raise DownloadError(f"{shown} redirects in a loop (too many redirects): the server or a proxy between is "
+                            "misconfigured; try again later, or download from another source.") from None
     except httpx2.TransportError as exc:
         if cancel_event is not None and cancel_event.is_set():
             raise DownloadCancelled(
@@ -395,6 +413,27 @@ def _attempt(
         ) from None
     finally:
         watch.close()
+
+
+class _SpeedCheck:
+    """Raises TooSlowError once a whole window of ``window_s`` seconds brought fewer than ``bps`` bytes a second."""
+
+    def __init__(self, bps: float, window_s: float, name: str) -> None:
+        self.bps, self.window_s, self.name = bps, window_s, name
+        self.start, self.bytes = time.monotonic(), 0
+
+    def add(self, n: int) -> None:
+        self.bytes += n
+        elapsed = time.monotonic() - self.start
+        if elapsed < self.window_s:
+            return
+        rate = self.bytes / elapsed
+        if rate < self.bps:
+            raise TooSlowError(
+                f"The transfer is too slow: {self.name} arrived at {_human(rate)}/s over the last {elapsed:.0f} s "
+                f"(BeeDeck gives up below {_human(self.bps)}/s). Check the network connection, then run the same "
+                "command again: the download resumes where it stopped.")
+        self.start, self.bytes = time.monotonic(), 0
 
 
 def _bad_resume(shown: str) -> DownloadError:

@@ -86,6 +86,33 @@ def keep_aside(path: Path, tag: str = "corrupt") -> Path:
     return aside
 
 
+def safe_join(root: Path, *parts: str) -> Path:
+    """``root/parts...`` for parts that come from remote or user data (an ETag, a commit, a file name in
+    a repo, a revision), refused with ValueError unless the result stays inside ``root``.
+
+    Each part must be a relative path without ``..``, ``.``-only or empty components, NUL or a
+    backslash (a separator elsewhere); the joined path is then resolved (symlinks already on disk
+    included) and must lie under the resolved ``root``. The path returned is ``root``'s resolved
+    form joined with the parts, not resolved further: a snapshot pointer stays the pointer.
+    """
+    base = Path(root).resolve()
+    joined = base
+    for part in parts:
+        text = str(part)
+        pieces = text.split("/")
+        if (not text or "\0" in text or "\\" in text or text.startswith("/")
+                or any(p in ("", ".", "..") for p in pieces)):
+            raise ValueError(f"{text!r} is not a plain relative name: it could point outside {base}")
+        joined = joined.joinpath(*pieces)
+    try:
+        inside = joined.resolve().is_relative_to(base)
+    except (OSError, RuntimeError):  # a symbolic-link loop
+        inside = False
+    if not inside:
+        raise ValueError(f"{joined} leads outside {base} (through a symbolic link)")
+    return joined
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write a file so that a crash leaves either the old or the new content, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,23 @@ caller keeps the secret for the session only.
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Mapping
 
 SERVICE = "beedeck"
 HF_TOKEN = "huggingface-token"
 SERVER_API_KEY = "server-api-key"
+
+# Secrets BeeDeck reads from its own environment. A child (llama-server, a build, a probe) needs none of
+# them: the server gets its key through a 0600 --api-key-file, and a child's environment is readable
+# by the user's other processes (/proc/PID/environ) and often ends up in crash reports.
+SECRET_ENV = ("BEEDECK_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's environment) without the secrets in :data:`SECRET_ENV`."""
+    source = os.environ if env is None else env
+    return {k: v for k, v in source.items() if k not in SECRET_ENV}
 
 
 def remote_api_key_name(url: str) -> str:

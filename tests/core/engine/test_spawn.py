@@ -68,3 +68,14 @@ def test_popen_passes_its_arguments_through() -> None:
     assert out.strip() == "hi" and proc.returncode == 0
     with pytest.raises(FileNotFoundError):
         spawn.popen(["/nonexistent/llama-server"])
+
+
+def test_a_child_never_inherits_beedecks_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BEEDECK_API_KEY", "the-key")
+    monkeypatch.setenv("HF_TOKEN", "hf_the-token")
+    for env in (None, {**os.environ, "EXTRA": "1"}):
+        proc = spawn.popen([sys.executable, "-c", "import os, json; print(json.dumps(dict(os.environ)))"],
+                           stdout=subprocess.PIPE, env=env)
+        out, _ = proc.communicate(timeout=30)
+        seen = __import__("json").loads(out)
+        assert "BEEDECK_API_KEY" not in seen and "HF_TOKEN" not in seen and seen["PATH"] == os.environ["PATH"]

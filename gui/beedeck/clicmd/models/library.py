@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from beedeck.core.download import DownloadError
 from beedeck.core.models import library
+from beedeck.core.printable import printable
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -67,7 +68,7 @@ def _print_models(models: list[library.LocalModel], as_json: bool) -> int:
         print("No GGUF models found. Download one with `beedeck models get REPO FILE`.")
         return 0
     for m in models:
-        kind = f"draft/{m.kind}" if m.is_draft else (m.architecture or "?")
+        kind = f"draft/{m.kind}" if m.is_draft else printable(m.architecture or "?", 40)
         flags = "" if m.complete else "  [incomplete split set]"
         if m.error:
             flags += f"  [unreadable: {m.error}]"
@@ -96,7 +97,10 @@ def _cmd_scan(args: argparse.Namespace) -> int:
 
 
 class _Bar:
-    """A one-line terminal progress bar on stderr, redrawn at most 10 times a second."""
+    """A one-line terminal progress bar on stderr, redrawn at most 10 times a second. Without a
+    terminal (a log, a pipe, CI) a plain line at every tenth of the way and at least every 30 s."""
+
+    LINE_EVERY_S = 30.0
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -104,6 +108,8 @@ class _Bar:
         self.last = 0.0
         self.label = ""
         self.tty = stream.isatty()
+        self.tenth = 0  # without a tty: the last tenth of the way a line was printed for
+        self.last_line = self.t0
 
     def file(self, name: str, index: int, count: int) -> None:
         self.label = name if count == 1 else f"{name} ({index + 1}/{count})"
@@ -113,7 +119,10 @@ class _Bar:
 
     def update(self, done: int, total: int | None) -> None:
         now = time.monotonic()
-        if not self.tty or (now - self.last < 0.1 and done != total):
+        if not self.tty:
+            self._line(done, total, now)
+            return
+        if now - self.last < 0.1 and done != total:
             return
         self.last = now
         rate = done / max(now - self.t0, 1e-6)
@@ -127,6 +136,15 @@ class _Bar:
         self.stream.write(f"\r{text}  ")
         self.stream.flush()
 
+    def _line(self, done: int, total: int | None, now: float) -> None:
+        tenth = min(10, done * 10 // total) if total else self.tenth
+        if tenth <= self.tenth and now - self.last_line < self.LINE_EVERY_S:
+            return
+        self.tenth, self.last_line = max(tenth, self.tenth), now
+        rate = done / max(now - self.t0, 1e-6)
+        of = f" of {_human(total)} ({done * 100 // total}%)" if total else ""
+        print(f"downloaded {_human(done)}{of} at {_human(rate)}/s", file=self.stream, flush=True)
+
     def finish(self) -> None:
         if self.tty:
             self.stream.write("\n")
@@ -138,13 +156,29 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
     local = library.find_local(args.repo, args.file) if args.dest is None else None
     if local is not None:
-        result = {"repo": args.repo, "file": args.file, "paths": [str(p) for p in local.files], "downloaded": False}
-        print(json.dumps(result) if args.json else f"Already on disk: {local.path}")
-        return 0
+        # Trusted only with the Hub's sha256 (remembered per size + mtime): a copy damaged in place
+        # keeps its size, and would otherwise be served as good.
+        try:
+            changed = hub.changed_files(args.repo, args.file, list(local.files), revision=args.revision)
+            checked = ""
+        except hub.OfflineError:
+            changed, checked = [], " (not checked against the Hub, which cannot be reached)"
+        except DownloadError as exc:  # the copy on disk is still the user's: say why it is unchecked
+            changed, checked = [], ""
+            print(f"note: the copy on disk was not checked against the Hub: {exc}", file=sys.stderr)
+        if not changed:
+            result = {"repo": args.repo, "file": args.file, "paths": [str(p) for p in local.files],
+                      "downloaded": False}
+            print(json.dumps(result) if args.json else f"Already on disk: {local.path}{checked}")
+            return 0
+        print(f"note: {', '.join(printable(c) for c in changed)} on disk ({local.path.parent}) does not have the "
+              "Hub's sha256 (changed or damaged since it was downloaded): downloading it again.", file=sys.stderr)
     bar = _Bar(sys.stderr)
     try:
         paths = hub.download_model(args.repo, args.file, revision=args.revision, dest_dir=args.dest,
-                                   on_progress=bar.update, on_file=lambda f, i, n: bar.file(f.basename, i, n))
+                                   on_progress=bar.update, on_file=lambda f, i, n: bar.file(f.basename, i, n),
+                                   on_note=None if local is not None else  # said above already
+                                   lambda text: print(f"note: {text}", file=sys.stderr))
     except DownloadError as exc:
         bar.finish()
         print(f"error: {exc}", file=sys.stderr)

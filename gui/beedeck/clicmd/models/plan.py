@@ -11,6 +11,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, MiB, PlanError, plan
+from beedeck.core.printable import printable
 
 
 def _info_dict(m: ModelInfo) -> dict[str, Any]:
@@ -31,7 +32,7 @@ def _info_dict(m: ModelInfo) -> dict[str, Any]:
 
 
 def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
+    print(f"error: {printable(msg, 1000)}", file=sys.stderr)  # GGUF errors quote the file's own text
     return 1
 
 
@@ -44,14 +45,14 @@ def run_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
-    print(f"{m.path.name}: {m.architecture} {m.name or ''} {m.file_type}".rstrip())
+    print(f"{m.path.name}: {printable(m.architecture)} {printable(m.name or '')} {m.file_type}".rstrip())
     print(f"  {m.file_size / GiB:.2f} GiB in {len(m.parts)} file(s), {len(m.tensors)} tensors")
     print(f"  layers {m.n_layer}, hidden {m.n_embd}, heads {d['n_head']} (KV {d['n_head_kv']} x {d['head_dim_k']})")
     if m.sliding_window:
         print(f"  sliding window {m.sliding_window} on {d['swa_layers']} layers, {d['kv_layers'] - d['swa_layers']} global")
     if d["recurrent_layers"]:
         print(f"  {d['recurrent_layers']} recurrent (linear-attention) layers, {d['kv_layers']} attention layers")
-    print(f"  vocabulary {m.vocab_size} ({m.tokenizer_model or '?'}), native context {m.context_length}, "
+    print(f"  vocabulary {m.vocab_size} ({printable(m.tokenizer_model or '?')}), native context {m.context_length}, "
           f"chat template: {'yes' if m.has_chat_template else 'no'}")
     if m.dflash:
         print(f"  DFlash draft ({m.dflash.fmt}): block {m.dflash.block_size}, target layers "

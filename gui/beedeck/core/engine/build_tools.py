@@ -20,6 +20,7 @@ from typing import IO
 import psutil
 
 from beedeck.core.engine import spawn
+from beedeck.core.secrets import child_env
 
 MIN_CMAKE = (3, 14)  # llama.cpp's cmake_minimum_required
 MIN_CMAKE_CUDA = (3, 18)  # CUDA language support (docs/reference/engine-facts.md §6.1)
@@ -127,7 +128,7 @@ class Check:
 
 def _tool_version(argv: list[str], pattern: str) -> tuple[int, ...] | None:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=child_env())
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = re.search(pattern, out.stdout + out.stderr)

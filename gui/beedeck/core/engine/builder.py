@@ -55,6 +55,7 @@ from beedeck.core.engine.registry import (
     caps_fields,
     smoke_test,
 )
+from beedeck.core.secrets import child_env
 
 BEE_REPO = "https://github.com/Anbeeld/beellama.cpp"
 
@@ -182,7 +183,7 @@ class ProgressTracker:
 def latest_release_tag(url: str, *, env: dict[str, str] | None = None) -> str | None:
     """The highest ``vX.Y.Z`` (or ``bNNNN``) tag of a git remote, via ``git ls-remote``; None if none."""
     out = subprocess.run(["git", "ls-remote", "--tags", "--refs", url], capture_output=True, text=True,
-                         timeout=120, check=False, env=env)
+                         timeout=120, check=False, env=child_env(env))
     if out.returncode != 0:
         raise BuildError(f"Could not list the tags of {url}: {out.stderr.strip()[-400:]}. Check the URL "
                          "and your network, or pass --ref / --source.")
@@ -217,7 +218,7 @@ def fetch_source(url: str, ref: str | None, dest: Path, *, on_line: LineCallback
         branch = ["--branch", ref] if ref else []
         _git(["clone", "--depth", "1", *branch, url_arg, str(dest)], on_line=on_line, cancel=cancel_event, log=log)
     return subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=False).stdout.strip()
+                          check=False, env=child_env()).stdout.strip()
 
 
 # ------------------------------------------------------------------------------ the build
@@ -424,7 +425,7 @@ def _planned_steps(build_dir: Path, targets: Sequence[str] = ("llama-server",)) 
         return []
     try:
         out = subprocess.run([ninja, "-C", str(build_dir), "-n", *targets], capture_output=True, text=True,
-                             timeout=60, check=False)
+                             timeout=60, check=False, env=child_env())
     except (OSError, subprocess.SubprocessError):
         return []
     return planned_outputs(out.stdout) if out.returncode == 0 else []

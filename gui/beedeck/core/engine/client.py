@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import httpx2
 # httpx2 is imported where a request is made (it was about a sixth of the window's cold start).
 
+from beedeck.core.engine.bounded import BodyTooLarge, Fetched, bounded_get
+
 # Re-exported: callers import the client's errors and results from here.
 from beedeck.core.engine.client_types import (  # noqa: F401
     ChatDelta,
@@ -36,11 +38,15 @@ from beedeck.core.engine.client_types import (  # noqa: F401
     _error_from_body,
     check_text,
 )
+from beedeck.core.printable import printable
 
 DEFAULT_TIMEOUT_S = (10.0, 600.0)  # (connect, read): a long prompt on a CPU can take minutes to the first token
 # Once tokens flow, one decoding step is at most seconds even for a big model on a CPU: this long a
 # silence after the first token means a hung server (stopped, swapping to death), not a slow one.
 STALL_S = 120.0
+STATUS_DEADLINE_S = 30.0  # /props, /slots, /metrics: the whole answer, however slowly it trickles
+STATUS_LIMIT = 16 << 20  # bytes of a status answer; more is not llama-server talking
+LINE_LIMIT = 16 << 20  # one SSE line (one chunk of a reply is a few hundred bytes)
 
 
 class ChatStream:
@@ -166,8 +172,12 @@ class ChatStream:
                 extensions={"trace": self._trace},
             ) as resp:
                 if resp.status_code != 200:
-                    body = resp.read()
-                    raise _error_from_body(resp.status_code, body)
+                    body = b""
+                    for block in resp.iter_bytes():  # an error page, read up to 1 MB
+                        body += block
+                        if len(body) > 1 << 20:
+                            break
+                    raise _error_from_body(resp.status_code, body[: 1 << 20])
                 for line in _sse_lines(resp, self._touch):
                     if self._cancel.is_set():
                         break
@@ -179,8 +189,10 @@ class ChatStream:
                         break
                     try:
                         obj = json.loads(data)
-                    except ValueError:
-                        raise ClientError(f"The server sent a malformed stream line: {data[:200]}") from None
+                    except (ValueError, RecursionError):
+                        obj = None
+                    if not isinstance(obj, dict):
+                        raise ClientError(f"The server sent a malformed stream line: {printable(data, 200)}")
                     n_chunks += 1
                     if "error" in obj:
                         err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
@@ -272,6 +284,9 @@ def _sse_lines(resp: httpx2.Response, on_bytes: Callable[[], None] | None = None
             on_bytes()
         buf += block
         if b"\n" not in block:
+            if len(buf) > LINE_LIMIT:
+                raise ClientError(f"The server sent a stream line longer than {LINE_LIMIT >> 20} MB without an end: "
+                                  "it is not a llama-server reply (check the URL), or the server is broken.")
             continue
         *lines, buf = buf.split(b"\n")
         for raw in lines:
@@ -326,16 +341,16 @@ class LlamaClient:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def _get(self, path: str, timeout: float | None = None) -> httpx2.Response:
+    def _get(self, path: str, timeout: float | None = None) -> Fetched:
         import httpx2
 
+        deadline = timeout if timeout is not None else STATUS_DEADLINE_S
         try:
-            return httpx2.get(
-                self.base_url + path,
-                headers=self._headers(),
-                timeout=timeout if timeout is not None else self.timeout,
-                trust_env=False,
-            )
+            return bounded_get(self.base_url + path, headers=self._headers(), limit=STATUS_LIMIT, deadline_s=deadline,
+                               connect_s=self.timeout.connect)
+        except BodyTooLarge:
+            raise ClientError(f"{self.base_url}{path} answered more than {STATUS_LIMIT >> 20} MB: that is not "
+                              "llama-server (check the URL).") from None
         except httpx2.ConnectError as exc:
             raise ServerGone(f"Could not connect to {self.base_url}: the server is not running.") from exc
         except httpx2.TransportError as exc:
@@ -345,7 +360,10 @@ class LlamaClient:
         resp = self._get(path)
         if resp.status_code != 200:
             raise _error_from_body(resp.status_code, resp.content)
-        return resp.json()
+        try:
+            return resp.json()
+        except ValueError:
+            raise ClientError(f"{self.base_url}{path} did not answer JSON: check that it is llama-server.") from None
 
     def health(self, timeout: float = 2.0) -> int:
         """The HTTP status of ``GET /health``: 200 ready, 503 loading. Raises ServerGone if nothing listens."""

@@ -145,5 +145,5 @@ def _error_from_body(status: int, body: bytes | str) -> HTTPStatusError:
     try:
         err = json.loads(text)["error"]
         return HTTPStatusError(status, str(err.get("message", "")), str(err.get("type", "")))
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return HTTPStatusError(status, text.strip()[:300] or "no details")

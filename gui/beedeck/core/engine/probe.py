@@ -19,6 +19,7 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.engine.caps import RELEASE_SIDECAR, EngineCaps, ProbeError
 from beedeck.core.engine.help_text import caps_from_texts, parse_devices, parse_help
+from beedeck.core.secrets import child_env
 
 # ------------------------------------------------------------------------------------ running it
 
@@ -47,6 +48,7 @@ def _run(path: str, arg: str, timeout: float) -> _Run:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=child_env(),  # no secret of BeeDeck's in an engine's environment
             **popen_kwargs,
         )
     except PermissionError as exc:

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx2
 
+from beedeck.core import paths
 from beedeck.core.download import DownloadCancelled, DownloadError, ProgressCallback, download_file
 from beedeck.core.engine.caps import ProbeError
 from beedeck.core.engine.probe import write_release
@@ -45,6 +46,7 @@ from beedeck.core.engine.release_index import (
     releases_api_base,
     resolve_release,
 )
+from beedeck.core.printable import printable
 
 __all__ = [
     "BEE_FIRST_LINUX_CUDA", "BEE_REPO", "GITHUB_API", "MAINLINE_REPO", "RELEASES_API_ENV", "Asset", "AssetChoice",
@@ -150,11 +152,19 @@ def download_engine(
     folder = registry.engine_dir(engine_id)
     downloads = folder / "downloads"
     unpacked = folder / "bin"
+    files = {}
+    for asset in [choice.asset, *choice.extra]:  # the names are GitHub's answer: they must stay in the folder
+        try:
+            files[asset.name] = paths.safe_join(downloads, asset.name)
+        except ValueError:
+            raise ReleaseError(f"The release names an asset {printable(asset.name)!r} that would be written outside "
+                               f"{downloads}: BeeDeck refused it and wrote nothing. The release server is broken "
+                               "or hostile; pick another release.") from None
     for asset in [choice.asset, *choice.extra]:
         checked = "sha256 " + asset.sha256[:12] + "…" if asset.sha256 else "size only"
         say(f"downloading {asset.name} ({(asset.size or 0) / 2**20:.1f} MiB, checked by {checked})")
         try:
-            download_file(asset.url, downloads / asset.name, expected_sha256=asset.sha256,
+            download_file(asset.url, files[asset.name], expected_sha256=asset.sha256,
                           expected_size=asset.size, on_progress=overall, cancel_event=cancel_event,
                           headers={"Accept": "application/octet-stream"})
         except DownloadCancelled:
@@ -166,7 +176,7 @@ def download_engine(
         shutil.rmtree(unpacked)  # a half-unpacked earlier attempt: start the unpack over
     for asset in [choice.asset, *choice.extra]:
         say(f"unpacking {asset.name}")
-        safe_extract(downloads / asset.name, unpacked)
+        safe_extract(files[asset.name], unpacked)
     binary = find_server(unpacked)
     if binary is None:
         raise ReleaseError(f"{choice.asset.name} holds no llama-server; pick another asset or build from source.")

@@ -23,10 +23,14 @@ if TYPE_CHECKING:
 # httpx2 is imported where a request is made, not with this module: the window imports this module
 # at start, and httpx2 (with ssl) was about a sixth of the cold start (benchmarks/app_start.py).
 
+from beedeck.core.engine.bounded import BodyTooLarge, Fetched, MiB, bounded_get
 from beedeck.core.engine.client import parse_prometheus
+from beedeck.core.printable import printable
 
 CONNECT_TIMEOUT_S = 5.0
-READ_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 10.0  # the whole of one answer (connect, headers, body), not one read: see bounded.py
+HEALTH_LIMIT = 64 * 1024  # {"status":"ok"} is 15 bytes
+BODY_LIMIT = 16 * MiB  # /props with a long chat template, /slots of many slots
 
 # RemoteError kinds: one per remedy.
 BAD_URL = "bad-url"
@@ -59,19 +63,25 @@ def normalize_url(url: str) -> str:
     text = url.strip()
     if not text:
         raise RemoteError(BAD_URL, "No server address was given.", "Enter one such as http://192.168.1.20:8080.")
+    if any(ord(c) < 0x21 or 0x7F <= ord(c) <= 0x9F for c in text):
+        raise RemoteError(BAD_URL, f"'{printable(url)}' contains a space or a control character.",
+                          "Type the address again, e.g. http://192.168.1.20:8080.")
     if "://" not in text:
         text = "http://" + text
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:  # "http://[::1": Invalid IPv6 URL; "host:99999": port out of range
+        what = "has an invalid port" if "port" in str(exc).lower() else f"is not a valid address ({exc})"
+        remedy = ("Use a port from 1 to 65535." if "port" in str(exc).lower() else
+                  "An IPv6 address goes in brackets with its port after them, e.g. http://[::1]:8080.")
+        raise RemoteError(BAD_URL, f"'{printable(url)}' {what}.", remedy) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RemoteError(BAD_URL, f"'{url}' is not an http(s) address.",
+        raise RemoteError(BAD_URL, f"'{printable(url)}' is not an http(s) address.",
                           "Enter one such as http://192.168.1.20:8080 (llama-server's --host and --port).")
     if parts.username or parts.password:
         raise RemoteError(BAD_URL, "The address contains a user name or password.",
                           "Give the server's API key in the key field instead, not inside the URL.")
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port out of range
-    except ValueError:
-        raise RemoteError(BAD_URL, f"'{url}' has an invalid port.", "Use a port from 1 to 65535.") from None
     path = parts.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[: -len("/v1")]
@@ -162,12 +172,17 @@ def _transport_error(url: str, exc: Exception, waited_s: float = CONNECT_TIMEOUT
                        "Check the address and the network between the two machines.")
 
 
-def _error_type(resp: httpx2.Response) -> tuple[str, str]:
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` when the server sent an object there, else {} (a server's JSON types are its own)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _error_type(resp: Fetched) -> tuple[str, str]:
     try:
-        err = resp.json().get("error", {})
-        return str(err.get("type", "")), str(err.get("message", ""))
-    except (ValueError, AttributeError):
+        err = _dict(_dict(resp.json()).get("error"))
+    except ValueError:
         return "", ""
+    return printable(err.get("type", "")), printable(err.get("message", ""))
 
 
 class _Session:
@@ -175,22 +190,22 @@ class _Session:
         import httpx2
 
         self.url, self._waits = url, (connect_timeout, read_timeout)
-        self.client = httpx2.Client(timeout=httpx2.Timeout(read_timeout, connect=connect_timeout), trust_env=False,
-                                    headers=_headers(api_key))
+        self._headers = _headers(api_key)
 
-    def get(self, path: str, *, keyless: bool = False) -> httpx2.Response:
+    def get(self, path: str, *, keyless: bool = False, limit: int = BODY_LIMIT) -> Fetched:
         import httpx2
 
         try:
-            if keyless:
-                return self.client.get(self.url + path, headers={"Authorization": ""})
-            return self.client.get(self.url + path)
+            return bounded_get(self.url + path, headers={} if keyless else self._headers, limit=limit,
+                               deadline_s=self._waits[1], connect_s=self._waits[0])
+        except BodyTooLarge:
+            raise _not_llama(self.url, f"{path} answered more than {limit // 1024:,} KB") from None
         except (httpx2.TransportError, OSError) as exc:
             waited = self._waits[1] if isinstance(exc, httpx2.ReadTimeout) else self._waits[0]
             raise _transport_error(self.url, exc, waited) from None
 
     def close(self) -> None:
-        self.client.close()
+        pass  # each request had a connection of its own (bounded_get)
 
 
 def _not_llama(url: str, what: str) -> RemoteError:
@@ -200,7 +215,7 @@ def _not_llama(url: str, what: str) -> RemoteError:
 
 
 def _check_health(s: _Session) -> None:
-    resp = s.get("/health")
+    resp = s.get("/health", limit=HEALTH_LIMIT)
     if resp.status_code == 503:
         _, message = _error_type(resp)
         raise RemoteError(LOADING, f"The server at {s.url} is still loading its model ({message or 'HTTP 503'}).",
@@ -216,10 +231,10 @@ def _check_health(s: _Session) -> None:
     except ValueError:
         raise _not_llama(s.url, "/health did not answer JSON") from None
     if not isinstance(body, dict) or body.get("status") != "ok":
-        raise _not_llama(s.url, f"/health answered {resp.text[:80]!r}")
+        raise _not_llama(s.url, f"/health answered {printable(resp.text, 80)!r}")
 
 
-def _check_auth(s: _Session, resp: httpx2.Response, api_key: str | None) -> None:
+def _check_auth(s: _Session, resp: Fetched, api_key: str | None) -> None:
     if resp.status_code not in (401, 403):
         return
     err_type, _ = _error_type(resp)
@@ -248,7 +263,7 @@ def _props(s: _Session, api_key: str | None) -> dict[str, Any]:
         props = resp.json()
     except ValueError:
         raise _not_llama(s.url, "/props did not answer JSON") from None
-    if not isinstance(props, dict) or "default_generation_settings" not in props:
+    if not isinstance(props, dict) or not isinstance(props.get("default_generation_settings"), dict):
         raise _not_llama(s.url, "/props lacks default_generation_settings")
     return props
 
@@ -264,9 +279,10 @@ def _optional_json(s: _Session, path: str) -> Any:
 
 
 def _engine_name(props: dict[str, Any], slots: Any) -> str:
-    params = props.get("default_generation_settings", {}).get("params", {})
+    params = _dict(_dict(props.get("default_generation_settings")).get("params"))
     bee_keys = ("speculative.dm_controller", "speculative.branch_budget", "speculative.draft_topk")
-    slot_params = slots[0].get("params", {}) if isinstance(slots, list) and slots and isinstance(slots[0], dict) else {}
+    slot_params = _dict(slots[0].get("params")) if isinstance(slots, list) and slots and isinstance(slots[0], dict) \
+        else {}
     if any(k in params or k in slot_params for k in bee_keys) or "webui" in props:
         return "BeeLlama"
     return "llama.cpp"
@@ -286,25 +302,27 @@ def inspect_server(url: str, api_key: str | None = None, *, connect_timeout: flo
     try:
         _check_health(s)
         props = _props(s, api_key)
-        needs_key = bool(api_key) and s.get("/props", keyless=True).status_code in (401, 403)
+        needs_key = bool(api_key) and s.get("/props", keyless=True, limit=HEALTH_LIMIT).status_code in (401, 403)
         models = _optional_json(s, "/v1/models")
         slots = _optional_json(s, "/slots")
         metrics_resp = s.get("/metrics")
         metrics = metrics_resp.status_code == 200 and bool(parse_prometheus(metrics_resp.text))
     finally:
         s.close()
-    dgs = props.get("default_generation_settings") or {}
-    params = dgs.get("params") or {}
+    # Every value below is the server's to get wrong: an object where one belongs, else nothing;
+    # text made printable (it reaches the terminal and the status bar).
+    dgs = _dict(props.get("default_generation_settings"))
+    params = _dict(dgs.get("params"))
     meta: dict[str, Any] = {}
-    model = str(props.get("model_alias") or props.get("model_path") or "")
+    model = printable(props.get("model_alias") or props.get("model_path") or "", 500)
     if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
-        first = models["data"][0] if isinstance(models["data"][0], dict) else {}
-        model = model or str(first.get("id", ""))
-        meta = first.get("meta") or {}
+        first = _dict(models["data"][0])
+        model = model or printable(first.get("id", ""), 500)
+        meta = _dict(first.get("meta"))
     speculative = None
     if isinstance(slots, list) and slots:
         speculative = any(bool(x.get("speculative")) for x in slots if isinstance(x, dict))
-    spec_types = str(params.get("speculative.types") or params.get("speculative.type") or "")
+    spec_types = printable(params.get("speculative.types") or params.get("speculative.type") or "")
     notes = []
     if props.get("is_sleeping"):
         notes.append("the server is asleep (--sleep-idle-seconds): the first reply reloads the model")
@@ -313,7 +331,7 @@ def inspect_server(url: str, api_key: str | None = None, *, connect_timeout: flo
     return RemoteInfo(
         url=base, model=model, n_ctx=_int(dgs.get("n_ctx")) or _int(meta.get("n_ctx")),
         n_ctx_train=_int(meta.get("n_ctx_train")), total_slots=_int(props.get("total_slots")),
-        build_info=str(props.get("build_info", "") or "?"), engine=_engine_name(props, slots),
+        build_info=printable(props.get("build_info", "") or "?"), engine=_engine_name(props, slots),
         speculative=speculative, spec_types=spec_types, metrics=metrics, slots=slots is not None,
         needs_key=needs_key, size_bytes=_int(meta.get("size")), seconds=time.monotonic() - t0, notes=tuple(notes),
     )
@@ -342,12 +360,13 @@ def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misse
     import httpx2
 
     missed = 0
+    deadline = max(1.0, min(interval_s, 3.0))  # the whole answer: a fast poll still gives it a second
     while not stop.wait(interval_s):
         try:
-            status = httpx2.get(url + "/health", timeout=min(interval_s, 3.0), trust_env=False,
-                                headers=_headers(api_key)).status_code
-        except (httpx2.TransportError, OSError) as exc:
-            err = _transport_error(url, exc, min(interval_s, 3.0))
+            status = bounded_get(url + "/health", headers=_headers(api_key), limit=HEALTH_LIMIT,
+                                 deadline_s=deadline).status_code
+        except (httpx2.TransportError, OSError, BodyTooLarge) as exc:
+            err = _transport_error(url, exc, deadline)
             missed += 1
             if missed >= misses:
                 return RemoteError(err.kind, f"The server at {url} went away: {err.message}",

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from beedeck.core import paths
 from beedeck.core.engine import spawn
 from beedeck.core.engine.argv import ArgNote, LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.keyfile import KeyFileError, key_path, key_via_file, remove_orphans
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import MemoryReport, ServerFailure, classify_failure, parse_memory
 from beedeck.core.engine.pidfile import (
@@ -122,22 +122,6 @@ def _argv_value(argv: list[str], *names: str) -> str | None:
         if arg in names:
             value = argv[i + 1]
     return value
-
-
-def key_via_file(argv: list[str], key: str, key_file: Path) -> list[str]:
-    """Swap ``--api-key KEY`` for ``--api-key-file`` pointing at a file only this user can read.
-
-    A key on the command line is visible to every local user through ``ps``; a 0600 file is not.
-    """
-    if "--api-key" not in argv[:-1]:
-        return list(argv)
-    key_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key + "\n")
-    os.chmod(key_file, 0o600)  # an older file may have had wider bits
-    i = argv.index("--api-key")
-    return [*argv[:i], "--api-key-file", str(key_file), *argv[i + 2:]]
 
 
 def argv_hash(engine: str | Path, argv: list[str]) -> str:
@@ -463,9 +447,13 @@ def start_server(
             "127.0.0.1 without a key."])
     cleaned = stop_leftovers() if stop_leftover else []  # only a gone BeeDeck's servers, never a live session's
     argv = plan.argv
-    key_file = paths.state_dir() / f"api-key-{uuid.uuid4().hex}.key"
+    remove_orphans(paths.state_dir())  # the key files of a killed BeeDeck, which could not remove them
+    key_file = key_path(paths.state_dir())
     if settings.api_key:
-        argv = key_via_file(argv, settings.api_key, key_file)
+        try:
+            argv = key_via_file(argv, settings.api_key, key_file)
+        except KeyFileError as exc:
+            raise ServerFailed(exc.failure) from None
     proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
                          api_key=settings.api_key)
     proc.notes = (*plan.notes, *(ArgNote("leftover", "info", done) for done in cleaned))

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from beedeck.core.secrets import child_env
+
 PR_SET_PDEATHSIG = 1
 
 _prctl: Callable[..., int] | None = None
@@ -102,7 +104,11 @@ def popen(argv: Sequence[str], *, session_guard: bool = False, **kwargs: Any) ->
 
     ``session_guard`` (with ``start_new_session``): the child is a tree of processes that must all go
     together (a build); a small shell guard leads the session and ends every member of it when
-    BeeDeck dies or the guard is signalled. The exit status is the command's."""
+    BeeDeck dies or the guard is signalled. The exit status is the command's.
+
+    The child's environment (``env``, else this process's) never carries BeeDeck's secrets
+    (``secrets.child_env``)."""
+    kwargs["env"] = child_env(kwargs.get("env"))
     if _prctl is None:
         return subprocess.Popen(list(argv), **kwargs)
     if session_guard and kwargs.get("start_new_session") and os.path.exists("/bin/sh"):

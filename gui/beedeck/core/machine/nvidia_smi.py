@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from beedeck.core.machine.nvml import err_text
 from beedeck.core.machine.report import MIB, GpuInfo, HardwareReport, cuda_arch
+from beedeck.core.secrets import child_env
 
 SMI_TIMEOUT_S = 10.0
 SMI_FIELDS = (
@@ -24,7 +25,8 @@ SmiRunner = Callable[[Sequence[str], float], str]
 
 def run_smi(argv: Sequence[str], timeout: float) -> str:
     """Run nvidia-smi (an argument list, never a shell) with a timeout: a wedged driver can hang it."""
-    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=True)
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=True,
+                          env=child_env())
     return proc.stdout
 
 

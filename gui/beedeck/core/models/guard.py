@@ -24,6 +24,7 @@ from beedeck.core.engine.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPE
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.models.draft_kinds import draft_kind, is_dflash2, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
+from beedeck.core.printable import printable
 
 FULL_PRECISION = frozenset({"f32", "f16", "bf16"})
 TURBO_BLOCK = 128  # BeeLlama 0.1-0.3 TurboQuant: 128-value blocks (ggml-common.h QK_TURBO*)
@@ -245,7 +246,8 @@ def _check_gguf(path: str, role: str) -> str:
     try:
         return read_header(p).architecture
     except GGUFError as exc:
-        raise _refuse("not_gguf", f"The {role} model cannot be used: {exc}", "Pick a valid .gguf file.") from None
+        raise _refuse("not_gguf", f"The {role} model cannot be used: {printable(exc, 1000)}",
+                      "Pick a valid .gguf file.") from None
 
 
 def check_launch(caps: EngineCaps, settings: LaunchSettings,
@@ -269,7 +271,8 @@ def check_launch(caps: EngineCaps, settings: LaunchSettings,
         try:
             hit = next(check(ctx, row), None)
         except (GGUFError, OSError) as exc:
-            raise _refuse("not_gguf", f"A model file cannot be read: {exc}", "Pick a valid .gguf file.") from None
+            raise _refuse("not_gguf", f"A model file cannot be read: {printable(exc, 1000)}",
+                          "Pick a valid .gguf file.") from None
         if hit is None:
             continue
         message, remedy = row.render(hit)

@@ -22,7 +22,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx2
 
-from beedeck.core import secrets
+from beedeck.core import paths, secrets
 from beedeck.core.download import (
     ChecksumMismatchError,
     DiskFullError,
@@ -33,6 +33,8 @@ from beedeck.core.download import (
     ProgressCallback,
     download_file,
 )
+from beedeck.core.models.hub_checks import api_timeout, verified_copy, within_deadline
+from beedeck.core.printable import printable
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +44,8 @@ SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<idx>\d{5})-of-(?P<n>\d{5})\.gguf$")
 __all__ = [
     "AccessDeniedError", "ChecksumMismatchError", "DiskFullError", "DownloadCancelled", "DownloadError",
     "EntryMissingError", "GatedRepoError", "HubFile", "HubError", "OfflineError", "RepoInfo", "RepoMissingError",
-    "TokenRequiredError", "download_model", "get_model_files", "hub_cache_dir", "repo_info", "resolve_token",
-    "save_token", "split_parts",
+    "TokenRequiredError", "UnsafePathError", "changed_files", "download_model", "get_model_files", "hub_cache_dir",
+    "repo_info", "resolve_token", "save_token", "split_parts",
 ]
 
 
@@ -70,6 +72,27 @@ class RepoMissingError(HubError):
 
 class EntryMissingError(HubError):
     """The repo exists but the file (or revision) does not."""
+
+
+class UnsafePathError(HubError):
+    """A name that would place a file outside the folder it belongs in (``../``, an absolute path)."""
+
+
+def _inside(root: Path, *parts: str, what: str, remote: bool, shown: str | None = None) -> Path:
+    """``root/parts`` through :func:`paths.safe_join`, the one check for every path built from the
+    Hub's answers (ETag, commit) or the user's words (file, revision, ``--dest``)."""
+    try:
+        return paths.safe_join(root, *parts)
+    except ValueError:
+        value = printable(parts[-1] if shown is None else shown, 120)  # the untrusted part, as given
+        if remote:
+            raise UnsafePathError(
+                f"The Hub answered {what} '{value}', which would put a file outside {root}: BeeDeck refused it "
+                "and wrote nothing there. The server (HF_ENDPOINT, a proxy) is broken or hostile: use "
+                "https://huggingface.co, then retry.") from None
+        raise UnsafePathError(
+            f"The {what} '{value}' would put a file outside {root}: give it as the repo lists it, without "
+            "'..' or a leading '/' (e.g. Qwen3-8B-Q4_K_M.gguf, or a branch name such as main).") from None
 
 
 # --- token -------------------------------------------------------------------------------------------------
@@ -213,10 +236,14 @@ def repo_info(repo: str, *, revision: str | None = None, token: str | None = Non
               endpoint: str | None = None) -> RepoInfo:
     """Repo metadata incl. each file's size and LFS sha256 (one API call)."""
     tok = resolve_token(token)
-    try:
-        info = _api(endpoint, tok).model_info(repo, revision=revision, files_metadata=True)
-    except Exception as exc:
-        raise _translate(exc, repo, None, tok) from None
+
+    def call() -> Any:
+        try:
+            return _api(endpoint, tok).model_info(repo, revision=revision, files_metadata=True, timeout=api_timeout())
+        except Exception as exc:
+            raise _translate(exc, repo, None, tok) from None
+
+    info = within_deadline(call, f"about {repo}")
     files = [
         HubFile(repo=repo, filename=s.rfilename, size=s.size, sha256=s.lfs.sha256 if s.lfs else None,
                 blob_id=s.blob_id)
@@ -260,11 +287,14 @@ def _storage_folder(cache: Path, repo: str) -> Path:
 def cached_path(repo: str, filename: str, *, revision: str = "main", cache_dir: Path | None = None) -> Path | None:
     """The snapshot path of an already cached file (like huggingface_hub's try_to_load_from_cache)."""
     storage = _storage_folder(cache_dir or hub_cache_dir(), repo)
-    commit = revision
-    ref = storage / "refs" / revision
-    if ref.is_file():
-        commit = ref.read_text().strip()
-    p = storage / "snapshots" / commit / filename
+    try:
+        commit = revision
+        ref = paths.safe_join(storage, "refs", revision)
+        if ref.is_file():
+            commit = ref.read_text().strip()
+        p = paths.safe_join(storage, "snapshots", commit, filename)
+    except (ValueError, OSError):  # a name from outside that leads out of the cache: not a cached file
+        return None
     return p if p.exists() else None
 
 
@@ -287,6 +317,16 @@ def _same_origin(a: str, b: str) -> bool:
     return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
 
 
+def changed_files(repo: str, filename: str, local: list[Path], *, revision: str = "main", token: str | None = None,
+                  endpoint: str | None = None) -> list[str]:
+    """The files of a local copy of ``repo/filename`` (``local``: its paths, shards in order) whose
+    sha256 is not the one the Hub states; [] when every one matches. Raises what repo_info raises."""
+    files = get_model_files(repo, filename, revision=revision, token=token, endpoint=endpoint)
+    by_name = {p.name: p for p in local}
+    return [f.filename for f in files
+            if f.sha256 and (f.basename not in by_name or not verified_copy(by_name[f.basename], f.sha256))]
+
+
 def file_metadata(repo: str, filename: str, *, revision: str = "main", token: str | None = None,
                   endpoint: str | None = None) -> Any:
     """The Hub's HEAD answer for one file (HfFileMetadata: commit_hash, etag, location, size)."""
@@ -294,11 +334,15 @@ def file_metadata(repo: str, filename: str, *, revision: str = "main", token: st
 
     tok = resolve_token(token)
     ep = _endpoint(endpoint)
-    try:
-        return get_hf_file_metadata(hf_hub_url(repo, filename, revision=revision, endpoint=ep),
-                                    token=tok or False, endpoint=ep)
-    except Exception as exc:
-        raise _translate(exc, repo, filename, tok) from None
+
+    def call() -> Any:
+        try:
+            return get_hf_file_metadata(hf_hub_url(repo, filename, revision=revision, endpoint=ep),
+                                        token=tok or False, endpoint=ep, timeout=api_timeout())
+        except Exception as exc:
+            raise _translate(exc, repo, filename, tok) from None
+
+    return within_deadline(call, f"about {repo}/{filename}")
 
 
 def download_model(
@@ -315,25 +359,34 @@ def download_model(
     client: httpx2.Client | None = None,
     sleep: Callable[[float], None] | None = None,
     cache_dir: Path | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Download ``filename`` (and the rest of its split set) from ``repo``; return the local paths.
 
     Without ``dest_dir`` the files go to the Hub cache layout (``cache_dir`` or ``hub_cache_dir()``);
     with it, to ``dest_dir/<filename>``. Files already there are not fetched again. ``on_progress``
     gets bytes done/total over the whole set; ``on_file(file, index, count)`` announces each file.
-    Raises the HubError subclasses, OfflineError, DiskFullError, ChecksumMismatchError or
-    DownloadCancelled, each with a message that says what to do.
+    A file already there counts only when it has the Hub's sha256 (:func:`verified_copy`); one
+    that does not is fetched again and ``on_note`` told why. Raises the HubError subclasses,
+    OfflineError, DiskFullError, ChecksumMismatchError or DownloadCancelled, each with a message
+    that says what to do.
     """
     from huggingface_hub.utils import build_hf_headers
 
     tok = resolve_token(token)
     ep = _endpoint(endpoint)
+    cache = cache_dir or hub_cache_dir()
+    storage = _inside(cache, _storage_folder(cache, repo).name, what="repo name", remote=False)
+    # The user's own words are checked before anything is asked of the Hub.
+    if dest_dir is not None:
+        _inside(Path(dest_dir), filename, what="file name", remote=False)
+    else:
+        _inside(storage, "snapshots", "commit", filename, what="file name", remote=False)  # "commit": any name
+        _inside(storage, "refs", revision, what="revision", remote=False)
     info = repo_info(repo, revision=revision, token=tok, endpoint=ep)
     files = get_model_files(repo, filename, info=info)
     sizes = [f.size or 0 for f in files]
     total = sum(sizes) if all(f.size is not None for f in files) else None
-    cache = cache_dir or hub_cache_dir()
-    storage = _storage_folder(cache, repo)
     results: list[Path] = []
     base = 0
     kw: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
@@ -345,10 +398,18 @@ def download_model(
         etag = meta.etag or f.sha256 or f.blob_id
         commit = meta.commit_hash or info.commit
         if dest_dir is not None:
-            target = Path(dest_dir) / f.filename
+            target = _inside(Path(dest_dir), f.filename, what="a file name", remote=True)
         else:
-            target = storage / "blobs" / str(etag)
-        if target.exists() and (size is None or target.stat().st_size == size):
+            target = _inside(storage, "blobs", str(etag), what="the ETag", remote=True)
+            pointer = _inside(storage, "snapshots", str(commit), f.filename, what="the commit", remote=True,
+                              shown=str(commit))
+        there = target.exists() and (size is None or target.stat().st_size == size)
+        if there and f.sha256 and not verified_copy(target, f.sha256):
+            there = False
+            if on_note is not None:
+                on_note(f"{f.filename} on disk does not have the Hub's sha256 (it changed or was damaged since "
+                        "it was downloaded): downloading it again.")
+        if there:
             log.info("%s already downloaded", f.filename)
         else:
             offset = base
@@ -374,10 +435,9 @@ def download_model(
                              exc.status_code)
                     meta = file_metadata(repo, f.filename, revision=revision, token=tok, endpoint=ep)
         if dest_dir is None:
-            pointer = storage / "snapshots" / str(commit) / f.filename
             _link(pointer, target)
             if revision != commit:
-                ref = storage / "refs" / revision
+                ref = _inside(storage, "refs", revision, what="revision", remote=False)
                 ref.parent.mkdir(parents=True, exist_ok=True)
                 ref.write_text(str(commit))
             results.append(pointer)

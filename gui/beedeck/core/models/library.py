@@ -24,6 +24,7 @@ from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, DSPARK, EAGLE
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
 from beedeck.core.models.hub import SPLIT_RE, hub_cache_dir
 from beedeck.core.models.sidecars import Sidecar
+from beedeck.core.printable import printable
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +115,13 @@ def _inspect(model: LocalModel) -> None:
     try:
         header = read_header(model.path)
     except GGUFError as exc:
-        model.error = str(exc)
+        model.error = printable(exc, 1000)  # it may quote a tensor name: no escape codes, no forged lines
         return
     model.metadata = header.metadata
     model.architecture = header.architecture
     ft = header.metadata.get("general.file_type")
     model.file_type = int(ft) if isinstance(ft, int) else None
-    model.name = str(header.metadata.get("general.name") or model.path.name)
+    model.name = printable(header.metadata.get("general.name") or model.path.name)
     arch = model.architecture
     if sidecars.is_draft_architecture(arch):
         model.is_draft = True
@@ -270,7 +271,7 @@ def _info(m: LocalModel, cache: dict[Path, ModelInfo | str]) -> ModelInfo | str:
         try:
             cache[m.path] = inspect(m.path)
         except GGUFError as exc:
-            cache[m.path] = str(exc)
+            cache[m.path] = printable(exc, 1000)
     return cache[m.path]
 
 
