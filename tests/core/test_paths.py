@@ -36,3 +36,23 @@ def test_exclusive_lock_makes_its_folder_and_can_be_taken_again(tmp_path: Path) 
         assert lock.is_file()
     with paths.exclusive_lock(lock):  # released on leaving the block
         pass
+
+
+def test_open_regular_refuses_fifos_devices_folders_and_oversized_files_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    import pytest
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # no writer: a plain open() would block for ever
+    link = tmp_path / "zero"
+    link.symlink_to("/dev/zero")
+    big = tmp_path / "big.json"
+    big.write_bytes(b"{}" + b" " * 100)
+    for path, kind in ((fifo, "a FIFO (named pipe)"), (link, "a character device"), (tmp_path, "a folder")):
+        with pytest.raises(paths.NotARegularFileError, match="not a regular file") as info:
+            paths.open_regular(path)
+        assert info.value.kind == kind
+    with pytest.raises(paths.NotARegularFileError, match="102 bytes, more than the 50"):
+        paths.read_regular_text(big, 50)
+    assert paths.read_regular_text(big, 200).startswith("{}")
