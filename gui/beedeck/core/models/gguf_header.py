@@ -111,8 +111,8 @@ class _Cursor:
     def left(self) -> int:
         return self.size - self.tell()
 
-    def truncated(self, where: str = "the header") -> GGUFError:
-        return GGUFError(f"{self.path.name} is truncated ({where} ends early): download it again.")
+    def truncated(self, where: str = "the header", detail: str = "") -> GGUFError:
+        return GGUFError(f"{self.path.name} is truncated ({where} ends early){detail}: download it again.")
 
     def take(self, n: int, where: str = "the header") -> bytes:
         if self.pos + n > len(self.buf):
@@ -191,7 +191,7 @@ def _check_array(c: _Cursor, st: int, n: int, key: str, depth: int) -> None:
     if not least:
         raise _corrupt(c.path, f"has an unknown element type {st} in the array {key!r}")
     if n * least > c.left():
-        raise c.truncated(f"the array {key!r} claims {n:,} elements, more than the file holds; the header")
+        raise c.truncated(detail=f"; the array {key!r} claims {n:,} elements, more than the file holds")
 
 
 def _skip_value(c: _Cursor, vt: int, key: str, depth: int) -> None:
@@ -290,7 +290,8 @@ def read_header(path: str | Path, max_kv: int = MAX_KV, tensors: bool = False) -
         c = _Cursor(fh, p, size)
         # Each entry takes at least 13 bytes (key length, type, a one-byte value), each tensor 24.
         if n_kv * 13 + (n_tensors * 24 if tensors else 0) > c.left():
-            raise c.truncated(f"it claims {n_kv:,} metadata entries and {n_tensors:,} tensors; the header")
+            raise c.truncated(detail=f"; it claims {n_kv:,} metadata entries and {n_tensors:,} tensors, more than its "
+                              f"{size:,} bytes hold")
         meta: dict[str, Any] = {}
         for _ in range(n_kv):
             key = _string(c, MAX_KEY, "a key name").decode("utf-8", "replace")
