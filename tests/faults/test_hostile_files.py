@@ -132,6 +132,7 @@ def test_one_bad_gguf_in_a_library_folder_hides_no_good_model(beedeck: Beedeck, 
     hg.write(folder / "huge-array.gguf", "array-2^62-scalars")
     hg.write(folder / "sparse-tokens.gguf", "array-2^40-strings-sparse")
     os.mkfifo(folder / "fifo.gguf")
+    (folder / "loop.gguf").symlink_to("loop.gguf")  # before: RuntimeError from Path.resolve() ended the scan
     args = {"scan": ["models", "scan", str(folder), "--json"], "list": ["models", "list", "--json"],
             "get": ["models", "get", "someone/any-repo", "good.gguf", "--json"]}[command]
     done = run_limited(beedeck, *args)
@@ -143,6 +144,7 @@ def test_one_bad_gguf_in_a_library_folder_hides_no_good_model(beedeck: Beedeck, 
     assert found["good.gguf"] is None
     assert "nests arrays more than" in found["nested.gguf"] and "claims" in found["huge-array.gguf"]
     assert "claims 1,099,511,627,776" in found["sparse-tokens.gguf"] and "FIFO" in found["fifo.gguf"]
+    assert "is a symbolic link that loops" in found["loop.gguf"]
 
 
 # ------------------------------------------------------------------------- config files
