@@ -59,3 +59,23 @@ def test_safe_join_refuses_a_link_on_disk_that_leads_out(tmp_path: Path) -> None
     (root / "loop").symlink_to(root / "loop")
     with pytest.raises(ValueError, match="leads outside"):
         paths.safe_join(root, "loop", "m.gguf")
+
+
+def test_open_regular_refuses_fifos_devices_folders_and_oversized_files_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    import pytest
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # no writer: a plain open() would block for ever
+    link = tmp_path / "zero"
+    link.symlink_to("/dev/zero")
+    big = tmp_path / "big.json"
+    big.write_bytes(b"{}" + b" " * 100)
+    for path, kind in ((fifo, "a FIFO (named pipe)"), (link, "a character device"), (tmp_path, "a folder")):
+        with pytest.raises(paths.NotARegularFileError, match="not a regular file") as info:
+            paths.open_regular(path)
+        assert info.value.kind == kind
+    with pytest.raises(paths.NotARegularFileError, match="102 bytes, more than the 50"):
+        paths.read_regular_text(big, 50)
+    assert paths.read_regular_text(big, 200).startswith("{}")

@@ -118,11 +118,12 @@ def test_an_engine_without_a_key_file_option_refuses_the_key_rather_than_leak_it
 
 
 @pytest.mark.parametrize(("flags", "says"), [
-    (["--ctx", "-5"], "Context size (--ctx) is -5: it must be at least 0"),
+    (["--ctx", "-5"], "Context size (--ctx) is -5: it must be 0..16,777,216"),
+    (["--ctx", "99999999999"], "Context size (--ctx) is 99999999999: it must be 0..16,777,216"),
     (["--port", "70000"], "Port (--port) is 70000: it must be 0..65535"),
     (["--threads", "0"], "Threads (--threads) is 0: it must be 1..1024 (CPU threads)"),
     (["--draft-max", "-1"], "Draft max (--draft-max) is -1: it must be 0..256"),
-], ids=["ctx", "port", "threads", "draft-max"])
+], ids=["ctx", "ctx-huge", "port", "threads", "draft-max"])
 def test_an_out_of_range_number_is_refused_naming_the_setting_and_its_range(beedeck: Beedeck, flags: list[str],
                                                                             says: str) -> None:
     done = beedeck.run("serve", *beedeck.starter_args(), *flags, "--exit-when-ready")

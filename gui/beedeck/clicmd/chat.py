@@ -23,6 +23,7 @@ from beedeck.core.engine.client import (
     Stalled,
     check_text,
 )
+from beedeck.core.engine.launch_settings import RANGES
 from beedeck.core.engine.server import ServerFailed, ServerProcess
 
 
@@ -31,7 +32,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("prompt", help="what to ask")
     p.add_argument("--url", help="a running llama-server (default: start the starter profile for this chat)")
     p.add_argument("--max-tokens", type=int, default=256, metavar="N", help="reply length cap (default: 256)")
-    p.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (default: the server's)")
+    p.add_argument("--temperature", type=temperature, metavar="T",
+                   help="sampling temperature, 0..5 (default: the server's)")
     p.add_argument("--seed", type=int, metavar="N")
     p.add_argument("--json", action="store_true", help="print the reply and the figures as one JSON object")
     p.add_argument("--ready-timeout", type=float, default=600.0, help=argparse.SUPPRESS)
@@ -39,6 +41,20 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    help=f"give up when the reply stops arriving for S seconds (default: {STALL_S:.0f})")
     add_launch_arguments(p)
     p.set_defaults(func=run_chat)
+
+
+def temperature(text: str) -> float:
+    """``--temperature``: a finite number in the launch settings' range (NaN would reach the sampler)."""
+    low, high = RANGES["temp"][:2]
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give one from {low:g} to {high:g}, "
+                                         "e.g. --temperature 0.7") from None
+    if not low <= value <= high:  # False for NaN too
+        raise argparse.ArgumentTypeError(f"{text} is out of range: give a number from {low:g} to {high:g} "
+                                         "(0 = greedy), e.g. --temperature 0.7")
+    return value
 
 
 def stats_lines(res: ChatResult) -> list[str]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import platformdirs
 
@@ -111,6 +113,59 @@ def safe_join(root: Path, *parts: str) -> Path:
     if not inside:
         raise ValueError(f"{joined} leads outside {base} (through a symbolic link)")
     return joined
+
+
+# BeeDeck's own JSON files (profile, settings) are a few KB: anything past this is not one it wrote.
+CONFIG_MAX_BYTES = 1 << 20
+
+
+class NotARegularFileError(OSError):
+    """A path BeeDeck reads as a file is a FIFO, a device, a socket, a folder or too large; the message
+    says which, ``kind`` names it ("a FIFO (named pipe)", "a folder", "too large" ...)."""
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def open_regular(path: Path, max_bytes: int | None = None) -> BinaryIO:
+    """Open ``path`` for reading only if it is a regular file (after links), else NotARegularFileError.
+
+    The open itself never blocks: O_NONBLOCK makes a FIFO with no writer open at once (then refused),
+    and a device such as /dev/zero (behind a link) is refused before a byte is read. ``max_bytes``
+    refuses a file larger than that, so a config file can never be read for ever."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
+        if kind is None and not stat.S_ISREG(st.st_mode):
+            kind = "not a regular file"
+        if kind is not None:
+            raise NotARegularFileError(f"{path} is {kind}, not a regular file: BeeDeck reads only regular files "
+                                       "there; replace it with the real file", kind)
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise NotARegularFileError(f"{path} is {st.st_size:,} bytes, more than the {max_bytes:,} such a file "
+                                       "can be: it is not one BeeDeck wrote", "too large")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_text(path: Path, max_bytes: int) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` (a config file): see open_regular."""
+    with open_regular(path, max_bytes) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew after the check
+        raise NotARegularFileError(f"{path} grew past {max_bytes:,} bytes while it was read", "too large")
+    return data.decode("utf-8")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -88,7 +88,7 @@ def load_saved_profile() -> Profile | None:
     it is then kept aside under a name no earlier copy has (house style: settings are never deleted)."""
     path = profile_path()
     try:
-        profile = profile_from_dict(json.loads(path.read_text(encoding="utf-8")))
+        profile = profile_from_dict(json.loads(paths.read_regular_text(path, paths.CONFIG_MAX_BYTES)))
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, ValueError) as exc:

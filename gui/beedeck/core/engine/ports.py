@@ -10,10 +10,42 @@ import sys
 from beedeck.core.engine.pidfile import stop_leftovers
 
 
+class HostError(ValueError):
+    """The host to listen on is not an address of this machine's kind nor a name it resolves."""
+
+
+def _bind_address(host: str) -> tuple[socket.AddressFamily, str]:
+    """The family and address a server listening on ``host`` binds: IPv4, IPv6 (``::``, ``::1``, in
+    brackets or not) or the first address a host name resolves to."""
+    first = host.split(",")[0].strip().strip("[]")
+    if first in ("", "0.0.0.0", "localhost"):
+        return socket.AF_INET, "127.0.0.1"
+    if ":" in first:
+        return socket.AF_INET6, first
+    try:
+        socket.inet_aton(first)
+        return socket.AF_INET, first
+    except OSError:
+        pass
+    try:
+        family, _type, _proto, _name, addr = socket.getaddrinfo(first, 0, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise HostError(f"The host {first!r} cannot be resolved ({exc}): listen on an address such as "
+                        "127.0.0.1 (this machine only) or 0.0.0.0 (the LAN, with an API key), or a name this "
+                        "machine resolves.") from None
+    return socket.AddressFamily(family), str(addr[0])
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (another program may still take it before we do)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in ("0.0.0.0", "", "localhost") else "127.0.0.1", 0))
+    """A port nothing listens on right now (another program may still take it before we do). Raises
+    HostError when ``host`` is a name that does not resolve, or an address this machine cannot bind."""
+    family, address = _bind_address(host)
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((address, 0))
+        except OSError as exc:
+            raise HostError(f"BeeDeck cannot listen on {address} ({exc.strerror or exc}): it is not an address "
+                            "of this machine; pick one it has (127.0.0.1, ::1, 0.0.0.0).") from None
         return int(s.getsockname()[1])
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    import httpx2
+    pass
 
 # httpx2 is imported where a request is made, not with this module: the window imports this module
 # at start, and httpx2 (with ssl) was about a sixth of the cold start (benchmarks/app_start.py).
@@ -187,7 +187,6 @@ def _error_type(resp: Fetched) -> tuple[str, str]:
 
 class _Session:
     def __init__(self, url: str, api_key: str | None, connect_timeout: float, read_timeout: float) -> None:
-        import httpx2
 
         self.url, self._waits = url, (connect_timeout, read_timeout)
         self._headers = _headers(api_key)

@@ -49,7 +49,7 @@ from beedeck.core.engine.pidfile import (
     stop_leftovers,
     write_record,
 )
-from beedeck.core.engine.ports import free_port
+from beedeck.core.engine.ports import HostError, free_port
 
 __all__ = [
     "ServerFailed",
@@ -246,6 +246,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,  # llama-server logs on stderr; one ordered stream
                 env=self.env,
                 start_new_session=True,  # its own process group: stop() signals the whole group
+                death_signal=signal.SIGKILL,  # even a stopped (SIGSTOP) server dies with BeeDeck
             )
         except OSError as exc:
             failure = ServerFailure(
@@ -438,7 +439,11 @@ def start_server(
     guard first. Raises ServerFailed or LaunchRefused before starting anything.
     """
     if settings.port == 0:
-        settings = replace(settings, port=free_port(settings.host))
+        build_argv(settings, caps)  # its refusals (a LAN bind without a key) before a port is looked for
+        try:
+            settings = replace(settings, port=free_port(settings.host))
+        except HostError as exc:
+            raise LaunchRefused([str(exc)]) from None
     plan = build_argv(settings, caps)
     if settings.api_key and not caps.has("--api-key-file"):
         raise LaunchRefused([

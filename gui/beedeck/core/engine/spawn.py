@@ -58,12 +58,12 @@ def _ensure_thread() -> None:
             _thread.start()
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
+def _die_with_parent(parent: int, death_signal: int = signal.SIGTERM) -> Callable[[], None]:
     prctl = _prctl
 
     def preexec() -> None:  # runs in the child between fork and exec: no imports, no locks
         if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            prctl(PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
             if os.getppid() != parent:  # the parent died before the request took effect
                 os._exit(1)
 
@@ -107,8 +107,14 @@ def popen(argv: Sequence[str], *, session_guard: bool = False, **kwargs: Any) ->
     BeeDeck dies or the guard is signalled. The exit status is the command's.
 
     The child's environment (``env``, else this process's) never carries BeeDeck's secrets
-    (``secrets.child_env``)."""
+    (``secrets.child_env``).
+
+    ``death_signal`` (a keyword, default SIGTERM): what the kernel sends when BeeDeck dies. SIGTERM lets a
+    child stop in order, but a stopped child (SIGSTOP, a debugger) keeps it pending and lives on,
+    orphaned: a child that has nothing to save when BeeDeck is gone (a llama-server) asks for SIGKILL,
+    which ends it in any state."""
     kwargs["env"] = child_env(kwargs.get("env"))
+    death_signal = int(kwargs.pop("death_signal", signal.SIGTERM))
     if _prctl is None:
         return subprocess.Popen(list(argv), **kwargs)
     if session_guard and kwargs.get("start_new_session") and os.path.exists("/bin/sh"):
@@ -116,7 +122,7 @@ def popen(argv: Sequence[str], *, session_guard: bool = False, **kwargs: Any) ->
     _ensure_thread()
     fut: Future[subprocess.Popen[Any]] = Future()
     parent = os.getpid()
-    _jobs.put((lambda: subprocess.Popen(list(argv), preexec_fn=_die_with_parent(parent), **kwargs), fut))
+    _jobs.put((lambda: subprocess.Popen(list(argv), preexec_fn=_die_with_parent(parent, death_signal), **kwargs), fut))
     return fut.result()
 
 

@@ -43,6 +43,8 @@ class RangeReader(io.RawIOBase):
     ``MIN_STEP`` past what is held (the GGUF reader jumping over a token list a sibling file showed);
     a jump's segment starts at ``JUMP_FIRST`` bytes and grows like the prefix."""
 
+    read_chunk = JUMP_FIRST  # what the GGUF scanner's look-ahead asks for at a time (each growth is a request)
+
     def __init__(self, fetch: Fetch, size: int, first: int = FIRST_RANGE) -> None:
         super().__init__()
         self._fetch, self.size, self._first = fetch, size, max(1, first)

@@ -197,9 +197,13 @@ def scan(dirs: Sequence[Path | str] | None = None) -> list[LocalModel]:
         if source == "user" and any(root.glob("models--*")):
             source = "hf-cache"  # a Hub cache picked by the user
         for path in sorted(_walk_ggufs(root)):
-            real = path.resolve()
-            if real in seen or not real.exists():
-                continue
+            try:
+                real = path.resolve()
+            except (OSError, RuntimeError):  # a link that loops: listed with the reader's reason, not fatal
+                real = path
+            else:
+                if real in seen or not real.exists():
+                    continue
             seen.add(real)
             found.append((path, root, source))
     models = _group(found)

@@ -22,8 +22,9 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDialog
 
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
-from beedeck.core.chat.recovery import open_store, set_aside
-from beedeck.core.chat.store import ChatStore, ChatStoreError, default_path
+from beedeck.core.chat.recovery import fallback as chat_fallback
+from beedeck.core.chat.recovery import open_store
+from beedeck.core.chat.store import ChatStoreError
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineError, EngineRegistry
 from beedeck.core.machine.report import HardwareReport
@@ -80,13 +81,9 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
     notice = ""
     try:
         store, recovery = open_store()  # a damaged file is kept aside and what it holds recovered
-        if recovery is not None:
-            notice = recovery.notice()
-    except ChatStoreError as exc:  # e.g. written by a newer BeeDeck: keep it, start afresh
-        kept = set_aside(default_path(), "unreadable")
-        notice = (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; "
-                  "copy it back when it can be read.")
-        store = ChatStore()
+        notice = recovery.notice() if recovery is not None else store.notice  # (a read-only folder)
+    except ChatStoreError as exc:  # newer schema: kept aside; in use or not writable: left alone
+        store, notice = chat_fallback(exc)
     app_settings, settings_notice = load_settings_checked()  # a damaged file is kept aside and said
     window = MainWindow(store, controller, app_settings)
     if detect is not None:
