@@ -123,7 +123,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
     settings: LaunchSettings | None = None
     max_tokens, temperature = args.max_tokens, args.temperature
     if args.url:
-        default_modes = [BASELINE]
+        default_modes: list[str] = [BASELINE]
     else:
         if args.engine:
             engine = Path(args.engine)
@@ -152,7 +152,8 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
 def default_bench_modes(caps: EngineCaps, settings: LaunchSettings) -> list[str]:
     """Baseline plus each mode the model files bring (the draft's kind, MTP heads) that this engine runs."""
     options = modes_for(caps, settings, *read_infos(settings))
-    return [BASELINE, *(o.key for o in options if o.available and o.key in (DFLASH, EAGLE3, DSPARK, MTP))]
+    modes: list[str] = [BASELINE, *(o.key for o in options if o.available and o.key in (DFLASH, EAGLE3, DSPARK, MTP))]
+    return modes
 
 
 def parse_modes(text: str, caps: EngineCaps | None, settings: LaunchSettings | None) -> list[str]:

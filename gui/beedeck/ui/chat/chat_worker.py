@@ -13,6 +13,8 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from beedeck.core.engine.client_types import ChatResult
+
 
 class _Delta(Protocol):
     content: str
@@ -25,20 +27,20 @@ class StreamLike(Protocol):
     def __iter__(self) -> object: ...
     def cancel(self) -> None: ...
     @property
-    def result(self) -> object: ...
+    def result(self) -> ChatResult: ...
 
 
 class ChatWorker(QObject):
     """Runs one stream on a worker thread.
 
     Signals: ``delta_received(str)`` content pieces, ``reasoning_received(str)`` thinking pieces,
-    ``finished(object)`` the ChatResult (also after a cancel, with ``cancelled`` set),
+    ``finished(ChatResult)`` (also after a cancel, with ``cancelled`` set),
     ``failed(str)`` a readable error (the stream raised).
     """
 
     delta_received = Signal(str)
     reasoning_received = Signal(str)
-    finished = Signal(object)
+    finished = Signal(ChatResult)
     failed = Signal(str)
 
     def __init__(self, stream: StreamLike) -> None:
@@ -62,13 +64,13 @@ class ChatWorker(QObject):
 class ChatRun(QObject):
     """Owns a :class:`ChatWorker` and its thread for one reply; forwards the worker's signals.
 
-    Signals: ``delta_received(str)``, ``reasoning_received(str)``, ``finished(object)``,
+    Signals: ``delta_received(str)``, ``reasoning_received(str)``, ``finished(ChatResult)``,
     ``failed(str)``, and ``ended()`` once the thread has stopped (after finished/failed).
     """
 
     delta_received = Signal(str)
     reasoning_received = Signal(str)
-    finished = Signal(object)
+    finished = Signal(ChatResult)
     failed = Signal(str)
     ended = Signal()
 
@@ -117,7 +119,7 @@ class ChatRun(QObject):
         self._thread.quit()
         self._thread.wait(5000)
 
-    def _on_worker_finished(self, result: object) -> None:
+    def _on_worker_finished(self, result: ChatResult) -> None:
         self._stop_thread()
         self.finished.emit(result)
 

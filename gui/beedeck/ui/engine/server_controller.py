@@ -41,9 +41,9 @@ class ServerController(QObject):
     Signals: ``state_changed(str)`` (starting/loading/ready/failed/stopped), ``line_received(str)``,
     ``failed(object)`` (a ServerFailure, or an exception before the process existed), ``ready(str)``
     (base URL), ``stopped()``, ``memory_reported(object)`` (the process's memory report once ready),
-    ``caps_known(object)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
+    ``caps_known(EngineCaps)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
     (the port wanted, the port used instead, a line for the user) when another program held the port,
-    ``remote_attached(object)`` (a RemoteInfo) once a running server BeeDeck did not start is attached.
+    ``remote_attached(RemoteInfo)`` once a running server BeeDeck did not start is attached.
 
     ``launch`` (default: :func:`beedeck.core.launcher.launch`), ``inspect`` (default:
     :func:`beedeck.core.engine.remote.inspect_server`) and ``default_port`` are injectable for tests.
@@ -55,9 +55,9 @@ class ServerController(QObject):
     ready = Signal(str)
     stopped = Signal()
     memory_reported = Signal(object)
-    caps_known = Signal(object)
+    caps_known = Signal(EngineCaps)
     port_fallback_used = Signal(int, int, str)
-    remote_attached = Signal(object)
+    remote_attached = Signal(RemoteInfo)
 
     def __init__(
         self,

@@ -36,7 +36,8 @@ def make_editor(spec: FieldSpec, on_change: Callable[..., None]) -> QWidget:
     elif spec.kind in ("combo", "tristate", "cache", "layers"):
         w = ComboBox()
         w.setEditable(spec.kind == "layers")
-        w.addItems(list(spec.choices))
+        for i, choice in enumerate(spec.choices):  # shown by its label where it has one; read back by its value
+            w.addItem(spec.labels[i] if spec.labels else choice, choice)
         w.currentTextChanged.connect(on_change)
     elif spec.kind == "int":
         w = SpinBox()
@@ -68,6 +69,8 @@ def put_value(w: QWidget, spec: FieldSpec, value: Any) -> None:
     if isinstance(w, QLineEdit):
         text = shlex.join(value) if spec.kind == "args" else ("" if value is None else str(value))
         w.setText(text)
+    elif isinstance(w, QComboBox) and spec.labels:
+        w.setCurrentIndex(max(0, w.findData(str(value))))
     elif isinstance(w, QComboBox):
         text = TRI[value] if spec.kind == "tristate" else (DEFAULT if value is None else str(value))
         if w.findText(text) < 0:
@@ -104,7 +107,7 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
         if spec.kind == "tristate":
             return {v: k for k, v in TRI.items()}.get(text)
         if spec.name == "spec_mode":
-            return SpecMode(text)
+            return SpecMode(w.currentData())
         return None if text == DEFAULT and spec.optional else text
     if isinstance(w, QSpinBox):
         return None if spec.optional and w.value() == w.minimum() else w.value()

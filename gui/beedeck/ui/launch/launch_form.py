@@ -54,14 +54,14 @@ from beedeck.ui.wrap_label import WrapLabel
 class LaunchForm(QWidget):
     """Edit a :class:`LaunchSettings` for one engine.
 
-    Signals: ``settings_changed(object)`` (LaunchSettings, on every edit), ``launch_requested(object)``
+    Signals: ``settings_changed(LaunchSettings)`` (on every edit), ``launch_requested(LaunchSettings)``
     (LaunchSettings, the Launch button), ``command_copied(str)``.
     Feed it with :meth:`set_engine` (probed caps + binary), :meth:`set_devices` (free bytes per GPU)
     and :meth:`set_settings`. A dialog adds its own buttons beside Launch with :meth:`insert_button`.
     """
 
-    settings_changed = Signal(object)
-    launch_requested = Signal(object)
+    settings_changed = Signal(LaunchSettings)
+    launch_requested = Signal(LaunchSettings)
     command_copied = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, *, runner: Runner = run_in_background,
@@ -293,7 +293,7 @@ class LaunchForm(QWidget):
         mmodel = mode.model()
         assert isinstance(mmodel, QStandardItemModel)
         for i in range(mode.count()):
-            why = field_reason("spec_mode:" + mode.itemText(i), caps)
+            why = field_reason(f"spec_mode:{mode.itemData(i)}", caps)
             mmodel.item(i).setEnabled(why is None)
             mmodel.item(i).setToolTip(why or "")
 
@@ -305,11 +305,11 @@ class LaunchForm(QWidget):
         mode = SpecMode(self._get_spec("spec_mode"))
         if name in ("draft", "draft_ctx_size", "draft_n_gpu_layers") and not mode.uses_draft_file and not (
                 name == "draft" and mode == SpecMode.MTP):  # MTP: an mtp- head file for a target without heads
-            return "Used only with a draft model's mode: dflash, eagle3, dspark (or mtp with an mtp- head file)."
+            return "Used only with a draft model's mode: DFlash, EAGLE-3, DSpark (or MTP with an mtp- head file)."
         if name == "dflash_cross_ctx" and mode != SpecMode.DFLASH:
-            return "Used only with speculation mode dflash."
+            return "Used only with DFlash speculation."
         if name == "spec_model_free_type" and mode != SpecMode.MODEL_FREE:
-            return "Used only with speculation mode model-free."
+            return "Used only with N-gram speculation."
         if name in ("draft_n_max", "draft_n_min") and mode == SpecMode.OFF:
             return "Used only when speculation is on."
         return None
@@ -358,7 +358,7 @@ class LaunchForm(QWidget):
         if (why := mode_refusal(self.caps, s, self._info(s.target), self._info(s.draft))) is not None:
             reasons.append(why)
         if s.spec_mode == SpecMode.MODEL_FREE and s.spec_model_free_type in refused_spec_types(self.caps):
-            reasons.append(f"Model-free type {s.spec_model_free_type} crashes this engine (see docs/known-issues.md): "
+            reasons.append(f"N-gram type {s.spec_model_free_type} crashes this engine (see docs/known-issues.md): "
                            "pick another type.")
         try:
             plan = build_argv(s, self.caps)

@@ -64,16 +64,16 @@ def caps_label(caps: EngineCaps) -> str:
 class SettingsDialog(QDialog):
     """The engine row and the :class:`LaunchForm`. Probing and GPU detection run in the background.
 
-    Signals: ``profile_applied(object, object)``: the new :class:`Profile` and the engine's
+    Signals: ``profile_applied(Profile, object)``: the new :class:`Profile` and the engine's
     EngineCaps (None if unknown) when the user pressed Launch (save and restart).
-    ``profile_saved(object, object)``: the same when the user pressed Save (save, no restart).
-    ``caps_probed(object)``, ``devices_detected(object)`` (list of free bytes per GPU) when those
+    ``profile_saved(Profile, object)``: the same when the user pressed Save (save, no restart).
+    ``caps_probed(EngineCaps)``, ``devices_detected(object)`` (list of free bytes per GPU) when those
     background jobs end.
     """
 
-    profile_applied = Signal(object, object)
-    profile_saved = Signal(object, object)
-    caps_probed = Signal(object)
+    profile_applied = Signal(Profile, object)
+    profile_saved = Signal(Profile, object)
+    caps_probed = Signal(EngineCaps)
     devices_detected = Signal(object)
 
     def __init__(self, profile: Profile | None, caps: EngineCaps | None, parent: QWidget | None = None, *,

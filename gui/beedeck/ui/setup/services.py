@@ -13,6 +13,7 @@ from beedeck.core.machine import hardware
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.models import catalog as catalog_mod
 from beedeck.core.models.recommend import Choice, Recommendation, recommend
+from beedeck.core.settings import AppSettings
 from beedeck.ui.background import Runner, run_in_background
 
 GiB = 1 << 30
@@ -28,6 +29,9 @@ class WizardServices:
     models_dir: Callable[[], Path] = paths.models_dir
     endpoint: str | None = None  # Hub endpoint; None: HF_ENDPOINT or huggingface.co
     extra: dict[str, Any] = field(default_factory=dict)  # overrides for the run page (see setup_run_page)
+    # The session's one AppSettings copy, changed and saved when setup completes (None: the saved file's,
+    # for a wizard without a window). A copy of its own would be overwritten by the window's next save.
+    settings: AppSettings | None = None
 
 
 @dataclass
