@@ -17,6 +17,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.models import library
 from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.core.starter import STARTER_MODEL_TITLE
 from beedeck.ui.setup.services import SetupResult, WizardServices
 from beedeck.ui.setup.setup_wizard import SetupWizard
 from tests.fakes.fake_hub import FakeHub
@@ -74,7 +75,7 @@ def test_no_gpu_goes_straight_to_the_starter_and_finishes(qtbot: QtBot, starter_
     w = make_wizard(qtbot, no_gpu_detect, starter_engine_path, shared, starter_model=lambda: starter_model_path)
     page = w.detect_page
     assert "No NVIDIA GPU found." in page.status.text() and "NVIDIA driver" in page.status.text()
-    assert not page.starter_box.isHidden() and "270M" in page.starter_text.text()
+    assert not page.starter_box.isHidden() and STARTER_MODEL_TITLE in page.starter_text.text()
     page.starter_button.click()
     assert w.currentPage() is w.recommend_page
     assert w.recommend_page.choice is not None and w.recommend_page.choice.pair_id == "starter"

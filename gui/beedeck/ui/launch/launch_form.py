@@ -32,10 +32,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, build_argv
+from beedeck.core.engine.argv import LaunchPlan, LaunchRefused
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
+from beedeck.core.launcher import preflight
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
@@ -45,7 +46,7 @@ from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, put_value
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
-from beedeck.ui.launch.mode_check import Verdict, draft_verdict, mode_refusal, modes_line
+from beedeck.ui.launch.mode_check import Verdict, draft_verdict, modes_line
 from beedeck.ui.launch.rpc_workers import RpcWorkersEditor
 from beedeck.ui.launch.sidecar_offer import SidecarOffer
 from beedeck.ui.wrap_label import WrapLabel
@@ -71,6 +72,7 @@ class LaunchForm(QWidget):
         self.binary = "llama-server"
         self.engine_problem: str | None = None  # why there are no caps (probing, probe failed), from set_engine
         self.devices: list[int] = []
+        self.host_ram: int | None = None  # this machine's RAM (the settings dialog's detection): the preflight
         self.infos: dict[str, ModelInfo | str] = {}  # path -> ModelInfo, or the error text
         self._runner, self._inspect = runner, inspect_fn
         self._loading = False
@@ -211,8 +213,9 @@ class LaunchForm(QWidget):
         self._on_widget_changed()
 
     def set_devices(self, free_bytes: list[int]) -> None:
-        """Free bytes per GPU (empty: CPU only), for the memory bar."""
+        """Free bytes per GPU (empty: CPU only), for the memory bar and the preflight (with ``host_ram``)."""
         self.devices = list(free_bytes)
+        self._check_argv(self.settings())
         self._schedule_plan()
 
     def set_settings(self, s: LaunchSettings) -> None:
@@ -342,31 +345,26 @@ class LaunchForm(QWidget):
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
-        """build_argv for the form's settings (raises LaunchRefused with every reason). Port 0 is
-        shown as the port the app will use, BeeDeck's default, never as ``--port 0``."""
-        reasons = []
+        """The argument list for the form's settings, after the same :func:`preflight` a launch runs (with the
+        headers read so far, the GPUs' free memory and the host's RAM): raises LaunchRefused with every reason.
+        Port 0 is shown as the port the app will use, BeeDeck's default, never as ``--port 0``."""
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
-        for why in (args_problem(extra.text()), self.rpc_workers.problem()):
-            reasons.extend([why] if why else [])
+        reasons = [why for why in (args_problem(extra.text()), self.rpc_workers.problem()) if why]
         s = self.settings()
         if s.port == 0:
             s = replace(s, port=DEFAULT_PORT)
         if self.caps is None:
             reasons.insert(0, self.engine_problem or "No engine is picked: choose llama-server under Settings → Engine.")
             raise LaunchRefused(reasons)
-        if (why := mode_refusal(self.caps, s, self._info(s.target), self._info(s.draft))) is not None:
-            reasons.append(why)
-        if s.spec_mode == SpecMode.MODEL_FREE and s.spec_model_free_type in refused_spec_types(self.caps):
-            reasons.append(f"N-gram type {s.spec_model_free_type} crashes this engine (see docs/known-issues.md): "
-                           "pick another type.")
-        try:
-            plan = build_argv(s, self.caps)
-        except LaunchRefused as exc:
-            raise LaunchRefused([*exc.reasons, *reasons]) from None
-        if reasons:
-            raise LaunchRefused(reasons)
-        return plan
+        errors = {p: v for p, v in self.infos.items() if isinstance(v, str) and v != "loading"}
+        checked = preflight(self.caps, s, target=self._info(s.target), draft=self._info(s.draft), read=False,
+                            errors=errors, devices=None if s.rpc_workers else self.devices, host_ram=self.host_ram)
+        engine = [r.message for r in checked.refusals if r.code == "engine_refused"]
+        others = [f"{r.message} {r.remedy}".strip() for r in checked.refusals if r.code != "engine_refused"]
+        if engine or reasons or others or checked.argv is None:
+            raise LaunchRefused([*engine, *reasons, *others])
+        return checked.argv
 
     def command_line(self) -> str | None:
         try:

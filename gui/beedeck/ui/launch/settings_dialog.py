@@ -236,6 +236,7 @@ class SettingsDialog(QDialog):
         if not shiboken6.isValid(self):
             return
         self.devices = [g.memory_free for g in report.gpus]
+        self.form.host_ram = report.system.ram_total
         self.form.set_devices(self.devices)
         if report.gpus:
             free = ", ".join(f"{g.name}: {g.memory_free / GiB:.1f} GiB free" for g in report.gpus)
