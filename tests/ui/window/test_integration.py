@@ -70,6 +70,12 @@ class RecordingController(ServerController):
     def restart(self, settings: LaunchSettings) -> None:
         self.calls.append(("restart", settings))
 
+    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+        """Settings → Launch while a server runs (the real one runs the preflight first, then stop and start)."""
+        self.calls.append(("replace", engine, settings, caps))
+        self.engine, self.settings = engine, settings
+        self._set_state("starting")
+
     def shutdown(self, timeout_s: float = 0) -> None:
         self.calls.append(("shutdown",))
 
@@ -182,8 +188,8 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     saved = profile_mod.load_saved_profile()
     assert saved is not None and saved.engine == ENGINE and saved.settings.ctx_size == 8192
     assert saved.settings.api_key == SECRET  # back from the (test) OS keyring, never from the file
-    assert [c[0] for c in controller.calls] == ["stop", "start"]
-    _, engine, started, caps = controller.calls[1]
+    assert [c[0] for c in controller.calls] == ["replace"]  # preflight, then stop and start: the controller's
+    _, engine, started, caps = controller.calls[0]
     assert engine == ENGINE and started.ctx_size == 8192 and started.api_key == SECRET and caps is w.known_caps[ENGINE]
     assert not dialog.isVisible()
 

@@ -324,17 +324,18 @@ def is_remote_engine(engine: str) -> bool:
 
 
 def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misses: int = 2,
-                 api_key: str | None = None) -> RemoteError | None:
+                 api_key: str | None = None, timeout_s: float | None = None) -> RemoteError | None:
     """Poll ``/health`` until ``stop`` is set (None) or the server has not answered ``misses`` times in
     a row (the RemoteError of the last miss). A 503 (a model reloading after sleep) is not a miss, nor
     is a 401/403 from a proxy that guards every route (the key goes along, as inspect_server sends it)."""
     missed = 0
+    timeout = timeout_s if timeout_s is not None else min(interval_s, 3.0)  # a busy server may answer late
     while not stop.wait(interval_s):
         try:
-            status = httpx2.get(url + "/health", timeout=min(interval_s, 3.0), trust_env=False,
+            status = httpx2.get(url + "/health", timeout=timeout, trust_env=False,
                                 headers=_headers(api_key)).status_code
         except (httpx2.TransportError, OSError) as exc:
-            err = _transport_error(url, exc, min(interval_s, 3.0))
+            err = _transport_error(url, exc, timeout)
             missed += 1
             if missed >= misses:
                 return RemoteError(err.kind, f"The server at {url} went away: {err.message}",

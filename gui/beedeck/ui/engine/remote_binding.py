@@ -200,4 +200,6 @@ class RemoteBinding(QObject):
         self.endpoint.set_details("")
         if self.profile is not None and self.profile.is_remote:
             self.pair_label.setText("model: —")
-            self.engine_label.setText(f"engine: {self.profile.label or self.profile.engine} (running server)")
+            # Never "(running server)" once it is gone: disconnected, or it stopped answering.
+            gone = "not connected" if state == "stopped" else "not answering"
+            self.engine_label.setText(f"engine: {self.profile.label or self.profile.engine} ({gone})")

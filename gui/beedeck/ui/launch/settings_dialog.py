@@ -285,6 +285,7 @@ def open_dialog(window: WindowHost) -> SettingsDialog:
     local_caps = window.known_caps.get(local.engine) if local is not None else None
     dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware,
                             local=local, local_caps=local_caps)
-    dialog.profile_applied.connect(window.apply_profile)
+    # Launch always starts or restarts, also when the server is stopped or has failed.
+    dialog.profile_applied.connect(lambda profile, caps: window.apply_profile(profile, caps, start=True))
     dialog.profile_saved.connect(window.save_profile)  # saved for the next start; the server is left as it is
     return dialog

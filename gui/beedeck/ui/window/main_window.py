@@ -226,6 +226,7 @@ class MainWindow(QMainWindow):
         c.line_received.connect(self.log.append_line)
         c.ready.connect(self._on_controller_ready)
         c.failed.connect(self._on_controller_failed)
+        c.refused.connect(lambda why: self.failure.show_failure(why, "Not launched: the running server keeps serving"))
         c.caps_known.connect(self._on_controller_caps)
         self.chat.copied.connect(lambda text: self.statusBar().showMessage(text, 2000))
         c.port_fallback_used.connect(lambda _wanted, _used, message: self.statusBar().showMessage(message, 20000))
@@ -241,6 +242,7 @@ class MainWindow(QMainWindow):
         self.starter_banner.wizard_requested.connect(self.open_wizard)
         self.starter_banner.settings_requested.connect(self.settings_action.trigger)
         self.failure.retry_requested.connect(self.start_server)
+        self.failure.local_requested.connect(self.use_local_server)
         self.failure.log_requested.connect(self._show_log)
         self.chat.reply_started.connect(self.speed.reply_started)
         self.chat.delta_received.connect(self.speed.delta_arrived)
@@ -293,13 +295,20 @@ class MainWindow(QMainWindow):
         """A new profile from Settings or the wizard: show it, save it (profile.json, without the API
         key), and restart the server if it runs (``start``: start it even if it was stopped)."""
         self._store_profile(profile, caps)
+        self.failure.hide()  # an old failure panel is stale now
         if self.controller.is_running() or self.controller.is_busy():
-            self.chat.stop()
-            self.controller.stop()  # jobs run in order: the start below waits for this stop
-            self.failure.hide()
-            self.controller.start(profile.engine, self._launch_settings(), self.known_caps.get(profile.engine))
+            self.chat.stop()  # the preflight runs before the working server is stopped (controller.replace)
+            self.controller.replace(profile.engine, self._launch_settings(), self.known_caps.get(profile.engine))
         elif start:
             self.start_server()
+
+    def use_local_server(self) -> None:
+        """Back from a server BeeDeck did not start (disconnected, or gone) to the last local profile."""
+        local = self.last_local_profile
+        if local is not None:
+            self.apply_profile(local, self.known_caps.get(local.engine), start=True)
+        else:
+            self.settings_action.trigger()  # Settings opens on the starter profile
 
     def start_server(self) -> None:
         if self.profile is None:
@@ -333,6 +342,9 @@ class MainWindow(QMainWindow):
             elif state == "stopped" and not self.mode.is_switching():
                 self.chat.set_notice("The server is stopped. Press Start to chat." if self.profile else
                                      "No engine or model is set up yet: open Settings.")
+                if self.profile is not None and self.profile.is_remote and self._served:  # after Disconnect
+                    self.failure.show_notice("Disconnected", f"The server at {self.profile.engine} keeps running "
+                                             "where it is.", "Connect again, or go back to BeeDeck's own server.", local=True)
 
     def _on_controller_caps(self, caps: object) -> None:
         # The session has learnt them already (it is connected first).
@@ -355,7 +367,7 @@ class MainWindow(QMainWindow):
         self.mode.restart_failed()
         self._on_controller_state(self.controller.state)  # Start was held off while switching
         self.failure.show_failure(failure, "The server stopped while running" if was_serving
-                                  else "The server could not start")
+                                  else "The server could not start", local=bool(self.profile and self.profile.is_remote))
         self.chat.set_notice("")
 
     # -- chats -----------------------------------------------------------------------------
