@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpinBox, QWidget
 
 from beedeck.core.engine.launch_settings import SpecMode
 from beedeck.ui.launch.launch_fields import FieldSpec, value_range
@@ -115,3 +115,13 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
         return None if spec.optional and w.value() <= w.minimum() else round(w.value(), FLOAT_DECIMALS)
     assert isinstance(w, QCheckBox)
     return w.isChecked()
+
+
+def mark_refused(rows: dict[str, QLabel], refused: dict[str, str]) -> None:
+    """At the field a preflight refusal is about (its ``setting``): the row's label red, the reason in its
+    tooltip; every other row back to normal. The reasons themselves are listed under the form too."""
+    for name, label in rows.items():
+        why = refused.get(name)
+        label.setStyleSheet("color: #d62728;" if why else "")
+        if why:
+            label.setToolTip(f"Launch is refused: {why}")

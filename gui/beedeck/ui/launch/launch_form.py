@@ -43,7 +43,7 @@ from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
 from beedeck.core.models.planner_devices import plan_across
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
-from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, put_value
+from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, mark_refused, put_value
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.launch.mode_check import Verdict, draft_verdict, modes_line
@@ -73,6 +73,7 @@ class LaunchForm(QWidget):
         self.engine_problem: str | None = None  # why there are no caps (probing, probe failed), from set_engine
         self.devices: list[int] = []
         self.host_ram: int | None = None  # this machine's RAM (the settings dialog's detection): the preflight
+        self.refused_fields: dict[str, str] = {}  # field -> why the preflight refuses the launch over it
         self.infos: dict[str, ModelInfo | str] = {}  # path -> ModelInfo, or the error text
         self._runner, self._inspect = runner, inspect_fn
         self._loading = False
@@ -345,25 +346,23 @@ class LaunchForm(QWidget):
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
-        """The argument list for the form's settings, after the same :func:`preflight` a launch runs (with the
-        headers read so far, the GPUs' free memory and the host's RAM): raises LaunchRefused with every reason.
-        Port 0 is shown as the port the app will use, BeeDeck's default, never as ``--port 0``."""
+        """The argument list after the same :func:`preflight` a launch runs (headers read so far, free GPU memory,
+        host RAM), else LaunchRefused with every reason. Port 0 shows as BeeDeck's default, never ``--port 0``."""
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
         reasons = [why for why in (args_problem(extra.text()), self.rpc_workers.problem()) if why]
-        s = self.settings()
-        if s.port == 0:
-            s = replace(s, port=DEFAULT_PORT)
+        s = replace(self.settings(), port=self.settings().port or DEFAULT_PORT)
         if self.caps is None:
             reasons.insert(0, self.engine_problem or "No engine is picked: choose llama-server under Settings → Engine.")
             raise LaunchRefused(reasons)
         errors = {p: v for p, v in self.infos.items() if isinstance(v, str) and v != "loading"}
         checked = preflight(self.caps, s, target=self._info(s.target), draft=self._info(s.draft), read=False,
                             errors=errors, devices=None if s.rpc_workers else self.devices, host_ram=self.host_ram)
-        engine = [r.message for r in checked.refusals if r.code == "engine_refused"]
-        others = [f"{r.message} {r.remedy}".strip() for r in checked.refusals if r.code != "engine_refused"]
-        if engine or reasons or others or checked.argv is None:
-            raise LaunchRefused([*engine, *reasons, *others])
+        self.refused_fields = {r.setting: f"{r.message} {r.remedy}".strip() for r in checked.refusals if r.setting}
+        engine = [r.message for r in checked.refusals if r.code == "engine_refused"]  # build_argv's, first
+        if engine or reasons or checked.refusals or checked.argv is None:
+            raise LaunchRefused([*engine, *reasons, *(f"{r.message} {r.remedy}".strip() for r in checked.refusals
+                                                      if r.code != "engine_refused")])
         return checked.argv
 
     def command_line(self) -> str | None:
@@ -380,9 +379,11 @@ class LaunchForm(QWidget):
         self.command_copied.emit(line)
 
     def _check_argv(self, s: LaunchSettings) -> None:
+        self.refused_fields = {}
         try:
             lp = self.build_plan()
         except LaunchRefused as exc:
+            mark_refused(self.rows, self.refused_fields)
             text = "Cannot launch yet:\n• " + "\n• ".join(exc.reasons)
             self.check_label.setStyleSheet("color: #d62728;")
             self.check_label.setText(text)
@@ -392,6 +393,7 @@ class LaunchForm(QWidget):
             self.copy_button.setEnabled(False)
             self.copy_button.setToolTip(text)
             return
+        mark_refused(self.rows, {})
         notes = [n.message for n in lp.notes]
         self.check_label.setStyleSheet("color: palette(placeholder-text);")
         self.check_label.setText("\n".join(f"• {n}" for n in notes))
