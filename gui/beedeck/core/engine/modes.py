@@ -198,7 +198,7 @@ def engine_spec_type(key: str, caps: EngineCaps) -> tuple[str | None, str]:
         return None, f"{engine} has no --spec-type option, so it cannot speculate: use BeeLlama or mainline llama.cpp."
     if key == MODEL_FREE:
         kind = pick_model_free_type(caps)
-        return (kind, "") if kind else (None, f"{engine} has no model-free speculation type that runs safely here.")
+        return (kind, "") if kind else (None, f"{engine} has no N-gram speculation type that runs safely here.")
     if key == DFLASH:
         spelling = caps.dflash_spec_type
     else:
