@@ -144,7 +144,7 @@ def run_rate(app: QApplication, window: Any, rate: float, seconds: float, chars:
         heartbeat = QTimer(interval=5)
         heartbeat.setTimerType(heartbeat.timerType().PreciseTimer)
         heartbeat.timeout.connect(beat)
-        done: list[dict[str, Any]] = []
+        done: list[Any] = []  # the ReplyFacts of the reply
         pane.reply_finished.connect(done.append)
         pane.new_conversation()
         proc = psutil.Process()
@@ -191,7 +191,7 @@ def run_rate(app: QApplication, window: Any, rate: float, seconds: float, chars:
         "rate": rate,
         "tokens": len(arrivals),
         "chars": arrivals[-1][1] if arrivals else 0,
-        "reply_tps": done[0].get("tps"),
+        "reply_tps": done[0].tps,
         "stall_ms": round(stall * 1000, 1),
         # How much of the worst stall the GUI thread spent running (the rest: the OS ran something else).
         "stall_gui_cpu_ms": round(gap_cpu[worst] * 1000, 1) if gaps else None,

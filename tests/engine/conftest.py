@@ -1,4 +1,4 @@
-"""Fixtures that run the real starter llama-server (mainline CPU build + Gemma 3 270M).
+"""Fixtures that run the real starter llama-server (mainline CPU build + SmolLM2-135M).
 
 Every process a fixture starts is stopped on teardown, killed if it will not stop, and the test
 fails if one is still alive afterwards.

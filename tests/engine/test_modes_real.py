@@ -120,7 +120,7 @@ def _send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
     window.chat.input.setPlainText(text)
     with qtbot.waitSignal(window.chat.reply_finished, timeout=REPLY_MS) as blocker:
         window.chat.send_button.click()
-    stats: dict[str, Any] = blocker.args[0]
+    stats: dict[str, Any] = blocker.args[0].to_json()  # the ReplyFacts as stored
     assert stats["tokens"] == MAX_TOKENS and stats["tps"] > 0, stats
     return stats
 

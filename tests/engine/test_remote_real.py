@@ -182,7 +182,7 @@ def test_window_connects_chats_with_a_live_gauge_and_disconnects(
     window.chat.delta_received.connect(lambda _text: first.append(time.perf_counter() - t0) if not first else None)
     with qtbot.waitSignal(window.chat.reply_finished, timeout=120_000) as blocker:
         window.chat.send_button.click()
-    stats = blocker.args[0]
+    stats = blocker.args[0].to_json()  # the ReplyFacts as stored
     assert stats["tokens"] > 0 and stats["tps"] > 0
     assert window.speed.gauge.value == pytest.approx(stats["tps"])
     reply = store.messages(window.chat.conversation_id)[-1]  # type: ignore[arg-type]

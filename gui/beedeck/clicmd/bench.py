@@ -60,11 +60,11 @@ MODE_ALIASES = {"off": BASELINE, "none": BASELINE, "ngram": MODEL_FREE, "n-gram"
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
-    p = sub.add_parser("bench", help="benchmark baseline vs speculation (DFlash, EAGLE-3, DSpark, MTP, model-free)")
+    p = sub.add_parser("bench", help="benchmark baseline vs speculation (DFlash, EAGLE-3, DSpark, MTP, N-gram)")
     p.add_argument("--suite", default="seed", metavar="NAME|FILE",
                    help=f"a built-in suite ({', '.join(BUILTIN_SUITES)}) or a JSON suite file (default: seed)")
     p.add_argument("--modes", metavar="LIST", help=f"comma list of {', '.join(MODES[:-1])}, or all (every mode "
-                   "this engine and these files run); a model-free type such as ngram-simple picks that type "
+                   "this engine and these files run); an N-gram type such as ngram-simple picks that type "
                    "(default: baseline and every mode the model files bring: the draft's kind with --draft, mtp "
                    "for a target with MTP heads)")
     p.add_argument("--reps", type=int, default=DEFAULT_REPS, help=f"repetitions per prompt (default: {DEFAULT_REPS})")
@@ -123,7 +123,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
     settings: LaunchSettings | None = None
     max_tokens, temperature = args.max_tokens, args.temperature
     if args.url:
-        default_modes = [BASELINE]
+        default_modes: list[str] = [BASELINE]
     else:
         if args.engine:
             engine = Path(args.engine)
@@ -152,7 +152,8 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
 def default_bench_modes(caps: EngineCaps, settings: LaunchSettings) -> list[str]:
     """Baseline plus each mode the model files bring (the draft's kind, MTP heads) that this engine runs."""
     options = modes_for(caps, settings, *read_infos(settings))
-    return [BASELINE, *(o.key for o in options if o.available and o.key in (DFLASH, EAGLE3, DSPARK, MTP))]
+    modes: list[str] = [BASELINE, *(o.key for o in options if o.available and o.key in (DFLASH, EAGLE3, DSPARK, MTP))]
+    return modes
 
 
 def parse_modes(text: str, caps: EngineCaps | None, settings: LaunchSettings | None) -> list[str]:

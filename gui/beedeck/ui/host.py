@@ -14,19 +14,34 @@ from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
+from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.server_controller import ServerController
 
 
 class WindowHost(Protocol):
-    """The services the Settings, Setup and Benchmark dialogs get from the window that opens them."""
+    """The services the Settings, Setup and Benchmark dialogs get from the window that opens them (the
+    state is the session's: :class:`beedeck.ui.session.Session`)."""
 
-    profile: Profile | None
-    known_caps: dict[str, EngineCaps]
     probe: Callable[[str], EngineCaps]
     detect_hardware: Callable[[], HardwareReport]
-    controller: ServerController
-    guard: SpecGuard
     closing: bool
+
+    @property
+    def profile(self) -> Profile | None: ...
+
+    @property
+    def known_caps(self) -> dict[str, EngineCaps]: ...
+
+    @property
+    def controller(self) -> ServerController: ...
+
+    @property
+    def guard(self) -> SpecGuard: ...
+
+    @property
+    def app_settings(self) -> AppSettings:
+        """The session's one copy: change it and save it, never load another."""
+        ...
 
     def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None: ...
 

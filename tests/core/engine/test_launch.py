@@ -166,7 +166,7 @@ def test_copyspec_gets_min_draft_one_and_is_refused_where_missing(bee: EngineCap
     assert ArgNote in {type(n) for n in plan.notes} and kinds(plan)["draft_n_min"] == {"compensated"}
     s.draft_n_min = 2
     assert value_of(build_argv(s, bee), "--spec-draft-n-min") == "2"
-    with pytest.raises(LaunchRefused, match="no model-free speculation type 'copyspec'.*ngram-mod"):
+    with pytest.raises(LaunchRefused, match="no N-gram speculation type 'copyspec'.*ngram-mod"):
         build_argv(s, ml)
 
 

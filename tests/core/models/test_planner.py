@@ -216,6 +216,29 @@ def test_gen_a_without_unified_kv_halves_each_slot(models: dict[str, ModelInfo])
     assert plan(models["q36"], models["q36d"], s, BEE_A, [24 * GiB]).n_ctx_seq == 65536
 
 
+def test_model_free_on_gen_a_without_unified_kv_counts_what_build_argv_passes(models: dict[str, ModelInfo]) -> None:
+    """The rule both use (core/engine/slots.py): BeeLlama 0.1-0.3 doubles the sequences whenever speculation
+    is on, n-gram too (no draft file), and build_argv doubles -c. The planner used to double only with a
+    draft, so it planned half the context cells build_argv asked for."""
+    from beedeck.core.engine.argv import build_argv
+    from beedeck.core.engine.help_text import caps_from_texts
+    from tests.fixtures.engines import BEE_A as BEE_A_HELP
+    from tests.fixtures.engines import help_stdout
+
+    s = _s(target=str(models["q36"].path), ctx_size=16384, kv_unified=False, spec_mode=SpecMode.MODEL_FREE,
+           spec_model_free_type="ngram-simple")
+    caps = caps_from_texts("/e/bee/llama-server", "version: 1 (ba1fdce)", help_stdout(BEE_A_HELP))
+    argv = build_argv(s, caps).argv
+    c = int(argv[argv.index("--ctx-size") + 1]) if "--ctx-size" in argv else int(argv[argv.index("-c") + 1])
+    assert c == 32768
+    p = plan(models["q36"], None, s, BEE_A, [24 * GiB])
+    assert p.n_ctx == c and p.n_ctx_seq == 16384  # the engine's cells, and the slot keeps what was asked
+    off = plan(models["q36"], None, _s(ctx_size=16384, kv_unified=False), BEE_A, [24 * GiB])
+    assert off.n_ctx == 16384 and off.n_ctx_seq == 16384
+    # Twice the sequences: twice the recurrent state, as with a draft (memory-model.md §1.3).
+    assert p.component("recurrent") == 2 * off.component("recurrent")
+
+
 def test_dspark_eagle3_and_mtp_head_drafts_are_counted(models: dict[str, ModelInfo], tmp_path: Path) -> None:
     from tests.core.models import sidecar_files as sf
     from tests.fixtures import synth_mtp as sm

@@ -38,6 +38,10 @@ def test_no_gpu_gives_the_starter() -> None:
     r = recommend([], "quality")
     assert r.primary.pair_id == "starter" and r.plan is None
     assert r.primary.settings.n_gpu_layers == "0" and "starter" in r.reasons[0]
+    # The starter is named as core/starter.py names it (it said "Gemma 3 270M", which it is not).
+    from beedeck.core.starter import STARTER_MODEL_TITLE
+
+    assert STARTER_MODEL_TITLE in r.reasons[0] and "Gemma" not in r.reasons[0]
 
 
 @pytest.mark.parametrize("gen", [Generation.BEE_A, Generation.BEE_B, Generation.MAINLINE])

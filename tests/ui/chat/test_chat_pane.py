@@ -9,6 +9,7 @@ import pytest
 from PySide6.QtCore import QUrl
 from pytestqt.qtbot import QtBot
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.client import LlamaClient
 from beedeck.ui.chat.chat_pane import ChatPane
@@ -25,7 +26,7 @@ def make_pane(qtbot: QtBot, store: ChatStore, client: LlamaClient | None) -> Cha
     return pane
 
 
-def send(qtbot: QtBot, pane: ChatPane, text: str) -> dict:
+def send(qtbot: QtBot, pane: ChatPane, text: str) -> ReplyFacts:
     pane.input.setPlainText(text)
     with qtbot.waitSignal(pane.reply_finished, timeout=15_000) as blocker:
         pane.send_button.click()
@@ -46,13 +47,13 @@ def test_reply_streams_persists_and_shows_stats(
     pane.mode_provider = lambda: ("dflash", {})
     pane.system_prompt.setText("Be brief.")
     stats = send(qtbot, pane, "Say hello")
-    assert stats["mode"] == "dflash" and stats["tokens"] == 4 and stats["draft_n"] == 8
+    assert stats.mode == "dflash" and stats.tokens == 4 and stats.draft_n == 8
     msgs = store.messages(pane.conversation_id)  # type: ignore[arg-type]
     assert [(m.role, m.content, m.complete) for m in msgs] == [
         ("user", "Say hello", True),
         ("assistant", "Hello, world!", True),
     ]
-    assert msgs[1].stats["draft_accepted"] == 6
+    assert msgs[1].stats["draft_accepted"] == 6 and msgs[1].facts == stats
     text = pane.view.toPlainText()
     assert "Hello, world!" in text and "4 tokens" in text and "drafts 6/8 accepted" in text and "DFlash" in text
     assert "Say hello\n" in text and "Say helloAssistant" not in text  # each message is its own block
@@ -81,7 +82,7 @@ def test_partial_reply_is_in_the_database_while_streaming_and_stop_keeps_it(
     assert pane.stop_button.isEnabled() and not pane.send_button.isEnabled()
     with qtbot.waitSignal(pane.reply_finished, timeout=5000) as blocker:
         pane.stop_button.click()
-    assert blocker.args[0]["cancelled"] is True
+    assert blocker.args[0].cancelled is True
     reply = store.messages(cid)[1]
     assert reply.content == "Hello, world" and reply.stats["cancelled"] is True
     assert "stopped" in pane.view.toPlainText()

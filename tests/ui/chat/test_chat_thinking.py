@@ -61,11 +61,11 @@ def test_thinking_streams_dimmed_and_folds_when_the_answer_starts(
     text = pane.view.toPlainText()
     assert "Hello, world!" in text
     assert "wants a greeting" not in text  # folded away...
-    assert f"Thinking · Thought for {stats['reasoning_s']:.1f} s · {len(THOUGHT_TEXT)} chars — show" in text
-    assert stats["reasoning_s"] >= 0
+    assert f"Thinking · Thought for {stats.reasoning_s:.1f} s · {len(THOUGHT_TEXT)} chars — show" in text
+    assert stats.reasoning_s >= 0
     reply = store.messages(cid)[1]
     assert (reply.content, reply.reasoning, reply.complete) == ("Hello, world!", THOUGHT_TEXT, True)
-    assert reply.stats["reasoning_s"] == stats["reasoning_s"]
+    assert reply.stats["reasoning_s"] == stats.reasoning_s
 
 
 def test_thinking_folds_as_soon_as_the_answer_starts_streaming(

@@ -49,8 +49,8 @@ def test_a_stopped_reply_keeps_its_timings_and_reaches_the_gauge(qtbot: QtBot, s
             pane.stop_button.click()
         assert server.requests[-1].body["timings_per_token"] is True
     stats = blocker.args[0]
-    assert stats["cancelled"] is True
-    assert (stats["prompt_tps"], stats["prompt_n"], stats["tokens"], stats["tps"]) == (700.0, 42, 3, 25.0)
+    assert stats.cancelled is True
+    assert (stats.prompt_tps, stats.prompt_n, stats.tokens, stats.tps) == (700.0, 42, 3, 25.0)
     assert panel.prefill.text() == "700 tok/s" and panel.tokens.text() == "3 (stopped)"
     assert panel.sparkline.values() == [25.0] and panel.sparkline.stopped() == [True]
     assert panel.last_by_mode == {}  # not a whole reply: no per-mode figure

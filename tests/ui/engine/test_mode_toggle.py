@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from pytestqt.qtbot import QtBot
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import PER_REQUEST, RESTART, settings_for_mode
+from beedeck.core.engine.modes import PER_REQUEST, RESTART, Mode, settings_for_mode
 from beedeck.core.engine.switching import PerRequestMemory
 from beedeck.core.models import gguf
 from beedeck.ui.engine import mode_toggle as mode_toggle_module
@@ -179,11 +180,11 @@ def test_a_drafted_baseline_reply_switches_to_restarting(qtbot: QtBot, tmp_path:
     t.baseline_button.click()
     assert t.mode() == "baseline" and t.path() == PER_REQUEST
     with qtbot.waitSignal(t.restart_requested) as blocker:
-        checker.reply_finished(caps, {"mode": "baseline", "draft_n": 12, "draft_accepted": 12})
+        checker.reply_finished(caps, ReplyFacts(mode=Mode.BASELINE, draft_n=12, draft_accepted=12))
     assert blocker.args[0].draft is None  # the server restarts without the draft: a real baseline
     assert t.path() == RESTART and memory.get(caps) is False and "drafted 12 tokens" in t.toolTip()
     # A DFlash reply with drafts is no contradiction.
-    checker.reply_finished(caps, {"mode": "dflash", "draft_n": 40})
+    checker.reply_finished(caps, ReplyFacts(mode=Mode.DFLASH, draft_n=40))
 
 
 # ---------------------------------------------------------------- every mode this setup can run
@@ -293,20 +294,21 @@ def test_headers_are_read_off_the_gui_thread_and_the_segments_follow(
     t = ModeToggle(runner=lambda fn, done, err: pending.append((fn, done)), inspect_fn=inspect)
     qtbot.addWidget(t)
     target = _mtp_target(tmp_path)
+    caps = _real_caps("mainline")  # made (its modules imported) before stat is forbidden
     with monkeypatch.context() as m:  # configure touches no file: even a stat can hang on a network mount
         m.setattr(mode_toggle_module.os, "stat", no_stat_here)
-        t.configure(LaunchSettings(target=str(target)), _real_caps("mainline"))
+        t.configure(LaunchSettings(target=str(target)), caps)
     assert t.offered() == ["baseline", "model-free"]  # the header is not read yet
     assert "has not read qwen-mtp.gguf's header" in t.toolTip()
     fn, done = pending.pop()
     done(fn())
     assert t.offered() == ["baseline", "mtp", "model-free"] and read == [str(target)]
-    t.configure(t._profile, _real_caps("mainline"))  # same file, same version: checked, not read again
+    t.configure(t.switch.profile, _real_caps("mainline"))  # same file, same version: checked, not read again
     fn, done = pending.pop()
     done(fn())
     assert read == [str(target)] and t.offered() == ["baseline", "mtp", "model-free"]
     target.write_bytes(target.read_bytes() + b"\0" * 32)  # a new version of the file is read again
-    t.configure(t._profile, _real_caps("mainline"))
+    t.configure(t.switch.profile, _real_caps("mainline"))
     fn, done = pending.pop()
     done(fn())
     assert read == [str(target)] * 2

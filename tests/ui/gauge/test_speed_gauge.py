@@ -7,6 +7,8 @@ import time
 from PySide6.QtGui import QColor, QImage
 from pytestqt.qtbot import QtBot
 
+from beedeck.core.chat.reply_facts import ReplyFacts
+from beedeck.core.engine.modes import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 from beedeck.ui.gauge.speed_gauge import SpeedGauge, SpeedPanel, nice_scale
 
@@ -41,7 +43,7 @@ def test_paint_draws_the_arc_in_the_mode_colour(qtbot: QtBot) -> None:
                 n += c.red() > 200 and 140 < c.green() < 190 and c.blue() < 60
         return n
 
-    g.set_mode("dflash")
+    g.set_mode(Mode.DFLASH)
     g.set_value(0.0)
     empty = amber_pixels()
     g.set_value(40.0)
@@ -61,14 +63,12 @@ def test_panel_live_then_final(qtbot: QtBot) -> None:
     rate = panel.live_rate()
     assert 0.5 * 19 / span < rate < 2.5 * 19 / span
     qtbot.waitUntil(lambda: panel.gauge.live and panel.gauge.value > 0, timeout=2000)
-    panel.reply_finished({"mode": "baseline", "tps": 31.5, "tokens": 20, "ttft_s": 0.12, "prompt_tps": 800.0})
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=31.5, tokens=20, ttft_s=0.12, prompt_tps=800.0))
     assert panel.gauge.value == 31.5 and not panel.gauge.live
     assert panel.gauge.baseline == 31.5
     assert panel.ttft.text() == "0.12 s" and panel.prefill.text() == "800 tok/s"
     panel.reply_started("dflash")
-    panel.reply_finished(
-        {"mode": "dflash", "tps": 63.0, "tokens": 100, "draft_n": 80, "draft_accepted": 60, "ttft_s": 0.1}
-    )
+    panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=63.0, tokens=100, draft_n=80, draft_accepted=60, ttft_s=0.1))
     assert "60/80 (75 %)" in panel.acceptance.text() and "60 % of output" in panel.acceptance.text()
     assert "speed-up ×2.00" in panel.compare.text()
     assert panel.sparkline.values() == [31.5, 63.0]
@@ -79,11 +79,10 @@ def test_a_stopped_reply_reaches_the_sparkline_and_prefill_but_not_the_per_mode_
     a reply is no figure for its mode: the comparison line and the baseline marker skip it."""
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.reply_finished({"mode": "baseline", "tps": 30.0, "tokens": 50, "prompt_tps": 900.0, "ttft_s": 0.2})
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50, prompt_tps=900.0, ttft_s=0.2))
     panel.reply_started("baseline")
-    panel.reply_finished(
-        {"mode": "baseline", "tps": 10.0, "tokens": 12, "prompt_tps": 750.0, "ttft_s": 0.3, "cancelled": True}
-    )
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=10.0, tokens=12, prompt_tps=750.0, ttft_s=0.3,
+                                    cancelled=True))
     assert panel.sparkline.values() == [30.0, 10.0] and panel.sparkline.stopped() == [False, True]
     assert panel.prefill.text() == "750 tok/s" and panel.ttft.text() == "0.30 s"
     assert panel.tokens.text() == "12 (stopped)" and panel.gauge.value == 10.0
@@ -95,7 +94,7 @@ def test_a_reply_stopped_before_its_first_token_adds_no_point(qtbot: QtBot) -> N
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     panel.reply_started("dflash")
-    panel.reply_finished({"mode": "dflash", "cancelled": True})
+    panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, cancelled=True))
     assert panel.sparkline.values() == [] and panel.tokens.text() == "0 (stopped)" and panel.prefill.text() == "—"
 
 
@@ -145,3 +144,39 @@ def test_sparkline_caps_its_history(qtbot: QtBot) -> None:
         s.add_value(v)
     assert s.values() == [3, 4, 5, 6, 7]
     s.grab()  # paints without error
+
+
+def test_every_mode_is_labelled_with_its_own_name(qtbot: QtBot) -> None:
+    """The bug: an N-gram reply's gauge said "baseline" (anything but DFlash did). Each mode's own name,
+    its own colour on the dial and the sparkline, and its own figure in the comparison line."""
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=20.0, tokens=40))
+    for mode, tps in ((Mode.MODEL_FREE, 50.0), (Mode.MTP, 30.0), (Mode.EAGLE3, 25.0), (Mode.DSPARK, 40.0)):
+        panel.reply_started(mode.value)
+        assert panel.gauge.mode == mode
+        panel.reply_finished(ReplyFacts(mode=mode, tps=tps, tokens=100, draft_n=60, draft_accepted=42))
+        assert panel.gauge.mode == mode and panel.gauge.mode.label != "Baseline"
+        assert f"{mode.label} {tps:.1f}" in panel.compare.text()
+        assert f"{mode.label} speed-up ×{tps / 20.0:.2f}" in panel.compare.text()
+    assert "DFlash" not in panel.compare.text()  # no mode that never answered
+    assert panel.gauge.baseline == 20.0  # no other mode moved the baseline marker
+    colours = [c.name() for c in panel.sparkline._colors if c is not None]
+    assert len(colours) == 5 and len(set(colours)) == 5  # one point per reply, one colour per mode
+
+
+def test_the_dial_paints_the_label_of_the_mode_it_shows(qtbot: QtBot) -> None:
+    g = SpeedGauge()
+    qtbot.addWidget(g)
+    g.resize(220, 190)
+    g.set_value(40.0)
+
+    def image(mode: Mode | None) -> QImage:
+        g.set_mode(mode)
+        img = QImage(g.size(), QImage.Format.Format_ARGB32)
+        img.fill(QColor("white"))
+        g.render(img)
+        return img
+
+    assert image(Mode.MODEL_FREE) != image(Mode.BASELINE)  # another label and colour, not "baseline"
+    assert image(Mode.MODEL_FREE) == image(Mode.MODEL_FREE)

@@ -79,9 +79,11 @@ def test_threads_1_is_a_value_and_engine_default_is_its_own_state(qtbot: QtBot) 
     assert form.settings().threads == 1
 
 
-def test_settings_dialog_launch_unchanged_launches_the_profile(qtbot: QtBot) -> None:
-    """The issue's steps: open Settings on the starter profile and press Launch without touching anything."""
-    profile = Profile("/opt/starter/llama-server", starter(), "starter (CPU)")
+def test_settings_dialog_launch_unchanged_launches_the_profile(qtbot: QtBot, starter_model_path: Path) -> None:
+    """The issue's steps: open Settings on the starter profile and press Launch without touching anything
+    (the real starter model: the preflight judges the file)."""
+    settings = StarterProfile(Path("/opt/starter/llama-server"), starter_model_path).settings(threads=1)
+    profile = Profile("/opt/starter/llama-server", settings, "starter (CPU)")
     dialog = SettingsDialog(profile, ml_caps(), probe=lambda p: pytest.fail(f"no probe expected ({p})"),
                             detect=HardwareReport, runner=sync)
     qtbot.addWidget(dialog)

@@ -7,6 +7,7 @@ import json
 import shlex
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -45,6 +46,17 @@ def qwen(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     t = mg.qwen36_27b(d / "Qwen3.6-27B-Q5_K_S.gguf")
     dr = mg.dflash_draft(d / "Qwen3.6-27B-DFlash-Q4_K_M.gguf", "dflash-draft", 5120, [1, 16, 31, 46, 61], 1000)
     return str(t), str(dr)
+
+
+@pytest.fixture(scope="module")
+def m(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """A small target and its (upstream-format) DFlash draft: the preflight judges real files, so a form
+    with a path that does not exist greys Launch (the issue's /nonexistent/model.gguf)."""
+    d = tmp_path_factory.mktemp("small")
+    t = mg.tiny_model(d / "t.gguf", "qwen35", 1000, "", 8, 128)  # head size 32: every cache type fits
+    dr = mg.dflash_draft(d / "d.gguf", "dflash", 128, (1, 3, 6), 1000, n_layer=2, n_head=4, n_kv=2, hd=32,
+                         n_ff=256, qtype=mg.Q.F32)
+    return SimpleNamespace(t=str(t), d=str(dr))
 
 
 def make_form(qtbot: QtBot, caps: EngineCaps | None, settings: LaunchSettings | None = None) -> LaunchForm:
@@ -98,7 +110,7 @@ def test_state_rules_follow_speculation_mode(qtbot: QtBot) -> None:
     assert not form.widgets["spec_model_free_type"].isEnabled()
     mode = form.widgets["spec_mode"]
     assert isinstance(mode, QComboBox)
-    mode.setCurrentText("model-free")
+    mode.setCurrentText("N-gram")
     assert form.widgets["spec_model_free_type"].isEnabled() and not form.widgets["draft"].isEnabled()
     assert form.settings().spec_mode == SpecMode.MODEL_FREE
 
@@ -164,16 +176,16 @@ def test_copy_command_equals_build_argv(qtbot: QtBot, qwen: tuple[str, str]) -> 
     assert form.settings() == s
 
 
-def test_copy_masks_the_api_key(qtbot: QtBot) -> None:
+def test_copy_masks_the_api_key(qtbot: QtBot, m: SimpleNamespace) -> None:
     caps = ml_caps()
-    form = make_form(qtbot, caps, LaunchSettings(target="t.gguf", api_key="sk-live-123"))
+    form = make_form(qtbot, caps, LaunchSettings(target=m.t, api_key="sk-live-123"))
     assert form.settings().api_key == "sk-live-123"
     line = form.command_line()
     assert line is not None and "sk-live-123" not in line and "--api-key '********'" in line
 
 
-def test_refused_settings_disable_launch_and_say_why(qtbot: QtBot) -> None:
-    form = make_form(qtbot, ml_caps(), LaunchSettings(target="t.gguf", cache_type_k="turbo4"))
+def test_refused_settings_disable_launch_and_say_why(qtbot: QtBot, m: SimpleNamespace) -> None:
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target=m.t, cache_type_k="turbo4"))
     assert not form.launch_button.isEnabled() and not form.copy_button.isEnabled()
     assert "TurboQuant" in form.check_label.text()
     ctk = form.widgets["cache_type_k"]
@@ -232,22 +244,22 @@ def replace_text(qtbot: QtBot, edit: QLineEdit, text: str) -> None:
     qtbot.keyClicks(edit, text)
 
 
-def test_a_greyed_launch_always_says_every_reason_and_follows_each_fix(qtbot: QtBot) -> None:
+def test_a_greyed_launch_always_says_every_reason_and_follows_each_fix(qtbot: QtBot, m: SimpleNamespace) -> None:
     """Issue: once a check had passed with nothing to note, the reasons label stayed hidden for good,
     so choosing DFlash without a draft (or a bad extra argument) greyed Launch out with no reason."""
-    form = make_form(qtbot, ml_caps(), LaunchSettings(target="/m/t.gguf"))
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target=m.t))
     label, draft, extra = form.check_label, form.widgets["draft"], form.widgets["extra_args"]
     assert isinstance(draft, QLineEdit) and isinstance(extra, QLineEdit)
     assert form.launch_button.isEnabled() and label.isHidden()  # launchable, nothing to note
     mode = form.widgets["spec_mode"]
     assert isinstance(mode, QComboBox)
-    mode.setCurrentText("dflash")
+    mode.setCurrentText("DFlash")
     assert not form.launch_button.isEnabled() and not form.copy_button.isEnabled()
     assert not label.isHidden() and "DFlash needs a draft model" in label.text()
     assert "DFlash needs a draft model" in form.launch_button.toolTip()
     replace_text(qtbot, extra, "--no-such-flag 3")
     assert "DFlash needs a draft model" in label.text() and "--no-such-flag is not an option" in label.text()
-    replace_text(qtbot, draft, "/m/d.gguf")
+    replace_text(qtbot, draft, m.d)
     assert not label.isHidden() and not form.launch_button.isEnabled()
     assert "DFlash needs" not in label.text() and "--no-such-flag" in label.text()
     replace_text(qtbot, extra, "--alias 'my model")  # an open quote is a reason too, not a silent split
@@ -255,15 +267,15 @@ def test_a_greyed_launch_always_says_every_reason_and_follows_each_fix(qtbot: Qt
     replace_text(qtbot, extra, "--alias 'my model'")
     assert form.launch_button.isEnabled() and "Cannot launch" not in label.text()
     assert form.settings().extra_args == ["--alias", "my model"]
-    mode.setCurrentText("off")
+    mode.setCurrentText("Baseline")
     replace_text(qtbot, draft, "")
     assert form.launch_button.isEnabled()
     replace_text(qtbot, form.widgets["target"], "")  # type: ignore[arg-type]
     assert not label.isHidden() and "No target model is set" in label.text()
 
 
-def test_without_an_engine_launch_says_what_the_engine_is_doing(qtbot: QtBot) -> None:
-    form = make_form(qtbot, None, LaunchSettings(target="/m/t.gguf"))
+def test_without_an_engine_launch_says_what_the_engine_is_doing(qtbot: QtBot, m: SimpleNamespace) -> None:
+    form = make_form(qtbot, None, LaunchSettings(target=m.t))
     assert not form.launch_button.isEnabled() and "No engine is picked" in form.check_label.text()
     form.set_engine(None, "/opt/x/llama-server", "Checking the engine (llama-server --help)…")
     assert "Checking the engine" in form.check_label.text() and not form.check_label.isHidden()
@@ -271,13 +283,14 @@ def test_without_an_engine_launch_says_what_the_engine_is_doing(qtbot: QtBot) ->
     assert form.launch_button.isEnabled()
 
 
-def test_a_model_free_type_that_crashes_the_engine_is_kept_and_named(qtbot: QtBot) -> None:
+def test_a_model_free_type_that_crashes_the_engine_is_kept_and_named(qtbot: QtBot, m: SimpleNamespace) -> None:
     """BeeLlama 0.1-0.3 aborts with ngram-mod: the form keeps the profile's type (no silent rewrite) and
-    Launch says why until the user picks another."""
-    s = LaunchSettings(target="/m/t.gguf", spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod")
+    Launch says why (the known-issue table's row, as a launch says it) until the user picks another."""
+    s = LaunchSettings(target=m.t, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod")
     form = make_form(qtbot, bee_caps(), s)
     assert form.settings() == s
-    assert not form.launch_button.isEnabled() and "ngram-mod crashes this engine" in form.check_label.text()
+    assert not form.launch_button.isEnabled() and "ngram-mod" in form.check_label.text()
+    assert "aborts on the first sampled reply" in form.check_label.text()
     kind = form.widgets["spec_model_free_type"]
     assert isinstance(kind, QComboBox) and not combo_item(kind, "ngram-mod").isEnabled()
     kind.setCurrentText("copyspec")
@@ -295,8 +308,8 @@ def test_the_form_offers_what_the_engine_and_the_files_run(qtbot: QtBot, tmp_pat
     assert "• DFlash: No DFlash draft model is configured" in form.modes_label.toolTip()
     mode = form.widgets["spec_mode"]
     assert isinstance(mode, QComboBox)
-    assert [mode.itemText(i) for i in range(mode.count())] == ["off", "dflash", "eagle3", "dspark", "mtp", "model-free"]
-    mode.setCurrentText("mtp")
+    assert [mode.itemText(i) for i in range(mode.count())] == ["Baseline", "DFlash", "EAGLE-3", "DSpark", "MTP", "N-gram"]
+    mode.setCurrentText("MTP")
     assert form.launch_button.isEnabled(), form.check_label.text()
     # the draft field takes an mtp- head file in MTP mode (for a target without heads); its size fields do not
     assert form.widgets["draft"].isEnabled() and form.widgets["draft_n_max"].isEnabled()
@@ -310,14 +323,14 @@ def test_the_form_offers_what_the_engine_and_the_files_run(qtbot: QtBot, tmp_pat
     assert form.modes_label.text() == "Runs here: Off · N-gram (ngram-mod)"
 
 
-def test_modes_the_engine_lacks_are_greyed_with_the_reason(qtbot: QtBot) -> None:
-    form = make_form(qtbot, bee_caps(), LaunchSettings(target="/m/t.gguf"))
+def test_modes_the_engine_lacks_are_greyed_with_the_reason(qtbot: QtBot, m: SimpleNamespace) -> None:
+    form = make_form(qtbot, bee_caps(), LaunchSettings(target=m.t))
     mode = form.widgets["spec_mode"]
     assert isinstance(mode, QComboBox)
-    for text, label in (("eagle3", "EAGLE-3"), ("dspark", "DSpark"), ("mtp", "MTP")):
-        item = combo_item(mode, text)
+    for label in ("EAGLE-3", "DSpark", "MTP"):  # the combo shows each mode's one name
+        item = combo_item(mode, label)
         assert not item.isEnabled() and f"has no {label}" in item.toolTip() and "0.4 or newer" in item.toolTip()
-    assert combo_item(mode, "dflash").isEnabled() and combo_item(mode, "model-free").isEnabled()
+    assert combo_item(mode, "DFlash").isEnabled() and combo_item(mode, "N-gram").isEnabled()
     assert form.modes_label.text() == "Runs here: Off · N-gram (ngram-simple)"  # ngram-mod aborts BeeLlama 0.1
 
 
@@ -331,7 +344,7 @@ def test_the_drafts_kind_decides_its_mode(qtbot: QtBot, tmp_path: Path) -> None:
     assert form.modes_label.text() == "Runs here: Off · EAGLE-3 · N-gram (ngram-mod)"
     mode = form.widgets["spec_mode"]
     assert isinstance(mode, QComboBox)
-    mode.setCurrentText("eagle3")
+    mode.setCurrentText("EAGLE-3")
     assert form.pair_label.text() == "✓ An EAGLE-3 draft." and form.launch_button.isEnabled()
     assert form.widgets["draft"].isEnabled() and not form.widgets["dflash_cross_ctx"].isEnabled()
     line = form.command_line()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.machine.report import HardwareReport
+from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.profile import Profile
 from beedeck.ui.launch import settings_dialog
 from beedeck.ui.launch.settings_dialog import FRAME_H, SettingsDialog
@@ -34,7 +35,8 @@ def make_dialog(qtbot: QtBot, profile: Profile | None = None, caps: EngineCaps |
     profile = profile or Profile(ENGINE, LaunchSettings(target="/m/t.gguf", threads=1), "mainline")
     kw.setdefault("probe", no_probe)
     kw.setdefault("runner", sync)
-    dialog = SettingsDialog(profile, caps or ml_caps(), detect=HardwareReport, **kw)
+    kw.setdefault("detect", HardwareReport)
+    dialog = SettingsDialog(profile, caps or ml_caps(), **kw)
     qtbot.addWidget(dialog)
     return dialog
 
@@ -79,12 +81,45 @@ def test_save_is_refused_for_settings_a_profile_cannot_hold(qtbot: QtBot) -> Non
     assert "larger than batch size" in dialog.form.check_label.text()  # Launch says it too
 
 
-def test_launch_still_saves_and_restarts(qtbot: QtBot) -> None:
-    dialog = make_dialog(qtbot)
+def test_launch_still_saves_and_restarts(qtbot: QtBot, starter_model_path: Path) -> None:
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target=str(starter_model_path), threads=1), "mainline"))
     set_threads(dialog, 3)
     with qtbot.assertNotEmitted(dialog.profile_saved), qtbot.waitSignal(dialog.profile_applied) as blocker:
         dialog.form.launch_button.click()
     assert blocker.args[0].settings.threads == 3
+
+
+def test_a_missing_target_greys_launch_with_the_launchs_own_words(qtbot: QtBot) -> None:
+    """The issue: /nonexistent/model.gguf left Launch enabled (and then stopped the working server)."""
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target="/nonexistent/model.gguf"), "mainline"))
+    assert not dialog.form.launch_button.isEnabled()
+    assert "The target model /nonexistent/model.gguf does not exist. Check the path" in dialog.form.check_label.text()
+    row = dialog.form.rows["target"]  # at the field it is about, too
+    assert "#d62728" in row.styleSheet() and "does not exist" in row.toolTip()
+    assert dialog.form.rows["ctx_size"].styleSheet() == ""
+
+
+def test_a_text_file_renamed_gguf_is_named_as_such(qtbot: QtBot, tmp_path: Path) -> None:
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("just text\n")
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target=str(fake)), "mainline"))
+    assert not dialog.form.launch_button.isEnabled()
+    assert "fake.gguf is not a GGUF model BeeDeck can read" in dialog.form.check_label.text()
+
+
+def test_a_context_the_host_cannot_hold_greys_launch(qtbot: QtBot, tmp_path: Path) -> None:
+    """The issue: 4,000,000 tokens planned at 89.7 GiB on a 23 GiB machine, Launch enabled: host RAM now counts."""
+    from tests.fixtures import meta_gguf as mg
+
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    ram = HardwareReport(system=SystemInfo(ram_total=23 << 30))
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target=str(target), ctx_size=4_000_000,
+                                                               n_gpu_layers="0"), "mainline"),
+                         detect=lambda: ram)
+    assert dialog.form.host_ram == 23 << 30  # the dialog's detection (inline here) gave the form the RAM
+    assert not dialog.form.launch_button.isEnabled()
+    assert "of host memory (RAM), and this machine has 23.0 GiB" in dialog.form.check_label.text()
+    assert "of host memory" in dialog.form.rows["ctx_size"].toolTip()
 
 
 def bottom_right_in(widget: QWidget, dialog: QDialog) -> QPoint:

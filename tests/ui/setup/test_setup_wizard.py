@@ -17,6 +17,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.models import library
 from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.core.starter import STARTER_MODEL_TITLE
 from beedeck.ui.setup.services import SetupResult, WizardServices
 from beedeck.ui.setup.setup_wizard import SetupWizard
 from tests.fakes.fake_hub import FakeHub
@@ -31,14 +32,15 @@ def isolated_hf(tmp_path: Path) -> Path:
     return tmp_path / "hf-home"
 
 
-def make_wizard(qtbot: QtBot, detect: Any, starter_engine: Path | None = None, **extra: Any) -> SetupWizard:
+def make_wizard(qtbot: QtBot, detect: Any, starter_engine: Path | None = None,
+                app_settings: settings.AppSettings | None = None, **extra: Any) -> SetupWizard:
     ex: dict[str, Any] = {"registry": EngineRegistry()}
     if starter_engine is not None:
         ex["starter_engine"] = lambda: starter_engine
     ex.update(extra)
     models = settings.AppSettings().models_folder()
     ex.setdefault("find_local", lambda repo, f: library.find_local(repo, f, library.scan([models])))
-    w = SetupWizard(WizardServices(detect=detect, runner=sync, extra=ex))
+    w = SetupWizard(WizardServices(detect=detect, runner=sync, extra=ex, settings=app_settings))
     qtbot.addWidget(w)
     w.restart()
     return w
@@ -69,10 +71,11 @@ def test_rtx_4090_shows_the_gpu_and_a_fitting_pair(qtbot: QtBot) -> None:
 @pytest.mark.engine
 def test_no_gpu_goes_straight_to_the_starter_and_finishes(qtbot: QtBot, starter_engine_path: Path,
                                                           starter_model_path: Path) -> None:
-    w = make_wizard(qtbot, no_gpu_detect, starter_engine_path, starter_model=lambda: starter_model_path)
+    shared = settings.load_settings()  # the session's one copy, as the window holds it
+    w = make_wizard(qtbot, no_gpu_detect, starter_engine_path, shared, starter_model=lambda: starter_model_path)
     page = w.detect_page
     assert "No NVIDIA GPU found." in page.status.text() and "NVIDIA driver" in page.status.text()
-    assert not page.starter_box.isHidden() and "270M" in page.starter_text.text()
+    assert not page.starter_box.isHidden() and STARTER_MODEL_TITLE in page.starter_text.text()
     page.starter_button.click()
     assert w.currentPage() is w.recommend_page
     assert w.recommend_page.choice is not None and w.recommend_page.choice.pair_id == "starter"
@@ -91,6 +94,13 @@ def test_no_gpu_goes_straight_to_the_starter_and_finishes(qtbot: QtBot, starter_
     assert s.jinja is True and s.chat_template is None and s.spec_mode == SpecMode.OFF
     stored = settings.load_settings()
     assert stored.first_run_done and stored.last_profile == s.to_dict() and stored.default_engine_id == "starter"
+    # The wizard wrote the session's copy: the window's next save (a theme) keeps what the wizard set.
+    # (With a copy of its own, that save wrote first_run_done False back and the wizard came again.)
+    assert shared.first_run_done and shared.last_profile == s.to_dict()
+    shared.theme = "dark"
+    settings.save_settings(shared)
+    again = settings.load_settings()
+    assert again.first_run_done and again.last_profile == s.to_dict() and again.theme == "dark"
     assert run.isComplete() and run.start_button.text() == "Ready"
     assert all(st.status.text() != "waiting" for st in run.steps if st.key != "draft")
 

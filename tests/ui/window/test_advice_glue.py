@@ -59,7 +59,7 @@ def test_following_is_off_by_default_and_the_toggle_stays_where_the_user_put_it(
     w.chat.input.setPlainText(PROSE)
     with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as done:
         w.chat.send()
-    assert done.args[0]["mode"] == "dflash" and restarts == []
+    assert done.args[0].mode == "dflash" and restarts == []
 
 
 def test_opted_in_a_prose_prompt_goes_out_in_the_learnt_fastest_mode_after_the_restart(
@@ -74,7 +74,7 @@ def test_opted_in_a_prose_prompt_goes_out_in_the_learnt_fastest_mode_after_the_r
         assert w.chat.input.toPlainText() == PROSE  # held, not lost, while the server restarts
         assert "Baseline for this prose prompt" in w.chat.notice.text()
     assert len(restarts) == 1 and restarts[0].spec_mode == SpecMode.OFF and restarts[0].draft is None
-    assert done.args[0]["mode"] == "baseline" and w.mode.mode() == "baseline"
+    assert done.args[0].mode == "baseline" and w.mode.mode() == "baseline"
     assert w.chat.input.toPlainText() == "" and fake_server.requests[-1].body["messages"][-1]["content"] == PROSE
     # The next prose prompt is already in the right mode: no second restart.
     w.chat.input.setPlainText(PROSE + " Keep it brief.")
@@ -91,7 +91,7 @@ def test_without_a_verdict_nothing_switches_even_when_following(
     w.chat.input.setPlainText(PROSE)
     with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as done:
         w.chat.send()
-    assert done.args[0]["mode"] == "dflash" and restarts == []
+    assert done.args[0].mode == "dflash" and restarts == []
 
 
 def test_the_advice_is_read_off_the_gui_thread_and_applies_to_caps_probed_before_it(

@@ -195,5 +195,5 @@ def test_settings_save_keeps_the_running_server_and_says_when_it_applies(qtbot: 
     assert profile_mod.load_saved_profile().settings.ctx_size == 16384  # type: ignore[union-attr]
     assert "apply when the server next starts" in window.statusBar().currentMessage()
     window.apply_profile(changed)
-    assert [c[0] for c in controller.calls[calls:]] == ["stop", "start"]  # Launch restarts
+    assert [c[0] for c in controller.calls[calls:]] == ["replace"]  # Launch restarts (after its preflight)
     window.close()

@@ -16,6 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core import profile as profile_mod
 from beedeck.core import settings
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.spec_guard import Advice
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
@@ -34,6 +35,7 @@ from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog
 from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
 from tests.fakes.fake_nvml import detect_rtx4090 as gpu_detect
 from tests.fakes.sse_server import FakeLlamaServer
+from tests.fixtures import meta_gguf as mg
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
 ENGINE = "/opt/ml/llama-server"
@@ -67,6 +69,12 @@ class RecordingController(ServerController):
 
     def restart(self, settings: LaunchSettings) -> None:
         self.calls.append(("restart", settings))
+
+    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+        """Settings → Launch while a server runs (the real one runs the preflight first, then stop and start)."""
+        self.calls.append(("replace", engine, settings, caps))
+        self.engine, self.settings = engine, settings
+        self._set_state("starting")
 
     def shutdown(self, timeout_s: float = 0) -> None:
         self.calls.append(("shutdown",))
@@ -127,6 +135,20 @@ def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> No
     wizard.reject()
 
 
+def test_the_wizard_and_the_window_share_the_sessions_one_app_settings(qtbot: QtBot, store: ChatStore) -> None:
+    """The wizard used to load and save a copy of its own, which the window's next save (a theme, the
+    advice toggle) overwrote: first_run_done went back to False. Now both change the session's copy."""
+    w, _ = make_window(qtbot, store)
+    w.wizard_action.trigger()
+    wizard = opened(w, SetupWizard)
+    assert wizard.services.settings is w.app_settings is w.session.app_settings
+    wizard.services.settings.first_run_done = True  # what the run page does when setup completes
+    w.follow_advice_action.setChecked(True)  # the window saves the one copy
+    stored = settings.load_settings()
+    assert stored.first_run_done and stored.follow_advice
+    wizard.reject()
+
+
 def test_wizard_without_gpu_says_why(qtbot: QtBot, store: ChatStore) -> None:
     w, _ = make_window(qtbot, store, detect=no_gpu_detect)
     w.wizard_action.trigger()
@@ -137,10 +159,12 @@ def test_wizard_without_gpu_says_why(qtbot: QtBot, store: ChatStore) -> None:
     assert wizard.detect_page.use_starter and wizard.detect_page.starter_box.isVisible()
 
 
-def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: QtBot, store: ChatStore) -> None:
+def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: QtBot, store: ChatStore,
+                                                                       tmp_path: Path) -> None:
     w, controller = make_window(qtbot, store)
     w.known_caps[ENGINE] = ml_caps()
-    w.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf", ctx_size=4096), "starter (CPU)"))
+    target = mg.tiny_model(tmp_path / "gemma.gguf", n_embd=128)  # a real file: the form's preflight reads it
+    w.set_profile(Profile(ENGINE, LaunchSettings(target=str(target), ctx_size=4096), "starter (CPU)"))
     controller._set_state("ready")  # the chat server runs: Launch must restart it
     w.settings_action.trigger()
     dialog = opened(w, SettingsDialog)
@@ -164,8 +188,8 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     saved = profile_mod.load_saved_profile()
     assert saved is not None and saved.engine == ENGINE and saved.settings.ctx_size == 8192
     assert saved.settings.api_key == SECRET  # back from the (test) OS keyring, never from the file
-    assert [c[0] for c in controller.calls] == ["stop", "start"]
-    _, engine, started, caps = controller.calls[1]
+    assert [c[0] for c in controller.calls] == ["replace"]  # preflight, then stop and start: the controller's
+    _, engine, started, caps = controller.calls[0]
     assert engine == ENGINE and started.ctx_size == 8192 and started.api_key == SECRET and caps is w.known_caps[ENGINE]
     assert not dialog.isVisible()
 
@@ -226,7 +250,7 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
     w.guard_monitor.advice_given.connect(advices.append)
     prompt = "Write a Python function that reverses a list."
 
-    def reply(rate: float) -> dict[str, Any]:
+    def reply(rate: float) -> ReplyFacts:
         fake_server.script.rate = rate
         w.chat.input.setPlainText(prompt)
         with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as blocker:
@@ -236,12 +260,12 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
     with qtbot.waitSignal(w.mode.mode_changed):
         w.mode.baseline_button.click()
     for _ in range(3):
-        assert reply(0)["mode"] == "baseline"  # as fast as the fake can go
+        assert reply(0).mode == "baseline"  # as fast as the fake can go
     with qtbot.waitSignal(w.mode.mode_changed):
         w.mode.dflash_button.click()
     for i in range(3):  # 3 replies make a figure; the guard then needs 2 slow ones in a row
         stats = reply(300)  # paced: at most 300 tok/s, far below the unpaced baseline
-        assert stats["mode"] == "dflash" and not w.banner.isVisible(), i
+        assert stats.mode == "dflash" and not w.banner.isVisible(), i
     reply(300)
     assert w.banner.isVisible() and len(advices) == 1
     assert advices[0].mode == "dflash" and advices[0].kind == "code" and advices[0].slowdown > 0.05
@@ -253,7 +277,7 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
     with qtbot.waitSignal(w.mode.mode_changed) as switched:
         w.banner.switch_button.click()
     assert switched.args == ["baseline"] and w.mode.mode() == "baseline" and not w.banner.isVisible()
-    assert reply(0)["mode"] == "baseline"
+    assert reply(0).mode == "baseline"
     assert fake_server.requests[-1].body.get("speculative.n_max") == 0
     assert controller.calls == []  # per-request switching: the server was never restarted
 

@@ -59,7 +59,7 @@ def test_chat_through_a_ready_server_with_shortcuts(
     qtbot.waitUntil(lambda: fake_server.stalled.is_set(), timeout=10_000)
     with qtbot.waitSignal(w.chat.reply_finished, timeout=5000) as blocker:
         qtbot.keyClick(w.chat.input, Qt.Key.Key_Escape)
-    assert blocker.args[0]["cancelled"] is True
+    assert blocker.args[0].cancelled is True
     fake_server.release_stall()
     # Ctrl+N: a new, empty chat; Ctrl+L focuses the input.
     before = len(store.list_conversations())
@@ -130,7 +130,7 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     w.chat.input.setPlainText("hi")
     with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as blocker:
         w.chat.send()
-    assert blocker.args[0]["mode"] == "baseline"
+    assert blocker.args[0].mode == "baseline"
     assert "speculative.n_max" not in fake_server.requests[-1].body
     # The speculation guard's banner switches through the same path (ModeToggle.request_mode).
     with qtbot.waitSignal(w.mode.mode_changed) as changed:

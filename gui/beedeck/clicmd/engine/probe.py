@@ -104,7 +104,7 @@ def _human(caps: EngineCaps) -> str:
         if spelling
         else "DFlash:      not supported"
     )
-    lines.append(f"model-free:  {', '.join(caps.model_free_spec_types) or 'none'}")
+    lines.append(f"N-gram:      {', '.join(caps.model_free_spec_types) or 'none'}")
     lines.append(f"KV caches:   {', '.join(caps.cache_types) or '?'}")
     if caps.load_modes:
         lines.append(f"load modes:  {', '.join(caps.load_modes)}")

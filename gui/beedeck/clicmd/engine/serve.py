@@ -48,7 +48,7 @@ def add_launch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", metavar="GGUF", help="draft model (a DFlash, EAGLE-3 or DSpark GGUF)")
     p.add_argument("--spec", metavar="MODE", default="off",
                    help="speculative decoding: off, dflash, eagle3, dspark (with --draft), mtp (the target's own "
-                        "MTP heads, no draft), or a model-free type such as ngram-mod")
+                        "MTP heads, no draft), or an N-gram type such as ngram-mod")
     p.add_argument("--port", type=int, metavar="N", help="port (default: a free one)")
     p.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1; another address "
                    "needs an API key: BEEDECK_API_KEY in the environment, or --api-key-prompt)")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from beedeck.core import paths
+from beedeck.core.chat.reply_facts import ReplyFacts
 
 SCHEMA_VERSION = 3
 
@@ -113,6 +114,11 @@ class Message:
     created: float = 0.0
     reasoning: str = ""  # a reasoning model's thinking; shown and exported, never sent back
     parent_id: int | None = None  # the message this one follows (0: first; None: unknown); see versions()
+
+    @property
+    def facts(self) -> ReplyFacts:
+        """The typed form of :attr:`stats` (what is known of a reply)."""
+        return ReplyFacts.from_json(self.stats)
 
 
 class ChatStoreError(RuntimeError):
@@ -480,7 +486,9 @@ class ChatStore:
         for m in self.messages(conversation_id):
             who = {"user": "You", "assistant": "Assistant"}.get(m.role, m.role.title())
             suffix = "" if m.complete else " *(interrupted)*"
-            parts.append(f"## {who}{suffix}\n\n{_thinking_markdown(m)}{m.content.rstrip()}\n")
+            facts = m.facts.summary() if m.role == "assistant" else ""
+            footer = f"\n*{facts}*\n" if facts else ""
+            parts.append(f"## {who}{suffix}\n\n{_thinking_markdown(m)}{m.content.rstrip()}\n{footer}")
         return "\n".join(parts)
 
 
@@ -494,6 +502,6 @@ def _thinking_markdown(m: Message) -> str:
     if not text:
         return ""
     quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in text.splitlines())
-    secs = m.stats.get("reasoning_s")
-    took = f", {secs:.1f} s" if isinstance(secs, (int, float)) else ""
+    secs = m.facts.reasoning_s
+    took = f", {secs:.1f} s" if secs is not None else ""
     return f"<details><summary>Thinking ({len(m.reasoning)} chars{took})</summary>\n\n{quoted}\n\n</details>\n\n"

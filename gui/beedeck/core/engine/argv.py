@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from beedeck.core.engine.argv_base import ArgNote, Builder, LaunchRefused
 from beedeck.core.engine.argv_rpc import rpc_args
 from beedeck.core.engine.argv_spec import speculation
-from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.slots import doubles_sequences, slot_context
 
 __all__ = ["ArgNote", "LaunchPlan", "LaunchRefused", "build_argv", "is_loopback", "redact"]
 
@@ -165,35 +166,33 @@ def _network(b: Builder) -> None:
 
 
 def _slot_context(b: Builder, spec_on: bool) -> int:
-    s, caps = b.s, b.caps
+    """The -c value (:func:`beedeck.core.engine.slots.slot_context`, the rule the planner uses too) and its notes."""
+    s = b.s
+    slot = slot_context(s, b.caps.generation, spec_on)
     if s.ctx_is_total:
-        if spec_on and caps.generation == Generation.BEE_A and s.kv_unified is not True:
+        if doubles_sequences(b.caps.generation, spec_on) and s.kv_unified is not True:
             b.note(
                 "ctx_size",
                 "info",
                 f"BeeLlama <= 0.3 splits -c between the slot and its speculation backup: "
                 f"the slot gets about {s.ctx_size // 2} tokens. Turn on KV unified or let BeeDeck double -c.",
             )
-        return s.ctx_size
-    total = s.ctx_size
-    if s.kv_unified is not True:
-        if s.parallel > 1:
-            total *= s.parallel
-            b.note(
-                "ctx_size",
-                "compensated",
-                f"Without a unified KV cache each of the {s.parallel} slots gets "
-                f"-c / {s.parallel}: passing -c {total} so each gets {s.ctx_size}.",
-            )
-        if spec_on and caps.generation == Generation.BEE_A:
-            total *= 2
-            b.note(
-                "ctx_size",
-                "compensated",
-                "BeeLlama <= 0.3 halves the slot context whenever --spec-type is on "
-                f"(without --kv-unified): passing -c {total} to give the slot {s.ctx_size} tokens.",
-            )
-    return total
+        return slot.c_arg
+    if slot.slots_multiplied:
+        b.note(
+            "ctx_size",
+            "compensated",
+            f"Without a unified KV cache each of the {s.parallel} slots gets "
+            f"-c / {s.parallel}: passing -c {s.ctx_size * s.parallel} so each gets {s.ctx_size}.",
+        )
+    if slot.spec_doubled:
+        b.note(
+            "ctx_size",
+            "compensated",
+            "BeeLlama <= 0.3 halves the slot context whenever --spec-type is on "
+            f"(without --kv-unified): passing -c {slot.c_arg} to give the slot {s.ctx_size} tokens.",
+        )
+    return slot.c_arg
 
 
 def _memory(b: Builder, spec_on: bool) -> None:

@@ -121,7 +121,7 @@ def _model_free(b: Builder) -> tuple[bool, int | None]:
     kind = s.spec_model_free_type
     if kind not in caps.model_free_spec_types:
         b.refusals.append(
-            f"This engine has no model-free speculation type {kind!r}: pick one of "
+            f"This engine has no N-gram speculation type {kind!r}: pick one of "
             f"{', '.join(caps.model_free_spec_types) or '(none)'}."
         )
         return False, None

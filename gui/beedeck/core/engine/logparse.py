@@ -38,6 +38,7 @@ class ServerFailure:
     exit_code: int | None = None
     log_tail: list[str] = field(default_factory=list)
     issue: str = ""  # the known-issue table row that explains it (resources/known-issues.json), if any
+    setting: str = ""  # a refusal before the start (core.launcher.preflight): the launch setting it is about
 
     def __str__(self) -> str:
         return f"{self.message} {self.remedy}".strip()

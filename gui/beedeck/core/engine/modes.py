@@ -14,6 +14,7 @@ core.engine sits below core.models, so it never reads a GGUF itself: what the he
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import PurePath
 
 from beedeck.core.engine.caps import EngineCaps, Generation
@@ -23,18 +24,48 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 PER_REQUEST = "per-request"
 RESTART = "restart"
 
-BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE = "baseline", "dflash", "eagle3", "dspark", "mtp", "model-free"
-MODE_KEYS = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
-SPEC_OF_MODE = {BASELINE: SpecMode.OFF, DFLASH: SpecMode.DFLASH, EAGLE3: SpecMode.EAGLE3,
+
+
+class Mode(StrEnum):
+    """A speculation mode as the toggle, a reply's facts, the chat store and the benchmark name it.
+
+    The values are stored (chat database, benchmark JSON): add, never rename. :attr:`label` is the ONE
+    name a user reads for the mode, everywhere (toolbar, footer, gauge, settings, benchmark, docs).
+    """
+
+    BASELINE = "baseline"  # no speculation at all
+    DFLASH = "dflash"
+    EAGLE3 = "eagle3"
+    DSPARK = "dspark"
+    MTP = "mtp"
+    MODEL_FREE = "model-free"  # the n-gram family (and BeeLlama's copyspec): no extra model
+
+    @property
+    def label(self) -> str:
+        return _LABEL[self]
+
+    @classmethod
+    def parse(cls, word: object) -> Mode | None:
+        """The mode a stored word names (None for "" or a word no release wrote)."""
+        try:
+            return cls(str(word)) if word else None
+        except ValueError:
+            return None
+
+
+_LABEL = {Mode.BASELINE: "Baseline", Mode.DFLASH: "DFlash", Mode.EAGLE3: "EAGLE-3", Mode.DSPARK: "DSpark",
+          Mode.MTP: "MTP", Mode.MODEL_FREE: "N-gram"}
+BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE = tuple(Mode)
+MODE_KEYS = tuple(Mode)
+SPEC_OF_MODE: dict[str, SpecMode] = {BASELINE: SpecMode.OFF, DFLASH: SpecMode.DFLASH, EAGLE3: SpecMode.EAGLE3,
                 DSPARK: SpecMode.DSPARK, MTP: SpecMode.MTP, MODEL_FREE: SpecMode.MODEL_FREE}
-MODE_OF_SPEC = {spec: key for key, spec in SPEC_OF_MODE.items()}
-LABELS = {BASELINE: "Baseline", DFLASH: "DFlash", EAGLE3: "EAGLE-3", DSPARK: "DSpark", MTP: "MTP",
-          MODEL_FREE: "N-gram"}
+MODE_OF_SPEC: dict[SpecMode, Mode] = {spec: Mode(key) for key, spec in SPEC_OF_MODE.items()}
+LABELS: dict[str, str] = {m: m.label for m in Mode}
 DRAFT_MODES = (DFLASH, EAGLE3, DSPARK)
 A_LABEL = {key: ("an " if key in (EAGLE3, MTP) else "a ") + label for key, label in LABELS.items()}  # "an EAGLE-3"
 # The --spec-type of each mode on BeeLlama >= 0.4 and mainline (DFlash: caps.dflash_spec_type, since
 # BeeLlama 0.1-0.3 spells it "dflash"). Same words as core.models.draft_kinds.SPEC_TYPE_OF_KIND.
-SPEC_TYPE = {EAGLE3: "draft-eagle3", DSPARK: "draft-dspark", MTP: "draft-mtp"}
+SPEC_TYPE: dict[str, str] = {EAGLE3: "draft-eagle3", DSPARK: "draft-dspark", MTP: "draft-mtp"}
 # Draft kinds (core.models.draft_kinds.draft_kind) and the mode that runs each.
 MTP_HEAD = "mtp"  # the draft kind of a head-only file (core.models.draft_kinds.MTP, sidecars.sidecar_kind)
 MODE_OF_KIND = {"dflash": DFLASH, "dflash-draft": DFLASH, "eagle3": EAGLE3, "dspark": DSPARK, MTP_HEAD: MTP}
@@ -75,7 +106,7 @@ def uses_draft(settings: LaunchSettings | None) -> bool:
     return bool(settings and settings.draft and settings.spec_mode.uses_draft_file)
 
 
-def mode_of(settings: LaunchSettings) -> str:
+def mode_of(settings: LaunchSettings) -> Mode:
     return MODE_OF_SPEC[settings.spec_mode]
 
 
@@ -167,7 +198,7 @@ def engine_spec_type(key: str, caps: EngineCaps) -> tuple[str | None, str]:
         return None, f"{engine} has no --spec-type option, so it cannot speculate: use BeeLlama or mainline llama.cpp."
     if key == MODEL_FREE:
         kind = pick_model_free_type(caps)
-        return (kind, "") if kind else (None, f"{engine} has no model-free speculation type that runs safely here.")
+        return (kind, "") if kind else (None, f"{engine} has no N-gram speculation type that runs safely here.")
     if key == DFLASH:
         spelling = caps.dflash_spec_type
     else:

@@ -352,14 +352,15 @@ def is_remote_engine(engine: str) -> bool:
 
 
 def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misses: int = 2,
-                 api_key: str | None = None) -> RemoteError | None:
+                 api_key: str | None = None, timeout_s: float | None = None) -> RemoteError | None:
     """Poll ``/health`` until ``stop`` is set (None) or the server has not answered ``misses`` times in
     a row (the RemoteError of the last miss). A 503 (a model reloading after sleep) is not a miss, nor
     is a 401/403 from a proxy that guards every route (the key goes along, as inspect_server sends it)."""
     import httpx2
 
     missed = 0
-    deadline = max(1.0, min(interval_s, 3.0))  # the whole answer: a fast poll still gives it a second
+    # the whole answer: a fast poll still gives it a second (a busy server may answer late)
+    deadline = timeout_s if timeout_s is not None else max(1.0, min(interval_s, 3.0))
     while not stop.wait(interval_s):
         try:
             status = bounded_get(url + "/health", headers=_headers(api_key), limit=HEALTH_LIMIT,

@@ -20,7 +20,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import KnownIssue, load_table
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPEC
+from beedeck.core.engine.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPEC, keeps_mtp_head
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.models.draft_kinds import draft_kind, is_dflash2, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
@@ -126,7 +126,9 @@ def _check_dflash_target(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields
 
 
 def _check_mtp_heads(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
-    if ctx.settings.spec_mode == SpecMode.MTP and mtp_layers(ctx.target) < 1:
+    # An mtp- head file as the draft brings the heads (mainline: --spec-draft-model with draft-mtp); the mode
+    # check (core.engine.modes) says whether this engine loads one.
+    if ctx.settings.spec_mode == SpecMode.MTP and mtp_layers(ctx.target) < 1 and not keeps_mtp_head(ctx.settings):
         yield {"target": Path(ctx.settings.target).name}
 
 
@@ -250,18 +252,19 @@ def _check_gguf(path: str, role: str) -> str:
                       "Pick a valid .gguf file.") from None
 
 
-def check_launch(caps: EngineCaps, settings: LaunchSettings,
-                 table: tuple[KnownIssue, ...] | None = None) -> list[GuardWarning]:
-    """Refuse a launch that would fail or crash (raises ServerFailed); return the warnings to show."""
-    target_arch = _check_gguf(settings.target, "target")
+def check_launch(caps: EngineCaps, settings: LaunchSettings, table: tuple[KnownIssue, ...] | None = None, *,
+                 target: ModelInfo | None = None, draft: ModelInfo | None = None) -> list[GuardWarning]:
+    """Refuse a launch that would fail or crash (raises ServerFailed); return the warnings to show.
+    ``target`` / ``draft``: headers already read (the launch form's), else they are read here."""
+    target_arch = target.architecture if target is not None else _check_gguf(settings.target, "target")
     draft_arch = None
     if settings.spec_mode.uses_draft_file:
         label = LABELS[MODE_OF_SPEC[settings.spec_mode]]
         if not settings.draft:
             raise _refuse("wrong_draft_format", f"{label} needs a draft model.",
                           f"Pick the {label} draft GGUF made for this target.")
-        draft_arch = _check_gguf(settings.draft, "draft")
-    ctx = LaunchContext(caps, settings, target_arch, draft_arch)
+        draft_arch = draft.architecture if draft is not None else _check_gguf(settings.draft, "draft")
+    ctx = LaunchContext(caps, settings, target_arch, draft_arch, target, draft)
     warnings: list[GuardWarning] = []
     for row in table if table is not None else load_table():
         applies = row.applies_to(caps)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.slots import slot_context
 from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner_split import device_masks, split_compute, staging
@@ -204,24 +205,6 @@ def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUs
     return layer_dev, cpu_names, out_dev
 
 
-def _n_seq(settings: LaunchSettings, generation: Generation, has_draft: bool) -> int:
-    np_ = max(1, settings.parallel)
-    # BeeLlama Gen A with a draft doubles the sequences (recurrent backup cells, §1.3).
-    return np_ * 2 if generation == Generation.BEE_A and has_draft else np_
-
-
-def _c_arg(s: LaunchSettings, generation: Generation, spec_on: bool) -> int:
-    """The -c value build_argv passes (it mirrors core/launch.py's slot-context compensation)."""
-    if getattr(s, "ctx_is_total", True):
-        return s.ctx_size
-    total = s.ctx_size
-    if s.kv_unified is not True:
-        total *= max(1, s.parallel)
-        if spec_on and generation == Generation.BEE_A:
-            total *= 2
-    return total
-
-
 def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, generation: Generation,
          devices: list[int], margin: int = DEFAULT_MARGIN, *, names: Sequence[str] | None = None,
          split: Sequence[float] | None = None, local: Sequence[bool] | None = None,
@@ -253,19 +236,23 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
 
     # --- context, slots, cells (§1.3, §1.5)
     np_ = max(1, settings.parallel)
-    n_seq = _n_seq(settings, generation, use_draft)
+    # One rule with build_argv (core/engine/slots.py): BeeLlama 0.1-0.3 doubles the sequences whenever
+    # speculation is on, model-free too, and BeeDeck doubles -c to keep the slot's context.
+    spec_on = settings.spec_mode != SpecMode.OFF
+    slot = slot_context(settings, generation, spec_on)
+    n_seq = slot.n_seq
     unified = bool(settings.kv_unified)
     ub_default, b_default = (64, 256) if gen_a and use_draft else (512, 2048)
     b = settings.batch_size or b_default
     ub = min(settings.ubatch_size or ub_default, b)
-    n_ctx = pad(_c_arg(settings, generation, use_draft) or target.context_length or 4096)
+    n_ctx = pad(slot.c_arg or target.context_length or 4096)
     if unified:
         n_ctx_seq, streams = n_ctx, 1
     else:
         n_ctx_seq, streams = pad(n_ctx // n_seq), n_seq
         n_ctx = n_ctx_seq * n_seq
-    if gen_a and use_draft and not unified and getattr(settings, "ctx_is_total", True):
-        notes.append("BeeLlama 0.1-0.3 with a draft and no --kv-unified gives each slot half of -c: "
+    if slot.n_seq > np_ and not unified and settings.ctx_is_total:
+        notes.append("BeeLlama 0.1-0.3 with speculation on and no --kv-unified gives each slot half of -c: "
                      "pass --kv-unified.")
     swa_seqs = n_seq if unified else 1
     cells_swa = pad(min(n_ctx_seq, target.sliding_window * swa_seqs + ub)) if any(target.is_swa) else 0

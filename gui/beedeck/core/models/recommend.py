@@ -410,8 +410,9 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     cat = cat or catalog_mod.load()
     vram = [v for v in vram_bytes if v > 0]
     if not vram:
-        return Recommendation(_starter_choice(cat), None, [
-            "No GPU memory was given or detected: the starter profile (Gemma 3 270M on the CPU) runs anywhere. "
+        starter = _starter_choice(cat)  # core.starter sits above core.models: its name comes from the catalog
+        return Recommendation(starter, None, [
+            f"No GPU memory was given or detected: the starter profile runs anywhere ({starter.title}). "
             "DFlash pairs need a GPU with at least 8 GB."])
     if caps is not None:
         generation = caps.generation

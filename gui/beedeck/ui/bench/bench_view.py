@@ -74,7 +74,7 @@ class BenchView(RunView):
 
         self.suite_box = QComboBox()
         self.suite_box.addItems(list(BUILTIN_SUITES))
-        self.mode_boxes = {m: QCheckBox(LABELS[m]) for m in BENCH_MODES}
+        self.mode_boxes: dict[str, QCheckBox] = {m: QCheckBox(LABELS[m]) for m in BENCH_MODES}
         for key, box in self.mode_boxes.items():
             box.setObjectName(f"bench-mode-{key}")
         self.mode_boxes[BASELINE].setChecked(True)

@@ -3,7 +3,7 @@
 The search starts its own servers, one per point, so the chat server must not hold the model (and the
 CPU) meanwhile: with it running, "Stop the chat server and tune" stops it first, and it is started
 again when the dialog closes. The result's "Save as profile" is re-emitted as
-``profile_chosen(object)`` (the best :class:`LaunchSettings`) for the window to save and apply; the
+``profile_chosen(LaunchSettings)`` (the best :class:`LaunchSettings`) for the window to save and apply; the
 figures of a finished search teach the speculation guard's advice when the window gave it one
 (``guard.advice`` and ``guard.setup``).
 """
@@ -20,6 +20,7 @@ from beedeck.core.bench.tune import TuneResult
 from beedeck.core.chat.advice import setup_key
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.bench.tune_view import TuneView
 from beedeck.ui.host import WindowHost
@@ -28,14 +29,14 @@ REMOTE_NOTE = ("This profile is a server BeeDeck did not start. Tuning starts th
                "needs a local profile: pick an engine and a model in Settings (or the setup wizard), then Tune.")
 
 class TuneDialog(ChatServerDialog):
-    """Auto-tune the window's profile. Signal: ``profile_chosen(object)``, the best LaunchSettings.
+    """Auto-tune the window's profile. Signal: ``profile_chosen(LaunchSettings)``, the best settings.
 
     ``store``: the chat history to offer prompts from (the window's; None opens the default one when
     the dialog opens and closes it with the dialog). ``view``: a prepared view (tests pass one with a
     fake search).
     """
 
-    profile_chosen = Signal(object)
+    profile_chosen = Signal(LaunchSettings)
     view: TuneView
 
     def __init__(self, window: WindowHost, store: ChatStore | None = None, view: TuneView | None = None) -> None:

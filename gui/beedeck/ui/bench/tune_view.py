@@ -7,7 +7,7 @@ queued signals, so no widget is touched off the GUI thread. ``tune_fn`` is the c
 ``tune`` with a fake measurement).
 
 Signals: ``run_started()``, ``run_finished(object)`` (the :class:`TuneResult`, partial when cancelled;
-None when the search could not start), ``save_requested(object)`` (the best :class:`LaunchSettings`).
+None when the search could not start), ``save_requested(LaunchSettings)`` (the best settings).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ ConversationsFn = Callable[[], list[tuple[int, str]]]
 class _Worker(CoreWorker):
     """Runs one search on its QThread; the plan and each point measured become signals too."""
 
-    planned = Signal(object)
-    point_done = Signal(object)
+    planned = Signal(TunePlan)
+    point_done = Signal(TunePoint)
     what = "The search"
 
     def callbacks(self) -> dict[str, Callable[..., Any]]:
@@ -64,7 +64,7 @@ class _Worker(CoreWorker):
 class TuneView(RunView):
     """Auto-tune of one engine and profile. Call :meth:`set_launch` first; see the module docstring."""
 
-    save_requested = Signal(object)
+    save_requested = Signal(LaunchSettings)
 
     def __init__(self, parent: QWidget | None = None, tune_fn: Callable[..., TuneResult] = tune) -> None:
         super().__init__(parent)

@@ -20,8 +20,10 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore, ChatStoreError, Message
-from beedeck.core.engine.client import InvalidText, check_text
+from beedeck.core.engine.client import ChatResult, InvalidText, check_text
+from beedeck.core.engine.modes import Mode
 from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.chat_worker import ChatRun
 from beedeck.ui.chat.composer import ChatInput
@@ -32,35 +34,15 @@ from beedeck.ui.chat.reply_saver import ReplySaver
 PERSIST_MS = 250  # the streaming reply is written to SQLite at most 4 times a second
 MAX_TOKENS = 2048
 
-# mode_provider() -> (mode name "baseline"/"dflash"/"", extra request fields)
-ModeProvider = Callable[[], tuple[str, dict[str, Any]]]
-
-
-def stats_from_result(result: Any, mode: str) -> dict[str, Any]:
-    """The per-message statistics stored with a reply (from a core.client.ChatResult)."""
-    t = getattr(result, "timings", None)
-    stats: dict[str, Any] = {"mode": mode, "cancelled": bool(getattr(result, "cancelled", False))}
-    if getattr(result, "ttft_s", None) is not None:
-        stats["ttft_s"] = round(result.ttft_s, 3)
-    if t is not None:
-        stats.update(
-            tokens=t.predicted_n,
-            tps=round(t.predicted_per_second, 2),
-            prompt_tps=round(t.prompt_per_second, 1),
-            prompt_n=t.prompt_n,
-        )
-        if t.draft_n:
-            stats.update(draft_n=t.draft_n, draft_accepted=t.draft_n_accepted)
-    elif getattr(result, "client_tokens_per_s", None):
-        stats["tps"] = round(result.client_tokens_per_s, 2)
-    return stats
+# mode_provider() -> (the mode, or None without a toggle; extra request fields)
+ModeProvider = Callable[[], tuple[Mode | None, dict[str, Any]]]
 
 
 class ChatPane(QWidget):
     """Chat with the running server, one conversation at a time.
 
     Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer pieces;
-    ``reasoning_received(str)`` thinking pieces; ``reply_finished(dict)`` stats; ``reply_failed(str)``;
+    ``reasoning_received(str)`` thinking pieces; ``reply_finished(ReplyFacts)``; ``reply_failed(str)``;
     ``store_failed(str)`` the chat store refused a write or read (the text stays on screen);
     ``conversation_changed(int)``; ``conversations_edited()`` (titles/order);
     ``copied(str)`` a copy link put text on the clipboard (a sentence for the status bar).
@@ -69,7 +51,7 @@ class ChatPane(QWidget):
     reply_started = Signal(str)
     delta_received = Signal(str)
     reasoning_received = Signal(str)
-    reply_finished = Signal(dict)
+    reply_finished = Signal(ReplyFacts)
     reply_failed = Signal(str)
     store_failed = Signal(str)
     conversation_changed = Signal(int)
@@ -80,7 +62,7 @@ class ChatPane(QWidget):
         super().__init__(parent)
         self.store = store
         self.client: Any = None
-        self.mode_provider: ModeProvider = lambda: ("", {})
+        self.mode_provider: ModeProvider = lambda: (None, {})
         # Called with the text before a message goes out; False holds it (it stays in the input box),
         # e.g. while the server restarts into the mode the learnt advice picked for this kind of prompt.
         self.before_send: Callable[[str], bool] | None = None
@@ -88,7 +70,7 @@ class ChatPane(QWidget):
         self.conversation_id: int | None = None
         self._run: ChatRun | None = None
         self._reply_id: int | None = None
-        self._reply_mode = ""
+        self._reply_mode: Mode | None = None
         self._edit_from: int | None = None  # the message being edited (edit mode), else None
         self._draft: str = ""  # what the message box held before edit mode, given back on Cancel
 
@@ -366,12 +348,14 @@ class ChatPane(QWidget):
 
     def _start_reply(self) -> None:
         assert self.conversation_id is not None
-        mode, extra = self.mode_provider()
+        asked, extra = self.mode_provider()
+        mode = Mode.parse(asked)  # a Mode (the toggle's), or a stored word
         # Timings on every chunk: a reply the user stops still has the server's figures (prefill,
         # tok/s, drafts) for what it generated. Servers that lack the field ignore it.
         extra = {"timings_per_token": True, **(extra or {})}
         stream = self.client.stream_chat(self._history(), max_tokens=self.max_tokens, extra=extra)
-        reply = self.store.add_message(self.conversation_id, "assistant", "", {"mode": mode}, complete=False)
+        reply = self.store.add_message(self.conversation_id, "assistant", "", ReplyFacts(mode=mode).to_json(),
+                                       complete=False)
         self._reply_id, self._reply_mode = reply.id, mode
         self.view.begin_reply(self._view_of(reply, self.store.version_positions(self.conversation_id)))
         run = ChatRun(stream, self)
@@ -383,7 +367,7 @@ class ChatPane(QWidget):
         self._t_sent = time.perf_counter()
         self.set_notice("")
         self._update_buttons()
-        self.reply_started.emit(mode)
+        self.reply_started.emit(mode.value if mode else "")
         run.start()
 
     def stop(self) -> None:
@@ -426,11 +410,8 @@ class ChatPane(QWidget):
         if reply is not None and self._reply_id is not None:
             self._saver.save(self._reply_id, reply.content, reasoning=reply.reasoning)
 
-    def _with_thinking_time(self, stats: dict[str, Any], reasoning: str) -> dict[str, Any]:
-        secs = self.view.thinking_seconds()
-        if reasoning and secs is not None:
-            stats["reasoning_s"] = round(secs, 2)
-        return stats
+    def _with_thinking_time(self, facts: ReplyFacts, reasoning: str) -> ReplyFacts:
+        return facts.with_reasoning(self.view.thinking_seconds() if reasoning else None)
 
     def _finish(self) -> None:
         self._persist_timer.stop()
@@ -438,24 +419,21 @@ class ChatPane(QWidget):
         self._reply_id = None
         self._update_buttons()
 
-    def _on_run_finished(self, result: Any) -> None:
-        text = getattr(result, "text", None)
-        thought = getattr(result, "reasoning", None)
-        current = self.view.current_reply()
-        content = text if text is not None else (current.content if current else "")
-        reasoning = thought if thought is not None else (current.reasoning if current else "")
-        stats = self._with_thinking_time(stats_from_result(result, self._reply_mode), reasoning)
+    def _on_run_finished(self, result: ChatResult) -> None:
+        content, reasoning = result.text, result.reasoning
+        facts = self._with_thinking_time(ReplyFacts.from_result(result, self._reply_mode), reasoning)
+        stats = facts.to_json()
         if self._reply_id is not None:
             self._saver.save(self._reply_id, content, stats, complete=True, reasoning=reasoning)
         self.view.end_reply(content, stats, complete=True, reasoning=reasoning)
         self._finish()
-        self.reply_finished.emit(stats)
+        self.reply_finished.emit(facts)
 
     def _on_run_failed(self, message: str) -> None:
         current = self.view.current_reply()
         content = current.content if current else ""
         reasoning = current.reasoning if current else ""
-        stats = self._with_thinking_time({"mode": self._reply_mode, "error": message}, reasoning)
+        stats = self._with_thinking_time(ReplyFacts(mode=self._reply_mode, error=message), reasoning).to_json()
         if self._reply_id is not None:
             self._saver.save(self._reply_id, content, stats, complete=False, reasoning=reasoning)
         self.view.end_reply(content, stats, complete=False)

@@ -19,6 +19,8 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from beedeck.core.engine.client_types import ChatResult
+
 
 class _Delta(Protocol):
     content: str
@@ -31,7 +33,7 @@ class StreamLike(Protocol):
     def __iter__(self) -> object: ...
     def cancel(self) -> None: ...
     @property
-    def result(self) -> object: ...
+    def result(self) -> ChatResult: ...
 
 
 class ChatWorker(QObject):
@@ -39,14 +41,14 @@ class ChatWorker(QObject):
 
     Signals: ``delta_received(str)`` content pieces, ``reasoning_received(str)`` thinking pieces (both
     emitted on the worker thread: connect them directly, the GUI takes :meth:`take_pieces`),
-    ``pieces_ready()`` the buffer went from empty to not empty, ``finished(object)`` the ChatResult
-    (also after a cancel, with ``cancelled`` set), ``failed(str)`` a readable error (the stream raised).
+    ``pieces_ready()`` the buffer went from empty to not empty, ``finished(ChatResult)`` (also after a
+    cancel, with ``cancelled`` set), ``failed(str)`` a readable error (the stream raised).
     """
 
     delta_received = Signal(str)
     reasoning_received = Signal(str)
     pieces_ready = Signal()
-    finished = Signal(object)
+    finished = Signal(ChatResult)
     failed = Signal(str)
 
     def __init__(self, stream: StreamLike) -> None:
@@ -89,14 +91,14 @@ class ChatRun(QObject):
 
     Signals: ``pieces_received(list)`` the batch of (is thinking, text) pieces that arrived since the
     last one; ``delta_received(str)``, ``reasoning_received(str)`` the same, one piece at a time;
-    ``finished(object)``, ``failed(str)`` after the last batch, and ``ended()`` once the thread has
+    ``finished(ChatResult)``, ``failed(str)`` after the last batch, and ``ended()`` once the thread has
     stopped (after finished/failed).
     """
 
     pieces_received = Signal(list)
     delta_received = Signal(str)
     reasoning_received = Signal(str)
-    finished = Signal(object)
+    finished = Signal(ChatResult)
     failed = Signal(str)
     ended = Signal()
 
@@ -152,7 +154,7 @@ class ChatRun(QObject):
         for thinking, text in pieces:
             (self.reasoning_received if thinking else self.delta_received).emit(text)
 
-    def _on_worker_finished(self, result: object) -> None:
+    def _on_worker_finished(self, result: ChatResult) -> None:
         self._stop_thread()
         self._deliver()  # the pieces that arrived after the last "ready" was handled
         self.finished.emit(result)

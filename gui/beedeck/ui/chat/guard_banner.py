@@ -8,11 +8,10 @@ The guard itself decides when to speak (once per conversation and prompt kind): 
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWidget
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.spec_guard import Advice, SpecGuard, classify_prompt
 from beedeck.core.chat.store import ChatStore
 from beedeck.ui.wrap_label import WrapLabel
@@ -21,11 +20,11 @@ from beedeck.ui.wrap_label import WrapLabel
 class GuardMonitor(QObject):
     """Feeds finished replies into a :class:`SpecGuard`.
 
-    Connect ``reply_started(str)``, ``reply_finished(dict)`` and ``conversation_changed(int)`` of the
-    chat pane. Signals: ``advice_given(object)`` (an :class:`Advice`), ``conversation_switched()``.
+    Connect ``reply_started(str)``, ``reply_finished(ReplyFacts)`` and ``conversation_changed(int)`` of the
+    chat pane. Signals: ``advice_given(Advice)``, ``conversation_switched()``.
     """
 
-    advice_given = Signal(object)
+    advice_given = Signal(Advice)
     conversation_switched = Signal()
 
     def __init__(self, guard: SpecGuard, store: ChatStore, parent: QObject | None = None) -> None:
@@ -46,13 +45,12 @@ class GuardMonitor(QObject):
         prompt = self._last_user_message()
         self._kind = classify_prompt(prompt) if prompt is not None else None
 
-    def reply_finished(self, stats: dict[str, Any]) -> None:
+    def reply_finished(self, facts: ReplyFacts) -> None:
         kind, self._kind = self._kind, None
-        mode, tps = str(stats.get("mode") or ""), stats.get("tps")
         # A stopped reply's speed is a partial figure; replies without a mode (no toggle) say nothing.
-        if kind is None or not mode or stats.get("cancelled") or not isinstance(tps, (int, float)):
+        if kind is None or facts.mode is None or not facts.full_speed or facts.tps is None:
             return
-        advice = self.guard.observe(mode, float(tps), kind)
+        advice = self.guard.observe(facts.mode, facts.tps, kind)
         if advice is not None:
             self.advice_given.emit(advice)
 

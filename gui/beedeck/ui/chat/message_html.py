@@ -8,6 +8,8 @@ from typing import Any
 
 from PySide6.QtGui import QGuiApplication, QPalette
 
+from beedeck.core.chat.reply_facts import ReplyFacts
+
 DIM = "#888"  # thinking text and stats lines: readable on light and dark palettes, clearly secondary
 
 
@@ -18,10 +20,14 @@ class MessageView:
     id: int
     role: str
     content: str
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)  # the stored form of its ReplyFacts
     complete: bool = True
     reasoning: str = ""
     version: tuple[int, int] | None = None  # (1-based position, count) when the turn has other versions
+
+    @property
+    def facts(self) -> ReplyFacts:
+        return ReplyFacts.from_json(self.stats)
 
 
 def is_dark(palette: QPalette | None = None) -> bool:
@@ -30,26 +36,8 @@ def is_dark(palette: QPalette | None = None) -> bool:
 
 
 def format_stats(stats: dict[str, Any]) -> str:
-    """The per-message line: tokens, tok/s, TTFT, drafts accepted/drafted, mode."""
-    if not stats:
-        return ""
-    parts: list[str] = []
-    if stats.get("tokens") is not None:
-        parts.append(f"{stats['tokens']} tokens")
-    if stats.get("tps"):
-        parts.append(f"{stats['tps']:.1f} tok/s")
-    if stats.get("ttft_s") is not None:
-        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
-    if stats.get("prompt_tps"):
-        parts.append(f"prefill {stats['prompt_tps']:.0f} tok/s")
-    if stats.get("draft_n"):
-        acc = stats.get("draft_accepted", 0)
-        parts.append(f"drafts {acc}/{stats['draft_n']} accepted ({100 * acc / stats['draft_n']:.0f} %)")
-    if stats.get("mode"):
-        parts.append("DFlash" if stats["mode"] == "dflash" else "baseline")
-    if stats.get("cancelled"):
-        parts.append("stopped")
-    return " · ".join(parts)
+    """The per-message line: tokens, tok/s, TTFT, drafts accepted/drafted, the mode's own name."""
+    return ReplyFacts.from_json(stats).summary() if stats else ""
 
 
 def thinking_summary(reasoning: str, seconds: float | None, expanded: bool) -> str:
@@ -99,8 +87,9 @@ def header_html(m: MessageView) -> str:
 
 
 def stats_html(m: MessageView) -> str:
-    line = format_stats(m.stats)
-    if not m.complete and not m.stats.get("cancelled"):
+    facts = m.facts
+    line = facts.summary()
+    if not m.complete and not facts.cancelled:
         line = (line + " · " if line else "") + "interrupted"
     return f'<p style="color:{DIM};font-size:small;margin-top:2px">{html.escape(line)}</p>' if line else ""
 

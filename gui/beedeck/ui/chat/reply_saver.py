@@ -16,10 +16,10 @@ RETRY_SAVE_MS = 5000  # a reply the store refused (a full disk) is offered again
 
 
 class ReplySaver(QObject):
-    """Signals: ``failed(object)`` the store refused a write (the ChatStoreError); ``saved_late()``
+    """Signals: ``failed(ChatStoreError)`` the store refused a write; ``saved_late()``
     the write it had refused is saved now."""
 
-    failed = Signal(object)
+    failed = Signal(ChatStoreError)
     saved_late = Signal()
 
     def __init__(self, store: ChatStore, parent: QObject | None = None) -> None:

@@ -11,10 +11,12 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLay
 class FailurePanel(QFrame):
     """Shows a ``ServerFailure`` (code, message, remedy, exit_code, log_tail) or any exception.
 
-    Signals: ``retry_requested()``, ``log_requested()``, ``dismissed()``.
+    Signals: ``retry_requested()``, ``log_requested()``, ``dismissed()``, ``local_requested()`` ("Use the
+    local server", offered for a server BeeDeck did not start).
     """
 
     retry_requested = Signal()
+    local_requested = Signal()
     log_requested = Signal()
     dismissed = Signal()
 
@@ -38,9 +40,13 @@ class FailurePanel(QFrame):
         self.log_button.clicked.connect(self.log_requested)
         self.close_button = QPushButton("Dismiss")
         self.close_button.clicked.connect(self._on_dismiss)
+        self.local_button = QPushButton("Use the local server")
+        self.local_button.setToolTip("Start BeeDeck's own server with the last local profile (or the starter)")
+        self.local_button.clicked.connect(self.local_requested)
+        self.local_button.hide()
         row = QHBoxLayout()
         row.addStretch(1)
-        for b in (self.log_button, self.close_button, self.retry_button):
+        for b in (self.log_button, self.close_button, self.local_button, self.retry_button):
             row.addWidget(b)
         layout = QVBoxLayout(self)
         for w in (self.title, self.what, self.remedy, self.detail):
@@ -48,9 +54,9 @@ class FailurePanel(QFrame):
         layout.addLayout(row)
         self.hide()
 
-    def show_failure(self, failure: object, title: str = "The server could not start") -> None:
+    def show_failure(self, failure: object, title: str = "The server could not start", local: bool = False) -> None:
         """Fill from a ServerFailure-like object (``message``/``remedy``) or a plain exception; ``title``
-        says what failed (a start, a server that was running, a save)."""
+        says what failed (a start, a server that was running, a save); ``local``: offer "Use the local server"."""
         code = getattr(failure, "code", "") or type(failure).__name__
         message = getattr(failure, "message", None) or str(failure) or "The server stopped unexpectedly."
         remedy = getattr(failure, "remedy", "") or ""
@@ -72,9 +78,10 @@ class FailurePanel(QFrame):
         self.remedy.show()
         self.retry_button.show()
         self.log_button.show()
+        self.local_button.setVisible(local)
         self.show()
 
-    def show_notice(self, title: str, message: str, remedy: str = "") -> None:
+    def show_notice(self, title: str, message: str, remedy: str = "", local: bool = False) -> None:
         """A problem BeeDeck already handled (a damaged file kept aside and recovered): shown until
         dismissed, without Retry or the server log."""
         self.title.setText(f"<b>{html.escape(title)}</b>")
@@ -84,6 +91,7 @@ class FailurePanel(QFrame):
         self.detail.hide()
         self.retry_button.hide()
         self.log_button.hide()
+        self.local_button.setVisible(local)
         self.show()
 
     def _on_dismiss(self) -> None:

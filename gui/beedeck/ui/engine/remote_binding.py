@@ -41,7 +41,6 @@ class NoticeTarget(Protocol):
 class RemoteHost(Protocol):
     """What the binding needs of the window (the window itself, by composition)."""
 
-    controller: ServerController
     start_action: QAction
     stop_action: QAction
     mode: ModeToggle
@@ -52,6 +51,9 @@ class RemoteHost(Protocol):
 
     @property
     def chat(self) -> NoticeTarget: ...
+
+    @property
+    def controller(self) -> ServerController: ...
 
 
 def served_settings(info: RemoteInfo) -> LaunchSettings:
@@ -177,13 +179,13 @@ class RemoteBinding(QObject):
         self.reason = reason
         self.toggle.configure(served_settings(info), None, per_request=False, local_files=False)
         self.toggle.setEnabled(False)
-        self.toggle.status.setText("the server's own speculation; no switching here")
+        self.toggle.set_status("the server's own speculation; no switching here")
         self.toggle.setToolTip(reason)
 
     def _disable(self, reason: str, status: str = "no switching on this server") -> None:
         self.reason = reason
         self.toggle.configure(None, None)
-        self.toggle.status.setText(status)
+        self.toggle.set_status(status)
         self.toggle.setToolTip(reason)
 
     def _on_state(self, state: str) -> None:
@@ -198,4 +200,6 @@ class RemoteBinding(QObject):
         self.endpoint.set_details("")
         if self.profile is not None and self.profile.is_remote:
             self.pair_label.setText("model: —")
-            self.engine_label.setText(f"engine: {self.profile.label or self.profile.engine} (running server)")
+            # Never "(running server)" once it is gone: disconnected, or it stopped answering.
+            gone = "not connected" if state == "stopped" else "not answering"
+            self.engine_label.setText(f"engine: {self.profile.label or self.profile.engine} ({gone})")

@@ -23,12 +23,14 @@ from PySide6.QtCore import QObject, Signal
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
+from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
 from beedeck.core.engine.restart import describe_fast_restart, fast_restart_settings
 from beedeck.core.engine.rpc_probe import with_rpc_reason
 from beedeck.core.engine.switch_cost import StartKey, SwitchCosts
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
+REMOTE_HEALTH_S = 0.7  # a server BeeDeck did not start: /health this often, so a dead one is seen within 2 s
 STOP_TIMEOUT_S = 10.0  # graceful stop, then the process tree is killed
 
 
@@ -47,9 +49,10 @@ class ServerController(QObject):
     Signals: ``state_changed(str)`` (starting/loading/ready/failed/stopped), ``line_received(str)``,
     ``failed(object)`` (a ServerFailure, or an exception before the process existed), ``ready(str)``
     (base URL), ``stopped()``, ``memory_reported(object)`` (the process's memory report once ready),
-    ``caps_known(object)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
+    ``caps_known(EngineCaps)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
     (the port wanted, the port used instead, a line for the user) when another program held the port,
-    ``remote_attached(object)`` (a RemoteInfo) once a running server BeeDeck did not start is attached.
+    ``remote_attached(RemoteInfo)`` once a running server BeeDeck did not start is attached;
+    ``refused(ServerFailure)`` when :meth:`replace` found the new launch refused (the running server kept).
 
     ``launch`` (default: :func:`beedeck.core.launcher.launch`), ``inspect`` (default:
     :func:`beedeck.core.engine.remote.inspect_server`) and ``default_port`` are injectable for tests.
@@ -61,9 +64,10 @@ class ServerController(QObject):
     ready = Signal(str)
     stopped = Signal()
     memory_reported = Signal(object)
-    caps_known = Signal(object)
+    caps_known = Signal(EngineCaps)
     port_fallback_used = Signal(int, int, str)
-    remote_attached = Signal(object)
+    remote_attached = Signal(RemoteInfo)
+    refused = Signal(ServerFailure)
 
     def __init__(
         self,
@@ -73,12 +77,14 @@ class ServerController(QObject):
         launch: Callable[..., Any] | None = None,
         default_port: int = DEFAULT_PORT,
         inspect: Callable[..., RemoteInfo] = inspect_server,
-        health_interval_s: float = 5.0,
+        health_interval_s: float = REMOTE_HEALTH_S,
+        preflight: Callable[[EngineCaps, LaunchSettings], Any] | None = None,
         costs: SwitchCosts | None = None,
     ) -> None:
         super().__init__(parent)
         self._probe = probe
         self._launch = launch
+        self._preflight = preflight
         self.default_port = default_port
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
@@ -148,6 +154,52 @@ class ServerController(QObject):
         figures are read on the server thread once the server is ready."""
         return self._expected_switch.get(with_draft)
 
+    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+        """Settings → Launch: start ``engine`` with ``settings`` whatever runs now, stopping the running server
+        only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, host
+        RAM). A refused launch leaves the working server serving and emits ``refused``."""
+        if is_remote_engine(engine) or is_remote_engine(self.engine) or not (self.is_running() or self.is_busy()):
+            self.stop()  # nothing of ours that works to keep (stopped, failed, or a connection): start anew
+            self.start(engine, settings, caps)
+            return
+
+        def job() -> None:
+            try:
+                probed = caps or self._probe_engine(engine)
+                checked = self._check(probed, settings)
+            except Exception as exc:  # a probe that fails: said, and the working server kept
+                self.refused.emit(ServerFailure("engine_missing", f"The engine {engine} cannot be used: {exc}",
+                                                "Pick another llama-server under Settings → Engine."))
+                return
+            if checked is not None:
+                self.refused.emit(checked)
+                return
+            self._do_stop()
+            self._do_start(engine, settings, probed)
+
+        self._spawn(job)
+
+    def _probe_engine(self, engine: str) -> EngineCaps:
+        probe = self._probe
+        if probe is None:
+            from beedeck.core.engine.probe import probe_engine
+
+            probe = probe_engine
+        return probe(engine)
+
+    def _check(self, caps: EngineCaps, settings: LaunchSettings) -> ServerFailure | None:
+        """The preflight's refusal of this launch, or None."""
+        if self._preflight is not None:
+            return self._preflight(caps, settings)
+        from beedeck.core import launcher  # imported lazily: the GUI opens without it
+
+        checked = launcher.preflight(caps, self._with_port_quiet(settings), host_ram=launcher.host_ram())
+        return None if checked.ok else checked.failure()
+
+    @staticmethod
+    def _with_port_quiet(settings: LaunchSettings) -> LaunchSettings:
+        return settings if settings.port else replace(settings, port=DEFAULT_PORT)
+
     def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5) -> None:
         """Stop the server and wait for it: called when the app quits, so nothing is left running.
 
@@ -200,12 +252,7 @@ class ServerController(QObject):
         self._set_state("starting")
         try:
             if caps is None:
-                probe = self._probe
-                if probe is None:
-                    from beedeck.core.engine.probe import probe_engine
-
-                    probe = probe_engine
-                caps = probe(engine)
+                caps = self._probe_engine(engine)
             self.caps = caps
             if self._closed:
                 return  # the app quit while the engine was probed: launch nothing
@@ -296,7 +343,9 @@ class ServerController(QObject):
                          name="beedeck-remote-health", daemon=True).start()
 
     def _watch_remote(self, url: str, stop: threading.Event, api_key: str | None) -> None:
-        failure = watch_health(url, stop, self._health_interval_s, api_key=api_key)
+        # A refused connection misses at once: a dead server is noticed after two polls (~1.4 s); a slow answer
+        # gets 2 s before it counts as a miss.
+        failure = watch_health(url, stop, self._health_interval_s, api_key=api_key, timeout_s=2.0)
         with self._lock:
             current = self._unwatch is stop and not stop.is_set()
             if current:

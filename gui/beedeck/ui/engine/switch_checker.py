@@ -9,12 +9,10 @@ restarts the server without the draft.
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import QObject
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.modes import PER_REQUEST
 from beedeck.core.engine.switching import ChatClient, PerRequestMemory, PerRequestVerdict, check_per_request
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.engine.mode_toggle import ModeToggle
@@ -41,7 +39,7 @@ class SwitchChecker(QObject):
                 "honours a per-request 'no drafts'" if known else "ignores a per-request 'no drafts'"))
             return
         self.checked.add(caps.path)
-        self.toggle.status.setText("checking how this engine switches to Baseline…")
+        self.toggle.set_status("checking how this engine switches to Baseline…")
 
         def done(verdict: PerRequestVerdict) -> None:
             self.memory.remember(caps, verdict)
@@ -52,10 +50,10 @@ class SwitchChecker(QObject):
 
         self.runner(lambda: check_per_request(client), done, failed)
 
-    def reply_finished(self, caps: EngineCaps | None, stats: dict[str, Any]) -> None:
-        """A per-request baseline reply that drafted: the engine ignores the field after all."""
-        drafted = int(stats.get("draft_n") or 0)
-        if stats.get("mode") == "baseline" and drafted and self.toggle.path() == PER_REQUEST:
-            if caps is not None:
-                self.memory.contradicted(caps, drafted)
-            self.toggle.contradicted(drafted)
+    def reply_finished(self, caps: EngineCaps | None, facts: ReplyFacts) -> None:
+        """A reply ended: the switch decides (ModeSwitch.reply_finished) whether it contradicts the verdict;
+        a contradiction is remembered for this engine build."""
+        before = self.toggle.per_request()
+        self.toggle.reply_finished(facts.mode, facts.draft_n)
+        if before and self.toggle.per_request() is False and caps is not None:
+            self.memory.contradicted(caps, facts.draft_n)

@@ -15,16 +15,24 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from beedeck.core.chat.reply_facts import ReplyFacts
+from beedeck.core.engine.modes import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 
 DFLASH_COLOR = QColor("#e0a100")  # bee amber
 BASELINE_COLOR = QColor("#6c8ebf")
+# One colour per mode (the benchmark chart's hues): the dial, its label and the sparkline agree.
+MODE_COLORS = {Mode.BASELINE: BASELINE_COLOR, Mode.DFLASH: DFLASH_COLOR, Mode.EAGLE3: QColor("#d9534f"),
+               Mode.DSPARK: QColor("#e07b00"), Mode.MTP: QColor("#2e9e5b"), Mode.MODEL_FREE: QColor("#3d8bd9")}
+
+
+def mode_color(mode: Mode | None) -> QColor:
+    return MODE_COLORS.get(mode, BASELINE_COLOR) if mode else BASELINE_COLOR
 START_DEG, SPAN_DEG = 225.0, 270.0  # dial from bottom-left, clockwise to bottom-right
 
 
@@ -46,7 +54,7 @@ class SpeedGauge(QWidget):
         self.value = 0.0
         self.scale = 50.0
         self.baseline: float | None = None
-        self.mode = ""
+        self.mode: Mode | None = None
         self.live = False
         self.caption = "tok/s"
         self.setMinimumSize(180, 160)
@@ -68,7 +76,7 @@ class SpeedGauge(QWidget):
             self.scale = nice_scale(value)
         self.update()
 
-    def set_mode(self, mode: str) -> None:
+    def set_mode(self, mode: Mode | None) -> None:
         self.mode = mode
         self.update()
 
@@ -90,7 +98,7 @@ class SpeedGauge(QWidget):
         track.setAlpha(90)
         p.setPen(QPen(track, thick, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
         p.drawArc(arc_rect, int(START_DEG * 16), int(-SPAN_DEG * 16))
-        color = DFLASH_COLOR if self.mode == "dflash" else BASELINE_COLOR
+        color = mode_color(self.mode)
         frac = min(self.value / self.scale, 1.0)
         if frac > 0:
             p.setPen(QPen(color, thick, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
@@ -131,7 +139,7 @@ class SpeedGauge(QWidget):
             p.drawText(
                 QRectF(rect.left(), center.y() + side * 0.2, side, side * 0.12),
                 Qt.AlignmentFlag.AlignCenter,
-                "DFlash" if self.mode == "dflash" else "baseline",
+                self.mode.label,
             )
         p.end()
 
@@ -170,7 +178,7 @@ class SpeedPanel(QFrame):
         layout.addWidget(self.sparkline)
         layout.addWidget(self.compare)
         layout.addWidget(self.gpu)
-        self.last_by_mode: dict[str, float] = {}
+        self.last_by_mode: dict[Mode, float] = {}
         self._arrivals: deque[float] = deque()
         self._count = 0
         self._live_timer = QTimer(self, interval=100)
@@ -178,9 +186,10 @@ class SpeedPanel(QFrame):
 
     # -- reply lifecycle -------------------------------------------------------------------
     def reply_started(self, mode: str) -> None:
+        """``mode``: a :class:`Mode` value ("" without a toggle), as ChatPane.reply_started sends it."""
         self._arrivals.clear()
         self._count = 0
-        self.gauge.set_mode(mode)
+        self.gauge.set_mode(Mode.parse(mode))
         self.gauge.set_value(0.0, live=True)
         self._live_timer.start()
 
@@ -202,42 +211,49 @@ class SpeedPanel(QFrame):
         self.gauge.set_value(self.live_rate(), live=True)
         self.tokens.setText(str(self._count))
 
-    def reply_finished(self, stats: dict[str, Any]) -> None:
+    def reply_finished(self, facts: ReplyFacts) -> None:
         """Replace the live estimate with the server's own figures for the reply."""
         self._live_timer.stop()
-        mode = stats.get("mode", "")
-        tps = float(stats.get("tps") or 0.0)
+        mode = facts.mode
+        self.gauge.set_mode(mode)
+        tps = facts.tps or 0.0
         self.gauge.set_value(tps, live=False)
-        stopped = bool(stats.get("cancelled"))
-        if stats.get("tokens") is not None:
-            self.tokens.setText(f"{stats['tokens']} (stopped)" if stopped else str(stats["tokens"]))
+        stopped = facts.cancelled
+        if facts.tokens is not None:
+            self.tokens.setText(f"{facts.tokens} (stopped)" if stopped else str(facts.tokens))
         elif stopped:
             self.tokens.setText(f"{self._count} (stopped)")
-        self.ttft.setText(f"{stats['ttft_s']:.2f} s" if stats.get("ttft_s") is not None else "—")
-        self.prefill.setText(f"{stats['prompt_tps']:.0f} tok/s" if stats.get("prompt_tps") else "—")
-        draft_n = int(stats.get("draft_n") or 0)
-        if draft_n:
-            acc = int(stats.get("draft_accepted") or 0)
-            share = acc / stats["tokens"] if stats.get("tokens") else 0.0
+        self.ttft.setText(f"{facts.ttft_s:.2f} s" if facts.ttft_s is not None else "—")
+        self.prefill.setText(f"{facts.prompt_tps:.0f} tok/s" if facts.prompt_tps else "—")
+        if facts.draft_n:
+            acc, draft_n = facts.draft_accepted, facts.draft_n
+            share = acc / facts.tokens if facts.tokens else 0.0
             self.acceptance.setText(f"{acc}/{draft_n} ({100 * acc / draft_n:.0f} %) · {100 * share:.0f} % of output")
         else:
-            self.acceptance.setText("— (no drafts)" if mode == "baseline" or not mode else "0 drafted")
+            self.acceptance.setText("— (no drafts)" if mode in (Mode.BASELINE, None) else "0 drafted")
         if tps > 0:
-            self.sparkline.add_value(tps, DFLASH_COLOR if mode == "dflash" else BASELINE_COLOR, stopped=stopped)
+            self.sparkline.add_value(tps, mode_color(mode), stopped=stopped)
         if tps > 0 and not stopped:
             if mode:
+                self.last_by_mode.pop(mode, None)  # re-inserted: the dict's order is the order last seen
                 self.last_by_mode[mode] = tps
-            if mode == "baseline":
+            if mode == Mode.BASELINE:
                 self.gauge.set_baseline(tps)
         self._update_compare()
 
     def _update_compare(self) -> None:
-        base = self.last_by_mode.get("baseline")
-        dfl = self.last_by_mode.get("dflash")
+        """"Baseline 30.1 · N-gram 52.3 tok/s · speed-up ×1.74": the last whole reply of each mode seen."""
+        base = self.last_by_mode.get(Mode.BASELINE)
+        others = [(m, v) for m, v in self.last_by_mode.items() if m != Mode.BASELINE]
         text = f"Baseline {base:.1f}" if base else "Baseline —"
-        text += f" · DFlash {dfl:.1f} tok/s" if dfl else " · DFlash —"
-        if base and dfl:
-            text += f" · speed-up ×{dfl / base:.2f}"
+        if not others:
+            text += " · DFlash —"
+        for m, v in others:
+            text += f" · {m.label} {v:.1f}"
+        text += " tok/s" if self.last_by_mode else ""
+        latest = others[-1] if others else None
+        if base and latest:
+            text += f" · {latest[0].label} speed-up ×{latest[1] / base:.2f}"
         self.compare.setText(text)
 
     # -- GPU -------------------------------------------------------------------------------

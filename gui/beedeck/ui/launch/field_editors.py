@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpinBox, QWidget
 
 from beedeck.core.engine.launch_settings import SpecMode
 from beedeck.ui.launch.launch_fields import FieldSpec, value_range
@@ -36,7 +36,8 @@ def make_editor(spec: FieldSpec, on_change: Callable[..., None]) -> QWidget:
     elif spec.kind in ("combo", "tristate", "cache", "layers"):
         w = ComboBox()
         w.setEditable(spec.kind == "layers")
-        w.addItems(list(spec.choices))
+        for i, choice in enumerate(spec.choices):  # shown by its label where it has one; read back by its value
+            w.addItem(spec.labels[i] if spec.labels else choice, choice)
         w.currentTextChanged.connect(on_change)
     elif spec.kind == "int":
         w = SpinBox()
@@ -68,6 +69,8 @@ def put_value(w: QWidget, spec: FieldSpec, value: Any) -> None:
     if isinstance(w, QLineEdit):
         text = shlex.join(value) if spec.kind == "args" else ("" if value is None else str(value))
         w.setText(text)
+    elif isinstance(w, QComboBox) and spec.labels:
+        w.setCurrentIndex(max(0, w.findData(str(value))))
     elif isinstance(w, QComboBox):
         text = TRI[value] if spec.kind == "tristate" else (DEFAULT if value is None else str(value))
         if w.findText(text) < 0:
@@ -104,7 +107,7 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
         if spec.kind == "tristate":
             return {v: k for k, v in TRI.items()}.get(text)
         if spec.name == "spec_mode":
-            return SpecMode(text)
+            return SpecMode(w.currentData())
         return None if text == DEFAULT and spec.optional else text
     if isinstance(w, QSpinBox):
         return None if spec.optional and w.value() == w.minimum() else w.value()
@@ -112,3 +115,13 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
         return None if spec.optional and w.value() <= w.minimum() else round(w.value(), FLOAT_DECIMALS)
     assert isinstance(w, QCheckBox)
     return w.isChecked()
+
+
+def mark_refused(rows: dict[str, QLabel], refused: dict[str, str]) -> None:
+    """At the field a preflight refusal is about (its ``setting``): the row's label red, the reason in its
+    tooltip; every other row back to normal. The reasons themselves are listed under the form too."""
+    for name, label in rows.items():
+        why = refused.get(name)
+        label.setStyleSheet("color: #d62728;" if why else "")
+        if why:
+            label.setToolTip(f"Launch is refused: {why}")

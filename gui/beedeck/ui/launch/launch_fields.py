@@ -31,6 +31,7 @@ class FieldSpec:
     tooltip: str
     kind: str
     choices: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()  # what a combo shows for each choice (default: the choice itself)
     minimum: int = 0
     maximum: int = 1 << 30
     step: int = 1
@@ -40,21 +41,21 @@ class FieldSpec:
 
 
 M, S, C, G, P, N = SECTIONS
+SPEC_CHOICES = (SpecMode.OFF, SpecMode.DFLASH, SpecMode.EAGLE3, SpecMode.DSPARK, SpecMode.MTP, SpecMode.MODEL_FREE)
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("target", M, "Target model", "The model you chat with (a GGUF file). Its size decides most of the "
               "memory use.", "path", placeholder="/path/to/model.gguf"),
     FieldSpec("draft", M, "Draft model", "The draft trained for this target (a DFlash, EAGLE-3 or DSpark GGUF; "
               "BeeDeck reads which from its header). It guesses tokens the target then checks: faster replies "
               "for ~1-2 GB more VRAM.", "path", optional=True, placeholder="/path/to/dflash-draft.gguf"),
-    FieldSpec("spec_mode", S, "Speculation", "off: plain decoding. dflash: a DFlash draft proposes a block of "
-              "tokens (fastest on code, needs the draft made for this target). eagle3 / dspark: an EAGLE-3 or "
-              "DSpark draft (BeeLlama >= 0.4, mainline). mtp: the target's own MTP heads, no draft file (models "
-              "that ship them, such as Qwen3.6; often best on prose). model-free: n-gram lookups in the context "
+    FieldSpec("spec_mode", S, "Speculation", "Baseline: plain decoding. DFlash: a DFlash draft proposes a block of "
+              "tokens (fastest on code, needs the draft made for this target). EAGLE-3 / DSpark: an EAGLE-3 or "
+              "DSpark draft (BeeLlama >= 0.4, mainline). MTP: the target's own MTP heads, no draft file (models "
+              "that ship them, such as Qwen3.6; often best on prose). N-gram: lookups in the context "
               "(no extra memory, helps on repetitive text such as code edits). The line below says which of "
               "them this engine and these files can run; the toolbar toggle switches between them.", "combo",
-              choices=tuple(m.value for m in (SpecMode.OFF, SpecMode.DFLASH, SpecMode.EAGLE3, SpecMode.DSPARK,
-                                              SpecMode.MTP, SpecMode.MODEL_FREE))),
-    FieldSpec("spec_model_free_type", S, "Model-free type", "Which draft-free method guesses tokens. "
+              choices=tuple(m.value for m in SPEC_CHOICES), labels=tuple(MODE_OF_SPEC[m].label for m in SPEC_CHOICES)),
+    FieldSpec("spec_model_free_type", S, "N-gram type", "Which draft-free method guesses tokens. "
               "ngram-mod is a good default; copyspec (BeeLlama) copies spans it has seen.", "combo"),
     FieldSpec("draft_n_max", S, "Max draft tokens", "Most tokens proposed per step (--spec-draft-n-max). "
               "More can mean more speed when guesses are right, and wasted work when they are not.", "int",
@@ -206,7 +207,7 @@ def field_reason(name: str, caps: EngineCaps | None) -> str | None:
             return base
         if value == MODEL_FREE:  # any type the engine lists: the type's own combo marks the unsafe ones
             return None if caps.model_free_spec_types else (
-                f"This engine ({_engine_name(caps)}) has no model-free speculation types.")
+                f"This engine ({_engine_name(caps)}) has no N-gram speculation types.")
         try:
             key = MODE_OF_SPEC[SpecMode(value)]
         except ValueError:

@@ -32,20 +32,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, build_argv
+from beedeck.core.engine.argv import LaunchPlan, LaunchRefused
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
+from beedeck.core.launcher import preflight
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
 from beedeck.core.models.planner_devices import plan_across
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
-from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, put_value
+from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, mark_refused, put_value
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
-from beedeck.ui.launch.mode_check import Verdict, draft_verdict, mode_refusal, modes_line
+from beedeck.ui.launch.mode_check import Verdict, draft_verdict, modes_line
 from beedeck.ui.launch.rpc_workers import RpcWorkersEditor
 from beedeck.ui.launch.sidecar_offer import SidecarOffer
 from beedeck.ui.wrap_label import WrapLabel
@@ -54,14 +55,14 @@ from beedeck.ui.wrap_label import WrapLabel
 class LaunchForm(QWidget):
     """Edit a :class:`LaunchSettings` for one engine.
 
-    Signals: ``settings_changed(object)`` (LaunchSettings, on every edit), ``launch_requested(object)``
+    Signals: ``settings_changed(LaunchSettings)`` (on every edit), ``launch_requested(LaunchSettings)``
     (LaunchSettings, the Launch button), ``command_copied(str)``.
     Feed it with :meth:`set_engine` (probed caps + binary), :meth:`set_devices` (free bytes per GPU)
     and :meth:`set_settings`. A dialog adds its own buttons beside Launch with :meth:`insert_button`.
     """
 
-    settings_changed = Signal(object)
-    launch_requested = Signal(object)
+    settings_changed = Signal(LaunchSettings)
+    launch_requested = Signal(LaunchSettings)
     command_copied = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, *, runner: Runner = run_in_background,
@@ -71,6 +72,8 @@ class LaunchForm(QWidget):
         self.binary = "llama-server"
         self.engine_problem: str | None = None  # why there are no caps (probing, probe failed), from set_engine
         self.devices: list[int] = []
+        self.host_ram: int | None = None  # this machine's RAM (the settings dialog's detection): the preflight
+        self.refused_fields: dict[str, str] = {}  # field -> why the preflight refuses the launch over it
         self.infos: dict[str, ModelInfo | str] = {}  # path -> ModelInfo, or the error text
         self._runner, self._inspect = runner, inspect_fn
         self._loading = False
@@ -211,8 +214,9 @@ class LaunchForm(QWidget):
         self._on_widget_changed()
 
     def set_devices(self, free_bytes: list[int]) -> None:
-        """Free bytes per GPU (empty: CPU only), for the memory bar."""
+        """Free bytes per GPU (empty: CPU only), for the memory bar and the preflight (with ``host_ram``)."""
         self.devices = list(free_bytes)
+        self._check_argv(self.settings())
         self._schedule_plan()
 
     def set_settings(self, s: LaunchSettings) -> None:
@@ -293,7 +297,7 @@ class LaunchForm(QWidget):
         mmodel = mode.model()
         assert isinstance(mmodel, QStandardItemModel)
         for i in range(mode.count()):
-            why = field_reason("spec_mode:" + mode.itemText(i), caps)
+            why = field_reason(f"spec_mode:{mode.itemData(i)}", caps)
             mmodel.item(i).setEnabled(why is None)
             mmodel.item(i).setToolTip(why or "")
 
@@ -305,11 +309,11 @@ class LaunchForm(QWidget):
         mode = SpecMode(self._get_spec("spec_mode"))
         if name in ("draft", "draft_ctx_size", "draft_n_gpu_layers") and not mode.uses_draft_file and not (
                 name == "draft" and mode == SpecMode.MTP):  # MTP: an mtp- head file for a target without heads
-            return "Used only with a draft model's mode: dflash, eagle3, dspark (or mtp with an mtp- head file)."
+            return "Used only with a draft model's mode: DFlash, EAGLE-3, DSpark (or MTP with an mtp- head file)."
         if name == "dflash_cross_ctx" and mode != SpecMode.DFLASH:
-            return "Used only with speculation mode dflash."
+            return "Used only with DFlash speculation."
         if name == "spec_model_free_type" and mode != SpecMode.MODEL_FREE:
-            return "Used only with speculation mode model-free."
+            return "Used only with N-gram speculation."
         if name in ("draft_n_max", "draft_n_min") and mode == SpecMode.OFF:
             return "Used only when speculation is on."
         return None
@@ -342,31 +346,24 @@ class LaunchForm(QWidget):
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
-        """build_argv for the form's settings (raises LaunchRefused with every reason). Port 0 is
-        shown as the port the app will use, BeeDeck's default, never as ``--port 0``."""
-        reasons = []
+        """The argument list after the same :func:`preflight` a launch runs (headers read so far, free GPU memory,
+        host RAM), else LaunchRefused with every reason. Port 0 shows as BeeDeck's default, never ``--port 0``."""
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
-        for why in (args_problem(extra.text()), self.rpc_workers.problem()):
-            reasons.extend([why] if why else [])
-        s = self.settings()
-        if s.port == 0:
-            s = replace(s, port=DEFAULT_PORT)
+        reasons = [why for why in (args_problem(extra.text()), self.rpc_workers.problem()) if why]
+        s = replace(self.settings(), port=self.settings().port or DEFAULT_PORT)
         if self.caps is None:
             reasons.insert(0, self.engine_problem or "No engine is picked: choose llama-server under Settings → Engine.")
             raise LaunchRefused(reasons)
-        if (why := mode_refusal(self.caps, s, self._info(s.target), self._info(s.draft))) is not None:
-            reasons.append(why)
-        if s.spec_mode == SpecMode.MODEL_FREE and s.spec_model_free_type in refused_spec_types(self.caps):
-            reasons.append(f"Model-free type {s.spec_model_free_type} crashes this engine (see docs/known-issues.md): "
-                           "pick another type.")
-        try:
-            plan = build_argv(s, self.caps)
-        except LaunchRefused as exc:
-            raise LaunchRefused([*exc.reasons, *reasons]) from None
-        if reasons:
-            raise LaunchRefused(reasons)
-        return plan
+        errors = {p: v for p, v in self.infos.items() if isinstance(v, str) and v != "loading"}
+        checked = preflight(self.caps, s, target=self._info(s.target), draft=self._info(s.draft), read=False,
+                            errors=errors, devices=None if s.rpc_workers else self.devices, host_ram=self.host_ram)
+        self.refused_fields = {r.setting: f"{r.message} {r.remedy}".strip() for r in checked.refusals if r.setting}
+        engine = [r.message for r in checked.refusals if r.code == "engine_refused"]  # build_argv's, first
+        if engine or reasons or checked.refusals or checked.argv is None:
+            raise LaunchRefused([*engine, *reasons, *(f"{r.message} {r.remedy}".strip() for r in checked.refusals
+                                                      if r.code != "engine_refused")])
+        return checked.argv
 
     def command_line(self) -> str | None:
         try:
@@ -382,9 +379,11 @@ class LaunchForm(QWidget):
         self.command_copied.emit(line)
 
     def _check_argv(self, s: LaunchSettings) -> None:
+        self.refused_fields = {}
         try:
             lp = self.build_plan()
         except LaunchRefused as exc:
+            mark_refused(self.rows, self.refused_fields)
             text = "Cannot launch yet:\n• " + "\n• ".join(exc.reasons)
             self.check_label.setStyleSheet("color: #d62728;")
             self.check_label.setText(text)
@@ -394,6 +393,7 @@ class LaunchForm(QWidget):
             self.copy_button.setEnabled(False)
             self.copy_button.setToolTip(text)
             return
+        mark_refused(self.rows, {})
         notes = [n.message for n in lp.notes]
         self.check_label.setStyleSheet("color: palette(placeholder-text);")
         self.check_label.setText("\n".join(f"• {n}" for n in notes))

@@ -177,11 +177,11 @@ class _Canvas(QWidget):
 class MemoryBar(QWidget):
     """Per-device stacked bar of a :class:`MemoryPlan` against free VRAM, with a verdict line.
 
-    Signals: ``plan_changed(object)`` (the new plan or None), ``fits_changed(bool)``.
+    Signals: ``plan_changed(MemoryPlan)`` (the new plan, or None), ``fits_changed(bool)``.
     Feed it with :meth:`set_plan`, or with :meth:`schedule` (debounced recompute).
     """
 
-    plan_changed = Signal(object)
+    plan_changed = Signal(MemoryPlan)
     fits_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:

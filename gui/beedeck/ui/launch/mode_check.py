@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import BASELINE, DSPARK, LABELS, MODE_OF_SPEC, MTP, ModeOption, option
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import BASELINE, DSPARK, LABELS, MODE_OF_SPEC, ModeOption
 from beedeck.core.models.gguf import ModelInfo
-from beedeck.core.models.paircheck import check_pair, modes_for
+from beedeck.core.models.paircheck import check_pair, mode_refusal, modes_for
 
 RED, AMBER, GREEN, GREY = "#d62728", "#c98a00", "#2e7d32", "palette(placeholder-text)"
 
@@ -46,21 +46,6 @@ def modes_line(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | N
     return Verdict(GREY, "Runs here: " + " · ".join(_runs_as(o) for o in can), tip)
 
 
-def mode_refusal(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None,
-                 draft: ModelInfo | None) -> str | None:
-    """Why the chosen mode cannot run with these files, as far as their headers tell (None: it can,
-    or nothing was read). The engine's side is build_argv's to say, so it is not repeated here."""
-    if s.spec_mode in (SpecMode.OFF, SpecMode.MODEL_FREE):
-        return None
-    key = MODE_OF_SPEC[s.spec_mode]
-    if key == MTP and target is None:
-        return None
-    if key != MTP and (draft is None or not s.draft):
-        return None  # no draft: build_argv says so; unread: the header reader will
-    chosen = option(modes_for(None, s, target, draft), key)  # the files' verdict alone
-    return None if chosen is None or chosen.available else chosen.reason
-
-
 def draft_verdict(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None, draft: ModelInfo | None,
                   error: str | None, reading: bool) -> Verdict:
     """The draft line for a draft-file mode: the file's kind for the mode, then (DFlash, DSpark: a
@@ -83,3 +68,6 @@ def draft_verdict(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo 
     if verdict.warnings:
         return Verdict(AMBER, "⚠ Pair OK, but: " + " ".join(verdict.warnings))
     return Verdict(GREEN, f"✓ This {'DSpark ' if key == DSPARK else ''}draft matches the target.")
+
+
+__all__ = ["Verdict", "draft_verdict", "mode_refusal", "modes_line"]

@@ -64,16 +64,16 @@ def caps_label(caps: EngineCaps) -> str:
 class SettingsDialog(QDialog):
     """The engine row and the :class:`LaunchForm`. Probing and GPU detection run in the background.
 
-    Signals: ``profile_applied(object, object)``: the new :class:`Profile` and the engine's
+    Signals: ``profile_applied(Profile, object)``: the new :class:`Profile` and the engine's
     EngineCaps (None if unknown) when the user pressed Launch (save and restart).
-    ``profile_saved(object, object)``: the same when the user pressed Save (save, no restart).
-    ``caps_probed(object)``, ``devices_detected(object)`` (list of free bytes per GPU) when those
+    ``profile_saved(Profile, object)``: the same when the user pressed Save (save, no restart).
+    ``caps_probed(EngineCaps)``, ``devices_detected(object)`` (list of free bytes per GPU) when those
     background jobs end.
     """
 
-    profile_applied = Signal(object, object)
-    profile_saved = Signal(object, object)
-    caps_probed = Signal(object)
+    profile_applied = Signal(Profile, object)
+    profile_saved = Signal(Profile, object)
+    caps_probed = Signal(EngineCaps)
     devices_detected = Signal(object)
 
     def __init__(self, profile: Profile | None, caps: EngineCaps | None, parent: QWidget | None = None, *,
@@ -236,6 +236,7 @@ class SettingsDialog(QDialog):
         if not shiboken6.isValid(self):
             return
         self.devices = [g.memory_free for g in report.gpus]
+        self.form.host_ram = report.system.ram_total
         self.form.set_devices(self.devices)
         if report.gpus:
             free = ", ".join(f"{g.name}: {g.memory_free / GiB:.1f} GiB free" for g in report.gpus)
@@ -284,6 +285,7 @@ def open_dialog(window: WindowHost) -> SettingsDialog:
     local_caps = window.known_caps.get(local.engine) if local is not None else None
     dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware,
                             local=local, local_caps=local_caps)
-    dialog.profile_applied.connect(window.apply_profile)
+    # Launch always starts or restarts, also when the server is stopped or has failed.
+    dialog.profile_applied.connect(lambda profile, caps: window.apply_profile(profile, caps, start=True))
     dialog.profile_saved.connect(window.save_profile)  # saved for the next start; the server is left as it is
     return dialog

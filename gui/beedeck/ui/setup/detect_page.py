@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.machine.report import HardwareReport
+from beedeck.core.starter import STARTER_MODEL_TITLE
 from beedeck.ui.setup.services import WizardServices, gib_text
 from beedeck.ui.wrap_label import WrapLabel
 
@@ -38,7 +39,7 @@ class DetectPage(QWizardPage):
         self.starter_box = QGroupBox("No GPU? Start small")
         sb = QVBoxLayout(self.starter_box)
         self.starter_text = WrapLabel(
-            "The starter profile runs Gemma 3 270M with mainline llama.cpp on the CPU. It is installed with "
+            f"The starter profile runs {STARTER_MODEL_TITLE} with mainline llama.cpp on the CPU. It is installed with "
             "BeeDeck, needs no download and works on any machine: good for trying the app. DFlash pairs "
             "need an NVIDIA GPU with 8 GB or more.")
         self.starter_button = QPushButton("Use the starter profile")

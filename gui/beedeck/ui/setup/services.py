@@ -15,6 +15,7 @@ from beedeck.core.machine import hardware
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.models import catalog as catalog_mod
 from beedeck.core.models.recommend import Choice, Recommendation, recommend
+from beedeck.core.settings import AppSettings
 from beedeck.ui.background import Runner, run_in_background
 
 GiB = 1 << 30
@@ -33,6 +34,9 @@ class WizardServices:
     size_repo: Callable[[str, list[int], str], RepoRecommendation] = field(
         default=lambda repo, vram, card: recommend_repo(repo, vram, card, advice=load_advice()))
     extra: dict[str, Any] = field(default_factory=dict)  # overrides for the run page (see setup_run_page)
+    # The session's one AppSettings copy, changed and saved when setup completes (None: the saved file's,
+    # for a wizard without a window). A copy of its own would be overwritten by the window's next save.
+    settings: AppSettings | None = None
 
 
 @dataclass

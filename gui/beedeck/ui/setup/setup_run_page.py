@@ -59,9 +59,9 @@ class _Step:
 
 
 class RunPage(QWizardPage):
-    """Page 3. Signals: ``finished_setup(object)`` (SetupResult)."""
+    """Page 3. Signals: ``finished_setup(SetupResult)``."""
 
-    finished_setup = Signal(object)
+    finished_setup = Signal(SetupResult)
 
     def __init__(self, services: WizardServices, detect_page: DetectPage, recommend_page: RecommendPage) -> None:
         super().__init__()
@@ -414,7 +414,7 @@ class RunPage(QWizardPage):
     def _complete(self) -> None:
         assert self.engine is not None
         settings = self.launch_settings()
-        app = load_settings()
+        app = self.services.settings if self.services.settings is not None else load_settings()
         app.first_run_done = True
         app.last_profile = settings.to_dict()
         app.last_engine = self.engine.binary

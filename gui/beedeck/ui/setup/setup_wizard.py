@@ -24,10 +24,10 @@ from beedeck.ui.setup.setup_run_page import RunPage
 
 
 class SetupWizard(QWizard):
-    """The first-run wizard. Signals: ``setup_finished(object)`` (a :class:`SetupResult`) when the
+    """The first-run wizard. Signals: ``setup_finished(SetupResult)`` when the
     engine and models are ready and the smoke test passed; the main window starts the server."""
 
-    setup_finished = Signal(object)
+    setup_finished = Signal(SetupResult)
 
     def __init__(self, services: WizardServices | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,7 +54,8 @@ class SetupWizard(QWizard):
 def open_dialog(window: WindowHost) -> SetupWizard:
     """The main window's wizard slot: detection through the window's hook, the result into
     window's ``apply_profile`` (saves the profile and starts the server)."""
-    wizard = SetupWizard(WizardServices(detect=window.detect_hardware), window.dialog_parent())
+    services = WizardServices(detect=window.detect_hardware, settings=window.app_settings)
+    wizard = SetupWizard(services, window.dialog_parent())
     wizard.setup_finished.connect(
         lambda result: window.apply_profile(Profile(result.engine, result.settings, result.label), start=True))
     return wizard

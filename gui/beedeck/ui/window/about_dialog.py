@@ -4,10 +4,35 @@ bug report."""
 from __future__ import annotations
 
 import html
+import platform
 
+import PySide6
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from beedeck import __version__
+from beedeck.core import paths
+from beedeck.core.machine.report import HardwareReport
+from beedeck.core.profile import engine_display_name
+from beedeck.ui.session import Session
+from beedeck.ui.window.mode_glue import pair_text
+
+
+def session_facts(session: Session, hardware: HardwareReport | None) -> list[tuple[str, str]]:
+    """What the dialog lists: versions, the session's engine and model, the GPU, the data folder."""
+    profile, caps = session.profile, session.controller.caps
+    facts = [("BeeDeck", __version__), ("Python", platform.python_version()),
+             ("Qt", f"PySide6 {PySide6.__version__}")]
+    if profile is not None:
+        facts.append(("Engine", f"{engine_display_name(profile, caps or session.known_caps.get(profile.engine))} "
+                                f"({profile.engine})"))
+        facts.append(("Model", pair_text(profile.settings).removeprefix("model: ")))
+    if hardware is not None:
+        facts.append(("GPU", ", ".join(g.name for g in hardware.gpus) if hardware.has_gpu
+                      else f"none ({hardware.reason})" if hardware.reason else "none"))
+    facts.append(("Data folder", str(paths.data_dir())))
+    return facts
 
 
 class AboutDialog(QDialog):

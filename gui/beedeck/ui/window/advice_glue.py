@@ -17,25 +17,21 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QStatusBar
 
 from beedeck.core.chat.advice import WorkloadAdvice, load_advice, setup_key
-from beedeck.core.chat.spec_guard import SpecGuard, classify_prompt
+from beedeck.core.chat.spec_guard import classify_prompt
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.modes import LABELS
-from beedeck.core.profile import Profile
-from beedeck.core.settings import AppSettings, save_settings
 from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.engine.mode_toggle import ModeToggle
-from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.session import Session
 
 
 class AdviceHost(Protocol):
-    guard: SpecGuard
     chat: ChatPane
     mode: ModeToggle
-    controller: ServerController
-    app_settings: AppSettings
-    profile: Profile | None
-    known_caps: dict[str, EngineCaps]
+
+    @property
+    def session(self) -> Session: ...
 
     def statusBar(self) -> QStatusBar: ...
 
@@ -53,12 +49,14 @@ class AdviceGlue(QObject):
         self.follow_action.setToolTip("Before each message, switch to the speculation mode this setup measured "
                                       "fastest for that kind of prompt (code, prose, structured). Learnt from "
                                       "Tune and Benchmark runs; until then nothing changes.")
-        self.follow_action.setChecked(host.app_settings.follow_advice)
+        self.session = host.session
+        self.follow_action.setChecked(self.session.app_settings.follow_advice)
         self.follow_action.toggled.connect(self._on_follow_toggled)
         host.chat.before_send = self.before_send
-        host.controller.caps_known.connect(lambda caps: self.refresh(caps if isinstance(caps, EngineCaps) else None))
-        host.controller.ready.connect(self._on_ready)
-        host.controller.failed.connect(self._on_failed)
+        self.session.controller.caps_known.connect(
+            lambda caps: self.refresh(caps if isinstance(caps, EngineCaps) else None))
+        self.session.controller.ready.connect(self._on_ready)
+        self.session.controller.failed.connect(self._on_failed)
         # Read off the GUI thread (a file, perhaps set aside when damaged); tune and benchmark runs then
         # teach this same object, so it is never read again.
         run_in_background(self._load, self._loaded, self._load_failed,
@@ -69,7 +67,7 @@ class AdviceGlue(QObject):
         return cls(host, host if isinstance(host, QObject) else None)
 
     def _loaded(self, advice: WorkloadAdvice) -> None:
-        self.advice = advice
+        self.advice = self.session.advice = advice
         if advice.problem:
             self.host.statusBar().showMessage(advice.problem, 20000)
         self.refresh()
@@ -80,29 +78,28 @@ class AdviceGlue(QObject):
 
     def refresh(self, caps: EngineCaps | None = None) -> None:
         """The guard consults the advice for the running setup (engine build, target, draft)."""
-        profile = self.host.profile
+        profile = self.session.profile
         if caps is not None:
             self._caps = caps  # the controller's latest probe: the advice may finish loading after it
         if caps is None and profile is not None:
-            caps = self.host.known_caps.get(profile.engine)
+            caps = self.session.known_caps.get(profile.engine)
             if caps is None and self._caps is not None and self._caps.path == profile.engine:
                 caps = self._caps
         setup = setup_key(caps, profile.settings) if profile is not None and caps is not None else None
-        self.host.guard.use_advice(self.advice, setup)
+        self.session.guard.use_advice(self.advice, setup)
 
     def _on_follow_toggled(self, on: bool) -> None:
-        self.host.app_settings.follow_advice = on
-        try:
-            save_settings(self.host.app_settings)
-        except OSError as exc:
-            self.host.statusBar().showMessage(f"The choice could not be saved ({exc}); it applies to this session.")
+        self.session.app_settings.follow_advice = on
+        problem = self.session.save_settings()
+        if problem:
+            self.host.statusBar().showMessage(f"The choice could not be saved ({problem}); it applies to this session.")
 
     def before_send(self, text: str) -> bool:
         """ChatPane's hook: True sends now; False holds the message for a restart into the advised mode."""
         if not self.follow_action.isChecked() or not self.host.mode.isEnabled():
             return True
         runnable = [o.key for o in self.host.mode.options() if o.available]
-        wanted = self.host.guard.mode_for_prompt(text, runnable)
+        wanted = self.session.guard.mode_for_prompt(text, runnable)
         if wanted is None or wanted == self.host.mode.mode():
             return True
         kind = classify_prompt(text)

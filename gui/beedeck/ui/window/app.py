@@ -1,7 +1,7 @@
 """BeeDeck's desktop entry point: ``beedeck-gui`` / ``python -m beedeck.ui.window.app``.
 
 On first run (no profile saved by Settings or the setup wizard) the built-in starter profile (CPU
-llama-server + Gemma 3 270M from PyPI) is started automatically, so ``make run`` reaches a working
+llama-server + SmolLM2 135M from PyPI) is started automatically, so ``make run`` reaches a working
 chat with no terminal. When an NVIDIA GPU is found and the wizard never finished, the setup wizard
 opens instead (the starter profile is loaded behind it, not started).
 ``--screenshot DIR`` grabs each main screen offscreen to PNG files and exits.
@@ -29,7 +29,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineError, EngineRegistry
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile
-from beedeck.core.settings import load_settings, load_settings_checked
+from beedeck.core.settings import load_settings_checked
 from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.markdown_render import warm_up
 from beedeck.ui.engine.server_controller import ServerController
@@ -146,7 +146,7 @@ def _first_start(window: MainWindow, no_autostart: bool) -> bool:
         run_in_background(lambda: load_starter_profile(progress.changed.emit), on_starter, on_starter_error,
                           owner=window)
 
-    if load_settings().first_run_done:
+    if window.app_settings.first_run_done:
         load_starter(autostart=True)
         return False
 

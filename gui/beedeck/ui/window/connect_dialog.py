@@ -34,11 +34,11 @@ DIALOG_WIDTH = 520  # the note on two or three lines; the dialog stays well insi
 class ConnectDialog(QDialog):
     """Asks for a server URL, an optional API key and a label; checks the server on request.
 
-    Signals: ``profile_chosen(object)`` (the remote Profile) on Connect; ``checked(object)`` with the
+    Signals: ``profile_chosen(Profile)`` (the remote profile) on Connect; ``checked(object)`` with the
     RemoteInfo or RemoteError of a check. ``inspect`` and ``runner`` are injectable for tests.
     """
 
-    profile_chosen = Signal(object)
+    profile_chosen = Signal(Profile)
     checked = Signal(object)
 
     def __init__(self, parent: QWidget | None = None, current: Profile | None = None, *,

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck import APP_DISPLAY_NAME, __version__
+from beedeck import APP_DISPLAY_NAME
 from beedeck.core import paths
 from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.chat.store import ChatStore, ChatStoreError
@@ -32,7 +32,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, engine_display_name, save_profile
-from beedeck.core.settings import AppSettings, load_settings, save_settings
+from beedeck.core.settings import AppSettings
 from beedeck.core.starter import is_starter
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.conversation_list import ConversationList
@@ -46,7 +46,8 @@ from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.engine.switch_checker import SwitchChecker
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
 from beedeck.ui.host import DialogFactory
-from beedeck.ui.window.about_dialog import AboutDialog
+from beedeck.ui.session import Session, default_client, default_detect, default_probe
+from beedeck.ui.window.about_dialog import AboutDialog, session_facts
 from beedeck.ui.window.advice_glue import AdviceGlue
 from beedeck.ui.window.connect_dialog import open_connect_dialog
 from beedeck.ui.window.menus import build_menus
@@ -72,37 +73,32 @@ class MainWindow(QMainWindow):
     """
 
     def __init__(self, store: ChatStore, controller: ServerController | None = None,
-                 app_settings: AppSettings | None = None) -> None:
+                 app_settings: AppSettings | None = None, session: Session | None = None) -> None:
         super().__init__()
         self.setWindowTitle(APP_DISPLAY_NAME)
         self.store = store
-        self.profile: Profile | None = None
-        self.last_local_profile: Profile | None = None  # what Settings starts from on a remote profile
+        # build_window passes what it loaded (and checked); a bare window reads them itself
+        self.session = session or Session(app_settings, controller, self)
         self.settings_factory: DialogFactory | None = None
         self.bench_factory: DialogFactory | None = None
         self.wizard_factory: DialogFactory | None = None
         self.tune_factory: DialogFactory | None = None
-        self.client_factory: Callable[[str, str | None], Any] = _default_client
-        self.probe: Callable[[str], EngineCaps] = _default_probe
-        self.detect_hardware: Callable[[], HardwareReport] = _default_detect
+        self.client_factory: Callable[[str, str | None], Any] = default_client
+        self.probe: Callable[[str], EngineCaps] = default_probe
+        self.detect_hardware: Callable[[], HardwareReport] = default_detect
         self.profile_saver: Callable[[Profile], object] = save_profile
-        self.known_caps: dict[str, EngineCaps] = {}
         self.close_hooks: list[Callable[[], None]] = []  # e.g. the GPU sampler's stop()
         self.closing = False  # set in closeEvent: dialogs closing with the window start nothing
         self._served = False  # the current server became ready once (a later failure is a crash, not a start)
 
-        # build_window passes what it loaded (and checked); a bare window reads them itself
-        self.app_settings = app_settings if app_settings is not None else load_settings()
-        self.controller = controller or ServerController(self)
         self.chat = ChatPane(store, enter_sends=self.app_settings.enter_sends)
         self.failure = FailurePanel()
         self.conversations = ConversationList(store)
         self.speed = SpeedPanel()
         self.log = LogDock(self)
-        self.mode = ModeToggle()
-        self.switching = SwitchChecker(self.mode, self)
+        self.mode = ModeToggle(switch=self.session.switch)  # the view of the session's switch
+        self.switching = SwitchChecker(self.mode, self, memory=self.session.per_request_memory)
         self.endpoint = EndpointLabel()
-        self.guard = SpecGuard()
         self.guard_monitor = GuardMonitor(self.guard, store, self)
         self.banner = GuardBanner()
         self.starter_banner = StarterBanner()
@@ -116,6 +112,31 @@ class MainWindow(QMainWindow):
         self.remote = RemoteBinding.for_host(self)  # Start/Stop read Connect/Disconnect for a running server
         self._restore_view()
         self._on_controller_state("stopped")
+
+    # The session's state, read and written where the window and the dialogs always did.
+    @property
+    def profile(self) -> Profile | None:
+        return self.session.profile
+
+    @property
+    def last_local_profile(self) -> Profile | None:
+        return self.session.last_local_profile
+
+    @property
+    def known_caps(self) -> dict[str, EngineCaps]:
+        return self.session.known_caps
+
+    @property
+    def app_settings(self) -> AppSettings:
+        return self.session.app_settings
+
+    @property
+    def controller(self) -> ServerController:
+        return self.session.controller
+
+    @property
+    def guard(self) -> SpecGuard:
+        return self.session.guard
 
     # -- building --------------------------------------------------------------------------
     def _build_toolbar(self) -> None:
@@ -205,6 +226,7 @@ class MainWindow(QMainWindow):
         c.line_received.connect(self.log.append_line)
         c.ready.connect(self._on_controller_ready)
         c.failed.connect(self._on_controller_failed)
+        c.refused.connect(lambda why: self.failure.show_failure(why, "Not launched: the running server keeps serving"))
         c.caps_known.connect(self._on_controller_caps)
         self.chat.copied.connect(lambda text: self.statusBar().showMessage(text, 2000))
         c.port_fallback_used.connect(lambda _wanted, _used, message: self.statusBar().showMessage(message, 20000))
@@ -220,6 +242,7 @@ class MainWindow(QMainWindow):
         self.starter_banner.wizard_requested.connect(self.open_wizard)
         self.starter_banner.settings_requested.connect(self.settings_action.trigger)
         self.failure.retry_requested.connect(self.start_server)
+        self.failure.local_requested.connect(self.use_local_server)
         self.failure.log_requested.connect(self._show_log)
         self.chat.reply_started.connect(self.speed.reply_started)
         self.chat.delta_received.connect(self.speed.delta_arrived)
@@ -230,7 +253,11 @@ class MainWindow(QMainWindow):
         self.conversations.conversation_selected.connect(self.chat.load_conversation)
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
-        self.mode_glue = ModeGlue.for_host(self)  # the toggle's chat, restart, checker and banner wiring
+        self.mode_glue = ModeGlue(self.session, self.mode, self.chat, self.switching, self.banner, self.guard_monitor,
+                                  self)  # the toggle's chat, restart, checker and banner wiring
+        # The ? popover's actions: what gets a mode that cannot run here.
+        self.mode.popover.action_requested.connect(
+            lambda action: self.open_wizard() if action == "wizard" else self.settings_action.trigger())
 
     def _show_log(self) -> None:
         self.log.show()
@@ -238,15 +265,13 @@ class MainWindow(QMainWindow):
 
     # -- profile and server ----------------------------------------------------------------
     def set_profile(self, profile: Profile) -> None:
-        self.profile = profile
-        if not profile.is_remote:
-            self.last_local_profile = profile
+        self.session.set_profile(profile)
         s = profile.settings
         self.pair_label.setText(pair_text(s))
         caps = self.known_caps.get(profile.engine)
         self.engine_label.setText(f"engine: {engine_display_name(profile, caps)}")
         self.starter_banner.show_for_starter(is_starter(profile.settings))
-        self.mode.configure(s, caps, self.switching.memory.get(caps))
+        self.mode.configure(s, caps, self.session.per_request_memory.get(caps))
         self.remote.profile_set(profile)
         self.advice_glue.refresh()
         self._on_controller_state(self.controller.state)
@@ -273,13 +298,20 @@ class MainWindow(QMainWindow):
         """A new profile from Settings or the wizard: show it, save it (profile.json, without the API
         key), and restart the server if it runs (``start``: start it even if it was stopped)."""
         self._store_profile(profile, caps)
+        self.failure.hide()  # an old failure panel is stale now
         if self.controller.is_running() or self.controller.is_busy():
-            self.chat.stop()
-            self.controller.stop()  # jobs run in order: the start below waits for this stop
-            self.failure.hide()
-            self.controller.start(profile.engine, self._launch_settings(), self.known_caps.get(profile.engine))
+            self.chat.stop()  # the preflight runs before the working server is stopped (controller.replace)
+            self.controller.replace(profile.engine, self._launch_settings(), self.known_caps.get(profile.engine))
         elif start:
             self.start_server()
+
+    def use_local_server(self) -> None:
+        """Back from a server BeeDeck did not start (disconnected, or gone) to the last local profile."""
+        local = self.last_local_profile
+        if local is not None:
+            self.apply_profile(local, self.known_caps.get(local.engine), start=True)
+        else:
+            self.settings_action.trigger()  # Settings opens on the starter profile
 
     def start_server(self) -> None:
         if self.profile is None:
@@ -313,12 +345,14 @@ class MainWindow(QMainWindow):
             elif state == "stopped" and not self.mode.is_switching():
                 self.chat.set_notice("The server is stopped. Press Start to chat." if self.profile else
                                      "No engine or model is set up yet: open Settings.")
+                if self.profile is not None and self.profile.is_remote and self._served:  # after Disconnect
+                    self.failure.show_notice("Disconnected", f"The server at {self.profile.engine} keeps running "
+                                             "where it is.", "Connect again, or go back to BeeDeck's own server.", local=True)
 
     def _on_controller_caps(self, caps: object) -> None:
-        if isinstance(caps, EngineCaps) and self.controller.engine:
-            self.known_caps[self.controller.engine] = caps
+        # The session has learnt them already (it is connected first).
         if self.profile is not None and isinstance(caps, EngineCaps):
-            self.mode.configure(self.profile.settings, caps, self.switching.memory.get(caps))
+            self.mode.configure(self.profile.settings, caps, self.session.per_request_memory.get(caps))
             self.engine_label.setText(f"engine: {engine_display_name(self.profile, caps)}")
 
     def _on_controller_ready(self, base_url: str) -> None:
@@ -336,7 +370,7 @@ class MainWindow(QMainWindow):
         self.mode.restart_failed()
         self._on_controller_state(self.controller.state)  # Start was held off while switching
         self.failure.show_failure(failure, "The server stopped while running" if was_serving
-                                  else "The server could not start")
+                                  else "The server could not start", local=bool(self.profile and self.profile.is_remote))
         self.chat.set_notice("")
 
     # -- chats -----------------------------------------------------------------------------
@@ -391,24 +425,7 @@ class MainWindow(QMainWindow):
         dialog.open()
 
     def about_facts(self) -> list[tuple[str, str]]:
-        import platform
-
-        import PySide6
-
-        profile, caps = self.profile, self.controller.caps
-        facts = [("BeeDeck", __version__), ("Python", platform.python_version()),
-                 ("Qt", f"PySide6 {PySide6.__version__}")]
-        if profile is not None:
-            facts.append(("Engine", f"{engine_display_name(profile, caps or self.known_caps.get(profile.engine))} "
-                                    f"({profile.engine})"))
-            s = profile.settings
-            facts.append(("Model", pair_text(s).removeprefix("model: ")))
-        report = self.hardware
-        if report is not None:
-            facts.append(("GPU", ", ".join(g.name for g in report.gpus) if report.has_gpu
-                          else f"none ({report.reason})" if report.reason else "none"))
-        facts.append(("Data folder", str(paths.data_dir())))
-        return facts
+        return session_facts(self.session, self.hardware)
 
     def show_about(self) -> None:
         dialog = AboutDialog(self.about_facts(), self)
@@ -421,10 +438,9 @@ class MainWindow(QMainWindow):
         if isinstance(app, QApplication):
             apply_theme(app, theme)
         self.app_settings.theme = theme
-        try:
-            save_settings(self.app_settings)
-        except OSError as exc:
-            self.statusBar().showMessage(f"The theme could not be saved ({exc}); it applies to this session.")
+        problem = self.session.save_settings()
+        if problem:
+            self.statusBar().showMessage(f"The theme could not be saved ({problem}); it applies to this session.")
 
     def set_hardware(self, report: HardwareReport) -> None:
         """What detection found: the starter banner says why there is no GPU."""
@@ -472,21 +488,3 @@ class MainWindow(QMainWindow):
 
 
 CHAT_MIN_WIDTH = 420
-
-
-def _default_client(base_url: str, api_key: str | None) -> Any:
-    from beedeck.core.engine.client import LlamaClient
-
-    return LlamaClient(base_url, api_key)
-
-
-def _default_probe(engine: str) -> EngineCaps:
-    from beedeck.core.engine.probe import probe_engine
-
-    return probe_engine(engine)
-
-
-def _default_detect() -> HardwareReport:
-    from beedeck.core.machine import hardware
-
-    return hardware.detect(disk_path=paths.models_dir())

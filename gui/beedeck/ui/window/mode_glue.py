@@ -7,33 +7,18 @@ path as a click). Kept apart from ``main_window`` so the window stays compositio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
 
 from PySide6.QtCore import QObject
-from PySide6.QtGui import QAction
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.spec_guard import Advice
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.modes import option, uses_draft
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.engine.mode_toggle import ModeToggle
-from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.engine.switch_checker import SwitchChecker
-
-
-class ModeHost(Protocol):
-    """What the glue needs of the window (the window itself, by composition)."""
-
-    mode: ModeToggle
-    chat: ChatPane
-    controller: ServerController
-    switching: SwitchChecker
-    banner: GuardBanner
-    guard_monitor: GuardMonitor
-    settings_action: QAction
-
-    def open_wizard(self) -> None: ...
+from beedeck.ui.session import Session
 
 
 def pair_text(settings: LaunchSettings) -> str:
@@ -45,24 +30,19 @@ def pair_text(settings: LaunchSettings) -> str:
 
 
 class ModeGlue(QObject):
-    """Connects the toggle to the chat, the server controller, the switch checker and the guard banner."""
+    """Connects the session's switch (its view, the toggle) to the chat, the session's server controller,
+    the switch checker and the guard banner."""
 
-    def __init__(self, host: ModeHost, parent: QObject | None = None) -> None:
+    def __init__(self, session: Session, toggle: ModeToggle, chat: ChatPane, switching: SwitchChecker,
+                 banner: GuardBanner, guard_monitor: GuardMonitor, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.mode, self.chat, self.controller = host.mode, host.chat, host.controller
-        self.switching, self.banner = host.switching, host.banner
+        self.session, self.mode, self.chat, self.controller = session, toggle, chat, session.controller
+        self.switching, self.banner = switching, banner
         self.chat.mode_provider = self.mode.provider
         self.mode.restart_requested.connect(self._on_restart_requested)
         self.chat.reply_finished.connect(self._on_reply_finished)
-        host.guard_monitor.advice_given.connect(self._on_guard_advice)
+        guard_monitor.advice_given.connect(self._on_guard_advice)
         self.banner.switch_requested.connect(self._on_banner_switch_requested)
-        # The ? popover's actions: what gets a mode that cannot run here.
-        self.mode.popover.action_requested.connect(
-            lambda action: host.open_wizard() if action == "wizard" else host.settings_action.trigger())
-
-    @classmethod
-    def for_host(cls, host: ModeHost) -> ModeGlue:
-        return cls(host, host if isinstance(host, QObject) else None)
 
     def launch_settings(self, settings: LaunchSettings) -> LaunchSettings:
         """The profile's settings in the toggle's mode: after a switch, a later Start (or a restart
@@ -74,8 +54,8 @@ class ModeGlue(QObject):
         self.chat.set_notice("Switching mode: restarting the server…")
         self.controller.restart(settings)
 
-    def _on_reply_finished(self, stats: dict[str, Any]) -> None:
-        self.switching.reply_finished(self.controller.caps, stats)
+    def _on_reply_finished(self, facts: ReplyFacts) -> None:
+        self.switching.reply_finished(self.controller.caps, facts)
 
     def _on_guard_advice(self, advice: Advice) -> None:
         suggested = option(self.mode.options(), advice.suggested_mode)

@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.theme import apply_theme
@@ -52,14 +53,14 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
     if ok:
         window.new_chat()
         window.chat.input.setPlainText(prompt)
-        done: list[dict] = []
+        done: list[ReplyFacts] = []
         window.chat.reply_finished.connect(done.append)
         window.chat.send()
         _wait(app, lambda: bool(done), 300)
         if done:  # the first-run figures: what a new user waits for, and the speed the gauge shows
-            stats = done[0]
-            print(f"first reply: {stats.get('tokens', '?')} tokens at {stats.get('tps', '?')} tokens/s, first token "
-                  f"after {stats.get('ttft_s', '?')} s; {time.monotonic() - started:.1f} s from the window's start")
+            facts = done[0]
+            print(f"first reply: {facts.tokens or '?'} tokens at {facts.tps or '?'} tokens/s, first token "
+                  f"after {facts.ttft_s or '?'} s; {time.monotonic() - started:.1f} s from the window's start")
         window.chat.input.setPlainText("And now in one line?")
         done.clear()
         window.chat.send()

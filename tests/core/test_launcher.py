@@ -1,0 +1,117 @@
+"""The one preflight: every refusal a launch would meet, before anything stops or starts, with one type
+(a code, a message, a remedy and the setting it is about)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.help_text import caps_from_texts
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.server import ServerFailed
+from beedeck.core.launcher import Preflight, Refusal, launch, preflight
+from beedeck.core.models.gguf import inspect
+from beedeck.core.models.planner import GiB
+from tests.fixtures import meta_gguf as mg
+from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
+
+
+@pytest.fixture(scope="module")
+def ml() -> EngineCaps:
+    return caps_from_texts("/e/ml/llama-server", "version: 11434 (515e85511)", help_stdout(MAINLINE))
+
+
+@pytest.fixture(scope="module")
+def bee() -> EngineCaps:
+    return dataclasses.replace(caps_from_texts("/e/bee/llama-server", "version: 1 (ba1fdce)", help_stdout(BEE_A)),
+                               release="v0.1.2")
+
+
+def codes(p: Preflight) -> list[str]:
+    return [r.code for r in p.refusals]
+
+
+def test_a_missing_target_is_refused_with_its_remedy(ml: EngineCaps) -> None:
+    p = preflight(ml, LaunchSettings(target="/nonexistent/model.gguf"))
+    assert codes(p) == ["model_missing"] and not p.ok
+    r = p.refusals[0]
+    assert isinstance(r, Refusal) and "/nonexistent/model.gguf does not exist" in r.message
+    assert r.remedy == "Check the path, or download it again." and r.setting == "target"
+
+
+def test_a_text_file_renamed_gguf_is_said_to_be_no_gguf(ml: EngineCaps, tmp_path: Path) -> None:
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("not a model\n")
+    p = preflight(ml, LaunchSettings(target=str(fake)))
+    assert codes(p) == ["not_gguf"]
+    assert "fake.gguf is not a GGUF model" in p.refusals[0].message and "renamed" in p.refusals[0].remedy
+    assert "could not look for drafts" not in p.failure().message
+
+
+def test_a_context_the_host_cannot_hold_is_refused(ml: EngineCaps, tmp_path: Path) -> None:
+    """The issue: 4,000,000 tokens planned at 89.7 GiB on a 23 GiB machine, and Launch stayed enabled."""
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    settings = LaunchSettings(target=str(target), ctx_size=4_000_000, n_gpu_layers="0")
+    p = preflight(ml, settings, host_ram=23 * GiB)
+    assert p.memory is not None and p.memory.host.total > 23 * GiB
+    assert codes(p) == ["out_of_memory"] and p.refusals[0].setting == "ctx_size"
+    assert "of host memory (RAM), and this machine has 23.0 GiB" in p.refusals[0].message
+    small = preflight(ml, LaunchSettings(target=str(target), ctx_size=4096, n_gpu_layers="0"), host_ram=64 * GiB)
+    assert small.ok, small.refusals
+
+
+def test_a_gpu_too_small_is_refused_unless_the_engine_fits_itself(ml: EngineCaps, tmp_path: Path) -> None:
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    all_layers = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", flash_attn="on")
+    p = preflight(ml, all_layers, devices=[8 * GiB], host_ram=64 * GiB)
+    assert codes(p) == ["out_of_memory"] and p.refusals[0].setting == "n_gpu_layers" and "CUDA0" in p.refusals[0].message
+    auto = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="auto", flash_attn="on")
+    assert preflight(ml, auto, devices=[8 * GiB], host_ram=64 * GiB).ok
+
+
+def test_the_mode_and_the_known_issue_table_refuse_once_each(bee: EngineCaps, tmp_path: Path) -> None:
+    target = mg.tiny_model(tmp_path / "t.gguf", n_embd=128)
+    draft = mg.tiny_model(tmp_path / "eagle.gguf", arch="eagle3", n_embd=128, n_layer=1)
+    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH)
+    p = preflight(bee, s, host_ram=64 * GiB)
+    assert codes(p) == ["wrong_draft_format"] and p.refusals[0].setting == "spec_mode"
+    assert p.refusals[0].message == "eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 mode for it."
+    # The N-gram type that crashes this build: the table's row (no copy of it elsewhere).
+    crash = LaunchSettings(target=str(target), spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod")
+    q = preflight(bee, crash, host_ram=64 * GiB)
+    assert [(r.code, r.issue, r.setting) for r in q.refusals] == [
+        ("engine_bug", "bee-a-sampling-assert", "spec_model_free_type")]
+    assert "ngram-simple" in q.refusals[0].remedy
+
+
+def test_the_form_judges_only_what_it_has_read(ml: EngineCaps, tmp_path: Path) -> None:
+    """read=False: no header is read (the form's come off the GUI thread); a missing file is still refused,
+    and a read the form saw fail is refused with the same words as a launch's."""
+    assert codes(preflight(ml, LaunchSettings(target="/nonexistent/model.gguf"), read=False)) == ["model_missing"]
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("text\n")
+    p = preflight(ml, LaunchSettings(target=str(fake)), read=False)
+    assert p.ok and p.argv is not None and p.memory is None  # not read yet: judged once it is
+    q = preflight(ml, LaunchSettings(target=str(fake)), read=False, errors={str(fake): "bad magic"})
+    assert codes(q) == ["not_gguf"]
+    assert q.refusals[0].message == "The target model fake.gguf is not a GGUF model BeeDeck can read (bad magic)."
+    assert codes(preflight(None, LaunchSettings(target="x.gguf"), read=False)) == ["no_engine"]
+
+
+def test_launch_refuses_before_starting_anything(ml: EngineCaps, tmp_path: Path) -> None:
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("text\n")
+    with pytest.raises(ServerFailed) as err:
+        launch("/e/ml/llama-server", ml, LaunchSettings(target=str(fake)))  # no such binary: never reached
+    assert err.value.failure.code == "not_gguf"
+
+
+def test_the_headers_given_are_used_as_read(ml: EngineCaps, tmp_path: Path) -> None:
+    target = mg.tiny_model(tmp_path / "t.gguf")
+    info = inspect(target)
+    target.unlink()  # preflight must not read it again
+    p = preflight(ml, LaunchSettings(target=str(target), ctx_size=2048), target=info, host_ram=64 * GiB)
+    assert p.ok, p.refusals
