@@ -150,7 +150,7 @@ def test_a_reply_that_ends_behind_is_finished_in_bounded_steps_then_gets_its_sta
     assert max(live.work[before:]) <= max(LIVE_BUDGET, len(reply))  # the one plain insert, then bounded steps
     assert max(live.work[before + 1 :]) <= LIVE_BUDGET
     text = view.toPlainText()
-    assert text.rstrip().endswith("3200 tokens · baseline") and "```" not in text
+    assert text.rstrip().endswith("3200 tokens · Baseline") and "```" not in text
     loaded = make_view(qtbot)
     loaded.set_messages([MessageView(5, "assistant", reply, {"tokens": 3200, "mode": "baseline"})])
     assert text.split() == loaded.toPlainText().split()

@@ -5,7 +5,7 @@ on its render throttle, and the database runs in WAL mode with ``synchronous=NOR
 the app or a dying server loses at most the last fraction of a second of a reply. A reply that was
 still streaming when the app died is kept with ``complete = 0`` and shown as interrupted.
 
-Schema changes go through :data:`MIGRATIONS`: ``schema_version`` in the ``meta`` table says which
+Schema changes go through :data:`MIGRATIONS` (core/chat/store_schema.py): ``schema_version`` in the ``meta`` table says which
 ones already ran. Version 2 gave messages a ``reasoning`` column: a reasoning model's thinking text
 (``delta.reasoning_content``) is part of what the assistant said, not a statistic, so it has its own
 column rather than riding in the ``stats`` JSON that is rewritten wholesale when a reply ends.
@@ -33,65 +33,9 @@ from typing import Any, TypeVar
 
 from beedeck.core import paths
 from beedeck.core.chat.reply_facts import ReplyFacts
+from beedeck.core.chat.store_schema import MIGRATIONS, SCHEMA_VERSION
 
-SCHEMA_VERSION = 3
-
-
-def _migrate_to_1(db: sqlite3.Connection) -> None:
-    # Statement by statement: executescript() would commit and break the migration's transaction.
-    _run_statements(
-        db,
-        """
-        CREATE TABLE conversations (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            title TEXT NOT NULL,
-            system_prompt TEXT NOT NULL DEFAULT '',
-            created REAL NOT NULL,
-            updated REAL NOT NULL
-        );
-        CREATE TABLE messages (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            role TEXT NOT NULL,
-            content TEXT NOT NULL,
-            stats TEXT,
-            complete INTEGER NOT NULL DEFAULT 1,
-            created REAL NOT NULL
-        );
-        CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
-        """,
-    )
-
-
-def _migrate_to_2(db: sqlite3.Connection) -> None:
-    db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
-
-
-def _migrate_to_3(db: sqlite3.Connection) -> None:
-    _run_statements(
-        db,
-        """
-        ALTER TABLE messages ADD COLUMN parent_id INTEGER;
-        ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1;
-        UPDATE messages SET parent_id = coalesce((SELECT max(p.id) FROM messages p
-            WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id), 0);
-        CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id)
-        """,
-    )
-
-
-def _run_statements(db: sqlite3.Connection, script: str) -> None:
-    for statement in script.split(";"):
-        if statement.strip():
-            db.execute(statement)
-
-
-# version -> function that brings a database from version-1 to version. Add new steps at the end.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    1: _migrate_to_1,
-    2: _migrate_to_2,
-    3: _migrate_to_3,
-}
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ChatStore", "ChatStoreError", "Conversation", "Message", "default_path"]
 
 
 @dataclass(frozen=True)
