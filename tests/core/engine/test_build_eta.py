@@ -113,3 +113,35 @@ def test_a_cuda_build_without_a_cuda_profile_is_weighted_by_kind() -> None:
         assert real / 2 <= weighted <= real * 1.6, (at, real, weighted)
         assert linear > real * 2, (at, real, linear)  # the step count's error this replaces
     assert shipped_profile(cuda=True)["ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/fattn.cu.o"] > 10
+
+
+def _errors(steps: list[tuple[float, str]], profile: dict[str, float]) -> dict[float, float]:
+    out = {}
+    for at in (0.1, 0.25, 0.5, 0.75):
+        clock = [steps[0][0]]
+        weighted, real = _replay(WeightedEta([o for _, o in steps], profile, clock=lambda c=clock: c[0]),
+                                 steps, clock, at)
+        out[at] = (weighted - real) / real
+    return out
+
+
+def test_the_gen_a_cuda_build_is_estimated_within_20_percent_from_the_gen_b_profile() -> None:
+    """The H200 CUDA build of BeeLlama v0.1.2, estimated from the step costs of the v0.4.3 CUDA build
+    (another generation, other kernels: the families and folders carry over): within 20 % at 10, 25,
+    50 and 75 % of the steps (measured: +19, +6, 0, +1 %)."""
+    profile = {**shipped_profile(cuda=False), **profile_from_ninja_log(BUILDS / "beellama-v0.4.3-cuda-h200.ninja_log")}
+    errors = _errors(_finish_order(BUILDS / "beellama-v0.1.2-cuda-h200.ninja_log"), profile)
+    assert all(abs(e) <= 0.20 for e in errors.values()), errors
+
+
+def test_the_gen_b_cuda_build_from_the_gen_a_profile_as_the_h200_run_saw_it() -> None:
+    """The v0.4.3 CUDA build (506 steps, 459 s) replayed against the v0.1.2 profile, what its first build
+    got: the replay gives what the live run printed (+14, +49, -2, -34 % at 10/25/50/75 %, the kernels it
+    finishes in parallel late count as done only when they end). Outside the 20 % goal; this holds the
+    estimate to no worse while the shipped profile now carries the v0.4.3 costs too."""
+    old = load_profile(BUILDS.parent.parent.parent / "resources" / "build-profiles" / "llama-cpp-cuda.json")
+    gen_a_only = {k: v for k, v in old.items() if k in profile_from_ninja_log(BUILDS / "beellama-v0.1.2-cuda-h200.ninja_log")}
+    errors = _errors(_finish_order(BUILDS / "beellama-v0.4.3-cuda-h200.ninja_log"), {**shipped_profile(cuda=False),
+                                                                                       **gen_a_only})
+    assert all(abs(e) <= 0.55 for e in errors.values()), errors
+    assert abs(errors[0.5]) <= 0.10

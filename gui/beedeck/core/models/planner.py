@@ -459,4 +459,5 @@ def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, g
         dev.add("draft_kv", cells * (row_bytes(dt, nk) + row_bytes(dt, nv)))
     if on_gpu and generation == Generation.BEE_B:
         notes.append("BeeLlama >= 0.4's drafter gets a context as large as the target's (it has no -cd): its "
-                     "KV and compute grow with the context; its GPU share was measured on CPU builds only.")
+                     "KV and compute grow with the context (measured on an H200 at full size: the plan within 0.1 % "
+                     "of the engine's buffers, docs/gpu-runs/2026-12-01-h200-fullsize).")
