@@ -42,6 +42,10 @@ STARTER_NOTE = (
     "GPU) or Settings → use a GGUF you already have."
 )
 
+# Its generation speed on a 2-core machine with one thread and the other core busy (27 measured: see
+# cpu_threads): what Tune sizes its minimum budget from before anything was measured here.
+STARTER_TOKENS_PER_S = 25.0
+
 ProgressCallback = Callable[[int, int | None], None]
 
 
