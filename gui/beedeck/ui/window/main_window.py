@@ -219,6 +219,8 @@ class MainWindow(QMainWindow):
         self.guard_monitor.conversation_switched.connect(self.banner.hide)
         self.starter_banner.wizard_requested.connect(self.open_wizard)
         self.starter_banner.settings_requested.connect(self.settings_action.trigger)
+        self.starter_banner.prompt_chosen.connect(self.chat.input.setPlainText)  # a prompt chip: typed, then sent
+        self.starter_banner.prompt_chosen.connect(lambda _text: self.chat.send())
         self.failure.retry_requested.connect(self.start_server)
         self.failure.log_requested.connect(self._show_log)
         self.chat.reply_started.connect(self.speed.reply_started)

@@ -4,17 +4,20 @@ how to get a real model: the setup wizard, or a GGUF the user already has."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout
 
-from beedeck.core.starter import STARTER_NOTE
+from beedeck.core.starter import STARTER_NOTE, STARTER_PROMPTS
 
 
 class StarterBanner(QFrame):
     """Shown while the starter profile is loaded. ``wizard_requested`` / ``settings_requested`` are
-    the two ways to a real model; Dismiss hides it until the next start of the app."""
+    the two ways to a real model; Dismiss hides it until the next start of the app. A row of prompt
+    chips (``prompt_chosen(str)``) offers questions the demo model answers well (STARTER_PROMPTS,
+    measured on the real model: each reply ends on its own)."""
 
     wizard_requested = Signal()
     settings_requested = Signal()
+    prompt_chosen = Signal(str)
 
     def __init__(self) -> None:
         super().__init__()
@@ -31,11 +34,27 @@ class StarterBanner(QFrame):
         self.settings_button.setToolTip("Settings: pick an engine and a .gguf model already on this computer")
         self.dismiss_button = QPushButton("Dismiss")
         self.dismiss_button.setFlat(True)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(10, 6, 6, 6)
-        layout.addWidget(self.text, 1)
+        top = QHBoxLayout()
+        top.addWidget(self.text, 1)
         for b in (self.wizard_button, self.settings_button, self.dismiss_button):
-            layout.addWidget(b)
+            top.addWidget(b)
+        chips = QHBoxLayout()
+        chips.addWidget(QLabel("Try:"))
+        self.chips: list[QPushButton] = []
+        for label, prompt in STARTER_PROMPTS:
+            chip = QPushButton(label)
+            chip.setToolTip(prompt)
+            chip.setFlat(True)
+            chip.setStyleSheet("QPushButton { border: 1px solid palette(mid); border-radius: 10px; padding: 2px 10px; }")
+            chip.clicked.connect(lambda _checked=False, text=prompt: self.prompt_chosen.emit(text))
+            chips.addWidget(chip)
+            self.chips.append(chip)
+        chips.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addLayout(top)
+        layout.addLayout(chips)
         self.wizard_button.clicked.connect(self.wizard_requested)
         self.settings_button.clicked.connect(self.settings_requested)
         self.dismiss_button.clicked.connect(self._dismiss)
