@@ -246,3 +246,14 @@ def test_the_sparkline_is_labelled(qtbot: QtBot) -> None:
     assert inked(2, 40, 0, int(plot.top()) - 1) > 5  # the top value, above the line
     assert inked(int(plot.right()) + 3, img.width() - 1, 0, img.height()) > 5  # the newest value, right of it
     assert all(plot.left() <= p.x() <= plot.right() and plot.top() <= p.y() <= plot.bottom() for p in s.points())
+
+
+def test_figures_start_over_for_another_server_and_stay_for_the_same(qtbot: QtBot) -> None:
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.server_ready("local model: a.gguf")
+    panel.record_figure("baseline", 30.0)
+    panel.server_ready("local model: a.gguf")  # restarted in another mode: the same server
+    assert panel.last_by_mode == {"baseline": 30.0} and panel.gauge.baseline == 30.0
+    panel.server_ready("http://10.0.0.5:8080 remote")  # connected elsewhere
+    assert panel.last_by_mode == {} and panel.gauge.baseline is None and panel.compare.text() == "Baseline —"

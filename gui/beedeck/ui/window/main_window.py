@@ -227,7 +227,8 @@ class MainWindow(QMainWindow):
         self.chat.delta_received.connect(self.speed.delta_arrived)
         self.chat.reasoning_received.connect(self.speed.delta_arrived)  # thinking tokens are generated tokens too
         self.chat.reply_finished.connect(self.speed.reply_finished)
-        c.ready.connect(lambda url: self.speed.server_ready(f"{url} {self.pair_label.text()}"))  # figures per server
+        # The speed figures belong to one server: a remote one by its address, the local one by its model.
+        c.ready.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
         self.chat.conversations_edited.connect(self.conversations.refresh)
         self.chat.conversation_changed.connect(self.conversations.set_current)
         self.conversations.conversation_selected.connect(self.chat.load_conversation)
