@@ -32,7 +32,8 @@ from beedeck.core.starter import StarterProfile, starter_engine, starter_model  
 # top-p 0.9, min-p 0), "after" the starter profile as it ships, the rest what was tried between.
 CONFIGS: dict[str, dict[str, Any]] = {
     "before": {"repeat_penalty": None, "dry_multiplier": None, "extra_args": []},
-    "rp1.1+dry0.8": {"extra_args": []},  # DRY with llama.cpp's default breakers (newline among them)
+    "dry-default": {"extra_args": []},  # DRY with llama.cpp's default breakers (newline among them), 64 back
+    "dry-no-breakers": {"extra_args": ["--dry-sequence-breaker", "none"]},  # still only 64 tokens back
     "after": {},
 }
 

@@ -146,4 +146,5 @@ def test_the_starter_samples_with_the_penalties_that_stop_its_loops() -> None:
     pairs = dict(build_argv(s, caps_from_texts("ml", "", help_stdout(MAINLINE))).pairs())
     assert pairs["--repeat-penalty"] == f"{s.repeat_penalty:g}" and pairs["--dry-multiplier"] == f"{s.dry_multiplier:g}"
     assert pairs["--dry-sequence-breaker"] == "none"  # DRY across lines: the loops repeat whole methods
+    assert pairs["--dry-penalty-last-n"] == str(s.ctx_size)  # ... longer than its default 64 tokens
     assert LaunchSettings.from_dict(s.to_dict()) == s  # saved and loaded as a profile

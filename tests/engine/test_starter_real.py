@@ -1,7 +1,8 @@
 """The starter's first hour on the real engine: SmolLM2-135M with the starter profile's sampling
-(core/starter.py STARTER_SAMPLING, DRY without sequence breakers) ends its replies on its own, where at the
-model card's sampling alone it ran to the 2,048-token cap on all three of the guide's coding prompts
-(measured: benchmarks/starter_loops.py), and the prompt chips it offers get whole answers."""
+(core/starter.py STARTER_SAMPLING: DRY without sequence breakers, over the whole context) ends its
+replies on its own, where at the model card's sampling alone it ran to the 2,048-token cap on all three
+of the guide's coding prompts (measured: benchmarks/starter_loops.py), and the prompt chips it offers
+get whole answers."""
 
 from __future__ import annotations
 

@@ -46,9 +46,12 @@ STARTER_NOTE = (
 # card's temperature 0.2 alone it ran to the 2,048-token cap on all three of the guide's coding prompts.
 # A repeat penalty and DRY with llama.cpp's default sequence breakers still looped on two of them: DRY
 # matches only within a line there (a newline breaks its sequences), and the model repeated whole
-# methods (``to_dict2`` … ``to_dict6``), each line short. DRY without breakers sees the repeated block.
+# methods (``to_dict2`` … ``to_dict6``), each line short. DRY without breakers sees the repeated block,
+# once it looks further back than its default 64 tokens (a method is longer: ``def saveToFileWithError``
+# came back 13 times): it looks back over the whole context.
+STARTER_CTX = 8192
 STARTER_SAMPLING: dict[str, float] = {"repeat_penalty": 1.1, "dry_multiplier": 0.8}
-STARTER_EXTRA_ARGS = ("--dry-sequence-breaker", "none")
+STARTER_EXTRA_ARGS = ("--dry-sequence-breaker", "none", "--dry-penalty-last-n", str(STARTER_CTX))
 # Prompts the demo model answers well, offered as chips above the chat (label, prompt): small, self-
 # contained questions whose replies end on their own (tests/engine/test_starter_real.py asks each).
 STARTER_PROMPTS: tuple[tuple[str, str], ...] = (
@@ -77,7 +80,7 @@ class StarterProfile:
         # the penalties that stop its loops (STARTER_SAMPLING).
         s = LaunchSettings(
             target=str(self.model),
-            ctx_size=8192,
+            ctx_size=STARTER_CTX,
             n_gpu_layers="0",
             threads=cpu_threads(),
             draft_n_gpu_layers=None,
