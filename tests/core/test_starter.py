@@ -130,3 +130,21 @@ def test_settings_for_model_are_the_starters_only_for_the_starter_model() -> Non
     assert own == LaunchSettings(target="/m/mine.gguf")
     model = Path("/m") / STARTER_MODEL_NAME
     assert starter.settings_for_model(engine, model) == starter.StarterProfile(engine=engine, model=model).settings()
+
+
+def test_the_starter_samples_with_the_penalties_that_stop_its_loops() -> None:
+    """SmolLM2-135M looped on the guide's coding prompts until the cap (tests/engine/test_starter_real.py
+    measures the fix on the real engine); its profile passes the penalties to the engine and keeps them
+    through a save and load."""
+    from beedeck.core.engine.argv import build_argv
+    from beedeck.core.engine.help_text import caps_from_texts
+    from tests.fixtures.engines import MAINLINE, help_stdout
+
+    s = starter.StarterProfile(engine=Path("/e/llama-server"), model=Path("/m") / STARTER_MODEL_NAME).settings()
+    assert (s.repeat_penalty, s.dry_multiplier) == (starter.STARTER_SAMPLING["repeat_penalty"],
+                                                    starter.STARTER_SAMPLING["dry_multiplier"])
+    pairs = dict(build_argv(s, caps_from_texts("ml", "", help_stdout(MAINLINE))).pairs())
+    assert pairs["--repeat-penalty"] == f"{s.repeat_penalty:g}" and pairs["--dry-multiplier"] == f"{s.dry_multiplier:g}"
+    assert pairs["--dry-sequence-breaker"] == "none"  # DRY across lines: the loops repeat whole methods
+    assert pairs["--dry-penalty-last-n"] == str(s.ctx_size)  # ... longer than its default 64 tokens
+    assert LaunchSettings.from_dict(s.to_dict()) == s  # saved and loaded as a profile

@@ -56,7 +56,8 @@ def test_seed_suite_baseline_on_the_starter_engine(
     report = run_bench(starter_engine_path, starter_caps, starter_settings(), suite, (BASELINE,), reps=3,
                        warmup=1, on_progress=lambda d, t, _s: progress.append((d, t)))
     assert report.ok, report.errors
-    assert len(report.samples) == 9 and progress[-1] == (10, 10)
+    # Progress in tokens: a 16-token warm-up and 3 reps x 3 prompts x 16 tokens.
+    assert len(report.samples) == 9 and progress[-1] == (160, 160)
     for s in report.samples:
         assert 0 < s.completion_tokens <= 16 and s.gen_tps > 0 and s.prompt_tps > 0
         assert s.cache_n == 0  # cache_prompt off: the repeated prompt is processed afresh

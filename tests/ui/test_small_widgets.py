@@ -8,7 +8,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.ui.engine.endpoint_label import EndpointLabel
-from beedeck.ui.engine.failure_panel import FailurePanel
+from beedeck.ui.engine.failure_panel import FailurePanel, code_words
 
 
 def test_endpoint_label_copies_the_v1_url(qtbot: QtBot) -> None:
@@ -29,7 +29,7 @@ def test_failure_panel_shows_what_why_and_remedy(qtbot: QtBot) -> None:
                       exit_code=1, log_tail=["a", "b", "couldn't bind HTTP server socket"])
     p.show_failure(f)
     assert not p.isHidden()
-    assert "port_in_use" in p.title.text()
+    assert "(the port is taken)" in p.title.text() and "port_in_use" not in p.title.text()
     assert "Port 8080 is already in use." in p.what.text()
     assert "Pick another port" in p.remedy.text()
     assert "exit code 1" in p.detail.text() and "couldn't bind" in p.detail.text()
@@ -39,3 +39,38 @@ def test_failure_panel_shows_what_why_and_remedy(qtbot: QtBot) -> None:
     assert "pick a BeeLlama build" in p.remedy.text()
     p.close_button.click()
     assert p.isHidden()
+
+
+def test_failure_titles_say_words_for_every_code_beedeck_raises(qtbot: QtBot) -> None:
+    """The issue: titles showed "(model_missing)" and "(remote:refused)". Every code of the known-issue
+    table, of the launch guard and log reader, and every kind of remote failure has words; an unknown
+    code or a plain exception shows no bracket at all (a class name says nothing to a user)."""
+    import json
+    import re
+    from pathlib import Path
+
+    from beedeck.core import paths
+    from beedeck.core.engine import logparse, remote, server
+    from beedeck.core.engine.remote import RemoteError
+    from beedeck.core.models import guard
+
+    table = json.loads(paths.resource_path("known-issues.json").read_text())
+    codes = {row["code"] for row in table["issues"]}
+    for module in (logparse, guard, server):  # the codes these modules raise, read from their source
+        source = Path(module.__file__ or "").read_text()
+        codes |= set(re.findall(r'(?:fail|_refuse)\(\s*"([a-z_]+)"', source))
+        codes |= set(re.findall(r'ServerFailure\(\s*"([a-z_]+)"', source))
+    codes |= {f"remote:{kind}" for kind in (remote.BAD_URL, remote.REFUSED, remote.DNS, remote.UNREACHABLE,
+                                             remote.TIMEOUT, remote.KEY_MISSING, remote.KEY_WRONG, remote.NOT_LLAMA,
+                                             remote.LOADING, remote.HTTP_ERROR)}
+    assert {"model_missing", "not_gguf", "crashed_signal", "remote:refused"} <= codes
+    assert [c for c in sorted(codes) if not code_words(c)] == []
+    p = FailurePanel()
+    qtbot.addWidget(p)
+    p.show_failure(RemoteError(remote.REFUSED, "Nothing listens at http://127.0.0.1:9.", "Start it."),
+                   title="The server could not be reached")
+    assert "(nothing answers at that address)" in p.title.text() and "remote:" not in p.title.text()
+    p.show_failure(ServerFailure("model_missing", "The target model /x.gguf does not exist.", "Check the path."))
+    assert "(model file not found)" in p.title.text()
+    p.show_failure(ValueError("something odd"))
+    assert "(" not in p.title.text() and "ValueError" not in p.title.text()

@@ -27,7 +27,7 @@ from beedeck.clicmd.background import run_interruptible
 from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
-from beedeck.core.bench.report import ChartRenderer, Summary, summarize, write_reports
+from beedeck.core.bench.report import ChartRenderer, Summary, same_text_note, summarize, write_reports
 from beedeck.core.bench.results import (
     BASELINE,
     DFLASH,
@@ -253,7 +253,7 @@ def _bar(done: int, total: int, label: str) -> None:
 
 def format_table(report: BenchReport, summary: Summary) -> str:
     """A plain-text table of the overall figures for the terminal."""
-    head = f"{'mode':<21} {'gen tok/s':>10} {'min-max':>17} {'accept':>8} {'speed-up (95% CI)':>22} {'same':>6}"
+    head = f"{'mode':<21} {'gen tok/s':>10} {'min-max':>17} {'accept':>8} {'speed-up (95% CI)':>24} {'same':>6}"
     lines = [head, "-" * len(head)]
     for mode in report.modes:
         m = summary.overall.get(mode)
@@ -262,9 +262,9 @@ def format_table(report: BenchReport, summary: Summary) -> str:
             continue
         g = m.gen_tps
         acc = f"{100 * m.acceptance:.1f}%" if m.acceptance is not None else "-"
-        sp = f"{m.speedup.ratio:.2f}x ({m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else "-"
+        sp = m.speedup.text() if m.speedup else "-"
         same = f"{m.identical}/{m.compared}" if m.compared else "-"
-        lines.append(f"{mode:<21} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8} {sp:>22} {same:>6}")
+        lines.append(f"{mode:<21} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8} {sp:>24} {same:>6}")
     return "\n".join(lines)
 
 
@@ -295,6 +295,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
     files = write_reports(report, out, None if args.no_charts else chart_renderer())
     summary = summarize(report)
     print(format_table(report, summary))
+    if note := same_text_note(report, summary):
+        print(f"note: {note}")
     for flag in summary.flags:
         print(f"note: {flag}")
     if caps is not None and settings is not None:

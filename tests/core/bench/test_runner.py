@@ -189,7 +189,8 @@ def test_per_request_run_is_fair_and_names_its_baseline_for_what_it_is(fake: Mod
         assert a["seed"] == b["seed"] and a["messages"] == b["messages"] and a["max_tokens"] == b["max_tokens"] == 20
     assert sorted({b["seed"] for b in measured}) == [7, 8, 9]
     assert len(report.samples) == len(seen) == 12
-    assert progress[-1][:2] == (14, 14)
+    # In tokens: 2 modes x (a 20-token warm-up + 3 reps x 2 prompts x 20 tokens).
+    assert progress[-1][:2] == (280, 280) and "280 of 280 tokens" in progress[-1][2]
 
     s = br.summarize(report)
     d = s.overall[DFLASH]
@@ -232,7 +233,7 @@ def test_cancel_stops_the_run_and_keeps_what_finished(fake: ModeAwareFake) -> No
     cancel = threading.Event()
 
     def on_progress(done: int, total: int, label: str) -> None:
-        if done >= 4:
+        if done >= 4 * SUITE.max_tokens:  # four replies' budget
             cancel.set()
 
     report = run_bench(None, None, None, SUITE, (DFLASH,), reps=5, warmup=0, url=fake.base_url,
@@ -382,3 +383,51 @@ def test_cli_modes_accept_the_engines_words_and_all(tmp_path: Path) -> None:
     assert parse_modes("baseline,ngram-simple", ml, s) == [BASELINE, MODEL_FREE] and s.spec_model_free_type == "ngram-simple"
     with pytest.raises(BenchError, match="--modes all needs BeeDeck to start the engine"):
         parse_modes("all", None, None)
+
+
+def test_progress_counts_tokens_so_a_long_reply_moves_the_bar(fake: ModeAwareFake) -> None:
+    """The issue: progress counted prompts (87 % for over 30 s while the longest reply ran). It moves
+    with the tokens of a streaming reply, and a reply that ends early closes its whole budget."""
+    fake.spec.tokens = [f"t{i} " for i in range(60)]
+    fake.spec.rate = 100  # 0.6 s per reply: progress arrives within replies (twice a second)
+    long = BenchSuite("long", (BenchPrompt("a", "Write code A.", max_tokens=80), BenchPrompt("b", "Short.", max_tokens=20)),
+                      max_tokens=80, temperature=0.0, seed=7)
+    progress: list[tuple[int, int, str]] = []
+    report = run_bench(None, None, None, long, (DFLASH,), reps=1, warmup=0, url=fake.base_url,
+                       on_progress=lambda d, t, s: progress.append((d, t, s)), environment={})
+    assert report.ok, report.errors
+    assert {t for _d, t, _s in progress} == {100}  # 80 + 20 tokens of budget
+    dones = [d for d, _t, _s in progress]
+    assert dones == sorted(dones) and dones[-1] == 100
+    assert any(0 < d < 80 for d in dones)  # inside the first reply: the bar moved with its tokens
+    assert 80 in dones  # the first reply ended after 60 of its 80 tokens: its budget closed
+
+
+def test_no_interval_below_three_replies_and_same_text_is_explained(fake: ModeAwareFake) -> None:
+    """The issue: a CI printed at n=1 and "same text 0/3" unexplained."""
+    from beedeck.clicmd.bench import format_table
+
+    assert br.Speedup(2.0, 1.5, 2.5, n=1).text() == "2.00x (n=1: no interval)"
+    assert br.Speedup(2.0, 1.5, 2.5, n=3).text() == "2.00x (1.50-2.50)"
+    fake.spec.tokens = [f"t{i} " for i in range(19)] + ["different"]
+    one = dataclasses.replace(SUITE, prompts=SUITE.prompts[:1])
+    report = run_bench(None, None, None, one, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,
+                       switching="per-request", environment={})
+    s = br.summarize(report)
+    sp = s.overall[DFLASH].speedup
+    assert sp is not None and sp.n == 1
+    md = br.to_markdown(report, s)
+    assert "(n=1: no interval)" in md and "x (" + f"{sp.ci_low:.2f}-" not in md
+    assert "(n=1: no interval)" in format_table(report, s)
+    note = br.same_text_note(report, s)
+    assert note.startswith("same text: 0/1 replies word for word the baseline's at temperature 0") and note in md
+    hot = dataclasses.replace(one, temperature=0.7)
+    report = run_bench(None, None, None, hot, (BASELINE, DFLASH), reps=3, warmup=0, url=fake.base_url,
+                       switching="per-request", environment={})
+    s = br.summarize(report)
+    assert s.overall[DFLASH].speedup is not None and s.overall[DFLASH].speedup.n == 3
+    assert "temperature 0.7" in br.same_text_note(report, s) and "is expected" in br.same_text_note(report, s)
+    fake.spec.tokens = list(fake.base.tokens)
+    report = run_bench(None, None, None, one, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,
+                       switching="per-request", environment={})
+    assert br.same_text_note(report, br.summarize(report)) == ""  # all the same: nothing to explain

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.chat.store import SCHEMA_VERSION, ChatStore, ChatStoreError, default_path
+from beedeck.core.chat.store import (
+    SCHEMA_VERSION,
+    ChatStore,
+    ChatStoreError,
+    auto_title,
+    close_fences,
+    default_path,
+)
 
 
 def test_lives_in_the_data_folder_with_wal(beedeck_home: Path) -> None:
@@ -280,3 +287,28 @@ def test_a_version_1_file_gains_the_reasoning_column_and_keeps_its_messages(tmp_
     store.update_message(msg.id, "old answer", reasoning="now with thinking")
     assert store.messages(1)[0].reasoning == "now with thinking"
     store.close()
+
+
+def test_a_stopped_reply_inside_a_code_block_does_not_leave_the_export_in_code(tmp_path: Path) -> None:
+    """The issue: exporting a chat with a stopped reply left a code fence open, so the next heading and
+    every message after it rendered as code."""
+    store = ChatStore(tmp_path / "c.sqlite3")
+    c = store.create_conversation("Fences")
+    store.add_message(c.id, "user", "write a list class")
+    store.add_message(c.id, "assistant", "Here:\n\n```python\nclass L:\n    def add(self", complete=False)
+    store.add_message(c.id, "user", "go on")
+    store.add_message(c.id, "assistant", "~~~~\nx = 1\n~~~\nstill code", complete=False)  # a short closer closes nothing
+    md = store.export_markdown(c.id)
+    stopped, later = md.split("## You", 2)[1:]
+    assert "    def add(self\n```\n" in stopped and later.startswith("\n\ngo on")
+    assert md.rstrip().endswith("still code\n~~~~")
+    # Fences that close stay as they are, and a backtick "fence" with a backtick in its info string is none.
+    for text in ("```py\nx\n```", "````\n```\nnested\n```\n````", "``` a`b\nnot a fence", "plain"):
+        assert close_fences(text) == text
+    assert close_fences("  ```\ncode") == "  ```\ncode\n```"
+
+
+def test_auto_title_takes_the_first_non_blank_line() -> None:
+    assert auto_title("\n  Sort a list  \nplease") == "Sort a list"
+    assert auto_title("x" * 80) == "x" * 60
+    assert auto_title("   ") == "Untitled"

@@ -80,3 +80,19 @@ def test_a_remote_profile_not_connected_is_never_probed_as_an_engine(qtbot: QtBo
     assert host.probed == [] and not dialog.view.run_button.isEnabled()
     assert "connect to it" in dialog.note.text() and dialog.compare_button.isHidden()
     dialog.reject()
+
+
+def test_a_finished_run_gives_the_speed_panel_each_modes_median(qtbot: QtBot) -> None:
+    """The issue: the gauge's "Baseline — · DFlash —" never showed benchmark results."""
+    from beedeck.ui.gauge.speed_gauge import SpeedPanel
+
+    host = make_host(qtbot, Profile(ENGINE, START, "mine"))
+    host.speed = SpeedPanel()  # type: ignore[attr-defined]  # the window's panel (ShowsSpeed)
+    qtbot.addWidget(host.speed)  # type: ignore[attr-defined]
+    dialog = BenchDialog(host)
+    qtbot.addWidget(dialog)
+    dialog.view.run_finished.emit(_report())
+    lines = host.speed.compare.text().splitlines()  # type: ignore[attr-defined]
+    # medians over both prompts and 3 reps: baseline 50-52 -> 51, DFlash 40-42 and 120-122 -> 81
+    assert lines == ["Baseline 51.0 tok/s (benchmark)", "DFlash 81.0 tok/s · ×1.59 (benchmark)"]
+    dialog.reject()

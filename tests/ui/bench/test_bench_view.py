@@ -46,7 +46,8 @@ def test_run_fills_table_and_chart(qtbot: QtBot, slow_server: FakeLlamaServer, t
     assert view.table.rowCount() == 1 and view.table.item(0, 0).text() == BASELINE
     assert float(view.table.item(0, 1).text()) > 0
     assert [b.group for b in view.speed_chart.bars] == ["a", "b"]
-    assert view.progress.value() == view.progress.maximum() == 5  # 1 warm-up + 2 reps x 2 prompts
+    # Progress in tokens: 1 warm-up + 2 reps x 2 prompts, each its 10-token budget.
+    assert view.progress.value() == view.progress.maximum() == 50
     files = view.save_reports(tmp_path)
     assert {f.name for f in files} == {"report.md", "report.json", "samples.csv", "tokens_per_s.png"}
     view.speed_chart.grab()  # paints without error

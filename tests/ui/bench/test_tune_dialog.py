@@ -85,3 +85,27 @@ def test_a_remote_profile_is_not_probed_and_says_what_tuning_needs(qtbot: QtBot,
     assert "server BeeDeck did not start" in dialog.note.text() and "Settings" in dialog.note.text()
     assert not view.start_button.isEnabled() and host.probed == []  # its URL is not an engine binary
     dialog.reject()
+
+
+def test_a_finished_search_gives_the_speed_panel_its_best_figure_and_a_known_speed_sizes_the_budget(
+    qtbot: QtBot, store: ChatStore,
+) -> None:
+    from beedeck.ui.gauge.speed_gauge import SpeedPanel
+
+    host, view = make(qtbot)
+    host.known_caps[ENGINE] = CPU_CAPS
+    host.speed = SpeedPanel()  # type: ignore[attr-defined]  # the window's panel (ShowsSpeed)
+    qtbot.addWidget(host.speed)  # type: ignore[attr-defined]
+    host.speed.record_figure("dflash", 2.0)  # type: ignore[attr-defined]  # a slow chat figure for this mode
+    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    assert view.min_budget_s() is not None and not view.start_button.isEnabled()  # 2 tok/s: 10 min is too short
+    assert "too small for one candidate" in view.budget_note.text()
+    host.speed.record_figure("dflash", 5000.0)  # type: ignore[attr-defined]
+    dialog.configure()
+    assert view.start_button.isEnabled()
+    with qtbot.waitSignal(view.run_finished, timeout=20_000) as done:
+        view.start_button.click()
+    best = done.args[0].best
+    assert f"DFlash {best.gen_tps.median:.1f} tok/s" in host.speed.compare.text()  # type: ignore[attr-defined]
+    assert "(tune)" in host.speed.compare.text()  # type: ignore[attr-defined]
+    dialog.reject()

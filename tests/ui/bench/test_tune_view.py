@@ -99,6 +99,42 @@ def test_cancel_stops_the_search_and_keeps_the_points_measured(qtbot: QtBot) -> 
     result = done.args[0]
     assert result.cancelled and len(fake.calls) == 3 and view.table.rowCount() == 3
     assert view.status.text().startswith("Search cancelled") and "cancelled" in view.verdict.text()
+    # The issue: Cancel jumped the bar to 100 %. It stays at the points measured (3 of 7 planned).
+    assert view.progress.maximum() == 7 and view.progress.value() == 3
+
+
+def test_a_budget_too_small_for_one_candidate_is_refused_before_start(qtbot: QtBot) -> None:
+    """The issue: 2 minutes on the starter was accepted and then "allows about 0 candidates". With a
+    known speed the view works out a point's time and refuses a budget that leaves no candidate."""
+    from beedeck.core.starter import STARTER_MODEL_NAME, STARTER_TOKENS_PER_S
+
+    view = TuneView()
+    qtbot.addWidget(view)
+    starter = LaunchSettings(target=f"/m/{STARTER_MODEL_NAME}", threads=1)
+    view.set_launch(Path("/e/llama-server"), CPU_CAPS, starter)  # the starter: its own measured speed
+    view.budget_box.setCurrentIndex(0)  # 2 minutes
+    minimum = view.min_budget_s()
+    assert minimum is not None and minimum > 120
+    assert not view.start_button.isEnabled()
+    note = view.budget_note.text()
+    assert "too small for one candidate" in note and f"{STARTER_TOKENS_PER_S:.0f} tokens/s" in note
+    assert "needs at least" in note
+    view.budget_box.setCurrentIndex(view.budget_box.count() - 1)  # 1 hour
+    assert view.start_button.isEnabled() and "too small" not in view.budget_note.text()
+    view.budget_box.setCurrentIndex(0)
+    view.set_launch(Path("/e/llama-server"), CPU_CAPS, START, tokens_per_s=5000.0)  # a fast GPU figure
+    assert view.start_button.isEnabled()
+    view.set_launch(Path("/e/llama-server"), CPU_CAPS, START)  # no speed known: nothing to refuse on
+    assert view.min_budget_s() is None and view.start_button.isEnabled()
+
+
+def test_a_waiting_reason_replaces_no_engine_set_up(qtbot: QtBot) -> None:
+    """The issue: Tune said "No engine and model are set up yet" while the starter ran."""
+    view = TuneView()
+    qtbot.addWidget(view)
+    view.set_waiting("Stop the chat server first (the button above).")
+    assert not view.start_button.isEnabled() and view.budget_note.text() == "Stop the chat server first (the button above)."
+    assert "No engine" not in view.budget_note.text()
 
 
 def test_a_search_that_cannot_start_says_why(qtbot: QtBot) -> None:

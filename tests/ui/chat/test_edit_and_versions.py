@@ -152,3 +152,33 @@ def test_versions_survive_a_reload(
     pane.new_conversation()
     pane.load_conversation(cid)
     assert "2/2" in pane.view.toPlainText()
+
+
+def test_editing_the_first_message_retitles_a_chat_titled_after_it(
+    qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer, client: LlamaClient
+) -> None:
+    """The issue: editing the first message kept the old title. A title the user typed stays."""
+    pane = make_pane(qtbot, store, client)
+    send(qtbot, pane, "Sort a list in Python")
+    cid = pane.conversation_id
+    assert cid is not None and store.conversation(cid).title == "Sort a list in Python"  # type: ignore[union-attr]
+    send(qtbot, pane, "now in Rust")
+    second = store.messages(cid)[2]
+    click(pane, f"edit:{second.id}")  # not the first message: the title stays
+    pane.input.setPlainText("now in Go")
+    with qtbot.waitSignal(pane.reply_finished, timeout=15_000):
+        pane.send_button.click()
+    assert store.conversation(cid).title == "Sort a list in Python"  # type: ignore[union-attr]
+    first = store.messages(cid)[0]
+    click(pane, f"edit:{first.id}")
+    pane.input.setPlainText("Reverse a string in Python")
+    with qtbot.waitSignal(pane.reply_finished, timeout=15_000):
+        pane.send_button.click()
+    assert store.conversation(cid).title == "Reverse a string in Python"  # type: ignore[union-attr]
+    store.rename(cid, "My own title")
+    first = store.messages(cid)[0]
+    click(pane, f"edit:{first.id}")
+    pane.input.setPlainText("Something else")
+    with qtbot.waitSignal(pane.reply_finished, timeout=15_000):
+        pane.send_button.click()
+    assert store.conversation(cid).title == "My own title"  # type: ignore[union-attr]

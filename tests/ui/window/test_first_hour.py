@@ -19,11 +19,12 @@ from beedeck import __version__
 from beedeck.core import profile as profile_mod
 from beedeck.core import settings
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import STARTER_NAME
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
-from beedeck.core.starter import STARTER_MODEL_NAME, StarterProfile
+from beedeck.core.starter import STARTER_MODEL_NAME, STARTER_PROMPTS, StarterProfile
 from beedeck.ui.window import app as app_mod
 from beedeck.ui.window import menus
 from beedeck.ui.window.about_dialog import AboutDialog
@@ -31,6 +32,7 @@ from beedeck.ui.window.main_window import CHAT_MIN_WIDTH, MainWindow
 from beedeck.ui.window.shortcuts_dialog import ShortcutsDialog
 from tests.conftest import REPO
 from tests.fakes.fake_nvml import detect_no_gpu
+from tests.fakes.sse_server import FakeLlamaServer
 from tests.ui.window.test_integration import RecordingController, ml_caps
 
 NO_GPU = HardwareReport(reason="the NVIDIA driver is not installed: install it, then restart BeeDeck.")
@@ -86,6 +88,27 @@ def test_the_starter_says_it_is_a_demo_model_and_why_there_is_no_gpu(qtbot: QtBo
     banner.dismiss_button.click()
     window.set_profile(starter_profile())
     assert not banner.isVisible()  # dismissed stays dismissed for the session
+    window.close()
+
+
+def test_the_starters_prompt_chips_ask_their_question(qtbot: QtBot, beedeck_home: Path, fake_server: FakeLlamaServer,
+                                                     client: LlamaClient) -> None:
+    """Chips offer questions the demo model answers well (tests/engine/test_starter_real.py asks each of
+    them of the real model); a click sends one as the user's message."""
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    window.show()
+    window.set_profile(starter_profile())
+    window.chat.set_client(client)
+    banner = window.starter_banner
+    assert [c.text() for c in banner.chips] == [label for label, _prompt in STARTER_PROMPTS]
+    assert all(c.isVisible() for c in banner.chips)
+    with qtbot.waitSignal(window.chat.reply_finished, timeout=15_000):
+        banner.chips[0].click()
+    cid = window.chat.conversation_id
+    assert cid is not None
+    assert [m.content for m in window.chat.store.messages(cid)][0] == STARTER_PROMPTS[0][1]
+    assert fake_server.requests[-1].body["messages"][-1]["content"] == STARTER_PROMPTS[0][1]
     window.close()
 
 

@@ -25,6 +25,12 @@ from beedeck.core.bench.results import BASELINE, IN_SERVER_BASELINE, BenchReport
 
 BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 20260530
+MIN_CI_SAMPLES = 3  # a bootstrap interval over 1-2 replies is no interval: the reports show none
+SAME_TEXT_NOTE = (
+    "same text: replies word for word the baseline's (same prompt, seed and repetition). Exact speculation "
+    "keeps the text only at temperature 0 and with the same batch shapes; at this suite's temperature {temp:g} "
+    "sampling draws differently once drafts are verified, so {ident}/{comp} is expected and says nothing "
+    "about quality.")
 # The guide's measured numbers (docs/reference/seed.md steps 7-9), shown only for the same GPU and pair.
 GUIDE_REFERENCE = {
     "gpu": "RTX 4090", "target": "gemma-4-31B-it-Q4_K_S", "draft": "gemma4-31b-it-dflash-Q5_K_M",
@@ -69,6 +75,13 @@ class Speedup:
     ratio: float
     ci_low: float
     ci_high: float
+    n: int = MIN_CI_SAMPLES  # the fewer replies of the two sides (an interval needs MIN_CI_SAMPLES)
+
+    def text(self) -> str:
+        """"2.00x (1.80-2.20)"; below MIN_CI_SAMPLES replies on a side only the ratio, and why."""
+        if self.n < MIN_CI_SAMPLES:
+            return f"{self.ratio:.2f}x (n={self.n}: no interval)"
+        return f"{self.ratio:.2f}x ({self.ci_low:.2f}-{self.ci_high:.2f})"
 
 
 def bootstrap_speedup(base: Sequence[Sequence[float]], other: Sequence[Sequence[float]],
@@ -78,6 +91,7 @@ def bootstrap_speedup(base: Sequence[Sequence[float]], other: Sequence[Sequence[
     other = [list(o) for o in other if o]
     if not base or not other:
         return None
+    n = min(sum(len(b) for b in base), sum(len(o) for o in other))
     point = statistics.median([v for b in base for v in b])
     ratio = statistics.median([v for o in other for v in o]) / point if point else 0.0
     rng = random.Random(seed)
@@ -89,10 +103,10 @@ def bootstrap_speedup(base: Sequence[Sequence[float]], other: Sequence[Sequence[
             draws.append(o / b)
     draws.sort()
     if not draws:
-        return Speedup(ratio, ratio, ratio)
+        return Speedup(ratio, ratio, ratio, n)
     lo = draws[int(0.025 * (len(draws) - 1))]
     hi = draws[int(round(0.975 * (len(draws) - 1)))]
-    return Speedup(ratio, lo, hi)
+    return Speedup(ratio, lo, hi, n)
 
 
 @dataclass
@@ -260,7 +274,7 @@ def _mem(value: int | None) -> str:
 
 
 def _speedup(sp: Speedup | None) -> str:
-    return "-" if sp is None else f"{sp.ratio:.2f}x ({sp.ci_low:.2f}-{sp.ci_high:.2f})"
+    return "-" if sp is None else sp.text()
 
 
 def _ref_cell(ref: dict[str, Any] | None, mode: str) -> str:
@@ -356,9 +370,27 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
             lines.append(f"  `{' '.join(run.argv)}`")
     if charts:
         lines += ["", "## Charts", ""] + [f"![{c.stem}]({c.name})" for c in charts]
+    if note := same_text_note(report, s):
+        lines += ["", note]
     if s.flags:
         lines += ["", "## Flags", ""] + [f"- {f}" for f in s.flags]
     return "\n".join(lines) + "\n"
+
+
+def same_text_note(report: BenchReport, summary: Summary) -> str:
+    """What the "same text" column means, when some compared reply differs ("" when all match or none
+    was compared); at temperature 0 a difference is worth a look, and the note says so."""
+    rows = [m for m in summary.overall.values() if m.compared]
+    ident, comp = sum(m.identical for m in rows), sum(m.compared for m in rows)
+    if not comp or ident == comp:
+        return ""
+    temp = report.suite.temperature
+    if temp == 0:
+        return (f"same text: {ident}/{comp} replies word for word the baseline's at temperature 0. Exact "
+                "speculation should keep the text; small differences can come from batched kernels' "
+                "rounding, a large share from a draft or engine that changes the output (see the per-prompt "
+                "similarity).")
+    return SAME_TEXT_NOTE.format(temp=temp, ident=ident, comp=comp)
 
 
 def report_dict(report: BenchReport, summary: Summary | None = None) -> dict[str, Any]:

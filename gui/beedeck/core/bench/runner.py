@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core.bench.environment import collect_environment
+from beedeck.core.bench.progress import TokenProgress
 from beedeck.core.bench.results import (
     BASELINE,
     BASELINES,
@@ -225,12 +226,25 @@ class _Runner:
         self.ready_timeout = ready_timeout
         self.pid_file = pid_file  # None: each server's own ownership record (core.engine.pidfile)
         self.procs: dict[str, ServerProcess] = {}  # mode -> the server answering it
-        self.total = len(report.modes) * (report.warmup + report.reps * len(report.suite.prompts))
-        self.done = 0
+        self.tokens = TokenProgress(len(report.modes) * self.mode_budget())  # progress in tokens, not replies
+        self._label, self._reported = "", 0.0
+
+    def mode_budget(self) -> int:
+        """The tokens one mode may generate: its warm-ups and every prompt's ``max_tokens`` per rep."""
+        suite = self.r.suite
+        warm = self.r.warmup * min(WARMUP_MAX_TOKENS, suite.max_tokens_for(suite.prompts[0])) if suite.prompts else 0
+        return warm + self.r.reps * sum(suite.max_tokens_for(p) for p in suite.prompts)
 
     def progress(self, label: str) -> None:
+        self._label, self._reported = label, time.monotonic()
         if self.on_progress is not None:
-            self.on_progress(self.done, self.total, label)
+            self.on_progress(self.tokens.done, self.tokens.total, f"{label} · {self.tokens.describe()}")
+
+    def streamed(self) -> None:
+        """One more token of the running reply: the progress again at most twice a second."""
+        self.tokens.token()
+        if self.on_progress is not None and time.monotonic() - self._reported >= 0.5:
+            self.progress(self._label)
 
     def close(self) -> None:
         self.tracker.stop()
@@ -294,7 +308,7 @@ class _Runner:
                         f"(state: {proc.state.value})."))) from None
 
     def skip(self, run: ModeRun) -> None:
-        self.done += self.r.warmup + self.r.reps * len(self.r.suite.prompts)
+        self.tokens.skip(self.mode_budget())
 
     def run_restart(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
         if base.port == 0:  # one port for every mode: the argvs differ only in speculation
@@ -339,7 +353,7 @@ class _Runner:
             self.skip(ModeRun(IN_SERVER_BASELINE, "per-request"))
         if known and IN_SERVER_BASELINE not in self.r.modes:
             self.r.modes.insert(self.r.modes.index(DFLASH) + 1, IN_SERVER_BASELINE)
-            self.total += self.r.warmup + self.r.reps * len(self.r.suite.prompts)
+            self.tokens.add_total(self.mode_budget())
         return bool(known)
 
     def in_server_run(self, dflash_run: ModeRun) -> ModeRun:
@@ -401,11 +415,12 @@ class _Runner:
                 if self.cancel.is_set():
                     self.r.cancelled = True
                     return
-                self.progress(f"{run.mode}: warm-up")
                 p = suite.prompts[0]
-                failed = self.request(clients[run.mode], run, p, -1, suite.seed,
-                                      min(WARMUP_MAX_TOKENS, suite.max_tokens_for(p)))
-                self.done += 1
+                budget = min(WARMUP_MAX_TOKENS, suite.max_tokens_for(p))
+                self.tokens.begin_reply(budget)
+                self.progress(f"{run.mode}: warm-up")
+                failed = self.request(clients[run.mode], run, p, -1, suite.seed, budget)
+                self.tokens.end_reply()
                 if failed is not None and self.server_gone(run):
                     return
         for rep in range(self.r.reps):
@@ -414,9 +429,10 @@ class _Runner:
                     if self.cancel.is_set():
                         self.r.cancelled = True
                         return
+                    self.tokens.begin_reply(suite.max_tokens_for(p))
                     self.progress(f"{run.mode}: {p.id} ({rep + 1}/{self.r.reps})")
                     sample = self.request(clients[run.mode], run, p, rep, suite.seed + rep, suite.max_tokens_for(p))
-                    self.done += 1
+                    self.tokens.end_reply()
                     if sample is None:
                         continue
                     self.r.samples.append(sample)
@@ -446,6 +462,7 @@ class _Runner:
             # Cancel is checked per token: a reply stops within one token of the click (the prompt
             # phase of a benchmark prompt is short, so no watcher thread is needed for it).
             for _ in stream:
+                self.streamed()
                 if self.cancel.is_set():
                     stream.cancel()
             result = stream.result

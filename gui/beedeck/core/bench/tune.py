@@ -269,7 +269,10 @@ def tune(engine: str | Path | None, caps: EngineCaps, start_settings: LaunchSett
         result.elapsed_s, result.finished = s.elapsed(), time.time()
     _verdict(result, s)
     if on_progress is not None:
-        on_progress(s.total, s.total, "done")
+        # A cancelled search stops where it was: its bar must not jump to 100 %.
+        measured = sum(1 for p in s.points if p.status != CANCELLED)
+        on_progress(s.total if not result.cancelled else min(measured, s.total), s.total,
+                    "cancelled" if result.cancelled else "done")
     return result
 
 

@@ -108,6 +108,24 @@ class TunePlan:
                 + ("." if total <= self.budget_s else f"; the budget allows about {self.within_budget} candidate{'' if self.within_budget == 1 else 's'}."))
 
 
+def fixed_points(mode: str) -> int:
+    """The points a search measures whatever it finds: the baseline, the start (unless it is the
+    baseline) and, should a candidate win, the start and the winner again."""
+    return (1 if mode == BASELINE else 2) + CONFIRM_POINTS
+
+
+def point_seconds(prompts: int, reps: int, max_tokens: int, tokens_per_s: float, warmup_tokens: int = 32,
+                  start_s: float = 5.0) -> float:
+    """A point's time before anything was measured: a server start plus every reply at its full budget
+    at ``tokens_per_s`` (an upper bound: replies may end sooner)."""
+    return start_s + (warmup_tokens + prompts * reps * max_tokens) / max(tokens_per_s, 1e-6)
+
+
+def min_budget_s(mode: str, point_s: float) -> float:
+    """The smallest budget that leaves room for one candidate point after the fixed ones."""
+    return (fixed_points(mode) + 1) * point_s
+
+
 def _fmt_values(k: Knob) -> str:
     shown = k.to_dict()
     return f"{shown['current'] if shown['current'] is not None else 'default'} -> {', '.join(map(str, shown['values']))}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sqlite3
 import time
 import urllib.parse
@@ -432,8 +433,36 @@ class ChatStore:
             suffix = "" if m.complete else " *(interrupted)*"
             facts = m.facts.summary() if m.role == "assistant" else ""
             footer = f"\n*{facts}*\n" if facts else ""
-            parts.append(f"## {who}{suffix}\n\n{_thinking_markdown(m)}{m.content.rstrip()}\n{footer}")
+            parts.append(f"## {who}{suffix}\n\n{_thinking_markdown(m)}{close_fences(m.content.rstrip())}\n{footer}")
         return "\n".join(parts)
+
+
+def auto_title(text: str) -> str:
+    """The title a conversation takes from its first message: its first non-blank line, 60 characters."""
+    return next((line for line in text.splitlines() if line.strip()), "")[:60].strip() or "Untitled"
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def close_fences(text: str) -> str:
+    """``text`` with a code fence it leaves open closed (a reply stopped inside a code block): without
+    it the export's next heading and every message after it would render as code.
+
+    CommonMark's rule: a fence closes with the same character, at least as long, and nothing after it.
+    """
+    open_fence = ""
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if m is None:
+            continue
+        fence, rest = m.group(1), m.group(2)
+        if not open_fence:
+            if not (fence[0] == "`" and "`" in rest):  # a backtick fence's info string has no backtick
+                open_fence = fence
+        elif fence[0] == open_fence[0] and len(fence) >= len(open_fence) and not rest.strip():
+            open_fence = ""
+    return f"{text}\n{open_fence}" if open_fence else text
 
 
 def _thinking_markdown(m: Message) -> str:

@@ -311,6 +311,8 @@ def _chat(b: Builder) -> None:
         ("top_k", ("--top-k",), s.top_k),
         ("top_p", ("--top-p",), s.top_p),
         ("min_p", ("--min-p",), s.min_p),
+        ("repeat_penalty", ("--repeat-penalty",), s.repeat_penalty),
+        ("dry_multiplier", ("--dry-multiplier",), s.dry_multiplier),
     ):
         if value is not None:
             b.opt(setting, flags, str(int(value)) if setting == "top_k" else _fmt(value))

@@ -40,6 +40,8 @@ RANGES: dict[str, tuple[float, float, str, str]] = {
     "top_k": (0, 1 << 20, "tokens", "Top-k"),
     "top_p": (0.0, 1.0, "a probability", "Top-p"),
     "min_p": (0.0, 1.0, "a probability", "Min-p"),
+    "repeat_penalty": (0.0, 5.0, "a penalty (1.0 = off)", "Repeat penalty"),
+    "dry_multiplier": (0.0, 5.0, "a multiplier (0 = off)", "DRY multiplier"),
 }
 
 
@@ -119,6 +121,8 @@ class LaunchSettings:
     top_k: int | None = None
     top_p: float | None = None
     min_p: float | None = None
+    repeat_penalty: float | None = None  # --repeat-penalty; None: the engine's default (1.0, off)
+    dry_multiplier: float | None = None  # --dry-multiplier (DRY: penalises repeating sequences); None: off
     reasoning: str | None = None  # on / off / auto
     jinja: bool = True
     chat_template: str | None = None  # e.g. "gemma" (with jinja=False: a built-in template name)

@@ -7,6 +7,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QPushButton
 
 from beedeck.core.bench.advice_feed import bench_advice_samples
+from beedeck.core.bench.report import summarize
 from beedeck.core.bench.results import BASELINE, BenchReport
 from beedeck.core.chat.advice import setup_key
 from beedeck.core.chat.spec_guard import references_from_bench
@@ -14,7 +15,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.modes import LABELS, mode_of
 from beedeck.ui.bench.bench_view import BenchView
 from beedeck.ui.bench.server_dialog import ChatServerDialog
-from beedeck.ui.host import WindowHost
+from beedeck.ui.host import ShowsSpeed, WindowHost
 
 
 class BenchDialog(ChatServerDialog):
@@ -114,6 +115,10 @@ class BenchDialog(ChatServerDialog):
                                      for s in report.samples if s.error is None)
         for (mode, kind), values in refs.items():
             self.window_.guard.add_reference(mode, kind, values)
+        if isinstance(self.window_, ShowsSpeed):  # the speed panel's last figure per mode
+            for mode, m in summarize(report).overall.items():
+                if m.gen_tps is not None:
+                    self.window_.speed.record_figure(mode, m.gen_tps.median, "benchmark")
         self._teach_advice(report)
 
     def _teach_advice(self, report: BenchReport) -> None:

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck.core.bench.report import Summary, summarize, to_markdown, write_reports
+from beedeck.core.bench.report import Summary, same_text_note, summarize, to_markdown, write_reports
 from beedeck.core.bench.results import BASELINE, DFLASH, DSPARK, EAGLE3, MODEL_FREE, MTP, BenchReport
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
@@ -88,6 +88,13 @@ class BenchView(RunView):
         self.status = QLabel("Pick a suite and the modes, then run.")
         self.status.setWordWrap(True)
         self.table = results_table(self.COLUMNS)
+        same = self.table.horizontalHeaderItem(self.COLUMNS.index("same text"))
+        assert same is not None  # results_table sets every heading
+        same.setToolTip("Replies word for word the baseline's (same prompt, seed and repetition): expected only "
+                        "at temperature 0; the note under the table says what this run's figure means.")
+        self.same_text_note = QLabel()
+        self.same_text_note.setWordWrap(True)
+        self.same_text_note.hide()
         self.speed_chart = BarChart("Generation speed per prompt (median, min-max)", "tokens/s")
         self.speedup_chart = BarChart("Speed-up over the baseline (95 % CI)", "x baseline", 1.0)
         self.save_button = QPushButton("Save reports…")
@@ -117,6 +124,7 @@ class BenchView(RunView):
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addWidget(self.table)
+        layout.addWidget(self.same_text_note)
         layout.addLayout(charts)
         layout.addLayout(bottom)
 
@@ -219,9 +227,12 @@ class BenchView(RunView):
                      f"{m.prompt_tps.median:.1f}" if m.prompt_tps else "-",
                      f"{m.ttft_s.median:.3f}" if m.ttft_s else "-",
                      f"{100 * m.acceptance:.1f} %" if m.acceptance is not None else "-",
-                     f"{m.speedup.ratio:.2f}x ({m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else "-",
+                     m.speedup.text() if m.speedup else "-",
                      f"{m.identical}/{m.compared}" if m.compared else "-"]
             append_row(self.table, cells)
+        note = same_text_note(report, s)
+        self.same_text_note.setText(note)
+        self.same_text_note.setVisible(bool(note))
         self.speed_chart.set_bars(speed_bars(report, s))
         self.speedup_chart.set_bars(speedup_bars(report, s))
         state = "cancelled" if report.cancelled else ("finished with errors" if report.errors else "finished")

@@ -21,9 +21,10 @@ from beedeck.core.chat.advice import setup_key
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.modes import mode_of
 from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.bench.tune_view import TuneView
-from beedeck.ui.host import WindowHost
+from beedeck.ui.host import ShowsSpeed, WindowHost
 
 REMOTE_NOTE = ("This profile is a server BeeDeck did not start. Tuning starts the engine once per point, so it "
                "needs a local profile: pick an engine and a model in Settings (or the setup wizard), then Tune.")
@@ -56,7 +57,8 @@ class TuneDialog(ChatServerDialog):
         elif window.controller.is_running():
             self.note.setText("The chat server holds the model and the CPU: stop it to tune (each point of the "
                               "search starts its own server). It starts again when this dialog closes.")
-            self.view.start_button.setEnabled(False)
+            self.view.set_waiting("Stop the chat server first (the button above): every point of the search "
+                                  "starts its own server with this profile.")
             self.stop_button.show()
         else:
             self.configure()
@@ -83,12 +85,14 @@ class TuneDialog(ChatServerDialog):
         if profile is None:
             self.note.setText("No engine or model is set up yet: open Settings or the setup wizard first.")
             return
+        self.view.set_waiting("Probing the engine…")
         self._with_caps(profile.engine)
 
     def _use_caps(self, caps: EngineCaps) -> None:
         profile = self.window_.profile
         assert profile is not None
-        self.view.set_launch(Path(profile.engine), caps, profile.settings)
+        fig = self.window_.speed.figures.get(mode_of(profile.settings)) if isinstance(self.window_, ShowsSpeed) else None
+        self.view.set_launch(Path(profile.engine), caps, profile.settings, tokens_per_s=fig.tps if fig else None)
         self.note.setText(f"BeeDeck tunes the current profile on {Path(profile.engine).name}: it starts the engine "
                           "once per point and stops it afterwards.")
 
@@ -96,7 +100,11 @@ class TuneDialog(ChatServerDialog):
         self._stop_chat_server(self.stop_button)
 
     def _on_run_finished(self, result: TuneResult | None) -> None:
-        """Teach the guard's advice what this search measured (off the GUI thread: it writes a file)."""
+        """Teach the guard's advice what this search measured (off the GUI thread: it writes a file), and
+        the speed panel the best point's figure."""
+        best = result.best if result is not None else None
+        if isinstance(self.window_, ShowsSpeed) and best is not None and best.gen_tps is not None:
+            self.window_.speed.record_figure(result.mode if result is not None else "", best.gen_tps.median, "tune")
         advice = self.window_.guard.advice
         profile = self.window_.profile
         caps = self.window_.known_caps.get(profile.engine) if profile is not None else None

@@ -31,12 +31,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from beedeck.core.bench.progress import format_duration
 from beedeck.core.bench.runner import DEFAULT_REPS
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
-from beedeck.core.bench.tune import ChatMessageLike, TunePlan, TunePoint, TuneResult, suite_from_chat, tune
+from beedeck.core.bench.tune import (
+    ChatMessageLike,
+    TunePlan,
+    TunePoint,
+    TuneResult,
+    bench_mode,
+    suite_from_chat,
+    tune,
+)
+from beedeck.core.bench.tune_points import min_budget_s, point_seconds
 from beedeck.core.bench.tune_report import COLUMNS, point_cells, write_tune_reports
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.starter import STARTER_TOKENS_PER_S, is_starter
 from beedeck.ui.bench.run_view import CoreWorker, RunView, append_row, results_table
 from beedeck.ui.bench.tune_chart import SearchChart, render_tune_chart
 
@@ -70,6 +81,8 @@ class TuneView(RunView):
         super().__init__(parent)
         self.tune_fn = tune_fn
         self._launch: tuple[Path, EngineCaps, LaunchSettings] | None = None
+        self._tokens_per_s: float | None = None
+        self._waiting = ""
         self._suite_override: BenchSuite | None = None
         self._conversations: ConversationsFn | None = None
         self._messages: MessagesFn | None = None
@@ -151,6 +164,7 @@ class TuneView(RunView):
         self.save_profile_button.clicked.connect(self._on_save_profile_clicked)
         self.export_button.clicked.connect(self._on_export_clicked)
         self.budget_box.currentIndexChanged.connect(self._update_controls)
+        self.reps.valueChanged.connect(self._update_controls)
         self.source_box.currentIndexChanged.connect(self._update_controls)
         self.chat_consent.toggled.connect(self._update_controls)
         self.chat_box.currentIndexChanged.connect(self._update_controls)
@@ -158,10 +172,33 @@ class TuneView(RunView):
 
     # ---- configuration ----
 
-    def set_launch(self, engine: Path, caps: EngineCaps, settings: LaunchSettings) -> None:
-        """Tune ``settings`` (the hand-written start) on ``engine``."""
+    def set_launch(self, engine: Path, caps: EngineCaps, settings: LaunchSettings,
+                   tokens_per_s: float | None = None) -> None:
+        """Tune ``settings`` (the hand-written start) on ``engine``. ``tokens_per_s``: its last measured
+        speed (the speed panel's), for the minimum budget; the starter has its own measured figure."""
         self._launch = (Path(engine), caps, settings)
+        self._tokens_per_s = tokens_per_s or (STARTER_TOKENS_PER_S if is_starter(settings) else None)
         self._update_controls()
+
+    def set_waiting(self, reason: str) -> None:
+        """Why there is nothing to tune yet (the chat server holds the model; the engine is being probed)."""
+        self._waiting = reason
+        self._update_controls()
+
+    def point_s(self) -> float | None:
+        """A point's expected time from the expected speed (None: no speed known)."""
+        if self._launch is None or not self._tokens_per_s:
+            return None
+        try:
+            prompts = self.last_n.value() if self._chat_picked() else len(self.build_suite().prompts)
+        except BenchError:
+            return None
+        return point_seconds(prompts, self.reps.value(), MAX_TOKENS, self._tokens_per_s)
+
+    def min_budget_s(self) -> float | None:
+        """The smallest budget that fits one candidate point (None: no speed known)."""
+        point = self.point_s()
+        return None if point is None or self._launch is None else min_budget_s(bench_mode(self._launch[2]), point)
 
     def set_suite(self, suite: BenchSuite) -> None:
         """Use this suite instead of the picked built-in one (a user's file, or a short test suite)."""
@@ -194,12 +231,18 @@ class TuneView(RunView):
         for w in (self.chat_box, self.last_label, self.last_n, self.chat_consent):
             w.setVisible(chat)
         why = ""
+        minimum = self.min_budget_s()
         if self._launch is None:
-            why = "No engine and model are set up yet: open Settings or the setup wizard first."
+            why = self._waiting or "No engine and model are set up yet: open Settings or the setup wizard first."
         elif chat and self.chat_box.currentData() is None:
             why = "There is no conversation to take prompts from: chat first, or pick a suite."
         elif chat and not self.chat_consent.isChecked():
             why = "Tick the box to let BeeDeck use your prompts of this conversation, or pick a suite."
+        elif minimum is not None and self.budget_s < minimum:
+            why = (f"A {self.budget_box.currentText()} budget is too small for one candidate: at about "
+                   f"{self._tokens_per_s:.0f} tokens/s a point takes about {format_duration(self.point_s() or 0)}, "
+                   f"so the search needs at least {format_duration(minimum)}. Pick a longer budget (or fewer "
+                   "repetitions).")
         self.start_button.setEnabled(not why and not self.running)
         self.budget_note.setText(why or (
             f"Budget {self.budget_box.currentText()}: the baseline and the start are measured first, then "

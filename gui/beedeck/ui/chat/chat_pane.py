@@ -21,7 +21,7 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.store import ChatStore, ChatStoreError, Message
+from beedeck.core.chat.store import ChatStore, ChatStoreError, Message, auto_title
 from beedeck.core.engine.client import ChatResult, InvalidText, check_text
 from beedeck.core.engine.modes import Mode
 from beedeck.ui.chat.chat_view import ChatView
@@ -232,16 +232,17 @@ class ChatPane(QWidget):
         if self.conversation_id is None and self.new_conversation() is None:
             return
         assert self.conversation_id is not None
-        edited, draft = self._edit_from is not None, ""
+        edited, draft, retitle = self._edit_from is not None, "", False
         if self._edit_from is not None:
+            retitle = self._titled_after(self._edit_from)
             # Edit-and-resend: the edited prompt takes that message's place; it and the replies after
             # it stay in the store as the earlier version of the turn.
             self.store.supersede_from(self.conversation_id, self._edit_from)
             self._leave_edit()
             draft, self._draft = self._draft, ""  # what was typed before the edit comes back
         conv = self.store.conversation(self.conversation_id)
-        if conv is not None and conv.title == "New chat":
-            self.store.rename(self.conversation_id, text.splitlines()[0][:60])
+        if conv is not None and (conv.title == "New chat" or retitle):
+            self.store.rename(self.conversation_id, auto_title(text))
         msg = self.store.add_message(self.conversation_id, "user", text)
         if edited:
             self._show()
@@ -252,6 +253,14 @@ class ChatPane(QWidget):
         self._start_reply()
         if edited:
             self.set_notice("The earlier version is kept: ◀ on your message shows it again.")
+
+    def _titled_after(self, message_id: int) -> bool:
+        """Whether ``message_id`` is the first message and the title was taken from it (not typed by the
+        user): then an edit of it retitles the conversation."""
+        assert self.conversation_id is not None
+        conv = self.store.conversation(self.conversation_id)
+        first = next((m for m in self.store.messages(self.conversation_id) if m.role == "user"), None)
+        return conv is not None and first is not None and first.id == message_id and conv.title == auto_title(first.content)
 
     def regenerate(self, message_id: int | None = None) -> None:
         """Ask again for a reply (the last one by default); the replaced reply, and anything after it,

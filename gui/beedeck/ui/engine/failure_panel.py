@@ -7,6 +7,44 @@ import html
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+# The title's second half in a user's words, per ServerFailure code (core/engine/logparse.py, the guard,
+# resources/known-issues.json) and RemoteError kind (core/engine/remote.py). The code itself stays in
+# the log and the CLI's output, where a bug report copies it from.
+CODE_WORDS = {
+    "port_in_use": "the port is taken",
+    "model_missing": "model file not found",
+    "not_gguf": "not a GGUF model file",
+    "wrong_draft_format": "the draft file does not fit this mode",
+    "wrong_model_layout": "the model file does not fit this engine",
+    "unsupported_architecture": "this engine does not know the model",
+    "dflash_target_unsupported": "DFlash does not support this model",
+    "out_of_memory": "out of memory",
+    "unknown_argument": "an option this engine does not have",
+    "bad_value": "a setting this engine refuses",
+    "crashed_signal": "the engine crashed",
+    "exited": "the engine stopped",
+    "timeout": "it took too long to start",
+    "engine_bug": "a known engine bug",
+    "no_mtp_heads": "the model has no MTP heads",
+    "unsupported_cache_type": "a cache type this engine lacks",
+    "bad-url": "not a server address",
+    "refused": "nothing answers at that address",
+    "dns": "the host name is unknown",
+    "unreachable": "the server cannot be reached",
+    "key-missing": "the server needs an API key",
+    "key-wrong": "the server refused the API key",
+    "not-llama": "not a llama.cpp server",
+    "loading": "the server is still loading",
+    "http-error": "the server answered with an error",
+}
+
+
+def code_words(code: str) -> str:
+    """A failure code in words ("model_missing" -> "model file not found"); "" for one BeeDeck does not
+    know (an exception's class name says nothing to a user either)."""
+    code = code.removeprefix("remote:")
+    return CODE_WORDS.get(code, "")
+
 
 class FailurePanel(QFrame):
     """Shows a ``ServerFailure`` (code, message, remedy, exit_code, log_tail) or any exception.
@@ -57,7 +95,7 @@ class FailurePanel(QFrame):
     def show_failure(self, failure: object, title: str = "The server could not start", local: bool = False) -> None:
         """Fill from a ServerFailure-like object (``message``/``remedy``) or a plain exception; ``title``
         says what failed (a start, a server that was running, a save); ``local``: offer "Use the local server"."""
-        code = getattr(failure, "code", "") or type(failure).__name__
+        words = code_words(str(getattr(failure, "code", "") or ""))
         message = getattr(failure, "message", None) or str(failure) or "The server stopped unexpectedly."
         remedy = getattr(failure, "remedy", "") or ""
         reasons = getattr(failure, "reasons", None)  # LaunchRefused
@@ -66,7 +104,8 @@ class FailurePanel(QFrame):
             remedy = "\n".join(f"• {r}" for r in reasons)
         exit_code = getattr(failure, "exit_code", None)
         tail = list(getattr(failure, "log_tail", None) or [])[-3:]
-        self.title.setText(f"<b>{html.escape(title)}</b> <span style='color:#888'>({html.escape(code)})</span>")
+        aside = f" <span style='color:#888'>({html.escape(words)})</span>" if words else ""
+        self.title.setText(f"<b>{html.escape(title)}</b>{aside}")
         self.what.setText(f"<b>What happened:</b> {message}")
         self.remedy.setText(f"<b>What to change:</b> {remedy}" if remedy else "<b>What to change:</b> see the log.")
         detail = []

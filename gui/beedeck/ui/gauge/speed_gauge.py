@@ -1,8 +1,11 @@
 """The speed gauge: a QPainter dial of generation tok/s plus the numbers around it.
 
-Live during a reply (from delta arrival times, on a 100 ms GUI timer), then replaced by the server's
-own ``timings.predicted_per_second``. ``set_*`` methods store and call ``update()``; painting happens
-only in ``paintEvent`` (napari's status-checker pattern).
+Live during a reply (a sliding window over the arrival times of its tokens, read on a 100 ms GUI
+timer: :class:`beedeck.core.chat.speed.LiveRate`), then replaced by the server's own
+``timings.predicted_per_second``. The dial's scale starts each reply from the last figure of its mode
+on this server (:class:`beedeck.core.chat.speed.ModeFigures`, fed by chat replies, benchmarks and
+tune runs), grows only within the reply and settles on the reply's own figure. ``set_*`` methods store
+and call ``update()``; painting happens only in ``paintEvent`` (napari's status-checker pattern).
 
 A reply the user stopped still has true figures for what it generated (the chat asks the server for
 timings on every chunk): its speed shows on the dial and, as a ring, on the sparkline, and its
@@ -14,36 +17,29 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
+from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.engine.modes import Mode
+from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, mode_key, mode_label, nice_scale
 from beedeck.ui.gauge.sparkline import Sparkline
+
+__all__ = ["SpeedGauge", "SpeedPanel", "mode_color", "nice_scale"]
 
 DFLASH_COLOR = QColor("#e0a100")  # bee amber
 BASELINE_COLOR = QColor("#6c8ebf")
-# One colour per mode (the benchmark chart's hues): the dial, its label and the sparkline agree.
-MODE_COLORS = {Mode.BASELINE: BASELINE_COLOR, Mode.DFLASH: DFLASH_COLOR, Mode.EAGLE3: QColor("#d9534f"),
-               Mode.DSPARK: QColor("#e07b00"), Mode.MTP: QColor("#2e9e5b"), Mode.MODEL_FREE: QColor("#3d8bd9")}
-
-
-def mode_color(mode: Mode | None) -> QColor:
-    return MODE_COLORS.get(mode, BASELINE_COLOR) if mode else BASELINE_COLOR
+OTHER_COLOR = QColor("#4f9a6a")  # the other speculation modes
+MODE_COLORS = {"dflash": DFLASH_COLOR, "dspark": DFLASH_COLOR, "baseline": BASELINE_COLOR,
+               "baseline-draft-loaded": BASELINE_COLOR}
 START_DEG, SPAN_DEG = 225.0, 270.0  # dial from bottom-left, clockwise to bottom-right
 
 
-def nice_scale(value: float) -> float:
-    """The dial's full scale: the first of 1-2-5 x 10^n above value with 20 % headroom."""
-    target = max(value * 1.2, 10.0)
-    exp = 10 ** math.floor(math.log10(target))
-    for m in (1, 2, 5, 10):
-        if m * exp >= target:
-            return float(m * exp)
-    return float(10 * exp)
+def mode_color(mode: str) -> QColor:
+    """The colour a mode's figures are drawn in (the dial's arc, the sparkline's dots)."""
+    return MODE_COLORS.get(mode, OTHER_COLOR)
 
 
 class SpeedGauge(QWidget):
@@ -52,9 +48,9 @@ class SpeedGauge(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.value = 0.0
-        self.scale = 50.0
+        self.scale = DEFAULT_SCALE
         self.baseline: float | None = None
-        self.mode: Mode | None = None
+        self.mode = ""
         self.live = False
         self.caption = "tok/s"
         self.setMinimumSize(180, 160)
@@ -70,13 +66,18 @@ class SpeedGauge(QWidget):
             self.scale = nice_scale(max(self.value, self.baseline or 0))
         self.update()
 
+    def reset_scale(self, scale: float) -> None:
+        """A new full scale (a new reply, or its final figure): it may shrink, unlike :meth:`set_value`'s."""
+        self.scale = max(float(scale), nice_scale(self.baseline or 0.0)) if self.baseline else float(scale)
+        self.update()
+
     def set_baseline(self, value: float | None) -> None:
         self.baseline = value
         if value and value > self.scale:
             self.scale = nice_scale(value)
         self.update()
 
-    def set_mode(self, mode: Mode | None) -> None:
+    def set_mode(self, mode: str) -> None:
         self.mode = mode
         self.update()
 
@@ -139,122 +140,152 @@ class SpeedGauge(QWidget):
             p.drawText(
                 QRectF(rect.left(), center.y() + side * 0.2, side, side * 0.12),
                 Qt.AlignmentFlag.AlignCenter,
-                self.mode.label,
+                mode_label(self.mode),
             )
         p.end()
 
 
-class SpeedPanel(QFrame):
-    """Gauge + acceptance, TTFT, prefill, sparkline of recent replies, baseline-vs-DFlash and GPU line."""
 
-    LIVE_WINDOW_S = 1.5
+
+class SpeedPanel(QFrame):
+    """Gauge + drafts, TTFT, prefill, tokens, a labelled sparkline of recent replies, the last figure
+    per mode and the GPU line.
+
+    Inputs (the window connects the chat's signals): :meth:`reply_started` (mode), :meth:`delta_arrived`,
+    :meth:`reply_finished` (the reply's stats dict), :meth:`record_figure` (a benchmark's or tune's
+    figure for a mode), :meth:`server_ready` (figures start over for another server), :meth:`set_gpu`.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.gauge = SpeedGauge()
         self.sparkline = Sparkline()
         self.acceptance = QLabel("—")
+        self.draft_share = QLabel("—")
         self.ttft = QLabel("—")
         self.prefill = QLabel("—")
         self.tokens = QLabel("—")
-        self.compare = QLabel("Baseline — · DFlash —")
-        self.compare.setWordWrap(True)
+        self.compare = QLabel("Baseline —")
         self.gpu = QLabel("GPU: none detected")
-        self.gpu.setWordWrap(True)
-        for lab in (self.acceptance, self.ttft, self.prefill, self.tokens):
+        for lab in (self.acceptance, self.draft_share, self.ttft, self.prefill, self.tokens, self.compare, self.gpu):
+            lab.setWordWrap(True)  # a narrow dock wraps a figure, never cuts it off
             lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         form.addRow("Drafts accepted", self.acceptance)
+        form.addRow("Output from drafts", self.draft_share)
         form.addRow("Time to first token", self.ttft)
         form.addRow("Prefill", self.prefill)
         form.addRow("Tokens", self.tokens)
         title = QLabel("<b>Generation speed</b>")
+        self.sparkline_title = QLabel("Recent replies (tok/s; ring: stopped)")
+        self.sparkline_title.setWordWrap(True)
+        self.compare_title = QLabel("Last figure per mode")
         layout = QVBoxLayout(self)
         layout.addWidget(title)
         layout.addWidget(self.gauge, 1)
         layout.addLayout(form)
-        layout.addWidget(QLabel("Recent replies"))
+        layout.addWidget(self.sparkline_title)
         layout.addWidget(self.sparkline)
+        layout.addWidget(self.compare_title)
         layout.addWidget(self.compare)
         layout.addWidget(self.gpu)
-        self.last_by_mode: dict[Mode, float] = {}
-        self._arrivals: deque[float] = deque()
-        self._count = 0
+        self.figures = ModeFigures()
+        self.rate = LiveRate()
+        self._mode = ""
+        self._server: str | None = None
         self._live_timer = QTimer(self, interval=100)
         self._live_timer.timeout.connect(self._on_live_tick)
 
+    @property
+    def last_by_mode(self) -> dict[str, float]:
+        """The last figure per mode (tokens/s), whatever measured it."""
+        return self.figures.as_dict()
+
     # -- reply lifecycle -------------------------------------------------------------------
     def reply_started(self, mode: str) -> None:
-        """``mode``: a :class:`Mode` value ("" without a toggle), as ChatPane.reply_started sends it."""
-        self._arrivals.clear()
-        self._count = 0
-        self.gauge.set_mode(Mode.parse(mode))
+        self._mode = mode_key(mode)
+        self.rate.start(time.perf_counter())
+        self.gauge.set_mode(self._mode)
+        self.gauge.reset_scale(self.figures.scale_for(self._mode))  # per reply: an old spike never stays
         self.gauge.set_value(0.0, live=True)
+        self.ttft.setText("waiting for the first token…")
+        self.tokens.setText("0")
         self._live_timer.start()
 
     def delta_arrived(self, _text: str = "") -> None:
         """One streamed piece arrived (llama-server sends about one token per piece)."""
-        self._arrivals.append(time.perf_counter())
-        self._count += 1
+        first = self.rate.first_token_at is None
+        self.rate.add(time.perf_counter())
+        if first and (ttft := self.rate.ttft()) is not None:
+            self.ttft.setText(f"{ttft:.2f} s")
 
     def live_rate(self) -> float:
-        now = time.perf_counter()
-        while self._arrivals and now - self._arrivals[0] > self.LIVE_WINDOW_S:
-            self._arrivals.popleft()
-        if len(self._arrivals) < 2:
-            return 0.0
-        span = self._arrivals[-1] - self._arrivals[0]
-        return (len(self._arrivals) - 1) / span if span > 0 else 0.0
+        """The live tokens/s (0 until the window is long enough to be a rate)."""
+        return self.rate.rate(time.perf_counter()) or 0.0
 
     def _on_live_tick(self) -> None:
         self.gauge.set_value(self.live_rate(), live=True)
-        self.tokens.setText(str(self._count))
+        self.tokens.setText(str(self.rate.count))
 
-    def reply_finished(self, facts: ReplyFacts) -> None:
-        """Replace the live estimate with the server's own figures for the reply."""
+    def reply_finished(self, facts: ReplyFacts | dict[str, Any]) -> None:
+        """Replace the live estimate with the server's own figures for the reply (its typed facts; a
+        stored row's dict is read the same way)."""
+        stats = facts.to_json() if isinstance(facts, ReplyFacts) else facts
         self._live_timer.stop()
-        mode = facts.mode
-        self.gauge.set_mode(mode)
-        tps = facts.tps or 0.0
+        mode = mode_key(stats.get("mode") or self._mode)
+        tps = float(stats.get("tps") or 0.0)
+        self.gauge.reset_scale(nice_scale(tps) if tps > 0 else self.figures.scale_for(mode))
         self.gauge.set_value(tps, live=False)
-        stopped = facts.cancelled
-        if facts.tokens is not None:
-            self.tokens.setText(f"{facts.tokens} (stopped)" if stopped else str(facts.tokens))
-        elif stopped:
-            self.tokens.setText(f"{self._count} (stopped)")
-        self.ttft.setText(f"{facts.ttft_s:.2f} s" if facts.ttft_s is not None else "—")
-        self.prefill.setText(f"{facts.prompt_tps:.0f} tok/s" if facts.prompt_tps else "—")
-        if facts.draft_n:
-            acc, draft_n = facts.draft_accepted, facts.draft_n
-            share = acc / facts.tokens if facts.tokens else 0.0
-            self.acceptance.setText(f"{acc}/{draft_n} ({100 * acc / draft_n:.0f} %) · {100 * share:.0f} % of output")
+        stopped = bool(stats.get("cancelled"))
+        count = stats["tokens"] if stats.get("tokens") is not None else self.rate.count
+        self.tokens.setText(f"{count} (stopped)" if stopped else str(count))
+        if stats.get("ttft_s") is not None:
+            self.ttft.setText(f"{stats['ttft_s']:.2f} s")
+        elif (ttft := self.rate.ttft()) is not None:
+            self.ttft.setText(f"{ttft:.2f} s")
         else:
-            self.acceptance.setText("— (no drafts)" if mode in (Mode.BASELINE, None) else "0 drafted")
+            self.ttft.setText("—")
+        self.prefill.setText(f"{stats['prompt_tps']:.0f} tok/s" if stats.get("prompt_tps") else "—")
+        draft_n = int(stats.get("draft_n") or 0)
+        if draft_n:
+            acc = int(stats.get("draft_accepted") or 0)
+            self.acceptance.setText(f"{acc}/{draft_n} ({100 * acc / draft_n:.0f} %)")
+            share = acc / stats["tokens"] if stats.get("tokens") else None
+            self.draft_share.setText(f"{100 * share:.0f} %" if share is not None else "—")
+        else:
+            self.acceptance.setText("— (no drafts)" if mode in ("baseline", "") else "0 drafted")
+            self.draft_share.setText("—")
         if tps > 0:
             self.sparkline.add_value(tps, mode_color(mode), stopped=stopped)
         if tps > 0 and not stopped:
-            if mode:
-                self.last_by_mode.pop(mode, None)  # re-inserted: the dict's order is the order last seen
-                self.last_by_mode[mode] = tps
-            if mode == Mode.BASELINE:
-                self.gauge.set_baseline(tps)
+            self.record_figure(mode, tps)
+
+    def record_figure(self, mode: str, tps: float, source: str = "chat") -> None:
+        """A mode's latest speed (a whole reply, a benchmark's median, a tune's best point)."""
+        mode = mode_key(mode)
+        self.figures.record(mode, tps, source)
+        if mode == "baseline" and tps > 0:
+            self.gauge.set_baseline(tps)
+        self._update_compare()
+
+    def server_ready(self, identity: str) -> None:
+        """A server became ready; ``identity`` names it (address and model). Another one than before (a
+        remote server, another model or card) starts from no figures; the same one keeps them."""
+        if self._server is not None and identity != self._server:
+            self.clear_figures()
+        self._server = identity
+
+    def clear_figures(self) -> None:
+        """Another server (model, card): its speeds start from nothing."""
+        self.figures.clear()
+        self.gauge.set_baseline(None)
+        self.gauge.reset_scale(DEFAULT_SCALE)
         self._update_compare()
 
     def _update_compare(self) -> None:
-        """"Baseline 30.1 · N-gram 52.3 tok/s · speed-up ×1.74": the last whole reply of each mode seen."""
-        base = self.last_by_mode.get(Mode.BASELINE)
-        others = [(m, v) for m, v in self.last_by_mode.items() if m != Mode.BASELINE]
-        text = f"Baseline {base:.1f}" if base else "Baseline —"
-        if not others:
-            text += " · DFlash —"
-        for m, v in others:
-            text += f" · {m.label} {v:.1f}"
-        text += " tok/s" if self.last_by_mode else ""
-        latest = others[-1] if others else None
-        if base and latest:
-            text += f" · {latest[0].label} speed-up ×{latest[1] / base:.2f}"
-        self.compare.setText(text)
+        self.compare.setText("\n".join(self.figures.lines()))
 
     # -- GPU -------------------------------------------------------------------------------
     def set_gpu(self, used_bytes: int | None, total_bytes: int | None, util_percent: int | None) -> None:

@@ -121,6 +121,11 @@ FIELDS: tuple[FieldSpec, ...] = (
               "float", optional=True),
     FieldSpec("min_p", P, "Min-p", "Drop tokens less likely than min-p times the best one.", "float",
               optional=True),
+    FieldSpec("repeat_penalty", P, "Repeat penalty", "Make tokens seen in the last 64 less likely (1.0 = off). "
+              "Small models loop without it; much above 1.1 it starts to avoid the words code repeats.", "float",
+              optional=True),
+    FieldSpec("dry_multiplier", P, "DRY multiplier", "Penalise repeating a sequence the reply already holds "
+              "(DRY sampling; 0 = off, 0.8 is common). Stops a small model's loops.", "float", optional=True),
     FieldSpec("reasoning", P, "Reasoning", "Thinking mode for models that have one (--reasoning). On "
               "gives the draft richer context but makes replies longer.", "combo",
               choices=("engine default", "on", "off", "auto"), optional=True),
@@ -172,6 +177,8 @@ _RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "top_k": (("--top-k",), "this engine has no --top-k"),
     "top_p": (("--top-p",), "this engine has no --top-p"),
     "min_p": (("--min-p",), "this engine has no --min-p"),
+    "repeat_penalty": (("--repeat-penalty",), "this engine has no --repeat-penalty"),
+    "dry_multiplier": (("--dry-multiplier",), "this engine has no --dry-multiplier"),
     "reasoning": (("--reasoning", "-rea"), "this engine has no --reasoning switch"),
     "jinja": (("--jinja",), "this engine has no --jinja"),
     "chat_template": (("--chat-template",), "this engine has no --chat-template"),

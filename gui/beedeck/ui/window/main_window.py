@@ -241,6 +241,8 @@ class MainWindow(QMainWindow):
         self.guard_monitor.conversation_switched.connect(self.banner.hide)
         self.starter_banner.wizard_requested.connect(self.open_wizard)
         self.starter_banner.settings_requested.connect(self.settings_action.trigger)
+        self.starter_banner.prompt_chosen.connect(self.chat.input.setPlainText)  # a prompt chip: typed, then sent
+        self.starter_banner.prompt_chosen.connect(lambda _text: self.chat.send())
         self.failure.retry_requested.connect(self.start_server)
         self.failure.local_requested.connect(self.use_local_server)
         self.failure.log_requested.connect(self._show_log)
@@ -248,6 +250,8 @@ class MainWindow(QMainWindow):
         self.chat.delta_received.connect(self.speed.delta_arrived)
         self.chat.reasoning_received.connect(self.speed.delta_arrived)  # thinking tokens are generated tokens too
         self.chat.reply_finished.connect(self.speed.reply_finished)
+        # The speed figures belong to one server: a remote one by its address, the local one by its model.
+        c.ready.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
         self.chat.conversations_edited.connect(self.conversations.refresh)
         self.chat.conversation_changed.connect(self.conversations.set_current)
         self.conversations.conversation_selected.connect(self.chat.load_conversation)

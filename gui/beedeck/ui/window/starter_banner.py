@@ -1,23 +1,27 @@
 """The strip above the chat that says the starter is a tiny CPU demo model, why there is no GPU, and
 how to get a real model: the setup wizard, or a GGUF the user already has.
 
-One line, so the transcript keeps the window's height (issue 22, 1366x768): the whole note and the
-reason there is no GPU are its tooltip."""
+One line, so the transcript keeps the window's height (issue 22, 1366x768): the note, a few prompt
+chips the demo model answers well, the two ways to a real model; the whole note and the reason there is
+no GPU are its tooltip."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy
 
-from beedeck.core.starter import STARTER_NOTE
+from beedeck.core.starter import STARTER_NOTE, STARTER_PROMPTS
 
 
 class StarterBanner(QFrame):
     """Shown while the starter profile is loaded. ``wizard_requested`` / ``settings_requested`` are
-    the two ways to a real model; Dismiss hides it until the next start of the app."""
+    the two ways to a real model; Dismiss hides it until the next start of the app. Prompt chips
+    (``prompt_chosen(str)``) offer questions the demo model answers well (STARTER_PROMPTS, measured on
+    the real model: each reply ends on its own)."""
 
     wizard_requested = Signal()
     settings_requested = Signal()
+    prompt_chosen = Signal(str)
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,6 +42,16 @@ class StarterBanner(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 2, 4, 2)
         layout.addWidget(self.text, 1)
+        layout.addWidget(QLabel("Try:"))
+        self.chips: list[QPushButton] = []
+        for label, prompt in STARTER_PROMPTS:
+            chip = QPushButton(label)
+            chip.setToolTip(prompt)
+            chip.setFlat(True)
+            chip.setStyleSheet("QPushButton { border: 1px solid palette(mid); border-radius: 10px; padding: 1px 8px; }")
+            chip.clicked.connect(lambda _checked=False, text=prompt: self.prompt_chosen.emit(text))
+            layout.addWidget(chip)
+            self.chips.append(chip)
         for b in (self.wizard_button, self.settings_button, self.dismiss_button):
             layout.addWidget(b)
         self.wizard_button.clicked.connect(self.wizard_requested)
