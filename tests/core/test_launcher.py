@@ -115,3 +115,23 @@ def test_the_headers_given_are_used_as_read(ml: EngineCaps, tmp_path: Path) -> N
     target.unlink()  # preflight must not read it again
     p = preflight(ml, LaunchSettings(target=str(target), ctx_size=2048), target=info, host_ram=64 * GiB)
     assert p.ok, p.refusals
+
+
+def test_a_cuda_build_without_the_kvarn_kernels_refuses_a_kvarn_cache(tmp_path: Path) -> None:
+    """BeeDeck's builder leaves KVarN out when the profile uses none (-DGGML_CUDA_KVARN=OFF, the Gen B
+    build in 459 s instead of 1,172): a later kvarn cache on that build is refused with the rebuild."""
+    from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin
+
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    caps = caps_from_texts(str(binary), "version: 11434 (515e85511)", help_stdout(MAINLINE))
+    EngineRegistry().save(EngineRecord(id="bee-b-cuda", origin=Origin.BUILT, binary=str(binary),
+                                       build_options=["-DGGML_CUDA=ON", "-DGGML_CUDA_FA=ON", "-DGGML_CUDA_KVARN=OFF"]))
+    target = mg.tiny_model(tmp_path / "t.gguf")
+    refused = preflight(caps, LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4"))
+    why = next(r for r in refused.refusals if r.code == "unsupported_cache_type")
+    assert "--cache-type kvarn4/kvarn4" in why.message and why.setting == "cache_type_k"
+    fine = preflight(caps, LaunchSettings(target=str(target), cache_type_k="f16", cache_type_v="f16"))
+    assert "unsupported_cache_type" not in codes(fine)
+    form = preflight(caps, LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4"), read=False)
+    assert "unsupported_cache_type" not in codes(form)  # the form's call reads nothing (the GUI thread)

@@ -136,9 +136,28 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
         except ServerFailed as exc:
             setting = "spec_model_free_type" if settings.spec_mode == SpecMode.MODEL_FREE else ""
             out.refusals.append(replace(exc.failure, setting=exc.failure.setting or setting))
+    if read:
+        why_kernels = _kernel_refusal(caps, settings)
+        out.refusals += [why_kernels] if why_kernels else []
     if target is not None:
         _memory(target, draft, settings, caps, devices, host_ram, out)
     return out
+
+
+def _kernel_refusal(caps: EngineCaps, settings: LaunchSettings) -> Refusal | None:
+    """A CUDA build BeeDeck made without the FlashAttention kernels of these K/V types (its recorded
+    options: core/engine/build_choice.py) is refused before it starts, with the rebuild that adds them."""
+    from beedeck.core.engine.build_choice import build_lacks_pair
+    from beedeck.core.engine.registry import EngineRegistry
+
+    try:
+        record = EngineRegistry().find_by_binary(caps.path)
+    except (OSError, ValueError):
+        return None
+    why = build_lacks_pair(record.build_options, (settings.cache_type_k, settings.cache_type_v)) if record else None
+    return Refusal("unsupported_cache_type", f"The K/V cache {settings.cache_type_k}/{settings.cache_type_v} cannot run: "
+                   f"{why}.", "Pick a K/V cache type this build has (f16 or q8_0), or rebuild the engine as said.",
+                   setting="cache_type_k") if why else None
 
 
 def host_ram() -> int | None:
