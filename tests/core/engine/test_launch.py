@@ -44,10 +44,11 @@ def bee_b() -> EngineCaps:
 
 
 def comparable(pairs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
-    """Paths, host and port aside: drop --host/--port, replace model paths by their role."""
+    """Paths, host, port and the model's alias aside: drop --host/--port/--alias (BeeDeck's own),
+    replace model paths by their role."""
     out = []
     for flag, value in pairs:
-        if flag in ("--host", "--port"):
+        if flag in ("--host", "--port", "--alias"):
             continue
         if flag in ("-m", "--spec-draft-model"):
             value = "<path>"
@@ -262,6 +263,7 @@ def test_missing_flags_are_dropped_with_notes(ml: EngineCaps) -> None:
         "auto",
     ]
     assert {n.setting for n in plan.notes if n.kind == "dropped"} == {
+        "alias",
         "jinja",
         "metrics",
         "log",
