@@ -1,4 +1,4 @@
-"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice), View (docks,
+"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice, Use with…), View (docks,
 theme), Help (docs, shortcuts, about).
 
 Built from the window's actions and slots; the window stays composition only."""
@@ -13,6 +13,7 @@ from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from beedeck.core import paths
+from beedeck.core.agents.clients import CLIENTS
 from beedeck.core.settings import THEMES
 
 DOCS_URL = "https://github.com/beedeck/beedeck#readme"
@@ -32,6 +33,7 @@ class MenuHost(Protocol):
     def new_chat(self) -> None: ...
     def open_wizard(self) -> None: ...
     def open_connect(self) -> None: ...
+    def open_agent(self, client_id: str) -> None: ...
     def show_shortcuts(self) -> None: ...
     def show_about(self) -> None: ...
     def set_theme(self, theme: str) -> None: ...
@@ -65,6 +67,11 @@ def build_menus(window: QMainWindow, host: MenuHost, docks: list[QDockWidget], t
         server_menu.addAction(action)
     server_menu.addSeparator()
     server_menu.addAction(host.follow_advice_action)
+    agents = server_menu.addMenu("Use with…")  # a coding agent on this server (core.agents)
+    for agent in CLIENTS:
+        action = agents.addAction(f"{agent.label}…")
+        action.triggered.connect(lambda _checked=False, a=agent.id: host.open_agent(a))
+        out[f"agent_{agent.id}"] = action
 
     view = bar.addMenu("&View")
     for dock in docks:
