@@ -334,3 +334,14 @@ def test_the_draft_context_option_exists_only_on_gen_a(bee: EngineCaps, bee_b: E
     plan = build_argv(s, bee_b)
     assert "--spec-draft-ctx-size" not in plan.argv and "-cd" not in plan.argv
     assert any(n.setting == "draft_ctx_size" and "as large as the target's" in n.message for n in plan.notes)
+
+
+def test_cache_reuse_is_passed_where_the_engine_has_it(ml: EngineCaps) -> None:
+    caps = ml
+    assert "--cache-reuse" not in build_argv(LaunchSettings(target="/m/t.gguf"), caps).argv
+    argv = build_argv(LaunchSettings(target="/m/t.gguf", cache_reuse=256), caps).argv
+    assert argv[argv.index("--cache-reuse") + 1] == "256"
+    bare = EngineCaps(path="x", generation=ml.generation, flags=frozenset({"-m", "--port", "--host"}))
+    plan = build_argv(LaunchSettings(target="/m/t.gguf", cache_reuse=256), bare)
+    assert "--cache-reuse" not in plan.argv and any(n.setting == "cache_reuse" for n in plan.notes)
+    assert LaunchSettings(target="/m/t.gguf", cache_reuse=-1).check()  # out of range: named with its range

@@ -224,6 +224,8 @@ def _memory(b: Builder, spec_on: bool) -> None:
         b.opt("flash_attn", ("--flash-attn", "-fa"), s.flash_attn)
     if s.cache_ram is not None:
         b.opt("cache_ram", ("--cache-ram", "-cram"), str(s.cache_ram))
+    if s.cache_reuse is not None:
+        b.opt("cache_reuse", ("--cache-reuse",), str(s.cache_reuse))
 
 
 def _cache_types(b: Builder) -> None:
