@@ -36,7 +36,7 @@ class Run:
     endpoint: str  # the path of the request that carries the chat
     ctx: int = 8192  # the server context this client's system prompt and tools need
     env: dict[str, str] = field(default_factory=dict)
-    timeout: float = 240.0
+    timeout: float = 480.0  # a headless run on a busy 2-core CPU: codex took 183 s
 
 
 def runs(ep: Endpoint, home: Path) -> dict[str, Run]:
@@ -70,9 +70,18 @@ def shows(output: str, reply: str) -> bool:
     return all(w in it for w in want)
 
 
-@pytest.mark.parametrize("client_id", ["opencode", "aider", "codex", "continue", "claude-code"])
-def test_real_client_talks_to_beedecks_server(client_id: str, start_server: StartServer, starter_settings: object,
-                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+KEY = "agent-test-key-4f1c"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("client_id", "keyed"), [
+    ("opencode", False), ("aider", False), ("codex", False), ("continue", False), ("claude-code", False),
+    # A server that needs its key (as a LAN one does): the config names a variable, the command fills it.
+    ("continue", True), ("aider", True),
+])
+def test_real_client_talks_to_beedecks_server(client_id: str, keyed: bool, start_server: StartServer,
+                                              starter_settings: object, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     installed = ensure_client(client_id)
     home = tmp_path / "home"
     home.mkdir()
@@ -80,25 +89,32 @@ def test_real_client_talks_to_beedecks_server(client_id: str, start_server: Star
     for var in ("XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "CONTINUE_GLOBAL_DIR"):
         monkeypatch.delenv(var, raising=False)
     probe = runs(Endpoint("127.0.0.1", 1, "m", 1), home)[client_id]
-    proc = start_server(ctx_size=probe.ctx, temp=0.0)
+    proc = start_server(ctx_size=probe.ctx, temp=0.0, api_key=KEY if keyed else None)
     proc.wait_ready(180)
     with relay(proc.port) as (port, rec):
-        settings = starter_settings(ctx_size=probe.ctx)  # type: ignore[operator]
+        settings = starter_settings(ctx_size=probe.ctx, api_key=KEY if keyed else None)  # type: ignore[operator]
         ep = endpoint_from_settings(settings, port)
         assert ep.model == "smollm2-135m-instruct.q4_1"
         agent = client(client_id)
         assert not agent.needs(ep), agent.needs(ep)
-        configfile.write(configfile.plan(agent, ep))  # the config BeeDeck writes is the one the client reads
+        plan = configfile.plan(agent, ep)
+        configfile.write(plan)  # the config BeeDeck writes is the one the client reads
+        assert KEY not in plan.path.read_text()
         run = runs(ep, home)[client_id]
         env = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb", "NO_COLOR": "1", "LANG": "C.UTF-8",
                "XDG_CACHE_HOME": str(cache_root() / "xdg-cache"), **run.env}
+        if keyed:  # what the shown command's NAME="$(beedeck agent key)" gives the client
+            found = re.match(r'(\w+)="\$\(', agent.command(ep))
+            assert found, agent.command(ep)
+            env[found.group(1)] = KEY
         t0 = time.monotonic()
         done = subprocess.run([str(installed.executable), *run.args], env=env, cwd=home, capture_output=True,
                               text=True, timeout=run.timeout, stdin=subprocess.DEVNULL, check=False)
         took = time.monotonic() - t0
     output = done.stdout + done.stderr
     requests = rec.requests()
-    print(f"{client_id} {installed.version}: rc {done.returncode}, {took:.1f} s, requests {requests}")
+    print(f"{client_id} {installed.version}{' (keyed)' if keyed else ''}: rc {done.returncode}, {took:.1f} s, "
+          f"requests {requests}")
     assert any(r.split("?")[0] == f"POST {run.endpoint}" for r in requests), (requests, output[-3000:])
     replies = [t for t in rec.reply_texts() if _words(t)]
     assert replies, f"the server sent no text: {output[-3000:]}"
