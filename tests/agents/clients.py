@@ -84,7 +84,7 @@ def ensure_client(name: str, timeout: float = 1800.0) -> InstalledClient:
 
 def cold_install_s(client: InstalledClient) -> float:
     """The install time recorded when the cache folder was filled."""
-    stamp = client.executable.parents[2 if client.name in NPM_CLIENTS else 2] / ".installed"
+    stamp = _folder(client.package, client.version) / ".installed"
     return float(stamp.read_text())
 
 
