@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "beedeck.clicmd.worker",
     "beedeck.clicmd.tune",
     "beedeck.clicmd.advice",
+    "beedeck.clicmd.agent",
 )
 
 GROUPS = {

@@ -208,7 +208,7 @@ def test_connect_command_prints_what_the_server_is(
     key_file.write_text(KEY + "\n")
     assert main(["connect", keyed_server.base_url, "--api-key-file", str(key_file), "--say", "Hi", "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["ok"] and out["model"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and out["key_from"] == "the key file"
+    assert out["ok"] and out["model"] == "smollm2-135m-instruct.q4_1" and out["key_from"] == "the key file"
     assert out["connect_to_first_token_s"] > 0
     assert main(["connect", keyed_server.base_url]) == 1
     err = capsys.readouterr().err

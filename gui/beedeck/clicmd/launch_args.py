@@ -21,6 +21,8 @@ def add_settings_arguments(p: argparse.ArgumentParser, *, with_ctx: bool = True)
     g.add_argument("--kv-unified", action=argparse.BooleanOptionalAction, default=None,
                    help="one KV pool for all slots (BeeLlama 0.1-0.3 halves the slot context without it)")
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads for generation")
+    g.add_argument("--cache-reuse", type=int, metavar="N",
+                   help="reuse prompt-cache chunks of at least N tokens (--cache-reuse; agents: 256)")
     g.add_argument("--gpu-layers", metavar="N|auto|all", help="layers on the GPU (default: all)")
     g.add_argument("--rpc", metavar="HOST:PORT,...", type=rpc_workers_arg,
                    help="RPC workers (`beedeck worker` on each machine) that hold part of the model")
@@ -52,6 +54,8 @@ def apply_settings_arguments(args: argparse.Namespace, s: LaunchSettings) -> Lau
         s.kv_unified = args.kv_unified
     if args.threads is not None:
         s.threads = args.threads
+    if getattr(args, "cache_reuse", None) is not None:
+        s.cache_reuse = args.cache_reuse
     if args.gpu_layers:
         s.n_gpu_layers = args.gpu_layers
     if getattr(args, "rpc", None):

@@ -26,7 +26,14 @@ from beedeck.core.bench.results import (
     Sample,
 )
 from beedeck.core.bench.runner import check_modes, mode_settings, run_bench
-from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite, SuiteError, load_suite
+from beedeck.core.bench.suites import (
+    BenchError,
+    BenchPrompt,
+    BenchSuite,
+    SuiteError,
+    load_suite,
+    suite_from_dict,
+)
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -77,9 +84,24 @@ def test_builtin_suites_load_and_seed_matches_the_guide() -> None:
     assert [p.text for p in seed.prompts] == [p["text"] for p in guide["prompts"]]
     assert (seed.max_tokens, seed.temperature) == (1200, 0.7)
     assert seed.reference and seed.reference["baseline_tok_s"] == 40.68
-    for name in ("prose", "json", "code-edit"):
+    for name in ("prose", "json", "code-edit", "agent"):
         s = load_suite(name)
         assert len(s.prompts) >= 3 and s.source == f"builtin:{name}"
+
+
+def test_agent_suite_shares_a_long_prefix_over_several_turns() -> None:
+    agent = load_suite("agent")
+    systems = {p.system for p in agent.prompts}
+    assert len(systems) == 1 and len(next(iter(systems)) or "") > 3000, "one long shared prefix"
+    assert agent.max_tokens <= 128, "agents get short edits back"
+    turns = [p.messages() for p in agent.prompts]
+    second, third = turns[1], turns[2]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert third[:len(second)] == second, "each turn repeats the conversation so far: a shared prefix"
+    again = suite_from_dict(agent.to_dict(), "round-trip")
+    assert again.prompts == agent.prompts
+    with pytest.raises(SuiteError, match=r"prompts\[0\].history\[0\]: is not a user or assistant turn"):
+        suite_from_dict({"prompts": [{"text": "x", "history": [{"role": "tool", "content": "y"}]}]}, "mine")
 
 
 @pytest.mark.parametrize(

@@ -44,10 +44,11 @@ def bee_b() -> EngineCaps:
 
 
 def comparable(pairs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
-    """Paths, host and port aside: drop --host/--port, replace model paths by their role."""
+    """Paths, host, port and the model's alias aside: drop --host/--port/--alias (BeeDeck's own),
+    replace model paths by their role."""
     out = []
     for flag, value in pairs:
-        if flag in ("--host", "--port"):
+        if flag in ("--host", "--port", "--alias"):
             continue
         if flag in ("-m", "--spec-draft-model"):
             value = "<path>"
@@ -262,6 +263,7 @@ def test_missing_flags_are_dropped_with_notes(ml: EngineCaps) -> None:
         "auto",
     ]
     assert {n.setting for n in plan.notes if n.kind == "dropped"} == {
+        "alias",
         "jinja",
         "metrics",
         "log",
@@ -332,3 +334,14 @@ def test_the_draft_context_option_exists_only_on_gen_a(bee: EngineCaps, bee_b: E
     plan = build_argv(s, bee_b)
     assert "--spec-draft-ctx-size" not in plan.argv and "-cd" not in plan.argv
     assert any(n.setting == "draft_ctx_size" and "as large as the target's" in n.message for n in plan.notes)
+
+
+def test_cache_reuse_is_passed_where_the_engine_has_it(ml: EngineCaps) -> None:
+    caps = ml
+    assert "--cache-reuse" not in build_argv(LaunchSettings(target="/m/t.gguf"), caps).argv
+    argv = build_argv(LaunchSettings(target="/m/t.gguf", cache_reuse=256), caps).argv
+    assert argv[argv.index("--cache-reuse") + 1] == "256"
+    bare = EngineCaps(path="x", generation=ml.generation, flags=frozenset({"-m", "--port", "--host"}))
+    plan = build_argv(LaunchSettings(target="/m/t.gguf", cache_reuse=256), bare)
+    assert "--cache-reuse" not in plan.argv and any(n.setting == "cache_reuse" for n in plan.notes)
+    assert LaunchSettings(target="/m/t.gguf", cache_reuse=-1).check()  # out of range: named with its range

@@ -26,7 +26,7 @@ EVERYTHING = LaunchSettings(
     draft_n_max=0, draft_n_min=0, dflash_cross_ctx=1, draft_ctx_size=0, draft_ubatch_size=1, draft_cache_type="kvarn4", ctx_size=0,
     n_gpu_layers="12",
     draft_n_gpu_layers="auto", threads=1, batch_size=1, ubatch_size=1, cache_type_k="q8_0", cache_type_v="q4_0",
-    flash_attn="on", parallel=3, kv_unified=False, mmap=False, mlock=True, no_host=True, cache_ram=-1, temp=0.0,
+    flash_attn="on", parallel=3, kv_unified=False, mmap=False, mlock=True, no_host=True, cache_ram=-1, cache_reuse=512, temp=0.0,
     top_k=0, top_p=0.95, min_p=0.025, repeat_penalty=1.15, dry_multiplier=0.5, reasoning="off", jinja=False, chat_template="chatml", host="0.0.0.0",
     port=8478, api_key="sk-test", metrics=False, extra_args=["--seed", "7", "--alias", "my model"],
     ctx_is_total=True, rpc_workers=["127.0.0.1:50052", "192.168.1.21:50052"],

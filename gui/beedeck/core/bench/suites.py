@@ -31,10 +31,13 @@ class BenchPrompt:
     category: str = "code"
     system: str | None = None
     max_tokens: int | None = None  # None: the suite's
+    # Earlier turns ({"role": "user"|"assistant", "content": ...}) between the system prompt and
+    # ``text``: a coding agent's conversation, whose prefix the previous request already sent.
+    history: tuple[tuple[str, str], ...] = ()  # (role, content) pairs
 
     def messages(self) -> list[dict[str, str]]:
         out = [{"role": "system", "content": self.system}] if self.system else []
-        return [*out, {"role": "user", "content": self.text}]
+        return [*out, *({"role": role, "content": content} for role, content in self.history), {"role": "user", "content": self.text}]
 
 
 @dataclass(frozen=True)
@@ -68,18 +71,28 @@ class BenchSuite:
             "schema": 1, "name": self.name, "description": self.description, "source": self.source,
             "request": {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
                         **self.extra},
-            "prompts": [{k: v for k, v in vars(p).items() if v is not None} for p in self.prompts],
+            "prompts": [{k: [{"role": r, "content": c} for r, c in v] if k == "history" else v for k, v in vars(p).items() if v is not None and v != ()}
+                        for p in self.prompts],
             **({"reference": self.reference} if self.reference else {}),
         }
 
 
-BUILTIN_SUITES = ("seed", "prose", "json", "code-edit")
+BUILTIN_SUITES = ("seed", "prose", "json", "code-edit", "agent")
 _RESERVED = {"messages", "stream", "stream_options", "cache_prompt"}
 
 
 def _need(cond: bool, where: str, problem: str, fix: str) -> None:
     if not cond:
         raise SuiteError(f"{where}: {problem}: {fix}.")
+
+
+def _history(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
+    _need(isinstance(raw, list), where, "is not a list", 'write [{"role": "user", "content": "..."}, ...]')
+    for i, turn in enumerate(raw):
+        _need(isinstance(turn, dict) and turn.get("role") in ("user", "assistant")
+              and isinstance(turn.get("content"), str), f"{where}[{i}]", "is not a user or assistant turn",
+              'write {"role": "user", "content": "..."} or {"role": "assistant", ...}')
+    return tuple((str(t["role"]), str(t["content"])) for t in raw)
 
 
 def suite_from_dict(data: Any, source: str) -> BenchSuite:
@@ -117,9 +130,10 @@ def suite_from_dict(data: Any, source: str) -> BenchSuite:
         pmax = p.get("max_tokens")
         _need(pmax is None or (type(pmax) is int and pmax > 0), f"{where}.max_tokens",
               f"{pmax!r} is not a positive whole number", "use e.g. 400 or leave it out")
-        system = p.get("system")
+        system = p.get("system", data.get("system"))  # a suite-wide "system": the prefix every prompt shares
         _need(system is None or isinstance(system, str), f"{where}.system", "is not text", "write a string")
-        prompts.append(BenchPrompt(pid, str(text), str(p.get("category", "code")), system, pmax))
+        prompts.append(BenchPrompt(pid, str(text), str(p.get("category", "code")), system, pmax,
+                                   _history(p.get("history", []), f"{where}.history")))
     name = data.get("name") or Path(source).stem
     ref = data.get("reference")
     return BenchSuite(str(name), tuple(prompts), int(max_tokens), float(temperature), int(seed), extra,

@@ -12,6 +12,7 @@ import ipaddress
 import shlex
 from dataclasses import dataclass
 
+from beedeck.core.engine.alias import model_alias
 from beedeck.core.engine.argv_base import ArgNote, Builder, LaunchRefused
 from beedeck.core.engine.argv_rpc import rpc_args
 from beedeck.core.engine.argv_spec import speculation
@@ -110,6 +111,8 @@ def build_argv(settings: LaunchSettings, caps: EngineCaps) -> LaunchPlan:
         b.refusals.append("No target model is set: pick a GGUF model file.")
     b.add("-m", s.target)
     spec_on = speculation(b)
+    if s.target:  # /v1/models and every reply name the model by this, not by its path
+        b.opt("alias", ("--alias", "-a"), model_alias(s.target))
     _network(b)
     _memory(b, spec_on)
     rpc_args(b, spec_on)
@@ -220,6 +223,8 @@ def _memory(b: Builder, spec_on: bool) -> None:
         b.opt("flash_attn", ("--flash-attn", "-fa"), s.flash_attn)
     if s.cache_ram is not None:
         b.opt("cache_ram", ("--cache-ram", "-cram"), str(s.cache_ram))
+    if s.cache_reuse is not None:
+        b.opt("cache_reuse", ("--cache-reuse",), str(s.cache_reuse))
 
 
 def _cache_types(b: Builder) -> None:

@@ -36,6 +36,7 @@ RANGES: dict[str, tuple[float, float, str, str]] = {
     "dflash_cross_ctx": (1, 1 << 20, "tokens", "DFlash cross context"),
     "draft_ctx_size": (0, 1 << 24, "tokens", "Draft context size"),
     "cache_ram": (-1, 1 << 24, "MiB (-1 = no limit, 0 = off)", "Prompt cache RAM"),
+    "cache_reuse": (0, 1 << 20, "tokens (0 = off)", "Prompt cache reuse (--cache-reuse)"),
     "temp": (0.0, 5.0, "a temperature", "Temperature"),
     "top_k": (0, 1 << 20, "tokens", "Top-k"),
     "top_p": (0.0, 1.0, "a probability", "Top-p"),
@@ -117,6 +118,9 @@ class LaunchSettings:
     mlock: bool = False
     no_host: bool = False
     cache_ram: int | None = None  # MiB of host prompt cache; 0 turns it off
+    # Smallest chunk (tokens) of an earlier prompt reused by shifting the KV cache (--cache-reuse): an
+    # agent's next turn repeats most of its prompt. None: the engine's default (0, off).
+    cache_reuse: int | None = None
     temp: float | None = None
     top_k: int | None = None
     top_p: float | None = None

@@ -98,6 +98,10 @@ FIELDS: tuple[FieldSpec, ...] = (
               "multiplies KV memory; 1 is right for one user.", "int"),
     FieldSpec("cache_ram", C, "Host prompt cache (MiB)", "RAM for reusing earlier prompts (--cache-ram); "
               "0 turns it off to save system memory, -1 sets no limit.", "int", step=1024, optional=True),
+    FieldSpec("cache_reuse", C, "Prompt cache reuse (tokens)", "Reuse chunks of at least this many tokens "
+              "of the previous prompt by shifting the KV cache (--cache-reuse): a coding agent's next turn "
+              "repeats most of its prompt, so its first token comes sooner. 256 suits agents; 0 is off.",
+              "int", step=64, optional=True),
     FieldSpec("n_gpu_layers", G, "GPU layers", "Target layers on the GPU (-ngl). 'all' is fastest; fewer "
               "layers fit a small GPU but every CPU layer slows decoding a lot.", "layers",
               choices=("all", "auto", "0")),
@@ -163,6 +167,7 @@ _RULES: dict[str, tuple[tuple[str, ...], str]] = {
     "spec_model_free_type": (("--spec-type",), "this engine has no --spec-type"),
     "kv_unified": (("--kv-unified", "-kvu"), "this engine has no --kv-unified"),
     "cache_ram": (("--cache-ram", "-cram"), "this engine has no host prompt cache (--cache-ram)"),
+    "cache_reuse": (("--cache-reuse",), "this engine has no --cache-reuse"),
     "cache_type_k": (("--cache-type-k",), "this engine has no --cache-type-k: the K cache stays f16"),
     "cache_type_v": (("--cache-type-v",), "this engine has no --cache-type-v: the V cache stays f16"),
     "flash_attn": (("--flash-attn", "-fa"), "this engine has no --flash-attn"),

@@ -1,4 +1,4 @@
-"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice), Chat (regenerate,
+"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice, Use with…), Chat (regenerate,
 stop, next mode), View (docks, theme), Help (docs, shortcuts, about). Every action with a key shows
 it in its menu: Start F5, Stop Shift+F5, Regenerate Ctrl+R, the next speculation mode Ctrl+M. Keys the
 window answers through its own shortcuts (Ctrl+N, Esc) are shown after a tab in the action's text,
@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from beedeck.core import paths
+from beedeck.core.agents.clients import CLIENTS
 from beedeck.core.settings import THEMES
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.engine.mode_toggle import ModeToggle
@@ -40,6 +41,7 @@ class MenuHost(Protocol):
 
     def open_wizard(self) -> None: ...
     def open_connect(self) -> None: ...
+    def open_agent(self, client_id: str) -> None: ...
     def show_shortcuts(self) -> None: ...
     def show_about(self) -> None: ...
     def set_theme(self, theme: str) -> None: ...
@@ -86,6 +88,11 @@ def build_menus(window: QMainWindow, host: MenuHost, docks: list[QDockWidget], t
         server_menu.addAction(action)
     server_menu.addSeparator()
     server_menu.addAction(host.follow_advice_action)
+    agents = server_menu.addMenu("Use with…")  # a coding agent on this server (core.agents)
+    for agent in CLIENTS:
+        action = agents.addAction(f"{agent.label}…")
+        action.triggered.connect(lambda _checked=False, a=agent.id: host.open_agent(a))
+        out[f"agent_{agent.id}"] = action
 
     chat_menu = bar.addMenu("&Chat")
     out["regenerate"] = chat_menu.addAction("Regenerate the last reply", lambda: host.chat.regenerate())

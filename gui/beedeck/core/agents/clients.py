@@ -1,0 +1,272 @@
+"""One row per coding agent: what it needs from the server, where its own config lives and how
+BeeDeck's part of that config reads. Renderers are pure: (endpoint, the file's text or None) -> text.
+
+JSON files are merged (BeeDeck's keys replaced, the user's kept); YAML and TOML files get one block
+between marker comments, replaced on the next write, the user's lines left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from beedeck.core.agents.endpoint import KEY_ENV, NO_KEY, Endpoint
+
+BEGIN = ">>> BeeDeck (beedeck agent write {id}; undo: beedeck agent undo {id})"
+END = "<<< BeeDeck"
+
+
+class AgentConfigError(ValueError):
+    """A client's config file cannot be merged (it does not parse): the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class AgentClient:
+    """A coding agent BeeDeck can set up. ``config`` is None where the tool has no file of its own
+    (then :attr:`command` and :attr:`env` are the whole recipe)."""
+
+    id: str
+    label: str
+    protocol: str  # "openai" (/v1/chat/completions) or "anthropic" (/v1/messages)
+    min_ctx: int  # below this the client's own system prompt and tool schemas do not fit
+    key_note: str  # how the key reaches the tool when the server needs one
+    config: Callable[[], Path] | None
+    render: Callable[[Endpoint, str | None], str] | None
+    command: Callable[[Endpoint], str]
+    env: Callable[[Endpoint], dict[str, str]]
+    package: str = ""  # where the tool comes from (npm / PyPI)
+
+    def needs(self, ep: Endpoint) -> list[str]:
+        """What the server must offer this client, each with the reason (empty: it is all there)."""
+        out = []
+        if not ep.jinja:
+            out.append("--jinja: the client sends tool schemas, which only the model's Jinja template renders")
+        if ep.ctx_size and ep.ctx_size < self.min_ctx:
+            out.append(f"a context of at least {self.min_ctx} tokens (this server has {ep.ctx_size}): "
+                       f"{self.label}'s system prompt and tool schemas alone fill most of it")
+        return out
+
+
+def _home() -> Path:
+    return Path.home()
+
+
+def _xdg_config() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or _home() / ".config")
+
+
+def _load_json(text: str | None, what: str) -> dict[str, Any]:
+    if not text or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AgentConfigError(f"{what} is not valid JSON (line {exc.lineno}: {exc.msg}): fix it or move it "
+                               "aside, then write again. BeeDeck does not overwrite a file it cannot read.") from None
+    if not isinstance(data, dict):
+        raise AgentConfigError(f"{what} holds a JSON {type(data).__name__}, not an object: move it aside first.")
+    return data
+
+
+def _key_or_env(ep: Endpoint, env_form: str) -> str:
+    return env_form if ep.key_required else NO_KEY
+
+
+def _block(client_id: str, lines: list[str], indent: str = "") -> list[str]:
+    return [f"{indent}# {BEGIN.format(id=client_id)}", *(indent + x if x else x for x in lines), f"{indent}# {END}"]
+
+
+def _strip_block(text: str, client_id: str) -> list[str]:
+    """The file's lines without BeeDeck's earlier block."""
+    out, inside = [], False
+    begin = BEGIN.format(id=client_id)
+    for line in text.splitlines():
+        if line.strip() == f"# {begin}":
+            inside = True
+        elif inside and line.strip() == f"# {END}":
+            inside = False
+        elif not inside:
+            out.append(line)
+    return out
+
+
+# ---- OpenCode: ~/.config/opencode/opencode.json (JSON, {env:VAR} references) ----
+
+def _opencode(ep: Endpoint, old: str | None) -> str:
+    data = _load_json(old, "OpenCode's opencode.json")
+    data.setdefault("$schema", "https://opencode.ai/config.json")
+    found = data.get("provider")
+    providers: dict[str, Any] = found if isinstance(found, dict) else {}
+    providers["beedeck"] = {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "BeeDeck",
+        "options": {"baseURL": ep.openai_url, "apiKey": _key_or_env(ep, "{env:" + KEY_ENV + "}")},
+        "models": {ep.model: {"name": f"{ep.model} (BeeDeck)", "tool_call": True,
+                              "limit": {"context": ep.ctx_size, "output": max(256, min(4096, ep.ctx_size // 4))}}},
+    }
+    data["provider"] = providers
+    data["model"] = f"beedeck/{ep.model}"
+    return json.dumps(data, indent=2) + "\n"
+
+
+# ---- Codex CLI: a profile file of its own, ~/.codex/beedeck.config.toml (Codex >= 0.16x keeps each
+# --profile in <name>.config.toml beside config.toml); env_key names the key's variable ----
+
+def _codex_path() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or _home() / ".codex") / "beedeck.config.toml"
+
+
+def _codex(ep: Endpoint, old: str | None) -> str:
+    # Two blocks: top-level keys must come before any table, and the user's own top-level keys must
+    # not end up inside BeeDeck's table, so the keys go first and the provider table last.
+    lines = _strip_block(old or "", "codex")  # both blocks carry the same marker
+    top = [f'model = "{ep.model}"', 'model_provider = "beedeck"', f"model_context_window = {ep.ctx_size}"]
+    provider = ["[model_providers.beedeck]", 'name = "BeeDeck"', f'base_url = "{ep.openai_url}"',
+                'wire_api = "responses"']
+    if ep.key_required:
+        provider.append(f'env_key = "{KEY_ENV}"')
+    while lines and not lines[-1].strip():
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    middle = ["", *lines, ""] if lines else [""]
+    text = "\n".join([*_block("codex", top), *middle, *_block("codex", provider)]) + "\n"
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise AgentConfigError(f"Codex's beedeck.config.toml does not parse with BeeDeck's block ({exc}): it "
+                               "may already set model, model_provider or [model_providers.beedeck]; remove "
+                               "those lines (or the file), then write again.") from None
+    return text
+
+
+def _codex_command(ep: Endpoint) -> str:
+    return f"{ep.key_env_prefix()}codex --profile beedeck"
+
+
+# ---- Continue (its CLI `cn` and the IDE extensions read the same ~/.continue/config.yaml) ----
+
+def _continue_path() -> Path:
+    return Path(os.environ.get("CONTINUE_GLOBAL_DIR") or _home() / ".continue") / "config.yaml"
+
+
+def _continue(ep: Endpoint, old: str | None) -> str:
+    item = [f"- name: {ep.model} (BeeDeck)", "  provider: openai", f"  model: {ep.model}",
+            f"  apiBase: {ep.openai_url}",
+            f"  apiKey: {_key_or_env(ep, '${{ secrets.' + KEY_ENV + ' }}')}",
+            "  roles: [chat, edit, apply]", "  capabilities: [tool_use]",
+            "  defaultCompletionOptions:", f"    contextLength: {ep.ctx_size}"]
+    lines = _strip_block(old or "", "continue")
+    if not any(x.strip() for x in lines):
+        lines = ["name: Local config", "version: 1.0.0", "schema: v1"]
+    at = next((i for i, x in enumerate(lines) if re.match(r"models:\s*(#.*)?$", x)), None)
+    if at is None:
+        if any(re.match(r"models:", x) for x in lines):
+            raise AgentConfigError("Continue's config.yaml has a 'models:' entry BeeDeck cannot extend (a flow "
+                                   "list on one line): write it as a block list, or add the model by hand.")
+        return "\n".join([*lines, "models:", *_block("continue", item, "  ")]) + "\n"
+    following = next((x for x in lines[at + 1:] if x.strip() and not x.strip().startswith("#")), "")
+    indent = re.match(r"\s*", following).group(0) if following.lstrip().startswith("-") else "  "  # type: ignore[union-attr]
+    return "\n".join([*lines[:at + 1], *_block("continue", item, indent), *lines[at + 1:]]) + "\n"
+
+
+# ---- Aider: ~/.aider.conf.yml (flat YAML) ----
+
+_AIDER_KEYS = ("model", "openai-api-base", "openai-api-key")
+
+
+def _aider(ep: Endpoint, old: str | None) -> str:
+    lines = [x for x in _strip_block(old or "", "aider")
+             if not any(re.match(rf"{k}\s*:", x) for k in _AIDER_KEYS)]
+    ours = [f"model: openai/{ep.model}", f"openai-api-base: {ep.openai_url}"]
+    if not ep.key_required:
+        ours.append(f"openai-api-key: {NO_KEY}")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return "\n".join([*lines, *([""] if lines else []), *_block("aider", ours)]) + "\n"
+
+
+def _aider_command(ep: Endpoint) -> str:
+    prefix = f'OPENAI_API_KEY="$({ep.key_command()})" ' if ep.key_required else ""
+    return f"{prefix}aider"
+
+
+# ---- Claude Code: ~/.claude/settings.json (its env block; the key through apiKeyHelper) ----
+
+def _claude_path() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or _home() / ".claude") / "settings.json"
+
+
+def _claude(ep: Endpoint, old: str | None) -> str:
+    data = _load_json(old, "Claude Code's settings.json")
+    found = data.get("env")
+    env: dict[str, Any] = found if isinstance(found, dict) else {}
+    env.update({
+        "ANTHROPIC_BASE_URL": ep.base_url,
+        "ANTHROPIC_MODEL": ep.model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": ep.model,  # the "small fast" model Claude Code uses for chores
+        "ANTHROPIC_SMALL_FAST_MODEL": ep.model,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no telemetry or update checks to anthropic.com
+        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(ep.ctx_size),  # else it assumes 1M tokens for an unknown model
+    })
+    if ep.key_required:
+        env.pop("ANTHROPIC_AUTH_TOKEN", None)
+        data["apiKeyHelper"] = ep.key_command()  # Claude Code runs it for the key: never stored in the file
+    else:
+        env["ANTHROPIC_AUTH_TOKEN"] = NO_KEY
+        data.pop("apiKeyHelper", None)
+    data["env"] = env
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _openai_env(ep: Endpoint) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": ep.openai_url, "OPENAI_API_KEY": _key_or_env(ep, f"$({ep.key_command()})"),
+            "OPENAI_MODEL": ep.model}
+
+
+def _anthropic_env(ep: Endpoint) -> dict[str, str]:
+    return {"ANTHROPIC_BASE_URL": ep.base_url, "ANTHROPIC_AUTH_TOKEN": _key_or_env(ep, f"$({ep.key_command()})"),
+            "ANTHROPIC_MODEL": ep.model}
+
+
+CLIENTS: tuple[AgentClient, ...] = (
+    AgentClient("opencode", "OpenCode", "openai", 16384,
+                f"opencode.json names the variable ({{env:{KEY_ENV}}}); the command fills it from the keyring",
+                lambda: _xdg_config() / "opencode" / "opencode.json", _opencode,
+                lambda ep: f"{ep.key_env_prefix()}opencode", lambda ep: {}, "npm: opencode-ai"),
+    AgentClient("aider", "Aider", "openai", 4096,
+                "Aider reads OPENAI_API_KEY from the environment; the command fills it from the keyring",
+                lambda: _home() / ".aider.conf.yml", _aider, _aider_command, lambda ep: {}, "PyPI: aider-chat"),
+    AgentClient("codex", "Codex CLI", "openai", 16384,
+                f"config.toml names the variable (env_key = {KEY_ENV}); the command fills it from the keyring",
+                _codex_path, _codex, _codex_command, lambda ep: {}, "npm: @openai/codex"),
+    AgentClient("continue", "Continue (CLI and IDE)", "openai", 8192,
+                f"config.yaml names a secret (${{{{ secrets.{KEY_ENV} }}}}): Continue resolves it from the "
+                f"environment or from ~/.continue/.env, which is plain text; the command fills the variable",
+                _continue_path, _continue, lambda ep: f"{ep.key_env_prefix()}cn", lambda ep: {},
+                "npm: @continuedev/cli; the VS Code / JetBrains extension reads the same file"),
+    AgentClient("claude-code", "Claude Code", "anthropic", 32768,
+                "settings.json runs `beedeck agent key` (apiKeyHelper) for the key: it is never written there",
+                _claude_path, _claude, lambda ep: "claude", lambda ep: {}, "npm: @anthropic-ai/claude-code"),
+    AgentClient("openai", "Any OpenAI-compatible tool", "openai", 0,
+                "set OPENAI_API_KEY from the keyring as shown", None, None,
+                lambda ep: "", _openai_env),
+    AgentClient("anthropic", "Any Anthropic-compatible tool", "anthropic", 0,
+                "set ANTHROPIC_AUTH_TOKEN from the keyring as shown", None, None,
+                lambda ep: "", _anthropic_env),
+)
+BY_ID = {c.id: c for c in CLIENTS}
+
+
+def client(client_id: str) -> AgentClient:
+    """The row of ``client_id``; KeyError names the known ones."""
+    try:
+        return BY_ID[client_id]
+    except KeyError:
+        raise KeyError(f"no agent called {client_id!r}: pick one of {', '.join(BY_ID)}") from None

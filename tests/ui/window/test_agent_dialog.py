@@ -1,0 +1,100 @@
+"""Use with…: a submenu entry per agent opens a dialog that shows the diff, writes (backup first),
+undoes, and offers tool-safe only where the known-issue table says the speculation mode breaks tool calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMainWindow
+from pytestqt.qtbot import QtBot
+
+from beedeck.core.engine.help_text import caps_from_texts
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.profile import Profile
+from beedeck.ui.window.agent_dialog import AgentDialog, open_agent_dialog
+from beedeck.ui.window.menus import build_menus
+from tests.fixtures.engines import MAINLINE, help_stdout
+
+CAPS = caps_from_texts("ml", "", help_stdout(MAINLINE))
+SETTINGS = LaunchSettings(target="/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf", port=8477, ctx_size=32768)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "CONTINUE_GLOBAL_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+class Host:
+    """The window's side of the menus (menus.MenuHost), recording what was asked."""
+
+    def __init__(self) -> None:
+        self.start_action, self.stop_action = QAction("Start"), QAction("Stop")
+        self.bench_action, self.tune_action, self.settings_action = QAction("B"), QAction("T"), QAction("S")
+        self.follow_advice_action = QAction("Follow")
+        self.agents: list[str] = []
+
+    def open_agent(self, client_id: str) -> None:
+        self.agents.append(client_id)
+
+    def new_chat(self) -> None: ...
+    def open_wizard(self) -> None: ...
+    def open_connect(self) -> None: ...
+    def show_shortcuts(self) -> None: ...
+    def show_about(self) -> None: ...
+    def set_theme(self, theme: str) -> None: ...
+
+
+def test_the_server_menu_has_use_with_each_agent(qtbot: QtBot) -> None:
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    host = Host()
+    actions = build_menus(window, host, [], "system")  # type: ignore[arg-type]
+    server = window.menuBar().actions()[1].menu()
+    use_with = next(a.menu() for a in server.actions() if a.text() == "Use with…")
+    assert [a.text() for a in use_with.actions()][:5] == ["OpenCode…", "Aider…", "Codex CLI…",
+                                                          "Continue (CLI and IDE)…", "Claude Code…"]
+    actions["agent_opencode"].trigger()
+    assert host.agents == ["opencode"]
+
+
+def test_the_dialog_shows_the_diff_writes_and_undoes(qtbot: QtBot, home: Path) -> None:
+    dialog = AgentDialog("opencode", SETTINGS, CAPS)
+    qtbot.addWidget(dialog)
+    path = home / ".config" / "opencode" / "opencode.json"
+    assert "smollm2-135m-instruct.q4_1" in dialog.summary.text() and "http://127.0.0.1:8477/v1" in dialog.summary.text()
+    assert dialog.diff_view.toPlainText().startswith("--- /dev/null") and not path.exists()
+    assert dialog.write_button.isEnabled() and not dialog.undo_button.isEnabled()
+    assert not dialog.tool_safe_button.isVisibleTo(dialog)
+    dialog.write_button.click()
+    assert json.loads(path.read_text())["model"] == "beedeck/smollm2-135m-instruct.q4_1"
+    assert "Wrote" in dialog.status.text() and not dialog.write_button.isEnabled() and dialog.undo_button.isEnabled()
+    dialog.undo_button.click()
+    assert not path.exists() and "Removed" in dialog.status.text()
+
+
+def test_tool_safe_is_offered_for_mainline_mtp_and_relaunches_without_it(qtbot: QtBot, home: Path) -> None:
+    mtp = LaunchSettings(target=SETTINGS.target, spec_mode=SpecMode.MTP, ctx_size=32768)
+    applied: list[Profile] = []
+    profile = Profile("/e/llama-server", mtp, "mine")
+    dialog = open_agent_dialog(None, "claude-code", profile, mtp, CAPS, applied.append)  # type: ignore[arg-type]
+    assert dialog is not None
+    qtbot.addWidget(dialog)
+    assert dialog.tool_safe_button.isVisibleTo(dialog) and "#27296" in dialog.summary.text()
+    dialog.tool_safe_button.click()
+    assert applied and applied[0].settings.spec_mode == SpecMode.OFF and applied[0].engine == "/e/llama-server"
+    dialog.close()
+
+
+def test_a_generic_client_shows_its_environment(qtbot: QtBot, home: Path) -> None:
+    dialog = AgentDialog("openai", SETTINGS, None)
+    qtbot.addWidget(dialog)
+    assert 'export OPENAI_BASE_URL="http://127.0.0.1:8477/v1"' in dialog.diff_view.toPlainText()
+    assert not dialog.write_button.isEnabled()
