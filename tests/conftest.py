@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -89,3 +91,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if SOURCES_ENV in reason:
             report.outcome = "failed"
             report.longrepr = f"{reason}\n{REQUIRE_ENV} is set: a BeeLlama engine test may not be skipped."
+
+
+@pytest.fixture
+def agent_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A HOME of the test's own for the coding agents' config files (each client reads its config from
+    there, or from its own variable, which is unset)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "CONTINUE_GLOBAL_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+def load_build_dist() -> ModuleType:
+    """packaging/build_dist.py as a module (its folder is no package: the name would shadow PyPI's)."""
+    spec = importlib.util.spec_from_file_location("beedeck_build_dist", REPO / "packaging" / "build_dist.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -9,10 +9,8 @@ builder version. What is checked is the command's own output, kept with the buil
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import httpx2
 import pytest
@@ -21,22 +19,14 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.engine.registry import EngineRegistry, Origin
 from beedeck.core.engine.server import ServerProcess, free_port
-from tests.conftest import REPO
-
-
-def build_dist() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("beedeck_build_dist", REPO / "packaging" / "build_dist.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_build_dist
 
 
 @pytest.mark.slow
 @pytest.mark.engine
 @pytest.mark.timeout(7200)
 def test_build_mainline_cpu_from_source_and_serve(starter_model_path: Path) -> None:
-    bd = build_dist()
+    bd = load_build_dist()
     bin_dir = bd.starter_engine(quiet=True)
     record = json.loads((bd.engine_folder() / "built.json").read_text())
     out, err = record["stdout"], record["stderr"]

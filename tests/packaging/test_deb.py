@@ -9,7 +9,6 @@ was built from); under `make test` that is this test's fixture, after the engine
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -18,23 +17,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from beedeck import APP_ID, __version__
-from tests.conftest import REPO
+from tests.conftest import REPO, load_build_dist
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = REPO / "build" / "test-artifacts"
 
 
-def _build_dist() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("beedeck_build_dist", REPO / "packaging" / "build_dist.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_build_dist = load_build_dist
 
 
 @pytest.fixture(scope="module")

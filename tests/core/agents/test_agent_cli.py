@@ -13,13 +13,10 @@ from beedeck.core.agents.endpoint import NO_KEY
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for var in ("XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "CONTINUE_GLOBAL_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    return home
+def home(agent_home: Path) -> Path:
+    return agent_home  # tests/conftest.py: a HOME of the test's own
+
+
 
 
 def test_list_names_every_client_and_its_file(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

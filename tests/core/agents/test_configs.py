@@ -15,19 +15,16 @@ from beedeck.core.agents.clients import CLIENTS, AgentConfigError, client
 from beedeck.core.agents.endpoint import KEY_ENV, NO_KEY, Endpoint, api_key, endpoint_from_settings
 from beedeck.core.engine.launch_settings import LaunchSettings
 
+
+@pytest.fixture
+def home(agent_home: Path) -> Path:
+    return agent_home  # tests/conftest.py: a HOME of the test's own
+
 LOCAL = Endpoint("127.0.0.1", 8477, "smollm2-135m-instruct.q4_1", 32768)
 LAN = Endpoint("192.168.1.5", 8477, "qwen3.6-27b-q4_k_m", 65536, key_required=True)
 SECRET = "s3cret-key-never-in-files"
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for var in ("XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "CONTINUE_GLOBAL_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    return home
 
 
 def test_endpoint_from_settings_names_the_alias_and_keeps_the_lan_key() -> None:

@@ -18,18 +18,15 @@ from beedeck.ui.window.agent_dialog import AgentDialog, open_agent_dialog
 from beedeck.ui.window.menus import build_menus
 from tests.fixtures.engines import MAINLINE, help_stdout
 
+
+@pytest.fixture
+def home(agent_home: Path) -> Path:
+    return agent_home  # tests/conftest.py: a HOME of the test's own
+
 CAPS = caps_from_texts("ml", "", help_stdout(MAINLINE))
 SETTINGS = LaunchSettings(target="/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf", port=8477, ctx_size=32768)
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for var in ("XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR", "CONTINUE_GLOBAL_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    return home
 
 
 class Host:
