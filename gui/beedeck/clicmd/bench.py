@@ -43,6 +43,7 @@ from beedeck.core.bench.runner import DEFAULT_REPS, IN_SERVER_CHOICES, SWITCHING
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.ports import HostError
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.core.starter import (
@@ -289,7 +290,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     sys.stderr.write("\n")
     try:
         report = outcome.unwrap()
-    except BenchError as exc:
+    except (BenchError, HostError) as exc:  # HostError: a --host that does not resolve here
         print(f"error: {exc}", file=sys.stderr)
         return 2
     files = write_reports(report, out, None if args.no_charts else chart_renderer())

@@ -33,6 +33,7 @@ from beedeck.core.bench.tune_report import TuneChartRenderer, format_table, resu
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.ports import HostError
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile, save_profile
 from beedeck.core.starter import (
@@ -207,7 +208,7 @@ def run_tune_command(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
     try:
         result = outcome.unwrap()
-    except BenchError as exc:
+    except (BenchError, HostError) as exc:  # HostError: a --host that does not resolve here
         print(f"error: {exc}", file=sys.stderr)
         return 2
     files = write_tune_reports(result, out, None if args.no_charts else chart_renderer())

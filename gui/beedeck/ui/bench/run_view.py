@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.bench.suites import BenchError
+from beedeck.core.engine.ports import HostError
 
 
 def results_table(columns: Sequence[str]) -> QTableWidget:
@@ -72,7 +73,7 @@ class CoreWorker(QObject):
     def run(self) -> None:
         try:
             result = self.fn(**self.kwargs, **self.callbacks(), cancel_event=self.cancel)
-        except BenchError as exc:
+        except (BenchError, HostError) as exc:  # said as it is: a bad --host is no crash
             self.failed.emit(str(exc))
             return
         except Exception as exc:  # every failure must reach the view, never vanish in a thread
