@@ -14,7 +14,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.engine.server import free_port
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.server_controller import ServerController
@@ -182,3 +182,34 @@ def test_the_endpoint_shows_the_real_port_and_why_it_moved(qtbot: QtBot) -> None
     assert label.label.toolTip() == "Port 8477 is taken by another program"
     label.set_base_url("http://127.0.0.1:8477")
     assert "⚠" not in label.label.text() and label.label.toolTip() == ""
+
+
+def test_a_mode_switch_restarts_from_the_page_cache_and_learns_its_time(qtbot: QtBot, tmp_path: Path) -> None:
+    """Issue 25: a Baseline <-> DFlash switch restarts the target that just loaded: mapped from the page
+    cache (the guide's --no-mmap --mlock dropped) and without the fit pass, and its time is kept so the
+    toggle can say it the next time. A start of other settings (Settings -> Launch) is left as it is."""
+    from dataclasses import replace
+
+    from beedeck.core.engine.switch_cost import SwitchCosts
+
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"GGUF")
+    calls: list[LaunchSettings] = []
+    caps = replace(mainline_caps("x"), flags=frozenset({*mainline_caps("x").flags, "--fit", "--no-mmap", "--mlock"}))
+    c = ServerController(launch=recording_launch(calls), default_port=free_port(),
+                         costs=SwitchCosts(tmp_path / "times.json"))
+    guide = LaunchSettings.guide_dflash(str(target), str(tmp_path / "d.gguf"))
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.start("/opt/llama-server", guide, caps)
+    assert not calls[0].mmap and calls[0].mlock and "--fit" not in calls[0].extra_args  # the first start as set
+    assert c.expected_switch_s(with_draft=False) is None  # never switched: nothing promised
+    baseline = replace(guide, draft=None, spec_mode=SpecMode.OFF)
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.restart(baseline)
+    fast = calls[1]
+    assert fast.mmap and not fast.mlock and fast.extra_args[-2:] == ["--fit", "off"] and fast.draft is None
+    assert c.settings is not None and not c.settings.mmap  # what the profile says is kept
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.restart(guide)
+    assert c.expected_switch_s(with_draft=False) is not None and c.expected_switch_s(with_draft=True) is not None
+    c.shutdown()

@@ -214,11 +214,13 @@ class ModeSwitch:
         chosen = option(self.options, mode)
         return f"with {chosen.spec_type if chosen and chosen.spec_type else 'n-gram'} speculation"
 
-    def restarting(self, elapsed_s: float) -> str:
-        """The status line while a restart is under way."""
+    def restarting(self, elapsed_s: float, expected_s: float | None = None) -> str:
+        """The status line while a restart is under way; ``expected_s``: what such a switch took here
+        before (core/engine/switch_cost.py), said beside the seconds so far."""
         if self.pending is None:
             return self.status
-        return f"restarting {self.how(self.pending, self.served)}… {elapsed_s:.1f} s"
+        of = f" of about {max(1, round(expected_s))} s" if expected_s else ""
+        return f"restarting {self.how(self.pending, self.served)}… {elapsed_s:.1f} s{of}"
 
     def restart_done(self, took_s: float) -> Mode | None:
         """The restart's server is ready: the pending mode is in effect (returned; None when none was pending)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -36,6 +36,7 @@ from beedeck.core.engine.modes import (
     Mode,
     ModelFacts,
     ModeOption,
+    uses_draft,
 )
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
@@ -100,6 +101,15 @@ class ModeToggle(QWidget):
         layout.addWidget(self.why_button)
         layout.addSpacing(8)
         layout.addWidget(self.status)
+        # A switch by restart: how far along it is against what such a switch took here before.
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        self.progress.setFixedWidth(80)
+        self.progress.hide()
+        layout.addWidget(self.progress)
+        self.expected_s: Callable[[bool], float | None] | None = None  # (loads a draft) -> seconds, or None
+        self._expected: float | None = None
         self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
         self._inspect = inspect_fn
         # path -> (the version read, its header or None when unreadable); kept up to date off the GUI
@@ -286,6 +296,9 @@ class ModeToggle(QWidget):
         if decision is not None and decision.outcome == Outcome.RESTART:
             assert decision.settings is not None
             self._t0 = time.monotonic()
+            self._expected = self.expected_s(uses_draft(decision.settings)) if self.expected_s else None
+            self.progress.setVisible(self._expected is not None)
+            self.progress.setValue(0)
             self._tick.start()
             self._render()
             self.restart_requested.emit(decision.settings)
@@ -296,6 +309,7 @@ class ModeToggle(QWidget):
         if self.switch.pending is None:
             return
         self._tick.stop()
+        self.progress.hide()
         took = self.last_switch_s = time.monotonic() - self._t0
         mode = self.switch.restart_done(took)
         self._render()
@@ -306,6 +320,7 @@ class ModeToggle(QWidget):
         if self.switch.pending is None:
             return
         self._tick.stop()
+        self.progress.hide()
         self.switch.restart_failed()
         self._render()
 
@@ -318,7 +333,10 @@ class ModeToggle(QWidget):
 
     def _on_tick(self) -> None:
         if self.switch.pending is not None:
-            self.status.setText(self.switch.restarting(time.monotonic() - self._t0))
+            elapsed = time.monotonic() - self._t0
+            self.status.setText(self.switch.restarting(elapsed, self._expected))
+            if self._expected:  # never full before the server is: 95 % at the expected time, then slower
+                self.progress.setValue(min(990, round(950 * elapsed / self._expected)))
 
     def _set_checked(self, mode: str) -> None:
         self._button(mode).setChecked(True)

@@ -39,6 +39,7 @@ class ModeGlue(QObject):
         self.session, self.mode, self.chat, self.controller = session, toggle, chat, session.controller
         self.switching, self.banner = switching, banner
         self.chat.mode_provider = self.mode.provider
+        toggle.expected_s = session.controller.expected_switch_s  # the switch's "of about N s" and bar
         self.mode.restart_requested.connect(self._on_restart_requested)
         self.chat.reply_finished.connect(self._on_reply_finished)
         guard_monitor.advice_given.connect(self._on_guard_advice)
