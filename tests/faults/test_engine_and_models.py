@@ -167,8 +167,8 @@ def test_a_draft_that_is_not_dflash_is_refused_before_start(beedeck: Beedeck) ->
     done = beedeck.run("serve", *beedeck.starter_args(), "--spec", "dflash", "--draft", str(beedeck.model),
                        "--exit-when-ready")
     assert done.returncode == 1
-    assert "The draft model is not a DFlash draft (its architecture is llama)" in done.stderr
-    assert "Pick the DFlash draft GGUF made for this target" in done.stderr
+    assert "is an ordinary model, not a speculation draft, so it cannot run as DFlash" in done.stderr
+    assert "what to do: Pick the draft file made for this target" in done.stderr
 
 
 def test_server_killed_mid_reply_the_window_says_it_stopped_while_running_and_keeps_the_text(

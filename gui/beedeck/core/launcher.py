@@ -114,6 +114,10 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
         out.refusals.append(Refusal("no_engine", "No engine is picked.", "Choose llama-server under Settings → Engine.",
                                     setting="engine"))
         return out
+    out_of_range = settings.check()
+    if out_of_range:  # a number outside its range: said as such, not as what it would cost (a 1e11 context's RAM)
+        out.refusals += [Refusal("engine_refused", reason, "", setting="engine") for reason in out_of_range]
+        return out
     try:
         out.argv = build_argv(settings, caps)
     except LaunchRefused as exc:
@@ -128,7 +132,9 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
         out.refusals += [why] if why else []
     why_mode = mode_refusal(caps, settings, target, draft)
     if why_mode is not None:  # the files' own verdict, said once (the table's row on it would repeat it)
-        out.refusals.append(Refusal("wrong_draft_format", why_mode, "", setting="spec_mode"))
+        out.refusals.append(Refusal("wrong_draft_format", why_mode, "Pick the draft file made for this target and "
+                                    "mode, or choose another speculation mode (Baseline needs none).",
+                                    setting="spec_mode"))
     files_ok = target is not None and (draft is not None or not (wants_draft and settings.draft))
     if files_ok and why_mode is None:
         try:

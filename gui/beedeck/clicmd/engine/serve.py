@@ -103,7 +103,8 @@ def api_key_from(args: argparse.Namespace) -> str | None:
 def print_failure(failure: ServerFailure, tail_lines: int = 12) -> None:
     failure = restate(failure)  # a failure RPC workers caused, said as such
     print(f"error: {failure.message}", file=sys.stderr)
-    print(f"  what to do: {failure.remedy}", file=sys.stderr)
+    if failure.remedy:
+        print(f"  what to do: {failure.remedy}", file=sys.stderr)
     tail = [x for x in failure.log_tail if x.strip()][-tail_lines:]
     if tail:
         print("  last log lines:", file=sys.stderr)
