@@ -467,7 +467,7 @@ class _CdnHandler(_Base):
             self._write_body(body, fast, 0, close=False)
             try:
                 for i in range(fast, len(body)):
-                    self.wfile.write(body[i:i + 1])
+                    self.wfile.write(body.read(i, i + 1))
                     self.wfile.flush()
                     if self.hub.stopping.wait(0.1):  # the fake's own pacing, not a test wait
                         break
