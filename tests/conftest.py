@@ -19,6 +19,17 @@ FIXTURES = REPO / "tests" / "fixtures"
 PERSISTENT = REPO / ".beedeck-test"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as from a terminal. A runner that starts the suite in the background (``cmd &`` in a
+    script, no job control) hands it an *ignored* SIGINT, which every child inherits; the Ctrl-C tests
+    (serve, worker, tune, bench) would then test the runner, not BeeDeck. Python's own handler here
+    makes the suite's children start with SIGINT's default action again."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def beedeck_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "beedeck-home"

@@ -147,7 +147,9 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         # The probed engine and the target's header (read off the GUI thread) decide the segments.
         qtbot.waitUntil(lambda: toggle.offered() == ["baseline", "mtp", "model-free"], timeout=10_000)
         assert toggle.isEnabled() and toggle.mode() == "baseline"
-        assert "• DFlash: No DFlash draft model is configured" in toggle.why_button.toolTip()
+        # The toggle's tooltip keeps the technical reason; the ? popover says it in plain words.
+        assert "• DFlash: No DFlash draft model is configured" in toggle.toolTip()
+        assert "<b>DFlash</b>" in toggle.why_button.toolTip() and "Settings" in toggle.why_button.toolTip()
         first = _send(qtbot, window, "Say hello to the deck.")
         assert first["mode"] == "baseline" and not first.get("draft_n"), first
 
