@@ -76,12 +76,12 @@ def test_right_key_reads_the_server_and_streams(keyed_server: ServerProcess) -> 
     for delta in stream:
         first = first if first is not None else delta.t - t0
     assert info.url == keyed_server.base_url
-    assert info.model_name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert info.model_name == "smollm2-135m-instruct.q4_1"  # the server's short alias (--alias), not a path
     assert info.n_ctx == 2048 and info.total_slots == 1
     assert info.engine == "llama.cpp" and info.build_info.startswith("b")
     assert info.speculative is False and info.speculation() == "off"
     assert info.metrics and info.slots and info.needs_key
-    assert "SmolLM2" in info.summary() and "context 2048" in info.summary()
+    assert "smollm2" in info.summary() and "context 2048" in info.summary()
     assert stream.result.text.strip() and stream.result.timings is not None
     assert first is not None
     print(f"\n[measure] remote attach: inspect {info.seconds * 1000:.0f} ms, Connect -> first streamed token "
@@ -122,7 +122,7 @@ def test_controller_connects_disconnects_and_sees_the_server_go(
     controller = ServerController(health_interval_s=0.3)
     with qtbot.waitSignal(controller.remote_attached, timeout=30_000) as attached:
         controller.start(proc.base_url, LaunchSettings(api_key=KEY))
-    assert attached.args[0].model_name.startswith("SmolLM2") and controller.state == "ready"
+    assert attached.args[0].model_name.startswith("smollm2") and controller.state == "ready"
     assert controller.is_remote() and controller.base_url == proc.base_url
     with qtbot.waitSignal(controller.failed, timeout=5000) as failed:
         controller.restart(LaunchSettings())
@@ -166,10 +166,10 @@ def test_window_connects_chats_with_a_live_gauge_and_disconnects(
     with qtbot.waitSignal(window.controller.remote_attached, timeout=30_000):
         window.start_action.trigger()
     assert window.state_label.text() == "server: ready"
-    assert "SmolLM2" in window.pair_label.text() and "context 2,048" in window.pair_label.text()
+    assert "smollm2" in window.pair_label.text() and "context 2,048" in window.pair_label.text()
     assert "speculation off" in window.pair_label.text() and "llama.cpp" in window.engine_label.text()
     assert window.endpoint.endpoint() == keyed_server.base_url + "/v1"
-    assert "SmolLM2" in window.endpoint.label.toolTip()
+    assert "smollm2" in window.endpoint.label.toolTip().lower()
     assert not window.mode.isEnabled() and "runs without speculation" in window.mode.toolTip()
     assert "did not start this server" in window.mode.toolTip()
     window.log.view.flush()
