@@ -16,6 +16,7 @@ CODE_WORDS = {
     "not_gguf": "not a GGUF model file",
     "wrong_draft_format": "the draft file does not fit this mode",
     "wrong_model_layout": "the model file does not fit this engine",
+    "tool_calls_corrupted": "speculation breaks tool calls here",
     "unsupported_architecture": "this engine does not know the model",
     "dflash_target_unsupported": "DFlash does not support this model",
     "out_of_memory": "out of memory",

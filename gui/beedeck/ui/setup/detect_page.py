@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QGridLayout,
@@ -65,6 +66,8 @@ class DetectPage(QWizardPage):
         self.show_report(HardwareReport(reason=f"Detection failed: {exc}"))
 
     def show_report(self, report: HardwareReport) -> None:
+        if not shiboken6.isValid(self) or not shiboken6.isValid(self.grid):
+            return  # the wizard closed while the detection ran: nothing is left to fill
         self.report = report
         while self.grid.count():
             item = self.grid.takeAt(0)
