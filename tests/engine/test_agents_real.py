@@ -53,7 +53,11 @@ def runs(ep: Endpoint, home: Path) -> dict[str, Run]:
                      {"CODEX_HOME": str(home / ".codex")}),
         "continue": Run(["-p", PROMPT, "--config", str(home / ".continue" / "config.yaml")], "/v1/chat/completions",
                         8192),
-        "claude-code": Run(["-p", PROMPT, "--max-turns", "1"], "/v1/messages", 40960),
+        # No update check, telemetry or error reports: with only the package registries reachable, a first
+        # run that waits on them can take minutes (63 s without, one CI run over 480 s with).
+        "claude-code": Run(["-p", PROMPT, "--max-turns", "1"], "/v1/messages", 40960,
+                           {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+                            "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"}),
     }
 
 
