@@ -331,31 +331,14 @@ def _attempt(
             # If the file changed on the server, it answers 200 with the new file: we restart cleanly.
             req_headers["If-Range"] = side["etag"]
     shown = _display_url(url)
-    made_progress = False
+    progressed = [False]  # set by _write_body once a byte of this attempt is on disk
     watch = _CancelWatch(cancel_event)
     try:
         with client.stream("GET", url, headers=req_headers) as response:
             watch.attach(response)
-            status = response.status_code
-            if status == 416 and have:
-                _discard(part)  # our .part is longer than the remote file: it changed; start over
-                raise _Transient("range not satisfiable", False, _bad_resume(shown))
-            if status in TRANSIENT_STATUS:
-                raise _Transient(
-                    f"HTTP {status}", False,
-                    HTTPStatusFailure(f"{shown} kept failing with HTTP {status}: the server is having "
-                                      "trouble; try again later.", status),
-                )
-            if status >= 400:
-                raise HTTPStatusFailure(_status_message(status, shown), status)
-            if status == 206:
-                start = _content_range_start(response.headers.get("Content-Range"))
-                if start != have:
-                    _discard(part)
-                    raise _Transient("unexpected Content-Range", False, _bad_resume(shown))
-                mode = "ab"
-            else:
-                have, mode = 0, "wb"  # the server ignored Range (or If-Range saw a new file)
+            mode = _resume_mode(response, have, shown, part)
+            if mode == "wb":
+                have = 0  # the server ignored Range (or If-Range saw a new file)
             length = response.headers.get("Content-Length")
             if state["total"] is None and length is not None and length.isdigit():
                 state["total"] = have + int(length)
@@ -363,29 +346,8 @@ def _attempt(
                     check_free_space(part.parent, int(length), disk_margin)
             _write_sidecar(sidecar, {**identity, "etag": response.headers.get("ETag")})
             hasher = _sha256_of(part) if mode == "ab" else hashlib.sha256()
-            done = have
-            emit(done, force=True)
-            bps, window_s = state["low_speed"]
-            speed = _SpeedCheck(bps, window_s, part.name.removesuffix(".part"))
-            try:
-                with open(part, mode) as fh:
-                    for chunk in _iter_network(response):
-                        if cancel_event is not None and cancel_event.is_set():
-                            break
-                        fh.write(chunk)
-                        hasher.update(chunk)
-                        done += len(chunk)
-                        made_progress = True
-                        state["any_bytes"] = True
-                        emit(done)
-                        speed.add(len(chunk))
-            except OSError as exc:
-                if exc.errno == errno.ENOSPC:
-                    raise DiskFullError(
-                        f"The disk filled up while downloading {part.name.removesuffix('.part')}: free some "
-                        "space and retry; the part already downloaded is kept and the download resumes."
-                    ) from None
-                raise
+            emit(have, force=True)
+            done = _write_body(response, part, mode, have, hasher, cancel_event, emit, state, progressed)
             if cancel_event is not None and cancel_event.is_set():
                 raise DownloadCancelled(
                     f"Download of {part.name.removesuffix('.part')} cancelled at {_human(done)}; "
@@ -407,12 +369,65 @@ def _attempt(
                 "connection (or proxy settings) and retry."
             ) from None
         raise _Transient(
-            type(exc).__name__, made_progress,
+            type(exc).__name__, progressed[0],
             OfflineError(f"The connection to {urlsplit(url).netloc} kept failing ({type(exc).__name__}): "
                          "check the network connection and retry; the download resumes where it stopped."),
         ) from None
     finally:
         watch.close()
+
+
+def _resume_mode(response: Any, have: int, shown: str, part: Path) -> str:
+    """How the answer's body is written: "ab" (a resume the server honoured at ``have``) or "wb" (the
+    whole file); raises for the answers that are failures or a resume gone wrong."""
+    status = response.status_code
+    if status == 416 and have:
+        _discard(part)  # our .part is longer than the remote file: it changed; start over
+        raise _Transient("range not satisfiable", False, _bad_resume(shown))
+    if status in TRANSIENT_STATUS:
+        raise _Transient(
+            f"HTTP {status}", False,
+            HTTPStatusFailure(f"{shown} kept failing with HTTP {status}: the server is having "
+                              "trouble; try again later.", status),
+        )
+    if status >= 400:
+        raise HTTPStatusFailure(_status_message(status, shown), status)
+    if status == 206:
+        start = _content_range_start(response.headers.get("Content-Range"))
+        if start != have:
+            _discard(part)
+            raise _Transient("unexpected Content-Range", False, _bad_resume(shown))
+        return "ab"
+    return "wb"
+
+
+def _write_body(response: Any, part: Path, mode: str, have: int, hasher: Any, cancel_event: threading.Event | None,
+                emit: Callable[..., None], state: dict[str, Any], progressed: list[bool]) -> int:
+    """Stream the body into ``part`` (hashing it, reporting progress, held to the low-speed limit);
+    returns the bytes the file holds. A full disk is said as such; the part written is kept."""
+    done = have
+    bps, window_s = state["low_speed"]
+    speed = _SpeedCheck(bps, window_s, part.name.removesuffix(".part"))
+    try:
+        with open(part, mode) as fh:
+            for chunk in _iter_network(response):
+                if cancel_event is not None and cancel_event.is_set():
+                    break
+                fh.write(chunk)
+                hasher.update(chunk)
+                done += len(chunk)
+                progressed[0] = True
+                state["any_bytes"] = True
+                emit(done)
+                speed.add(len(chunk))
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(
+                f"The disk filled up while downloading {part.name.removesuffix('.part')}: free some "
+                "space and retry; the part already downloaded is kept and the download resumes."
+            ) from None
+        raise
+    return done
 
 
 class _SpeedCheck:

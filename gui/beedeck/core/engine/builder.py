@@ -322,22 +322,9 @@ def build_engine(
         else:
             src_dir = folder / "src"
             commit = fetch_source(src_text, ref, src_dir, on_line=on_line, cancel_event=cancel_event, log=log)
-        known = scan_source_options(src_dir)
-        policy = read_policy(src_dir, known) if cuda else None
-        options = cmake_options(cuda=cuda, gpus=gpus, native=native, cache_pairs=cache_pairs,
-                                source_options=known, policy=policy, all_quants=all_quants) + list(extra_options)
-        notes = choose_fa(policy, cache_pairs, all_quants=all_quants).reasons if policy is not None else []
-        if rpc:
-            options.append("-DGGML_RPC=ON")
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        cached_gen = _cached_generator(build_dir)
-        if cached_gen and generator and cached_gen != "Ninja":
-            generator = []  # keep the generator the build folder was made with (resume)
-        configure = ["cmake", "-S", str(src_dir), "-B", str(build_dir), *generator, *options]
-        log.write("$ " + " ".join(configure) + "\n")
-        if run_streaming(configure, on_line=on_line, cancel_event=cancel_event, log=log) != 0:
-            raise BuildError(f"CMake configure failed; see {log_path} (the lines above 'CMake Error' name the "
-                             "missing piece).")
+        options, notes = _options(src_dir, cuda=cuda, gpus=gpus, native=native, cache_pairs=cache_pairs,
+                                  all_quants=all_quants, rpc=rpc, extra=extra_options)
+        generator, cached_gen = _configure(src_dir, build_dir, options, on_line, cancel_event, log, log_path)
         targets = ["llama-server", *([rpc_target(src_dir)] if rpc else [])]
         n_jobs = jobs or os.cpu_count() or 2
         build = ["cmake", "--build", str(build_dir), "--config", "Release", "--target", *targets,
@@ -354,34 +341,79 @@ def build_engine(
                                time.monotonic() - t0, commit, notes=notes, targets=targets,
                                planned_steps=len(planned), jobs=n_jobs, dry_run=True,
                                estimate_s=estimate_seconds(planned, profile, n_jobs) if planned else None)
-
-        def line_seen(line: str) -> None:
-            if on_line is not None:
-                on_line(line)
-            step = tracker.feed(line)
-            if step is not None and on_progress is not None:
-                on_progress(*step)
-
-        if run_streaming(build, on_line=line_seen, cancel_event=cancel_event, log=log) != 0:
-            raise BuildError(f"Compiling llama-server failed; see {log_path} (search for 'error:'). Building again "
-                             "resumes where it stopped.")
+        _compile(build, tracker, on_line, on_progress, cancel_event, log, log_path)
     binary = _find_binary(build_dir)
     if binary is None:
         raise BuildError(f"The build finished but no llama-server was found under {build_dir}; see {log_path}.")
     save_profile(build_dir, folder)  # the next build of this tree estimates from these step times
+    result = BuildResult(engine_id, binary, options, log_path, 0.0, commit, notes=notes,
+                         targets=targets, planned_steps=len(planned), jobs=n_jobs)
+    _smoke_and_register(result, registry, src_dir, src_text, ref, gpus, cuda)
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+def _options(src_dir: Path, *, cuda: bool, gpus: Sequence[str | tuple[int, int]], native: bool,
+             cache_pairs: Collection[tuple[str, str]] | None, all_quants: bool, rpc: bool,
+             extra: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The CMake options for this tree and why its FA kernels were chosen (the notes)."""
+    known = scan_source_options(src_dir)
+    policy = read_policy(src_dir, known) if cuda else None
+    options = cmake_options(cuda=cuda, gpus=gpus, native=native, cache_pairs=cache_pairs,
+                            source_options=known, policy=policy, all_quants=all_quants) + list(extra)
+    notes = choose_fa(policy, cache_pairs, all_quants=all_quants).reasons if policy is not None else []
+    if rpc:
+        options.append("-DGGML_RPC=ON")
+    return options, notes
+
+
+def _configure(src_dir: Path, build_dir: Path, options: list[str], on_line: LineCallback | None,
+               cancel_event: threading.Event | None, log: IO[str], log_path: Path) -> tuple[list[str], str | None]:
+    """CMake's configure step; returns the generator asked for and the one the folder was made with."""
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    cached_gen = _cached_generator(build_dir)
+    if cached_gen and generator and cached_gen != "Ninja":
+        generator = []  # keep the generator the build folder was made with (resume)
+    configure = ["cmake", "-S", str(src_dir), "-B", str(build_dir), *generator, *options]
+    log.write("$ " + " ".join(configure) + "\n")
+    if run_streaming(configure, on_line=on_line, cancel_event=cancel_event, log=log) != 0:
+        raise BuildError(f"CMake configure failed; see {log_path} (the lines above 'CMake Error' name the "
+                         "missing piece).")
+    return generator, cached_gen
+
+
+def _compile(build: list[str], tracker: ProgressTracker | WeightedEta, on_line: LineCallback | None,
+             on_progress: ProgressCallback | None, cancel_event: threading.Event | None, log: IO[str],
+             log_path: Path) -> None:
+    """The compile step, its lines fed to the time-left estimate."""
+
+    def line_seen(line: str) -> None:
+        if on_line is not None:
+            on_line(line)
+        step = tracker.feed(line)
+        if step is not None and on_progress is not None:
+            on_progress(*step)
+
+    if run_streaming(build, on_line=line_seen, cancel_event=cancel_event, log=log) != 0:
+        raise BuildError(f"Compiling llama-server failed; see {log_path} (search for 'error:'). Building again "
+                         "resumes where it stopped.")
+
+
+def _smoke_and_register(result: BuildResult, registry: EngineRegistry, src_dir: Path, src_text: str,
+                        ref: str | None, gpus: Sequence[str | tuple[int, int]], cuda: bool) -> None:
+    """Name the build's release, smoke-test the binary and register it (``result.smoke``/``record``)."""
+    binary, commit = result.binary, result.commit
     release = source_release(src_dir, ref)
     write_release(binary, release, source=src_text, commit=commit[:12])
-    smoke = smoke_test(binary, expect_gpu=cuda, prober=registry.prober)
-    result = BuildResult(engine_id, binary, options, log_path, 0.0, commit, smoke=smoke, notes=notes,
-                         targets=targets, planned_steps=len(planned), jobs=n_jobs)
+    smoke = result.smoke = smoke_test(binary, expect_gpu=cuda, prober=registry.prober)
     caps_data: dict[str, object] = {}
     with contextlib.suppress(ProbeError):
         caps_data = caps_fields(registry.prober(str(binary))) if smoke.ok else {}
     backend = "CUDA " + ";".join(cuda_arch(g) for g in gpus) if cuda else "CPU"
     label = " ".join(x for x in (Path(src_text.rstrip("/")).name, ref or "") if x)
     record = EngineRecord(
-        id=engine_id, origin=Origin.BUILT, binary=str(binary), name=f"{label} ({backend})",
-        source=f"{src_text}@{ref}" if ref else src_text, build_options=options, smoke=smoke,
+        id=result.engine_id, origin=Origin.BUILT, binary=str(binary), name=f"{label} ({backend})",
+        source=f"{src_text}@{ref}" if ref else src_text, build_options=result.options, smoke=smoke,
         **caps_data,  # type: ignore[arg-type]
     )
     if commit and not record.commit:
@@ -389,8 +421,6 @@ def build_engine(
     if release and record.version in ("", "0"):
         record.version = release  # a source archive has no git: its --version says "0 (unknown)"
     result.record = registry.save(record)
-    result.seconds = time.monotonic() - t0
-    return result
 
 
 def source_release(src: Path, ref: str | None = None) -> str:
