@@ -135,6 +135,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
+    window.session.controller.standby = False  # the restart path (kept loaded: tests/engine/test_ui_toggle_real.py)
     window.set_profile(Profile(str(starter_engine_path), settings, "CPU engine + synthetic MTP target"))
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode

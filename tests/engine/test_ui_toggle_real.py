@@ -136,6 +136,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
+    window.session.controller.standby = False  # the restart path (the other mode kept loaded: the last test)
     window.set_profile(_sticky_profile(real_engine.path, real_engine.draft_format))
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
@@ -226,6 +227,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
+    window.session.controller.standby = False  # the restart path: a switch whose start fails
     window.set_profile(profile)
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
@@ -267,3 +269,54 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
         QApplication.processEvents()
         store.close()
     assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"
+
+
+def _kept_toggle(qtbot: QtBot, window: MainWindow, mode: str, words: str) -> int:
+    """Click ``mode`` with the other mode kept loaded (core/engine/standby.py); returns the serving pid."""
+    toggle = window.mode
+    before = _server_pid(window)
+    with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as blocker:
+        (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
+    assert blocker.args == [mode] and not toggle.is_switching()
+    assert words in toggle.status.text(), toggle.status.text()
+    pid = _server_pid(window)
+    assert pid != before and pid_alive(before)  # the other server serves; the one before stays loaded
+    assert _has_draft_on_command_line(pid) == (mode == "dflash")
+    assert window.state_label.text() == "server: ready" and window.chat.send_button.isEnabled()
+    return pid
+
+
+def test_toggle_keeps_the_other_mode_loaded_beside_when_it_fits(qtbot: QtBot, upstream_engine: RealEngine) -> None:
+    """Issue 25: on the engines that restart to switch (BeeLlama >= 0.4, mainline), a switch with memory free
+    for both loads the other mode beside the running server; switching back loads nothing (the same processes
+    serve again), each reply has its own mode's drafts, and closing the window stops both servers."""
+    store = ChatStore()
+    window = MainWindow(store)
+    qtbot.addWidget(window)
+    window.open_latest_chat()
+    window.show()
+    assert window.session.controller.standby  # the default
+    window.set_profile(_sticky_profile(upstream_engine.path, upstream_engine.draft_format))
+    window.chat.max_tokens = MAX_TOKENS
+    pids: list[int] = []
+    try:
+        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+            window.start_action.trigger()
+        pids.append(_server_pid(window))
+        qtbot.waitUntil(lambda: window.switching.memory.get(window.controller.caps) is not None, timeout=REPLY_MS)
+        _assert_dflash(_send(qtbot, window, "Say hello to the deck."))
+        pids.append(_kept_toggle(qtbot, window, "baseline", "beside the other"))
+        _assert_baseline(_send(qtbot, window, "Write python code."))
+        assert _kept_toggle(qtbot, window, "dflash", "switched to the server kept loaded with the draft") == pids[0]
+        _assert_dflash(_send(qtbot, window, "hello"))
+        assert _kept_toggle(qtbot, window, "baseline", "(nothing loaded)") == pids[1]
+        _assert_baseline(_send(qtbot, window, "again"))
+        conv = store.messages(window.chat.conversation_id)
+        assert [m.stats["mode"] for m in conv if m.role == "assistant"] == ["dflash", "baseline", "dflash", "baseline"]
+    finally:
+        window.close()
+        QApplication.processEvents()
+    deadline = time.monotonic() + 15
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(pid_alive(p) for p in pids)  # both servers stopped: nothing orphaned

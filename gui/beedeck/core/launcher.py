@@ -16,12 +16,13 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, start_server
+from beedeck.core.engine.standby import with_margin
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
 from beedeck.core.models.planner import GiB, MemoryPlan, PlanError, plan
 
-__all__ = ["Preflight", "Refusal", "host_ram", "launch", "preflight"]
+__all__ = ["Preflight", "Refusal", "host_ram", "launch", "preflight", "standby_refusal"]
 
 Refusal = ServerFailure  # the one refusal type: a code, a message, a remedy, and the setting it is about
 
@@ -164,6 +165,32 @@ def _kernel_refusal(caps: EngineCaps, settings: LaunchSettings) -> Refusal | Non
     return Refusal("unsupported_cache_type", f"The K/V cache {settings.cache_type_k}/{settings.cache_type_v} cannot run: "
                    f"{why}.", "Pick a K/V cache type this build has (f16 or q8_0), or rebuild the engine as said.",
                    setting="cache_type_k") if why else None
+
+
+def standby_refusal(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: list[int] | None,
+                    ram_available: int | None) -> str | None:
+    """Why ``settings``' server cannot be loaded beside the running one (None: it fits, keep both): the
+    preflight's memory check against what is free now, less a margin (core/engine/standby.py).
+
+    ``gpu_free``: each GPU's free bytes now (None: no GPU is used); ``ram_available``: the host's available
+    bytes now (None: unknown, which refuses: a guess must not swap the machine)."""
+    if ram_available is None:
+        return "the host's free memory is unknown"
+    if settings.rpc_workers:
+        return "the model is split over RPC workers"
+    if gpu_free and settings.n_gpu_layers == "auto":
+        return "its GPU layers are 'auto' (the engine fits them itself), so what it would take is not known"
+    checked = preflight(caps, replace(settings, port=settings.port or 1),
+                        devices=[with_margin(f) for f in gpu_free] if gpu_free else None,
+                        host_ram=with_margin(ram_available))
+    if checked.memory is None:
+        return "its memory could not be planned"
+    memory = [r for r in checked.refusals if r.code == "out_of_memory"]
+    if memory:
+        return "it needs more memory than is free beside the running server: " + memory[0].message
+    if not checked.ok:
+        return checked.refusals[0].message
+    return None
 
 
 def host_ram() -> int | None:

@@ -44,6 +44,9 @@ class AppSettings:
     # The releases API engine downloads use: None is api.github.com; a GitHub Enterprise base
     # (https://HOST/api/v3) or a company cache serving the same paths. BEEDECK_RELEASES_API wins over it.
     releases_api: str | None = None
+    # A mode switch keeps the other mode's server loaded beside the running one when memory allows
+    # (core/engine/standby.py): switching back loads nothing. Off: every switch restarts the server.
+    standby: bool = True
 
     def check(self) -> list[str]:
         """Problems with the values, one line each with the fix; empty when all is well."""

@@ -53,6 +53,7 @@ class Session(QObject):
         self.known_caps: dict[str, EngineCaps] = {}
         self._saver = saver
         self.controller.caps_known.connect(self._on_controller_caps)
+        self.controller.standby = self.app_settings.standby
 
     def set_profile(self, profile: Profile) -> None:
         self.profile = profile
@@ -78,6 +79,7 @@ class Session(QObject):
             self._saver(self.app_settings)
         except OSError as exc:
             return str(exc)
+        self.controller.standby = self.app_settings.standby
         self.settings_saved.emit(self.app_settings)
         return None
 

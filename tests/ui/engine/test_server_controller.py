@@ -213,3 +213,101 @@ def test_a_mode_switch_restarts_from_the_page_cache_and_learns_its_time(qtbot: Q
         c.restart(guide)
     assert c.expected_switch_s(with_draft=False) is not None and c.expected_switch_s(with_draft=True) is not None
     c.shutdown()
+
+
+class StoppableProc(FakeProc):
+    """A FakeProc that remembers being stopped and can die on its own (its launch's on_state told)."""
+
+    def __init__(self, settings: LaunchSettings, on_state: object) -> None:
+        super().__init__(settings)
+        self.stopped = False
+        self.on_state = on_state
+
+    def stop(self, timeout: float) -> None:
+        self.stopped = True
+
+
+def _standby_setup(tmp_path: Path, ram: int):  # type: ignore[no-untyped-def]
+    """A controller over fake processes with a real GGUF target (the preflight plans it) and ``ram`` bytes
+    of host memory free; returns (controller, the processes launched, DFlash-ish and Baseline settings)."""
+    from dataclasses import replace
+
+    procs: list[StoppableProc] = []
+
+    def launch(engine: str, caps: object, settings: LaunchSettings, **kw: object) -> StoppableProc:
+        procs.append(StoppableProc(settings, kw.get("on_state")))
+        return procs[-1]
+
+    target = tiny_model(tmp_path / "t.gguf")
+    c = ServerController(launch=launch, default_port=free_port(), free_now=lambda: (None, ram))
+    first = LaunchSettings(target=str(target), spec_mode=SpecMode.MODEL_FREE)
+    other = replace(first, spec_mode=SpecMode.OFF)
+    return c, procs, first, other
+
+
+def test_a_switch_with_room_keeps_the_other_mode_loaded_and_switches_back_loading_nothing(
+        qtbot: QtBot, tmp_path: Path) -> None:
+    """core/engine/standby.py: with memory free for both, the first switch loads the other mode beside the
+    running server (which keeps serving), every later one only changes the server the chat talks to."""
+    from beedeck.core.engine.standby import LOADED_BESIDE, SWAPPED
+
+    c, procs, first, other = _standby_setup(tmp_path, ram=64 * 1024**3)
+    lines: list[str] = []
+    c.line_received.connect(lines.append)
+    with qtbot.waitSignal(c.ready, timeout=5000) as started:
+        c.start("/opt/llama-server", first, mainline_caps("x"))
+    with qtbot.waitSignal(c.ready, timeout=5000) as beside:
+        c.restart(other)
+    assert c.last_switch == LOADED_BESIDE and len(procs) == 2 and not procs[0].stopped
+    assert beside.args != started.args and procs[1].port != procs[0].port  # a second port
+    assert any("beside port" in line for line in lines)
+    assert c.expected_switch_s(with_draft=False) is None  # the kept server's kind of mode: nothing to load
+    with qtbot.waitSignal(c.ready, timeout=5000) as back:
+        c.restart(first)
+    assert c.last_switch == SWAPPED and len(procs) == 2 and not any(p.stopped for p in procs)
+    assert back.args == started.args and c.settings is not None and c.settings.spec_mode == SpecMode.MODEL_FREE
+    with qtbot.waitSignal(c.ready, timeout=5000) as again:
+        c.restart(other)
+    assert c.last_switch == SWAPPED and again.args == beside.args and len(procs) == 2
+    c.shutdown()
+    assert all(p.stopped for p in procs)  # nothing is left running
+
+
+def test_a_switch_without_room_restarts_and_says_why(qtbot: QtBot, tmp_path: Path) -> None:
+    from beedeck.core.engine.standby import RESTARTED
+
+    c, procs, first, other = _standby_setup(tmp_path, ram=1024)
+    lines: list[str] = []
+    c.line_received.connect(lines.append)
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.start("/opt/llama-server", first, mainline_caps("x"))
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.restart(other)
+    assert c.last_switch == RESTARTED and procs[0].stopped and len(procs) == 2
+    assert any("cannot stay loaded beside it" in line and "host memory" in line for line in lines), lines
+    c.shutdown()
+
+
+def test_standby_off_restarts_and_a_kept_server_that_dies_is_forgotten(qtbot: QtBot, tmp_path: Path) -> None:
+    from beedeck.core.engine.standby import LOADED_BESIDE, RESTARTED
+
+    c, procs, first, other = _standby_setup(tmp_path, ram=64 * 1024**3)
+    c.standby = False
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.start("/opt/llama-server", first, mainline_caps("x"))
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.restart(other)
+    assert c.last_switch == RESTARTED and procs[0].stopped
+    c.standby = True
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.restart(first)
+    assert c.last_switch == LOADED_BESIDE and not procs[1].stopped
+    lines: list[str] = []
+    c.line_received.connect(lines.append)
+    with qtbot.assertNotEmitted(c.failed):
+        procs[1].on_state("failed", None)  # type: ignore[operator]  # the kept one dies: no failure shown
+    assert any("kept loaded for the other mode stopped" in line for line in lines)
+    with qtbot.waitSignal(c.ready, timeout=5000):
+        c.restart(other)
+    assert c.last_switch == LOADED_BESIDE and len(procs) == 4  # loaded again, not swapped to a dead one
+    c.shutdown()

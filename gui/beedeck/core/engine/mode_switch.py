@@ -45,6 +45,7 @@ from beedeck.core.engine.modes import (
     settings_for_mode,
     switch_path,
 )
+from beedeck.core.engine.standby import LOADED_BESIDE, RESTARTED, SWAPPED
 from beedeck.core.engine.switching import NO_DRAFTS
 
 NO_SPECULATION = "no speculation here"
@@ -222,8 +223,10 @@ class ModeSwitch:
         of = f" of about {max(1, round(expected_s))} s" if expected_s else ""
         return f"restarting {self.how(self.pending, self.served)}… {elapsed_s:.1f} s{of}"
 
-    def restart_done(self, took_s: float) -> Mode | None:
-        """The restart's server is ready: the pending mode is in effect (returned; None when none was pending)."""
+    def restart_done(self, took_s: float, went: str = RESTARTED) -> Mode | None:
+        """The restart's server is ready: the pending mode is in effect (returned; None when none was pending).
+        ``went``: how (core/engine/standby.py): restarted, loaded beside the running server, or swapped back
+        to the server kept loaded."""
         if self.pending is None:
             return None
         mode, self.pending = self.pending, None
@@ -231,7 +234,14 @@ class ModeSwitch:
         self.mode = mode
         self._refresh()
         label = next((o.label for o in self.options if o.key == mode), mode.label)
-        self.status = f"{label}: restarted the server {self.how(mode, before)} in {took_s:.1f} s"
+        how = self.how(mode, before)
+        if went == SWAPPED:
+            self.status = f"{label}: switched to the server kept loaded {how} in {took_s:.1f} s (nothing loaded)"
+        elif went == LOADED_BESIDE:
+            self.status = (f"{label}: loaded the server {how} beside the other in {took_s:.1f} s; both stay loaded, "
+                           "so switching back loads nothing")
+        else:
+            self.status = f"{label}: restarted the server {how} in {took_s:.1f} s"
         return mode
 
     def restart_failed(self) -> None:

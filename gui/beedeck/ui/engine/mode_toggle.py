@@ -38,6 +38,7 @@ from beedeck.core.engine.modes import (
     ModeOption,
     uses_draft,
 )
+from beedeck.core.engine.standby import RESTARTED
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import model_facts
@@ -305,13 +306,14 @@ class ModeToggle(QWidget):
         else:
             self._render()
 
-    def restart_finished(self) -> None:
+    def restart_finished(self, went: str = RESTARTED) -> None:
+        """The switch's server is ready; ``went``: how the switch went (core/engine/standby.py)."""
         if self.switch.pending is None:
             return
         self._tick.stop()
         self.progress.hide()
         took = self.last_switch_s = time.monotonic() - self._t0
-        mode = self.switch.restart_done(took)
+        mode = self.switch.restart_done(took, went)
         self._render()
         if mode is not None:
             self.mode_changed.emit(mode.value)

@@ -27,6 +27,7 @@ from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
 from beedeck.core.engine.restart import describe_fast_restart, fast_restart_settings
 from beedeck.core.engine.rpc_probe import with_rpc_reason
+from beedeck.core.engine.standby import LOADED_BESIDE, RESTARTED, SWAPPED, Parked, free_now
 from beedeck.core.engine.switch_cost import StartKey, SwitchCosts
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
@@ -80,6 +81,7 @@ class ServerController(QObject):
         health_interval_s: float = REMOTE_HEALTH_S,
         preflight: Callable[[EngineCaps, LaunchSettings], Any] | None = None,
         costs: SwitchCosts | None = None,
+        free_now: Callable[[], tuple[list[int] | None, int | None]] = free_now,
     ) -> None:
         super().__init__(parent)
         self._probe = probe
@@ -105,6 +107,13 @@ class ServerController(QObject):
         self._expected_switch: dict[bool, float | None] = {}
         self._draft_of: dict[str, str] = {}  # the draft file last loaded beside each target
         self._unwatch: threading.Event | None = None
+        # Keep the other mode's server loaded beside this one when memory allows (AppSettings.standby).
+        self.standby = True
+        self._free_now = free_now
+        self._parked: Parked | None = None
+        self._token: object = object()  # names the active process in its state callbacks
+        self._asked: LaunchSettings | None = None  # the active server's settings as asked (before the port)
+        self.last_switch = RESTARTED  # how the last mode switch went: RESTARTED, LOADED_BESIDE or SWAPPED
 
     # -- public ---------------------------------------------------------------------------
     def is_busy(self) -> bool:
@@ -143,6 +152,9 @@ class ServerController(QObject):
             return
 
         def job() -> None:
+            self.last_switch = RESTARTED  # or, set before ready is emitted: SWAPPED / LOADED_BESIDE
+            if switch and (self._swap_parked(settings) or self._start_beside(engine, settings, caps)):
+                return
             self._do_stop()
             self._do_start(engine, settings, caps, switch=switch)
 
@@ -151,7 +163,11 @@ class ServerController(QObject):
     def expected_switch_s(self, with_draft: bool) -> float | None:
         """Seconds a mode switch of the running target took here before: to a mode that loads its draft
         file or to one that does not (median of the last ones); None when never measured. No I/O: the
-        figures are read on the server thread once the server is ready."""
+        figures are read on the server thread once the server is ready. None as well when that mode's server
+        is kept loaded beside this one (the switch loads nothing)."""
+        parked = self._parked
+        if parked is not None and bool(parked.asked.draft and parked.asked.spec_mode.uses_draft_file) == with_draft:
+            return None
         return self._expected_switch.get(with_draft)
 
     def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
@@ -248,7 +264,8 @@ class ServerController(QObject):
     def _do_start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None, *,
                   switch: bool = False) -> None:
         t0 = time.monotonic()
-        self.engine, self.settings = engine, replace(settings)
+        self.engine, self.settings, self._asked = engine, replace(settings), replace(settings)
+        self._token = token = object()
         self._set_state("starting")
         try:
             if caps is None:
@@ -257,18 +274,14 @@ class ServerController(QObject):
             if self._closed:
                 return  # the app quit while the engine was probed: launch nothing
             self.caps_known.emit(caps)
-            launch = self._launch
-            if launch is None:
-                from beedeck.core import launcher  # imported lazily: the GUI opens without it
-
-                launch = launcher.launch
+            launch = self._launcher()
             settings = self._with_port(settings)
             self.settings = replace(settings)
             launched = fast_restart_settings(settings, caps) if switch else settings
             if switch:
                 for change in describe_fast_restart(settings, caps):
                     self.line_received.emit(f"BeeDeck: mode switch {change}")
-            proc = launch(engine, caps, launched, on_line=self.line_received.emit, on_state=self._on_proc_state)
+            proc = launch(engine, caps, launched, on_line=self.line_received.emit, on_state=self._state_cb(token))
             for note in getattr(proc, "notes", ()):  # what BeeDeck did on the way, in the log beside the engine's
                 self.line_received.emit(f"BeeDeck: {note.message}")
             with self._lock:
@@ -290,8 +303,11 @@ class ServerController(QObject):
             self._set_state("failed")
             self.failed.emit(self._explain(getattr(exc, "failure", None) or exc, proc))
             return
+        self._ready(engine, settings, proc, time.monotonic() - t0, switch)
+
+    def _ready(self, engine: str, settings: LaunchSettings, proc: Any, took_s: float, switch: bool) -> None:
         self.base_url = proc.base_url
-        self.last_start_s = time.monotonic() - t0
+        self.last_start_s = took_s
         self._costs.record(_start_key(engine, settings, switch), self.last_start_s)
         if settings.draft and settings.spec_mode.uses_draft_file:
             self._draft_of[settings.target] = settings.draft
@@ -305,6 +321,97 @@ class ServerController(QObject):
         memory = getattr(proc, "memory", None)
         if memory is not None:
             self.memory_reported.emit(memory)
+
+    def _launcher(self) -> Callable[..., Any]:
+        from beedeck.core import launcher  # imported lazily: the GUI opens without it
+
+        return self._launch or launcher.launch
+
+    # -- the other mode kept loaded (core/engine/standby.py) --------------------------------
+    def _start_beside(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None) -> bool:
+        """Load ``settings``' server on a second port while the running one keeps serving, then serve from it
+        and keep the old one loaded. False (the log says why) when it does not fit or does not start: the
+        caller restarts as before."""
+        running, current = self._proc, self.settings
+        if not self.standby or caps is None or running is None or current is None or self._closed:
+            return False
+        gpu_free, ram = self._free_now()
+        from beedeck.core.launcher import standby_refusal  # imported lazily: the GUI opens without it
+        why = standby_refusal(caps, settings, gpu_free=gpu_free, ram_available=ram)
+        if why is not None:
+            self.line_received.emit(f"BeeDeck: mode switch restarts the server: the other mode cannot stay loaded "
+                                    f"beside it ({why})")
+            return False
+        self._drop_parked()  # a third mode's server: only two are ever kept
+        from beedeck.core.engine.ports import app_port  # imported lazily: the GUI opens without it
+
+        t0 = time.monotonic()
+        port, _ = app_port(settings.host, (current.port or self.default_port) + 1)
+        beside, token, proc = replace(settings, port=port), object(), None
+        self.line_received.emit(f"BeeDeck: mode switch loads the other mode on port {port} beside port {current.port}")
+        try:
+            proc = self._launcher()(engine, caps, fast_restart_settings(beside, caps), on_line=self.line_received.emit,
+                                    on_state=self._state_cb(token), stop_leftover=False)
+            proc.wait_ready(self._ready_timeout_s)
+        except Exception as exc:  # no room after all, a crash: the restart path does what it always did
+            if proc is not None:
+                proc.stop(STOP_TIMEOUT_S)
+            self.line_received.emit(f"BeeDeck: the other mode did not load beside the running server ({exc}); "
+                                    "restarting instead")
+            return False
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._parked = Parked(running, current, self._asked or current, self._token)
+                self._proc, self._token, self._asked = proc, token, replace(settings)
+        if closed:  # shutdown() ran meanwhile: it stopped the running one, this one is ours to stop
+            proc.stop(STOP_TIMEOUT_S)
+            return True
+        self.settings, self.last_switch = beside, LOADED_BESIDE
+        self._ready(engine, beside, proc, time.monotonic() - t0, True)
+        return True
+
+    def _swap_parked(self, settings: LaunchSettings) -> bool:
+        """The kept server runs ``settings``: serve from it again (no load) and keep the running one loaded."""
+        with self._lock:
+            parked, current = self._parked, self.settings
+            if parked is None or parked.asked != settings or self._proc is None or current is None:
+                return False
+            self._parked = Parked(self._proc, current, self._asked or current, self._token)
+            self._proc, self._token, self._asked = parked.proc, parked.token, parked.asked
+            self.settings = parked.settings
+        self.line_received.emit(f"BeeDeck: mode switch: the server kept loaded on port {parked.settings.port} serves "
+                                f"again (nothing loaded); the one on port {current.port} stays loaded")
+        self.base_url, self.last_start_s, self.last_switch = parked.proc.base_url, 0.0, SWAPPED
+        self._set_state("ready")
+        self.ready.emit(self.base_url)
+        if getattr(parked.proc, "memory", None) is not None:
+            self.memory_reported.emit(parked.proc.memory)
+        return True
+
+    def _drop_parked(self) -> None:
+        with self._lock:
+            parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.proc.stop(STOP_TIMEOUT_S)
+
+    def _state_cb(self, token: object) -> Callable[..., None]:
+        """The state callback of the process ``token`` names: the active one's reach the window; a kept one
+        that stops is forgotten (the next switch loads again), said in the log."""
+
+        def on_state(state: object, failure: object = None) -> None:
+            if token is self._token:
+                self._on_proc_state(state, failure)
+                return
+            parked = self._parked
+            if parked is not None and parked.token is token and _state_name(state) in ("failed", "stopped"):
+                with self._lock:
+                    if self._parked is parked:
+                        self._parked = None
+                self.line_received.emit("BeeDeck: the server kept loaded for the other mode stopped; the next "
+                                        "switch loads it again")
+
+        return on_state
 
     def _explain(self, failure: object, proc: Any = None) -> object:
         """A failure RPC workers caused, said as such (a worker gone mid-reply, another build)."""
@@ -365,6 +472,7 @@ class ServerController(QObject):
                 self.failed.emit(self._explain(failure))  # the server died while serving
 
     def _do_stop(self) -> None:
+        self._drop_parked()
         with self._lock:
             proc, self._proc = self._proc, None
             remote, self.remote = self.remote, None

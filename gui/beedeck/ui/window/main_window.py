@@ -367,7 +367,7 @@ class MainWindow(QMainWindow):
         self.chat.set_notice("")
         self.endpoint.set_base_url(base_url, self.controller.port_note)
         self.failure.hide()
-        self.mode.restart_finished()
+        self.mode.restart_finished(self.controller.last_switch)
         self.switching.server_ready(self.controller.caps, self.client_factory(base_url, api_key))
 
     def _on_controller_failed(self, failure: object) -> None:
