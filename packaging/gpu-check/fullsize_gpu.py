@@ -8,6 +8,7 @@ CMake and Ninja for the build), each phase writing JSON and text to ``--out`` (o
     fullsize_gpu.py dryrun --source TARBALL ...  # configure-only step counts and estimates per builder choice
     fullsize_gpu.py toggle --engine BIN          # Baseline -> DFlash -> Baseline at full size, per variant
     fullsize_gpu.py sweep  --engine BIN          # baseline and DFlash tokens/s, draft max 1..16
+    fullsize_gpu.py standby --engine BIN         # the switch with the other mode kept loaded beside
 
 ``build`` records every progress callback (time, steps done, total, the estimate) so the ETA's error at
 10/25/50/75 % is computed against the real end, and copies the build's ``.ninja_log`` (the CUDA step
@@ -105,7 +106,7 @@ def phase_build(args: argparse.Namespace) -> int:
     def progress(done: int, total: int, eta: float | None) -> None:
         samples.append((time.monotonic() - t0, done, total, eta))
         if len(samples) % 25 == 0:
-            (out / "build-progress.json").write_text(json.dumps(samples))
+            (out / f"build-progress-{args.label}.json").write_text(json.dumps(samples))
 
     reg = EngineRegistry(root=WORK / f"registry-{args.label}")
     rec: dict[str, Any] = {"source": str(args.source), "gpus": gpus, "driver_cuda": driver, "pairs": pairs,
@@ -123,7 +124,7 @@ def phase_build(args: argparse.Namespace) -> int:
         (WORK / f"{args.label}.engine").write_text(str(result.binary))
     except Exception as exc:  # the record says what broke; the phase's exit code too
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-3000:])
-    (out / "build-progress.json").write_text(json.dumps(samples))
+    (out / f"build-progress-{args.label}.json").write_text(json.dumps(samples))
     (out / f"build-{args.label}.json").write_text(json.dumps(rec, indent=1))
     (WORK / f"{args.label}.done").write_text("1")
     print(json.dumps({k: v for k, v in rec.items() if k != "trace"}, indent=1), flush=True)
@@ -173,6 +174,14 @@ def _pair(which: str, caps: Any = None) -> tuple[Path, Path]:
         return mg.gemma4_pair(folder, "Q4_K_S", "dflash")
     if which == "gemma4-fork":
         return mg.gemma4_pair(folder, "Q4_K_M", "dflash-draft")
+    if which == "gemma4-sticky":  # the same layout with the tensors that make target and draft agree (100 %)
+        sticky = WORK / "meta-sticky"
+        done = sticky / "done"
+        if done.is_file():  # written once: writing the header again would empty the file
+            return Path(done.read_text().split("\n")[0]), Path(done.read_text().split("\n")[1])
+        pair = mg.make_sticky(*mg.gemma4_pair(sticky, "Q4_K_M", "dflash"))
+        done.write_text(f"{pair[0]}\n{pair[1]}")
+        return pair
     return mg.qwen36_pair(folder, "dflash")
 
 
@@ -197,6 +206,16 @@ def _variant(s: Any, name: str, caps: Any) -> Any:
         return s
     if name == "fast":  # BeeDeck's toggle restart (core/engine/restart.py)
         return fast_restart_settings(s, caps)
+    fast = fast_restart_settings(s, caps)
+    if name == "fast-nowarmup":  # and no empty warm-up run at start
+        fast.extra_args += ["--no-warmup"]
+        return fast
+    if name == "none":  # no mmap, no mlock: read() into pinned staging buffers, async uploads
+        fast.mmap = fast.mlock = False
+        return fast
+    if name == "dio":  # direct I/O (bypasses the page cache: each start reads the disk)
+        fast.extra_args += ["--load-mode", "dio"]
+        return fast
     raise ValueError(name)
 
 
@@ -217,12 +236,13 @@ def _reply(url: str, max_tokens: int = 64) -> dict[str, Any]:
     t = r.timings
     return {"tok_s": round(t.predicted_per_second, 1) if t else None, "tokens": t.predicted_n if t else None,
             "drafted": t.draft_n if t else None, "accepted": t.draft_n_accepted if t else None,
-            "ttft_ms": round(t.prompt_ms, 1) if t else None}
+            "ttft_ms": round(t.prompt_ms, 1) if t else None, "wall_s": round(r.wall_s, 3),
+            "ttft_s": round(r.ttft_s, 3) if r.ttft_s is not None else 0.0}
 
 
 def phase_toggle(args: argparse.Namespace) -> int:
-    from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.modes import BASELINE, DFLASH, settings_for_mode
+    from beedeck.core.engine.probe import probe_engine
 
     out = _out(args)
     engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
@@ -247,6 +267,8 @@ def phase_toggle(args: argparse.Namespace) -> int:
                 first = _reply(proc.base_url, 32)
                 rec["switches"].append({"to": mode, "stop_s": round(stopped, 2), "ready_s": round(ready, 2),
                                         "total_s": round(stopped + ready, 2), "reply": first})
+                if len(rec["switches"]) == 2:  # one switch's own log: where its start's seconds go
+                    rec["log_switch_to_dflash"] = list(proc.log_lines())[-400:]
                 print(json.dumps({"variant": variant, **rec["switches"][-1]}), flush=True)
             proc.stop()
             sw = rec["switches"]
@@ -257,13 +279,13 @@ def phase_toggle(args: argparse.Namespace) -> int:
             rec["trace"] = traceback.format_exc()[-2500:]
         results.append(rec)
         print(json.dumps({k: v for k, v in rec.items() if k not in ("argv", "trace")}), flush=True)
-        (out / f"toggle-{args.pair}.json").write_text(json.dumps(results, indent=1))
+        (out / f"toggle-{args.pair}-{args.label}.json").write_text(json.dumps(results, indent=1))
     return 0
 
 
 def phase_sweep(args: argparse.Namespace) -> int:
-    from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.modes import BASELINE, settings_for_mode
+    from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.restart import fast_restart_settings
 
     out = _out(args)
@@ -291,13 +313,84 @@ def phase_sweep(args: argparse.Namespace) -> int:
                 row["error"] = f"{type(exc).__name__}: {exc}"
             rows.append(row)
             print(json.dumps(row), flush=True)
-            (out / "sweep.json").write_text(json.dumps(rows, indent=1))
+            (out / f"sweep-{args.label}.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _nvml_used_mib() -> list[int]:
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except OSError:  # no GPU (the script's own dry run on a CPU engine)
+        return []
+    return [int(x) for x in out.split()]
+
+
+def phase_standby(args: argparse.Namespace) -> int:
+    """The switch as BeeDeck's ServerController makes it with memory free for both: the first switch loads the
+    other mode beside the running server (core/engine/standby.py decides, from the launch preflight's plan
+    against what is free now), every later one only changes the server the chat talks to; timed from the
+    click to the first token of a reply on the other server."""
+    from beedeck.core.engine.modes import BASELINE, DFLASH, settings_for_mode
+    from beedeck.core.engine.probe import probe_engine
+    from beedeck.core.engine.restart import fast_restart_settings
+    from beedeck.core.engine.server import free_port
+    from beedeck.core.engine.standby import free_now
+    from beedeck.core.launcher import standby_refusal
+
+    out = _out(args)
+    engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
+    caps = probe_engine(engine)
+    target, draft = _pair(args.pair, caps)
+    os.environ.setdefault("BEEDECK_HOME", str(WORK / "home"))
+    first = _base(target, draft, args.ctx)  # the profile as saved: the guide's DFlash line
+    rec: dict[str, Any] = {"pair": args.pair, "ctx": args.ctx, "engine": engine, "switches": []}
+    procs = []
+    try:
+        proc, cold = _start(engine, caps, dataclasses.replace(first, port=free_port()))
+        procs.append(proc)
+        rec["first_start_s"] = round(cold, 2)
+        rec["first_reply"] = _reply(proc.base_url, 32)
+        baseline = settings_for_mode(first, BASELINE, caps)
+        gpu_free, ram = free_now()
+        rec["free_before_switch"] = {"gpu": gpu_free, "ram": ram}
+        rec["refusal"] = standby_refusal(caps, baseline, gpu_free=gpu_free, ram_available=ram)
+        t = time.monotonic()
+        other, ready = _start(engine, caps, fast_restart_settings(dataclasses.replace(baseline, port=free_port()), caps))
+        procs.append(other)
+        reply = _reply(other.base_url, 32)
+        rec["switches"].append({"to": BASELINE, "how": "loaded beside", "ready_s": round(ready, 2),
+                                "to_first_token_s": round(time.monotonic() - t - reply["wall_s"] + reply["ttft_s"], 2),
+                                "reply": reply})
+        rec["nvml_used_mib_both"] = _nvml_used_mib()
+        serving = {BASELINE: other, DFLASH: proc}
+        for mode in (DFLASH, BASELINE, DFLASH, BASELINE):
+            t = time.monotonic()
+            reply = _reply(serving[mode].base_url, 32)  # the switch: the chat's next request goes to the other port
+            rec["switches"].append({"to": mode, "how": "swapped", "ready_s": 0.0,
+                                    "to_first_token_s": round(time.monotonic() - t - reply["wall_s"] + reply["ttft_s"], 2),
+                                    "reply": reply})
+            print(json.dumps(rec["switches"][-1]), flush=True)
+        sw = rec["switches"]
+        rec["round_trip_first_s"] = round(sw[0]["ready_s"] + sw[1]["ready_s"], 2)
+        rec["round_trip_kept_s"] = round(sw[1]["ready_s"] + sw[2]["ready_s"], 2)
+        rec["round_trip_kept_to_first_token_s"] = round(sw[1]["to_first_token_s"] + sw[2]["to_first_token_s"], 2)
+    except Exception as exc:
+        rec["error"] = f"{type(exc).__name__}: {exc}"
+        rec["trace"] = traceback.format_exc()[-2500:]
+    finally:
+        for p in procs:
+            p.stop()
+    (out / f"standby-{args.pair}-{args.label}.json").write_text(json.dumps(rec, indent=1))
+    print(json.dumps({k: v for k, v in rec.items() if k != "trace"}), flush=True)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("phase", choices=("build", "dryrun", "toggle", "sweep"))
+    ap.add_argument("phase", choices=("build", "dryrun", "toggle", "sweep", "standby"))
     ap.add_argument("--source", type=Path)
     ap.add_argument("--sources", dest="source_list", nargs="*", default=[])
     ap.add_argument("--label", default="genb")
@@ -315,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    return {"build": phase_build, "dryrun": phase_dryrun, "toggle": phase_toggle, "sweep": phase_sweep}[args.phase](args)
+    return {"build": phase_build, "dryrun": phase_dryrun, "toggle": phase_toggle, "sweep": phase_sweep,
+            "standby": phase_standby}[args.phase](args)
 
 
 if __name__ == "__main__":
