@@ -6,13 +6,29 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "gui" / "beedeck"
 CAP = 500  # lines; split along a real seam rather than raise it
+# Functions are capped by ruff (C901, PLR0912, PLR0915 in pyproject.toml); files only get this soft
+# report past SOFT lines, so a module near the cap is seen before a change has to split it in a hurry.
+SOFT = 450
 
 
-def test_every_module_is_under_the_cap() -> None:
-    over = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > CAP}
+def _module_lines() -> dict[str, int]:
+    return {str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines())
+            for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_is_under_the_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _module_lines()
+    near = {name: n for name, n in lines.items() if SOFT < n <= CAP}
+    if near:
+        with capsys.disabled():
+            print(f"\n[layout] {len(near)} modules over the soft limit of {SOFT} lines (the cap is {CAP}):")
+            for name, n in sorted(near.items(), key=lambda kv: -kv[1]):
+                print(f"[layout]   {n:4d} {name}")
+    over = {name: n for name, n in lines.items() if n > CAP}
     assert not over, f"modules over {CAP} lines: {over}"
 
 
