@@ -87,11 +87,11 @@ def _table() -> dict[str, dict[str, Any]]:
 
 
 def test_every_module_has_a_test_at_its_path_or_is_listed() -> None:
-    table = _table()
-    missing = [m for m in _modules() if not _same_path_test(m).is_file() and m not in table]
+    table, modules = _table(), _modules()
+    missing = [m for m in modules if not _same_path_test(m).is_file() and m not in table]
     assert not missing, (f"modules with no tests/<same path>/test_<module>.py and no line in {TABLE.name} "
                          f"naming the tests that cover them: {missing}")
-    stale = sorted(m for m in table if m not in _modules())
+    stale = sorted(m for m in table if m not in modules)
     assert not stale, f"{TABLE.name} lists modules that do not exist: {stale}"
     moved = sorted(m for m in table if _same_path_test(m).is_file())
     assert not moved, f"these modules now have a test at their own path: drop their lines from {TABLE.name}: {moved}"
