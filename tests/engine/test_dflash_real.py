@@ -10,7 +10,6 @@ The speed comparison starts its own pair of servers on the "wide" synthetic pair
 from __future__ import annotations
 
 import json
-import socket
 import statistics
 import subprocess
 import time
@@ -18,7 +17,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +24,13 @@ import psutil
 import pytest
 
 from tests.conftest import PERSISTENT
-from tests.engine.procs import stop_process
+from tests.fixtures import llama_server
 from tests.fixtures import synth_gguf as sg
+from tests.fixtures.llama_server import START_TIMEOUT_S, Server, free_port, metrics
 
 pytestmark = pytest.mark.engine
 
 SYNTH = PERSISTENT / "synth"
-START_TIMEOUT_S = 120.0
 N_TOKENS = 200
 SPEED_TOKENS = 300  # longer replies average over the bursts of load from other jobs on the shared cores
 # Synthetic target's head size is 32: flash attention "auto" turns itself off cleanly (see docs/reference/dflash-on-cpu.md).
@@ -43,66 +41,8 @@ COMMON_ARGS = [
 ]  # fmt: skip
 
 
-@dataclass
-class Server:
-    """A running llama-server child and where to reach it."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def url(self, route: str) -> str:
-        return f"http://127.0.0.1:{self.port}{route}"
-
-    def log_tail(self, n: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _health(server: Server) -> int:
-    try:
-        with urllib.request.urlopen(server.url("/health"), timeout=2) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code  # 503 while loading
-    except OSError:
-        return 0
-
-
-def _start(engine: Path, model: Path, log: Path, extra: list[str]) -> Server:
-    args = [
-        str(engine),
-        "-m",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(_free_port()),
-        *COMMON_ARGS,
-        *extra,
-    ]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT)
-    server = Server(proc, int(args[args.index("--port") + 1]), log)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while _health(server) != 200:
-            if proc.poll() is not None:
-                raise AssertionError(f"llama-server exited with {proc.returncode}:\n{server.log_tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"llama-server not healthy after {START_TIMEOUT_S:.0f} s:\n{server.log_tail()}"
-                )
-            time.sleep(0.1)  # poll interval: /health has no push notification
-    except BaseException:
-        stop_process(proc)
-        raise
-    return server
+def _args(model: Path, port: int, extra: Sequence[str] = ()) -> list[str]:
+    return ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), *COMMON_ARGS, *extra]
 
 
 @pytest.fixture(scope="module")
@@ -122,11 +62,9 @@ def serving(
     spec = [] if draft is None else [
         "--spec-type", "draft-dflash", "--spec-draft-model", str(draft), "--spec-draft-n-max", "15",
     ]  # fmt: skip
-    server = _start(engine, target, log, [*spec, *extra])
-    try:
+    port = free_port()
+    with llama_server.serving(engine, _args(target, port, [*spec, *extra]), port, log) as server:
         yield server
-    finally:
-        stop_process(server.proc)
 
 
 def _server_fixture(engine: Path, files: dict[str, Path], tmp: Path, draft: str | None) -> Iterator[Server]:
@@ -190,17 +128,6 @@ def chat(server: Server, prompt: str, n_tokens: int = N_TOKENS) -> tuple[str, di
     assert done, f"stream ended without [DONE]:\n{server.log_tail()}"
     assert "timings" in last, f"no timings on the last chunk: {last}"
     return "".join(text), last["timings"]
-
-
-def metrics(server: Server) -> dict[str, float]:
-    with urllib.request.urlopen(server.url("/metrics"), timeout=10) as resp:
-        lines = resp.read().decode().splitlines()
-    out: dict[str, float] = {}
-    for line in lines:
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def test_sticky_draft_is_accepted_completely(sticky_server: Server) -> None:
@@ -313,11 +240,8 @@ def test_mainline_refuses_a_beellama_format_draft(
     starter_engine_path: Path, synth_files: dict[str, Path], tmp_path: Path
 ) -> None:
     bee_draft = sg.cached_draft(SYNTH, synth_files["target"], sticky=True, fmt="bee")
-    args = [
-        str(starter_engine_path), "-m", str(synth_files["target"]), "--host", "127.0.0.1",
-        "--port", str(_free_port()), *COMMON_ARGS,
-        "--spec-type", "draft-dflash", "--spec-draft-model", str(bee_draft),
-    ]  # fmt: skip
+    args = [str(starter_engine_path), *_args(synth_files["target"], free_port(),
+                                             ["--spec-type", "draft-dflash", "--spec-draft-model", str(bee_draft)])]
     # The load fails before the HTTP server starts; run() kills the process if it ever hangs.
     done = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=START_TIMEOUT_S)
     log = (done.stdout + done.stderr).decode(errors="replace")

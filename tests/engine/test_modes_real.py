@@ -36,6 +36,7 @@ from beedeck.ui.window.main_window import MainWindow
 from tests.conftest import PERSISTENT, REPO
 from tests.engine.procs import pid_alive
 from tests.fixtures import synth_mtp as sm
+from tests.fixtures.llama_server import send, server_pid
 
 pytestmark = pytest.mark.engine
 
@@ -105,24 +106,13 @@ def test_cli_bench_synthetic_mtp(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ the toggle
 
 
-def _server_pid(window: MainWindow) -> int:
-    pid = window.controller._proc.pid
-    assert pid is not None and psutil.pid_exists(pid)
-    return int(pid)
-
-
 def _spec_type(pid: int) -> str | None:
     argv = psutil.Process(pid).cmdline()
     return argv[argv.index("--spec-type") + 1] if "--spec-type" in argv else None
 
 
 def _send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
-    window.chat.input.setPlainText(text)
-    with qtbot.waitSignal(window.chat.reply_finished, timeout=REPLY_MS) as blocker:
-        window.chat.send_button.click()
-    stats: dict[str, Any] = blocker.args[0].to_json()  # the ReplyFacts as stored
-    assert stats["tokens"] == MAX_TOKENS and stats["tps"] > 0, stats
-    return stats
+    return send(qtbot, window, text, MAX_TOKENS, REPLY_MS)
 
 
 def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
@@ -143,7 +133,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
     try:
         with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
             window.start_action.trigger()
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         assert _spec_type(pids[-1]) is None
         # The probed engine and the target's header (read off the GUI thread) decide the segments.
         qtbot.waitUntil(lambda: toggle.offered() == ["baseline", "mtp", "model-free"], timeout=10_000)
@@ -164,7 +154,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         assert changed.args == ["mtp"] and mtp_button.isChecked() and not toggle.is_switching()
         assert "MTP: restarted the server with the target's MTP heads in" in toggle.status.text()
         assert toggle.last_switch_s is not None and 0 < toggle.last_switch_s <= wall
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         assert pids[-1] != pids[-2] and not pid_alive(pids[-2]) and _spec_type(pids[-1]) == "draft-mtp"
         second = _send(qtbot, window, "Write python code.")
         assert second["mode"] == "mtp" and second["draft_n"] > 0, second
@@ -173,7 +163,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         # Back to Baseline through the public call the per-prompt advisor will use.
         with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS):
             assert toggle.request_mode("baseline") is True
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         assert _spec_type(pids[-1]) is None
         third = _send(qtbot, window, "hello")
         assert third["mode"] == "baseline" and not third.get("draft_n"), third

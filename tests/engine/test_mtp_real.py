@@ -9,29 +9,23 @@ plain decoding. A target without MTP layers must make the server exit with the e
 
 from __future__ import annotations
 
-import json
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import PERSISTENT
-from tests.engine.procs import stop_process
+from tests.fixtures import llama_server
 from tests.fixtures import synth_gguf as sg
 from tests.fixtures import synth_mtp as sm
+from tests.fixtures.llama_server import START_TIMEOUT_S, Server, free_port, metrics, post_chat
 
 pytestmark = pytest.mark.engine
 
 SYNTH = PERSISTENT / "synth"
-START_TIMEOUT_S = 120.0
 N_TOKENS = 64
 # One thread, as in test_dflash_real.py: on 2 busy shared cores a second ggml thread stalls the barrier.
 COMMON_ARGS = [
@@ -54,72 +48,16 @@ NO_MTP_FIT_LINE = (
 )
 
 
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def url(self, route: str) -> str:
-        return f"http://127.0.0.1:{self.port}{route}"
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def log_tail(self, n: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-n:])
-
-    def wait_log(self, text: str, timeout_s: float = 15.0) -> str:
-        """The log once it holds ``text``: the server prints a reply's statistics after sending it, so a
-        test reading the log right after the reply can be ahead of the line (seen once in CI)."""
-        deadline = time.monotonic() + timeout_s
-        while text not in (log := self.log_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return log
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _argv(engine: Path, model: Path, port: int, extra: Sequence[str]) -> list[str]:
-    return [str(engine), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), *COMMON_ARGS, *extra]
-
-
-def _health(server: Server) -> int:
-    try:
-        with urllib.request.urlopen(server.url("/health"), timeout=2) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code  # 503 while loading
-    except OSError:
-        return 0
+def _args(model: Path, port: int, extra: Sequence[str]) -> list[str]:
+    return ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), *COMMON_ARGS, *extra]
 
 
 @contextmanager
 def serving(engine: Path, model: Path, log: Path, extra: Sequence[str] = ()) -> Iterator[Server]:
     """llama-server on ``model`` with ``extra`` arguments, healthy, always stopped on exit."""
-    port = _free_port()
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            _argv(engine, model, port, extra), stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT
-        )
-    server = Server(proc, port, log)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while _health(server) != 200:
-            if proc.poll() is not None:
-                raise AssertionError(f"llama-server exited with {proc.returncode}:\n{server.log_tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"llama-server not healthy after {START_TIMEOUT_S:.0f} s:\n{server.log_tail()}"
-                )
-            time.sleep(0.1)  # poll interval: /health has no push notification
+    port = free_port()
+    with llama_server.serving(engine, _args(model, port, extra), port, log) as server:
         yield server
-    finally:
-        stop_process(proc)
 
 
 def chat(
@@ -134,26 +72,9 @@ def chat(
         "seed": 7,
         "ignore_eos": ignore_eos,
     }
-    req = urllib.request.Request(
-        server.url("/v1/chat/completions"),
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        reply = json.loads(resp.read())
+    reply = post_chat(server, body)
     assert "timings" in reply, reply
     return str(reply["choices"][0]["message"]["content"]), dict(reply["timings"])
-
-
-def metrics(server: Server) -> dict[str, float]:
-    with urllib.request.urlopen(server.url("/metrics"), timeout=10) as resp:
-        lines = resp.read().decode().splitlines()
-    out: dict[str, float] = {}
-    for line in lines:
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +177,7 @@ def test_draft_mtp_on_a_target_without_mtp_layers_exits(
         model = sm.cached_mtp_target(SYNTH, sticky=True, mtp=False)
     # The failure comes before the HTTP server listens; run() kills the process if it ever hangs.
     done = subprocess.run(
-        _argv(starter_engine_path, model, _free_port(), MTP),
+        [str(starter_engine_path), *_args(model, free_port(), MTP)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         timeout=START_TIMEOUT_S,

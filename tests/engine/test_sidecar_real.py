@@ -10,12 +10,6 @@ drafted token must be accepted and the reply is " bee bee ...".
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,42 +21,12 @@ from beedeck.core.engine.modes import MTP, settings_for_mode
 from beedeck.core.models import library
 from beedeck.core.models.paircheck import model_facts, modes_for, read_infos
 from tests.core.models import sidecar_files as sf
-from tests.engine.procs import stop_process
 from tests.fixtures import synth_mtp as sm
+from tests.fixtures.llama_server import free_port, post_chat, serving
 
 pytestmark = pytest.mark.engine
 
-START_TIMEOUT_S = 120.0
 N_TOKENS = 48
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _post(port: int, body: dict[str, object], timeout: float = 120.0) -> dict[str, object]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        data: dict[str, object] = json.load(resp)
-        return data
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"llama-server exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"llama-server was not healthy in {START_TIMEOUT_S:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 def test_the_mtp_sidecar_beedeck_offers_runs_on_mainline(tmp_path: Path, starter_engine_path: Path,
@@ -81,7 +45,7 @@ def test_the_mtp_sidecar_beedeck_offers_runs_on_mainline(tmp_path: Path, starter
 
     # BeeDeck's own path: the head file as the draft, its headers read, MTP offered for a target without
     # heads, and the settings for MTP turned into argv by build_argv (the head passed as the draft model).
-    port = _free_port()
+    port = free_port()
     profile = LaunchSettings(target=str(target), draft=str(side.path), ctx_size=4096, parallel=1, threads=1,
                              port=port, extra_args=["-tb", "1"])
     infos = read_infos(profile)
@@ -91,18 +55,12 @@ def test_the_mtp_sidecar_beedeck_offers_runs_on_mainline(tmp_path: Path, starter
     i = plan.argv.index("--spec-draft-model")
     assert plan.argv[i:i + 4] == ["--spec-draft-model", str(head), "--spec-type", "draft-mtp"], plan.argv
     log = tmp_path / "server.log"
-    argv = [str(starter_engine_path), *plan.argv]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_healthy(proc, port, log)
-        reply = _post(port, {"messages": [{"role": "user", "content": "say hello"}], "max_tokens": N_TOKENS,
-                             "temperature": 0})
-    finally:
-        stop_process(proc)
+    with serving(starter_engine_path, plan.argv, port, log) as server:
+        reply = post_chat(server, {"messages": [{"role": "user", "content": "say hello"}], "max_tokens": N_TOKENS,
+                                   "temperature": 0})
     timings = reply["timings"]
     assert isinstance(timings, dict)
-    text = reply["choices"][0]["message"]["content"]  # type: ignore[index]
+    text = reply["choices"][0]["message"]["content"]
     assert text == " bee" * N_TOKENS
     assert timings["draft_n"] > 0 and timings["draft_n_accepted"] == timings["draft_n"], timings
     logged = log.read_text(errors="replace")

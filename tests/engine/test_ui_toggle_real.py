@@ -31,6 +31,7 @@ from tests.conftest import PERSISTENT
 from tests.engine.conftest import RealEngine
 from tests.engine.procs import pid_alive
 from tests.fixtures import synth_gguf as sg
+from tests.fixtures.llama_server import send, server_pid
 
 pytestmark = pytest.mark.engine
 
@@ -51,23 +52,12 @@ def _sticky_profile(engine: Path, draft_format: str = "mainline") -> Profile:
     return Profile(str(engine), settings, "CPU engine + synthetic sticky pair")
 
 
-def _server_pid(window: MainWindow) -> int:
-    pid = window.controller._proc.pid
-    assert pid is not None and psutil.pid_exists(pid)
-    return int(pid)
-
-
 def _has_draft_on_command_line(pid: int) -> bool:
     return "--spec-draft-model" in psutil.Process(pid).cmdline()
 
 
 def _send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
-    window.chat.input.setPlainText(text)
-    with qtbot.waitSignal(window.chat.reply_finished, timeout=REPLY_MS) as blocker:
-        window.chat.send_button.click()
-    stats: dict[str, Any] = blocker.args[0].to_json()  # the ReplyFacts as stored
-    assert stats["tokens"] == MAX_TOKENS and stats["tps"] > 0, stats
-    return stats
+    return send(qtbot, window, text, MAX_TOKENS, REPLY_MS)
 
 
 def _assert_dflash(stats: dict[str, Any]) -> None:
@@ -88,7 +78,7 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     """
     toggle = window.mode
     button = toggle.baseline_button if mode == "baseline" else toggle.dflash_button
-    old_pid = _server_pid(window)
+    old_pid = server_pid(window)
     t0 = time.monotonic()
     with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as blocker:
         button.click()
@@ -107,7 +97,7 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     assert reported is not None and 0 < reported <= wall, (reported, wall)  # the restart we waited for
     assert match.group(2) == f"{reported:.1f}", (status, reported)
     # A real restart: the old process is gone, a new one runs with (or without) the draft.
-    new_pid = _server_pid(window)
+    new_pid = server_pid(window)
     assert new_pid != old_pid and not pid_alive(old_pid)
     assert _has_draft_on_command_line(new_pid) == (mode == "dflash")
     assert window.state_label.text() == "server: ready"
@@ -118,12 +108,12 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
 def _per_request_toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     """Click ``mode`` on the per-request path: it takes effect at once, the same server keeps serving."""
     toggle = window.mode
-    pid = _server_pid(window)
+    pid = server_pid(window)
     t0 = time.monotonic()
     with qtbot.waitSignal(toggle.mode_changed, timeout=5_000) as blocker:
         (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
     wall = time.monotonic() - t0
-    assert blocker.args == [mode] and not toggle.is_switching() and _server_pid(window) == pid
+    assert blocker.args == [mode] and not toggle.is_switching() and server_pid(window) == pid
     assert ("asks for no drafts" if mode == "baseline" else "uses the draft") in toggle.status.text()
     return 0.0, wall
 
@@ -145,7 +135,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
     try:
         with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
             window.start_action.trigger()
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         assert _has_draft_on_command_line(pids[-1])
         # The check on ready: two short replies, as it is and asking for no drafts.
         qtbot.waitUntil(lambda: window.switching.memory.get(window.controller.caps) is not None, timeout=REPLY_MS)
@@ -162,7 +152,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
         assert window.speed.acceptance.text().startswith(f"{first['draft_n']}/{first['draft_n']} (100 %)")
 
         to_baseline = switch(qtbot, window, "baseline")
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         assert window.chat.conversation_id == conv_id
         kept = store.messages(conv_id)
         assert [m.role for m in kept] == ["user", "assistant"]
@@ -177,7 +167,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
         assert window.speed.acceptance.text() == "— (no drafts)"
 
         to_dflash = switch(qtbot, window, "dflash")
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         third = _send(qtbot, window, "hello")
         _assert_dflash(third)
 
@@ -235,9 +225,9 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
     try:
         with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
             window.start_action.trigger()
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         _toggle(qtbot, window, "baseline")
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
 
         # Stop and Start again: the server comes back in the mode the toggle shows (baseline).
         with qtbot.waitSignal(window.controller.stopped, timeout=START_MS):
@@ -245,7 +235,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
         assert toggle.mode() == "baseline" and toggle.baseline_button.isChecked()
         with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
             window.start_action.trigger()
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         assert not _has_draft_on_command_line(pids[-1])
         _assert_baseline(_send(qtbot, window, "Say hello to the deck."))
 
@@ -261,7 +251,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
         assert window.start_action.isEnabled(), "Start must work again after a failed switch"
         with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
             window.start_action.trigger()
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         assert not _has_draft_on_command_line(pids[-1])
         _assert_baseline(_send(qtbot, window, "hello"))
     finally:

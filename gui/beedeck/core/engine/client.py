@@ -49,6 +49,78 @@ STATUS_LIMIT = 16 << 20  # bytes of a status answer; more is not llama-server ta
 LINE_LIMIT = 16 << 20  # one SSE line (one chunk of a reply is a few hundred bytes)
 
 
+class _Reply:
+    """What a stream has brought so far: the text, the server's facts and the client's clock."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.finish: str | None = None
+        self.timings: Timings | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model = ""
+        self.n_chunks = 0
+        self.done = False
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.n_token_chunks = 0
+        self.t0 = time.perf_counter()
+
+    def take(self, obj: dict[str, Any]) -> Iterator[ChatDelta]:
+        """Take one parsed chunk; yield a delta for each choice that carries text."""
+        self.n_chunks += 1
+        if "error" in obj:
+            err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
+            raise HTTPStatusError(
+                int(err.get("code", 500) or 500), str(err.get("message", "")), str(err.get("type", ""))
+            )
+        self.model = obj.get("model", self.model) or self.model
+        if "timings" in obj:
+            self.timings = Timings.from_json(obj["timings"])
+        if obj.get("usage"):
+            self.usage = obj["usage"]
+        for choice in obj.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            c = delta.get("content") or ""
+            r = delta.get("reasoning_content") or ""
+            if c or r:
+                now = time.perf_counter()
+                if self.t_first is None:
+                    self.t_first = now
+                self.t_last = now
+                self.n_token_chunks += 1
+                if c:
+                    self.text.append(c)
+                if r:
+                    self.reasoning.append(r)
+                yield ChatDelta(c, r, now)
+
+    def result(self, cancelled: bool) -> ChatResult:
+        wall = time.perf_counter() - self.t0
+        rate = None
+        t_first, t_last, timings = self.t_first, self.t_last, self.timings
+        if t_first is not None and t_last is not None and t_last > t_first:
+            # Count tokens by the server's own number when it sent one (a chunk may carry
+            # several tokens); the first token's arrival is the start of the clock.
+            n = timings.predicted_n if timings and timings.predicted_n else self.n_token_chunks
+            rate = (n - 1) / (t_last - t_first) if n > 1 else None
+        return ChatResult(
+            text="".join(self.text),
+            reasoning="".join(self.reasoning),
+            finish_reason=self.finish,
+            timings=timings,
+            usage=self.usage,
+            ttft_s=(t_first - self.t0) if t_first is not None else None,
+            client_tokens_per_s=rate,
+            n_chunks=self.n_chunks,
+            wall_s=wall,
+            cancelled=cancelled,
+            model=self.model,
+        )
+
+
 class ChatStream:
     """Iterate to get :class:`ChatDelta` pieces; afterwards ``.result`` holds the :class:`ChatResult`.
 
@@ -120,43 +192,9 @@ class ChatStream:
     def _run(self) -> Iterator[ChatDelta]:
         import httpx2
 
-        text: list[str] = []
-        reasoning: list[str] = []
-        finish: str | None = None
-        timings: Timings | None = None
-        usage: dict[str, Any] | None = None
-        model = ""
-        n_chunks = 0
-        done = False
-        t_first: float | None = None
-        t_last: float | None = None
-        n_token_chunks = 0
-        t0 = time.perf_counter()
-
-        def finish_result(cancelled: bool) -> None:
-            wall = time.perf_counter() - t0
-            rate = None
-            if t_first is not None and t_last is not None and t_last > t_first:
-                # Count tokens by the server's own number when it sent one (a chunk may carry
-                # several tokens); the first token's arrival is the start of the clock.
-                n = timings.predicted_n if timings and timings.predicted_n else n_token_chunks
-                rate = (n - 1) / (t_last - t_first) if n > 1 else None
-            self._result = ChatResult(
-                text="".join(text),
-                reasoning="".join(reasoning),
-                finish_reason=finish,
-                timings=timings,
-                usage=usage,
-                ttft_s=(t_first - t0) if t_first is not None else None,
-                client_tokens_per_s=rate,
-                n_chunks=n_chunks,
-                wall_s=wall,
-                cancelled=cancelled,
-                model=model,
-            )
-
+        reply = _Reply()
         if self._cancel.is_set():
-            finish_result(True)
+            self._result = reply.result(True)
             return
         http = httpx2.Client(timeout=self._client.timeout, trust_env=False)
         watch_done = threading.Event()
@@ -164,101 +202,82 @@ class ChatStream:
             threading.Thread(target=self._watch_for_stall, args=(watch_done,), name="chat-stall-watch",
                              daemon=True).start()
         try:
-            with http.stream(
-                "POST",
-                self._client.base_url + "/v1/chat/completions",
-                json=self._payload,
-                headers=self._client._headers({"Accept": "text/event-stream"}),
-                extensions={"trace": self._trace},
-            ) as resp:
-                if resp.status_code != 200:
-                    body = b""
-                    for block in resp.iter_bytes():  # an error page, read up to 1 MB
-                        body += block
-                        if len(body) > 1 << 20:
-                            break
-                    raise _error_from_body(resp.status_code, body[: 1 << 20])
-                for line in _sse_lines(resp, self._touch):
-                    if self._cancel.is_set():
-                        break
-                    if not line.startswith("data:"):
-                        continue  # blank separators and ": ping" keep-alive comments
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        done = True
-                        break
-                    try:
-                        obj = json.loads(data)
-                    except (ValueError, RecursionError):
-                        obj = None
-                    if not isinstance(obj, dict):
-                        raise ClientError(f"The server sent a malformed stream line: {printable(data, 200)}")
-                    n_chunks += 1
-                    if "error" in obj:
-                        err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
-                        raise HTTPStatusError(
-                            int(err.get("code", 500) or 500), str(err.get("message", "")), str(err.get("type", ""))
-                        )
-                    model = obj.get("model", model) or model
-                    if "timings" in obj:
-                        timings = Timings.from_json(obj["timings"])
-                    if obj.get("usage"):
-                        usage = obj["usage"]
-                    for choice in obj.get("choices") or ():
-                        if choice.get("finish_reason"):
-                            finish = choice["finish_reason"]
-                        delta = choice.get("delta") or {}
-                        c = delta.get("content") or ""
-                        r = delta.get("reasoning_content") or ""
-                        if c or r:
-                            now = time.perf_counter()
-                            if t_first is None:
-                                t_first = now
-                                self._flowing = True
-                            t_last = now
-                            n_token_chunks += 1
-                            if c:
-                                text.append(c)
-                            if r:
-                                reasoning.append(r)
-                            yield ChatDelta(c, r, now)
+            yield from self._stream(http, reply)
         except (httpx2.TransportError, OSError) as exc:
             if self._stalled:
-                finish_result(True)
+                self._result = reply.result(True)
                 raise self._stall_error() from exc
             if self._cancel.is_set():
-                finish_result(True)
+                self._result = reply.result(True)
                 return
-            if isinstance(exc, httpx2.ConnectError):
-                raise ServerGone(
-                    f"Could not connect to {self._client.base_url}: the server is not running. Start it, or check the URL."
-                ) from exc
-            if isinstance(exc, httpx2.TimeoutException):
-                raise ServerGone(
-                    f"The server at {self._client.base_url} stopped answering (timed out): see its log."
-                ) from exc
-            raise ServerGone(
-                f"The connection to the server broke in the middle of the reply ({type(exc).__name__}): the "
-                "server stopped, or the network between here and it did."
-            ) from exc
+            raise self._broken(exc) from exc
         finally:
             watch_done.set()
             with self._lock:
                 self._sock = None
             http.close()
         if self._stalled:
-            finish_result(True)
+            self._result = reply.result(True)
             raise self._stall_error()
         if self._cancel.is_set():
-            finish_result(True)
+            self._result = reply.result(True)
             return
-        finish_result(False)
-        if not done and finish is None:
+        self._result = reply.result(False)
+        if not reply.done and reply.finish is None:
             raise StreamTruncated(
                 "The reply stream ended early (no [DONE] and no finish reason): the text may be cut off. "
                 "See the server log, then try again."
             )
 
+    def _stream(self, http: httpx2.Client, reply: _Reply) -> Iterator[ChatDelta]:
+        """POST the request and take its SSE lines into ``reply`` until [DONE], a cancel or the end."""
+        with http.stream(
+            "POST",
+            self._client.base_url + "/v1/chat/completions",
+            json=self._payload,
+            headers=self._client._headers({"Accept": "text/event-stream"}),
+            extensions={"trace": self._trace},
+        ) as resp:
+            if resp.status_code != 200:
+                body = b""
+                for block in resp.iter_bytes():  # an error page, read up to 1 MB
+                    body += block
+                    if len(body) > 1 << 20:
+                        break
+                raise _error_from_body(resp.status_code, body[: 1 << 20])
+            for line in _sse_lines(resp, self._touch):
+                if self._cancel.is_set():
+                    break
+                if not line.startswith("data:"):
+                    continue  # blank separators and ": ping" keep-alive comments
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    reply.done = True
+                    break
+                try:
+                    obj = json.loads(data)
+                except (ValueError, RecursionError):
+                    obj = None
+                if not isinstance(obj, dict):
+                    raise ClientError(f"The server sent a malformed stream line: {printable(data, 200)}")
+                for delta in reply.take(obj):
+                    self._flowing = True
+                    yield delta
+
+    def _broken(self, exc: Exception) -> ServerGone:
+        """What a transport error in the middle of a request means, said for the user."""
+        import httpx2
+
+        if isinstance(exc, httpx2.ConnectError):
+            return ServerGone(
+                f"Could not connect to {self._client.base_url}: the server is not running. Start it, or check the URL."
+            )
+        if isinstance(exc, httpx2.TimeoutException):
+            return ServerGone(f"The server at {self._client.base_url} stopped answering (timed out): see its log.")
+        return ServerGone(
+            f"The connection to the server broke in the middle of the reply ({type(exc).__name__}): the "
+            "server stopped, or the network between here and it did."
+        )
 
     def _touch(self) -> None:
         self._last_bytes = time.monotonic()

@@ -145,6 +145,13 @@ def gguf_architecture(path: str) -> str:
     return value.decode("utf-8", "replace") if 0 < val_len <= 64 and len(value) == val_len else ""
 
 
+_Said = tuple[str, str, str]  # (code, message, remedy) of a failure the log explains
+
+
+def _fail(code: str, message: str, remedy: str) -> _Said:
+    return code, message, remedy
+
+
 def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | None = None,
                      caps: EngineCaps | None = None) -> ServerFailure:
     """Turn the end of a dead server's log plus its exit status into a specific failure with a remedy.
@@ -156,17 +163,20 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
     tail = clean[-40:]
     if signal is None and exit_code is not None and exit_code < 0:
         signal = -exit_code
-
-    def fail(code: str, message: str, remedy: str) -> ServerFailure:
-        return ServerFailure(code, message, remedy, exit_code, tail)
-
     # The engine's own words first: a known issue (resources/known-issues.json) explains itself.
     context = load_context(clean, caps)
     if known := explain_log(clean, caps, context=context):  # the whole log: the fit pass meets a bad setting early
         return ServerFailure(known.issue.code, known.message, known.remedy, exit_code, tail, issue=known.issue.id)
+    said = (_said_of_options(clean) or _said_of_model(clean) or (_said_of_signal(signal, tail) if signal else None)
+            or _said_of_exit(clean, tail, exit_code))
+    return ServerFailure(*said, exit_code, tail)
+
+
+def _said_of_options(clean: list[str]) -> _Said | None:
+    """The command line or the port: an unknown option, a bad value, a port in use."""
     if m := _INVALID_ARG.search("\n".join(clean)):
         arg = m.group("arg")
-        return fail(
+        return _fail(
             "unknown_argument",
             f"This llama-server does not know the option {arg}.",
             f"Remove {arg} from the extra arguments, or pick an engine build that has it (check `llama-server --help`).",
@@ -175,21 +185,26 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
         arg, why = m.group("arg"), m.group("why").strip()
         if _REMOVED.search(why):
             why = "this engine removed the option"
-        return fail(
+        return _fail(
             "bad_value",
             f"llama-server rejected the value of {arg}: {why}.",
             f"Fix the value of {arg} (see `llama-server --help` for what it accepts).",
         )
     if m := _first(clean, _BIND):
         where = f"{m.group('host')}:{m.group('port')}" if m.group("port") else "the chosen port"
-        return fail(
+        return _fail(
             "port_in_use",
             f"llama-server could not listen on {where} because another program already uses that port.",
             "Pick another port (0 lets BeeDeck choose a free one) or stop the program that holds it.",
         )
+    return None
+
+
+def _said_of_model(clean: list[str]) -> _Said | None:
+    """The model: an architecture the engine lacks, a file it cannot open or read, memory it cannot get."""
     if m := _first(clean, _ARCH):
         arch = m.group("arch")
-        return fail(
+        return _fail(
             "unsupported_architecture",
             f"This llama-server does not support the model architecture '{arch}'.",
             "Update the engine to a newer build, or pick a model this engine supports.",
@@ -197,12 +212,12 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
     if m := _first(clean, _OPEN):
         path, why = m.group("path"), m.group("why")
         if "No such file" in why:
-            return fail(
+            return _fail(
                 "model_missing",
                 f"The model file {path} does not exist.",
                 "Check the path, or download the model again.",
             )
-        return fail(
+        return _fail(
             "model_missing",
             f"llama-server could not open {path} ({why}).",
             "Check that the file exists and is readable by your user.",
@@ -210,46 +225,54 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
     if _first(clean, _MAGIC):
         m2 = _first(clean, _MODEL_PATH)
         name = f" {m2.group('path')}" if m2 else ""
-        return fail(
+        return _fail(
             "not_gguf",
             f"The model file{name} is not a GGUF file (wrong magic bytes).",
             "Pick a .gguf file, or convert / download the model's GGUF version.",
         )
     if _first(clean, _OOM):
-        return fail(
+        return _fail(
             "out_of_memory",
             "The engine ran out of memory while loading the model or allocating its caches.",
             "Lower the context size, use a smaller quantisation or KV-cache type, or offload fewer layers to the GPU.",
         )
-    if signal:
-        name = _signal_name(signal)
-        said = _last_error(tail)
-        detail = f" right after it said: {said}" if said else ""
-        if signal == int(_signal.SIGKILL):
-            remedy = "It was killed from outside (perhaps the system ran out of memory): check free RAM and retry."
-        elif said:
-            remedy = ("That line is the engine's own reason: change the setting it names, or try another "
-                      "engine build.")
-        else:
-            remedy = "This is an engine bug or an unsupported setting: see the log, try other settings or another engine build."
-        return fail("crashed_signal", f"llama-server crashed with {name}{detail}.", remedy)
-    if _first(clean, _DRAFT_FAIL) or (m := _first(clean, _LOAD_FAIL)):
+    return None
+
+
+def _said_of_signal(signal: int, tail: list[str]) -> _Said:
+    """A crash: the signal, and the engine's last error line when it printed one."""
+    name = _signal_name(signal)
+    said = _last_error(tail)
+    detail = f" right after it said: {said}" if said else ""
+    if signal == int(_signal.SIGKILL):
+        remedy = "It was killed from outside (perhaps the system ran out of memory): check free RAM and retry."
+    elif said:
+        remedy = ("That line is the engine's own reason: change the setting it names, or try another "
+                  "engine build.")
+    else:
+        remedy = "This is an engine bug or an unsupported setting: see the log, try other settings or another engine build."
+    return _fail("crashed_signal", f"llama-server crashed with {name}{detail}.", remedy)
+
+
+def _said_of_exit(clean: list[str], tail: list[str], exit_code: int | None) -> _Said:
+    """An exit without a crash: a load that failed, a stop asked from outside, or the last line as it is."""
+    if _first(clean, _DRAFT_FAIL) or _first(clean, _LOAD_FAIL):
         m = _first(clean, _LOAD_FAIL)
         why = (m.group("why") or "").strip() if m else ""
-        return fail(
+        return _fail(
             "not_gguf",
             "llama-server failed to load the model" + (f": {why}." if why else "."),
             "Check that the file is a complete, valid GGUF model (download it again if it was cut short).",
         )
     if any("cleaning up before exit" in x for x in tail):
-        return fail(
+        return _fail(
             "exited",
             "llama-server shut down because something outside BeeDeck asked it to stop (a stop signal).",
             "Start it again; if it keeps stopping, look for another program or service that ends it.",
         )
     code_txt = "" if exit_code is None else f" with status {exit_code}"
     last = next((x for x in reversed(clean) if x.strip()), "")
-    return fail(
+    return _fail(
         "exited",
         f"llama-server stopped{code_txt}" + (f"; its last line was: {last}" if last else "."),
         "Read the server log for the reason.",

@@ -203,6 +203,18 @@ def _check_array(c: _Cursor, st: int, n: int, key: str, depth: int) -> None:
         raise c.truncated(detail=f"; the array {key!r} claims {n:,} elements, more than the file holds")
 
 
+def _skip_elements(c: _Cursor, st: int, n: int, key: str, depth: int) -> None:
+    """Walk over the ``n`` elements of type ``st`` of an array nested ``depth`` deep (checked by _check_array)."""
+    if st in _SCALARS:
+        c.skip(n * struct.calcsize(_SCALARS[st]))
+    elif st == _STRING:
+        _skip_strings(c, n, key)
+    else:
+        c.walk(n, key)
+        for _ in range(n):
+            _skip_value(c, st, key, depth)
+
+
 def _skip_value(c: _Cursor, vt: int, key: str, depth: int) -> None:
     if vt in _SCALARS:
         c.skip(struct.calcsize(_SCALARS[vt]))
@@ -214,14 +226,7 @@ def _skip_value(c: _Cursor, vt: int, key: str, depth: int) -> None:
     elif vt == _ARRAY:
         st, n = c.unpack("<IQ")
         _check_array(c, st, n, key, depth + 1)
-        if st in _SCALARS:
-            c.skip(n * struct.calcsize(_SCALARS[st]))
-        elif st == _STRING:
-            _skip_strings(c, n, key)
-        else:
-            c.walk(n, key)
-            for _ in range(n):
-                _skip_value(c, st, key, depth + 1)
+        _skip_elements(c, st, n, key, depth + 1)
     else:
         raise _corrupt(c.path, f"has an unknown value type {vt} at {key!r}")
 
@@ -242,14 +247,7 @@ def _read_value(c: _Cursor, key: str, known: dict[str, tuple[int, int]] | None =
     if st == _STRING and known and known.get(key, (-1, 0))[0] == n:
         c.skip(known[key][1])  # a sibling file showed this list's byte length: jump over it unread
         return ArrayInfo(st, n, None, start, start + known[key][1])
-    if st in _SCALARS:
-        c.skip(n * struct.calcsize(_SCALARS[st]))
-    elif st == _STRING:
-        _skip_strings(c, n, key)
-    else:
-        c.walk(n, key)
-        for _ in range(n):
-            _skip_value(c, st, key, 1)
+    _skip_elements(c, st, n, key, 1)
     return ArrayInfo(st, n, None, start, c.tell())
 
 

@@ -371,8 +371,6 @@ def download_model(
     OfflineError, DiskFullError, ChecksumMismatchError or DownloadCancelled, each with a message
     that says what to do.
     """
-    from huggingface_hub.utils import build_hf_headers
-
     tok = resolve_token(token)
     ep = _endpoint(endpoint)
     cache = cache_dir or hub_cache_dir()
@@ -390,6 +388,10 @@ def download_model(
     results: list[Path] = []
     base = 0
     kw: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
+
+    def fresh_meta(name: str) -> Any:
+        return file_metadata(repo, name, revision=revision, token=tok, endpoint=ep)
+
     for index, f in enumerate(files):
         if on_file is not None:
             on_file(f, index, len(files))
@@ -403,13 +405,7 @@ def download_model(
             target = _inside(storage, "blobs", str(etag), what="the ETag", remote=True)
             pointer = _inside(storage, "snapshots", str(commit), f.filename, what="the commit", remote=True,
                               shown=str(commit))
-        there = target.exists() and (size is None or target.stat().st_size == size)
-        if there and f.sha256 and not verified_copy(target, f.sha256):
-            there = False
-            if on_note is not None:
-                on_note(f"{f.filename} on disk does not have the Hub's sha256 (it changed or was damaged since "
-                        "it was downloaded): downloading it again.")
-        if there:
+        if _have_copy(target, f, size, on_note):
             log.info("%s already downloaded", f.filename)
         else:
             offset = base
@@ -418,22 +414,8 @@ def download_model(
                 if on_progress is not None:
                     on_progress(offset + done, total)
 
-            for attempt in range(3):
-                headers = build_hf_headers(token=tok or False, library_name="beedeck")
-                if not _same_origin(meta.location, ep):
-                    headers.pop("authorization", None)  # never send the token to the CDN
-                try:
-                    download_file(meta.location, target, expected_sha256=f.sha256, expected_size=size,
-                                  headers=headers, on_progress=progress, cancel_event=cancel_event,
-                                  client=client, **kw)
-                    break
-                except HTTPStatusFailure as exc:
-                    # Signed CDN links expire (about an hour): ask the Hub for a fresh one and resume.
-                    if exc.status_code not in (401, 403) or _same_origin(meta.location, ep) or attempt == 2:
-                        raise
-                    log.info("CDN link for %s refused (HTTP %s); asking the Hub for a new one", f.filename,
-                             exc.status_code)
-                    meta = file_metadata(repo, f.filename, revision=revision, token=tok, endpoint=ep)
+            _fetch(f, meta, target, size, ep, tok, fresh_meta, on_progress=progress, cancel_event=cancel_event,
+                   client=client, **kw)
         if dest_dir is None:
             _link(pointer, target)
             if revision != commit:
@@ -447,6 +429,38 @@ def download_model(
         if on_progress is not None:
             on_progress(base, total)
     return results
+
+
+def _have_copy(target: Path, f: HubFile, size: int | None, on_note: Callable[[str], None] | None) -> bool:
+    """Whether ``target`` already holds ``f``: the size the Hub states and, when it states one, its sha256."""
+    there = target.exists() and (size is None or target.stat().st_size == size)
+    if there and f.sha256 and not verified_copy(target, f.sha256):
+        if on_note is not None:
+            on_note(f"{f.filename} on disk does not have the Hub's sha256 (it changed or was damaged since "
+                    "it was downloaded): downloading it again.")
+        return False
+    return there
+
+
+def _fetch(f: HubFile, meta: Any, target: Path, size: int | None, ep: str, tok: str | None,
+           fresh_meta: Callable[[str], Any], **kw: Any) -> None:
+    """Download one file from ``meta.location``; a signed CDN link that expired is asked for again (twice)."""
+    from huggingface_hub.utils import build_hf_headers
+
+    for attempt in range(3):
+        headers = build_hf_headers(token=tok or False, library_name="beedeck")
+        if not _same_origin(meta.location, ep):
+            headers.pop("authorization", None)  # never send the token to the CDN
+        try:
+            download_file(meta.location, target, expected_sha256=f.sha256, expected_size=size, headers=headers, **kw)
+            return
+        except HTTPStatusFailure as exc:
+            # Signed CDN links expire (about an hour): ask the Hub for a fresh one and resume.
+            if exc.status_code not in (401, 403) or _same_origin(meta.location, ep) or attempt == 2:
+                raise
+            log.info("CDN link for %s refused (HTTP %s); asking the Hub for a new one", f.filename,
+                     exc.status_code)
+            meta = fresh_meta(f.filename)
 
 
 def resolve_url(repo: str, filename: str, revision: str = "main", endpoint: str | None = None) -> str:

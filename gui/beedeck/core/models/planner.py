@@ -205,6 +205,151 @@ def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUs
     return layer_dev, cpu_names, out_dev
 
 
+@dataclass(frozen=True)
+class _Cells:
+    """The context of a launch (§1.3, §1.5): slots, batch sizes, cells per sequence, cache streams."""
+
+    np_: int
+    n_seq: int
+    ub: int
+    b: int
+    n_ctx: int
+    n_ctx_seq: int
+    streams: int
+    cells_swa: int
+
+
+def _cells(target: ModelInfo, settings: LaunchSettings, generation: Generation, use_draft: bool,
+           notes: list[str]) -> _Cells:
+    np_ = max(1, settings.parallel)
+    # One rule with build_argv (core/engine/slots.py): BeeLlama 0.1-0.3 doubles the sequences whenever
+    # speculation is on, model-free too, and BeeDeck doubles -c to keep the slot's context.
+    slot = slot_context(settings, generation, settings.spec_mode != SpecMode.OFF)
+    n_seq = slot.n_seq
+    unified = bool(settings.kv_unified)
+    ub_default, b_default = (64, 256) if generation == Generation.BEE_A and use_draft else (512, 2048)
+    b = settings.batch_size or b_default
+    ub = min(settings.ubatch_size or ub_default, b)
+    n_ctx = pad(slot.c_arg or target.context_length or 4096)
+    if unified:
+        n_ctx_seq, streams = n_ctx, 1
+    else:
+        n_ctx_seq, streams = pad(n_ctx // n_seq), n_seq
+        n_ctx = n_ctx_seq * n_seq
+    if slot.n_seq > np_ and not unified and settings.ctx_is_total:
+        notes.append("BeeLlama 0.1-0.3 with speculation on and no --kv-unified gives each slot half of -c: "
+                     "pass --kv-unified.")
+    swa_seqs = n_seq if unified else 1
+    cells_swa = pad(min(n_ctx_seq, target.sliding_window * swa_seqs + ub)) if any(target.is_swa) else 0
+    return _Cells(np_, n_seq, ub, b, n_ctx, n_ctx_seq, streams, cells_swa)
+
+
+def _place_kv(target: ModelInfo, settings: LaunchSettings, cx: _Cells, layer_dev: list[DeviceUse | None],
+              host: DeviceUse) -> int:
+    """The KV cache (§1.4) per layer; return the bytes of an f16 copy of its largest layer (CUDA FA's)."""
+    fa = settings.flash_attn != "off"
+    ctk, ctv = settings.cache_type_k, settings.cache_type_v
+    if not fa and _cache(ctv)[0] > 1:
+        raise PlanError(f"A quantized V cache ({ctv}) needs flash attention: set flash attention on.")
+    kv_layers = target.kv_layers()
+    v_max = max((target.n_head_kv[i] * target.head_dim_v[i] for i in kv_layers), default=0)
+    widest = (0, 0, 0)
+    for i in kv_layers:
+        cells = cx.cells_swa if target.is_swa[i] else cx.n_ctx_seq
+        nk = target.n_head_kv[i] * target.head_dim_k[i]
+        nv = v_max if not fa else target.n_head_kv[i] * target.head_dim_v[i]
+        tk, tv = ctk, ctv
+        if ctk.startswith("turbo") or ctv.startswith("turbo"):
+            if target.head_dim_k[i] > 512:
+                tk = tv = "f16"  # Bee <= 0.3 falls back to f16 above head dim 512
+            else:
+                nk = target.n_head_kv[i] * pad(target.head_dim_k[i], 128)
+                nv = target.n_head_kv[i] * pad(target.head_dim_v[i], 128)
+        dev = layer_dev[i] or host
+        dev.add("kv", cells * cx.streams * (row_bytes(tk, nk) + row_bytes(tv, nv)))
+        if cells * (nk + nv) > widest[0] * (widest[1] + widest[2]):
+            widest = (cells * cx.streams, nk, nv)
+    return widest[0] * (widest[1] + widest[2]) * 2
+
+
+def _place_recurrent(target: ModelInfo, settings: LaunchSettings, generation: Generation, use_draft: bool,
+                     n_seq: int, layer_dev: list[DeviceUse | None], host: DeviceUse) -> None:
+    """The recurrent state (§1.6) of the layers that have one."""
+    rec = [i for i in range(target.n_layer) if target.is_recurrent[i]]
+    if rec:
+        s = target.ssm
+        n_r = (s["conv_kernel"] - 1) * (s["inner_size"] + 2 * s["group_count"] * s["state_size"])
+        n_s = s["state_size"] * s["inner_size"]
+        n_rs_seq = 0
+        if use_draft and generation in (Generation.MAINLINE, Generation.BEE_B):
+            n_rs_seq = settings.draft_n_max or (3 if generation == Generation.MAINLINE else 15)
+        rows = n_seq * (1 + n_rs_seq)
+        for i in rec:
+            (layer_dev[i] or host).add("recurrent", (n_r + n_s) * 4 * rows)
+
+
+def _place_compute(target: ModelInfo, settings: LaunchSettings, generation: Generation, use_draft: bool,
+                   cx: _Cells, fa_copy: int, gpus: list[DeviceUse], host: DeviceUse,
+                   layer_dev: list[DeviceUse | None], out_dev: DeviceUse | None, rpc: tuple[Sequence[bool], bool],
+                   names: Sequence[str] | None, notes: list[str]) -> None:
+    """The compute buffer (§1.7, calibrated; see tests/engine/test_planner_real.py) and the runtime outside
+    llama.cpp's accounting (§1.8). ``rpc``: which devices are on this machine, and whether RPC runs async."""
+    gen_a = generation == Generation.BEE_A
+    kv_layers = target.kv_layers()
+    ctk, ctv = settings.cache_type_k, settings.cache_type_v
+    fa = settings.flash_attn != "off"
+    n_draft = (settings.draft_n_max or (3 if generation == Generation.MAINLINE else 15)) if use_draft else 0
+    n_out = cx.ub if gen_a else min(cx.b, cx.np_ * (1 + n_draft))
+    n_tok = min(cx.n_ctx, cx.ub)
+    # Calibrated on llama.cpp's reserved graphs (CPU plans equal the CUDA ones, docs/reference/memory-model.md §3):
+    # f16 KQ masks for both caches, then the larger of the in-layer activation peak (FFN) and the
+    # logits (+ tail activations); small logit buffers coexist with the in-layer peak.
+    masks = 2 * n_tok * (cx.n_ctx_seq + cx.cells_swa)
+    act_layer = 4 * n_tok * (4 * target.n_ff + target.n_embd)
+    act_tail = 4 * n_tok * (2 * target.n_embd + target.n_ff)
+    logits = 4 * n_out * target.vocab_size
+    scores = 0 if fa else 4 * n_tok * cx.n_ctx_seq * max(target.n_head or [0])  # f32 KQ of the widest layer
+    compute_dev = out_dev or host  # the output layer's device computes the logits
+    gpu_kv = bool(gpus) and any(layer_dev[i] is not None for i in kv_layers)
+    quant_kv = _cache(ctk)[0] > 1 or _cache(ctv)[0] > 1
+    turbo = ctk.startswith("turbo") or ctv.startswith("turbo")
+    in_graph = gpu_kv and quant_kv and fa and not gen_a and not turbo
+    # Recent mainline (and Bee >= 0.4) reserves that copy inside the compute graph, next to the
+    # attention activations (measured on an H200: Gemma 4 31B q5_0/q4_1 32k, 396.8 MiB).
+    att = 3 * 4 * n_tok * max((target.n_head[i] * target.head_dim_k[i] for i in kv_layers), default=0)
+    peak = max(act_layer, fa_copy + att) if in_graph else act_layer
+    cb = masks + max(peak, max(logits, scores) + act_tail) + (logits if logits < peak else 0)
+    layer_devs = [g for g in gpus if g is out_dev or any(d is g for d in layer_dev)]
+    row = 4 * n_tok * target.n_embd  # one f32 row of activations per token
+    if not gpus or (len(layer_devs) < 2 and all(d is not None for d in layer_dev)):
+        compute_dev.add("compute", cb)
+        if compute_dev is not host:
+            host.add("compute", staging(masks, row))
+    else:
+        def masks_of(g: DeviceUse) -> int:
+            return device_masks([target.is_swa[i] for i in kv_layers if layer_dev[i] is g], n_tok, cx.n_ctx_seq,
+                                cx.cells_swa)
+
+        here, rpc_async = rpc
+        workers = [g for g, on_this_machine in zip(gpus, here, strict=True) if not on_this_machine]
+        pipeline = split_pipeline(settings, layer_dev, out_dev, layer_devs, workers, rpc_async)
+        split_compute(layer_devs, host, compute_dev, cb - masks, max(peak, scores + act_tail), masks, masks_of,
+                      row, any(d is None for d in layer_dev), pipeline, notes)
+    # --- runtime outside llama.cpp's accounting (§1.8)
+    for g in gpus:
+        if g.total and (names is None or g.name.startswith("CUDA")):  # an RPC worker's runtime is its own
+            g.add("cuda_context", CUDA_CONTEXT)
+    if gpu_kv and turbo:
+        # BeeLlama <= 0.3 keeps f16 dequant buffers for the whole cache (raw cudaMalloc); they
+        # double as the flash-attention f16 copy.
+        gpus[-1].add("turbo_dequant", fa_copy)
+    elif gpu_kv and quant_kv and gen_a:
+        gpus[-1].add("fa_scratch", fa_copy)  # BeeLlama <= 0.3 takes it from the CUDA pool
+    if gpu_kv and quant_kv:
+        notes.append("The flash-attention f16 copy of the quantized cache grows as the context fills: "
+                     "the launch can pass and still run out of memory later.")
+
+
 def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, generation: Generation,
          devices: list[int], margin: int = DEFAULT_MARGIN, *, names: Sequence[str] | None = None,
          split: Sequence[float] | None = None, local: Sequence[bool] | None = None,
@@ -228,134 +373,24 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     # an EAGLE-3 draft or an MTP head file only what is known of them (_plan_other_draft).
     use_draft = draft is not None and settings.spec_mode in DFLASH_FORMAT_MODES
     other_draft = draft if draft is not None and not use_draft and _loads_other_draft(draft, settings) else None
-    gen_a = generation == Generation.BEE_A
     ngl = _ngl(settings.n_gpu_layers, target.n_layer) if gpus else 0
     layer_dev, cpu_names, out_dev = _place_weights(target, ngl, gpus, host, "weights", split)
     if gpus and settings.n_gpu_layers == "auto":
         notes.append("-ngl auto: llama.cpp's --fit may move layers to the CPU if this does not fit.")
-
-    # --- context, slots, cells (§1.3, §1.5)
-    np_ = max(1, settings.parallel)
-    # One rule with build_argv (core/engine/slots.py): BeeLlama 0.1-0.3 doubles the sequences whenever
-    # speculation is on, model-free too, and BeeDeck doubles -c to keep the slot's context.
-    spec_on = settings.spec_mode != SpecMode.OFF
-    slot = slot_context(settings, generation, spec_on)
-    n_seq = slot.n_seq
-    unified = bool(settings.kv_unified)
-    ub_default, b_default = (64, 256) if gen_a and use_draft else (512, 2048)
-    b = settings.batch_size or b_default
-    ub = min(settings.ubatch_size or ub_default, b)
-    n_ctx = pad(slot.c_arg or target.context_length or 4096)
-    if unified:
-        n_ctx_seq, streams = n_ctx, 1
-    else:
-        n_ctx_seq, streams = pad(n_ctx // n_seq), n_seq
-        n_ctx = n_ctx_seq * n_seq
-    if slot.n_seq > np_ and not unified and settings.ctx_is_total:
-        notes.append("BeeLlama 0.1-0.3 with speculation on and no --kv-unified gives each slot half of -c: "
-                     "pass --kv-unified.")
-    swa_seqs = n_seq if unified else 1
-    cells_swa = pad(min(n_ctx_seq, target.sliding_window * swa_seqs + ub)) if any(target.is_swa) else 0
-
-    # --- KV cache (§1.4)
-    fa = settings.flash_attn != "off"
-    ctk, ctv = settings.cache_type_k, settings.cache_type_v
-    if not fa and _cache(ctv)[0] > 1:
-        raise PlanError(f"A quantized V cache ({ctv}) needs flash attention: set flash attention on.")
-    kv_layers = target.kv_layers()
-    v_max = max((target.n_head_kv[i] * target.head_dim_v[i] for i in kv_layers), default=0)
-    widest = (0, 0, 0)  # (cells, n_embd_k, n_embd_v) of the largest quantized-cache layer
-    for i in kv_layers:
-        cells = cells_swa if target.is_swa[i] else n_ctx_seq
-        nk = target.n_head_kv[i] * target.head_dim_k[i]
-        nv = v_max if not fa else target.n_head_kv[i] * target.head_dim_v[i]
-        tk, tv = ctk, ctv
-        if ctk.startswith("turbo") or ctv.startswith("turbo"):
-            if target.head_dim_k[i] > 512:
-                tk = tv = "f16"  # Bee <= 0.3 falls back to f16 above head dim 512
-            else:
-                nk = target.n_head_kv[i] * pad(target.head_dim_k[i], 128)
-                nv = target.n_head_kv[i] * pad(target.head_dim_v[i], 128)
-        dev = layer_dev[i] or host
-        dev.add("kv", cells * streams * (row_bytes(tk, nk) + row_bytes(tv, nv)))
-        if cells * (nk + nv) > widest[0] * (widest[1] + widest[2]):
-            widest = (cells * streams, nk, nv)
-
-    # --- recurrent state (§1.6)
-    rec = [i for i in range(target.n_layer) if target.is_recurrent[i]]
-    if rec:
-        s = target.ssm
-        n_r = (s["conv_kernel"] - 1) * (s["inner_size"] + 2 * s["group_count"] * s["state_size"])
-        n_s = s["state_size"] * s["inner_size"]
-        n_rs_seq = 0
-        if use_draft and generation in (Generation.MAINLINE, Generation.BEE_B):
-            n_rs_seq = settings.draft_n_max or (3 if generation == Generation.MAINLINE else 15)
-        rows = n_seq * (1 + n_rs_seq)
-        for i in rec:
-            (layer_dev[i] or host).add("recurrent", (n_r + n_s) * 4 * rows)
-
-    # --- compute buffer (§1.7, calibrated; see tests/engine/test_planner_real.py)
-    n_draft = (settings.draft_n_max or (3 if generation == Generation.MAINLINE else 15)) if use_draft else 0
-    n_out = ub if gen_a else min(b, np_ * (1 + n_draft))
-    n_tok = min(n_ctx, ub)
-    # Calibrated on llama.cpp's reserved graphs (CPU plans equal the CUDA ones, docs/reference/memory-model.md §3):
-    # f16 KQ masks for both caches, then the larger of the in-layer activation peak (FFN) and the
-    # logits (+ tail activations); small logit buffers coexist with the in-layer peak.
-    masks = 2 * n_tok * (n_ctx_seq + cells_swa)
-    act_layer = 4 * n_tok * (4 * target.n_ff + target.n_embd)
-    act_tail = 4 * n_tok * (2 * target.n_embd + target.n_ff)
-    logits = 4 * n_out * target.vocab_size
-    scores = 0 if fa else 4 * n_tok * n_ctx_seq * max(target.n_head or [0])  # f32 KQ of the widest layer
-    compute_dev = out_dev or host  # the output layer's device computes the logits
-    gpu_kv = bool(gpus) and any(layer_dev[i] is not None for i in kv_layers)
-    quant_kv = _cache(ctk)[0] > 1 or _cache(ctv)[0] > 1
-    turbo = ctk.startswith("turbo") or ctv.startswith("turbo")
-    cells, nk, nv = widest
-    fa_copy = cells * (nk + nv) * 2  # f16 copy of the widest layer's quantized K and V (CUDA FA)
-    in_graph = gpu_kv and quant_kv and fa and not gen_a and not turbo
-    # Recent mainline (and Bee >= 0.4) reserves that copy inside the compute graph, next to the
-    # attention activations (measured on an H200: Gemma 4 31B q5_0/q4_1 32k, 396.8 MiB).
-    att = 3 * 4 * n_tok * max((target.n_head[i] * target.head_dim_k[i] for i in kv_layers), default=0)
-    peak = max(act_layer, fa_copy + att) if in_graph else act_layer
-    cb = masks + max(peak, max(logits, scores) + act_tail) + (logits if logits < peak else 0)
-    layer_devs = [g for g in gpus if g is out_dev or any(d is g for d in layer_dev)]
-    row = 4 * n_tok * target.n_embd  # one f32 row of activations per token
-    if not gpus or (len(layer_devs) < 2 and all(d is not None for d in layer_dev)):
-        compute_dev.add("compute", cb)
-        if compute_dev is not host:
-            host.add("compute", staging(masks, row))
-    else:
-        def masks_of(g: DeviceUse) -> int:
-            return device_masks([target.is_swa[i] for i in kv_layers if layer_dev[i] is g], n_tok, n_ctx_seq, cells_swa)
-
-        workers = [g for g, on_this_machine in zip(gpus, here, strict=True) if not on_this_machine]
-        pipeline = split_pipeline(settings, layer_dev, out_dev, layer_devs, workers, rpc_async)
-        split_compute(layer_devs, host, compute_dev, cb - masks, max(peak, scores + act_tail), masks, masks_of,
-                      row, any(d is None for d in layer_dev), pipeline, notes)
-
-    # --- runtime outside llama.cpp's accounting (§1.8)
-    for g in gpus:
-        if g.total and (names is None or g.name.startswith("CUDA")):  # an RPC worker's runtime is its own
-            g.add("cuda_context", CUDA_CONTEXT)
-    if gpu_kv and turbo:
-        # BeeLlama <= 0.3 keeps f16 dequant buffers for the whole cache (raw cudaMalloc); they
-        # double as the flash-attention f16 copy.
-        gpus[-1].add("turbo_dequant", fa_copy)
-    elif gpu_kv and quant_kv and gen_a:
-        gpus[-1].add("fa_scratch", fa_copy)  # BeeLlama <= 0.3 takes it from the CUDA pool
-    if gpu_kv and quant_kv:
-        notes.append("The flash-attention f16 copy of the quantized cache grows as the context fills: "
-                     "the launch can pass and still run out of memory later.")
-
-    # --- the DFlash draft (§1.9)
+    cx = _cells(target, settings, generation, use_draft, notes)
+    fa_copy = _place_kv(target, settings, cx, layer_dev, host)
+    _place_recurrent(target, settings, generation, use_draft, cx.n_seq, layer_dev, host)
+    _place_compute(target, settings, generation, use_draft, cx, fa_copy, gpus, host, layer_dev, out_dev,
+                   (here, rpc_async), names, notes)
+    # --- the draft (§1.9)
+    ub = settings.draft_ubatch_size or cx.ub
     if use_draft and draft is not None:
-        _plan_draft(target, draft, settings, generation, mine, host, n_ctx_seq, settings.draft_ubatch_size or ub,
-                    np_, notes)
+        _plan_draft(target, draft, settings, generation, mine, host, cx.n_ctx_seq, ub, cx.np_, notes)
     elif other_draft is not None:
-        _plan_other_draft(other_draft, settings, mine, host, n_ctx_seq, notes)
+        _plan_other_draft(other_draft, settings, mine, host, cx.n_ctx_seq, notes)
     elif settings.spec_mode == SpecMode.MTP and draft is None and target.n_layer_all > target.n_layer:
-        _plan_mtp_heads(target, settings, out_dev or host, n_ctx_seq, settings.draft_ubatch_size or ub, notes)
-    return MemoryPlan(gpus + [host], n_ctx, n_ctx_seq, cells_swa, cpu_names, notes, margin)
+        _plan_mtp_heads(target, settings, out_dev or host, cx.n_ctx_seq, ub, notes)
+    return MemoryPlan(gpus + [host], cx.n_ctx, cx.n_ctx_seq, cx.cells_swa, cpu_names, notes, margin)
 
 
 def _plan_mtp_heads(target: ModelInfo, settings: LaunchSettings, dev: DeviceUse, n_ctx_seq: int, ub: int,

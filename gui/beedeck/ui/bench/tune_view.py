@@ -88,7 +88,20 @@ class TuneView(RunView):
         self._messages: MessagesFn | None = None
         self._points: list[TunePoint] = []
         self.result: TuneResult | None = None
+        self._make_widgets()
+        self._arrange()
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.save_profile_button.clicked.connect(self._on_save_profile_clicked)
+        self.export_button.clicked.connect(self._on_export_clicked)
+        self.budget_box.currentIndexChanged.connect(self._update_controls)
+        self.reps.valueChanged.connect(self._update_controls)
+        self.source_box.currentIndexChanged.connect(self._update_controls)
+        self.chat_consent.toggled.connect(self._update_controls)
+        self.chat_box.currentIndexChanged.connect(self._update_controls)
+        self._update_controls()
 
+    def _make_widgets(self) -> None:
         self.budget_box = QComboBox()
         for label, seconds in BUDGETS:
             self.budget_box.addItem(label, seconds)
@@ -126,7 +139,9 @@ class TuneView(RunView):
         self.export_button.setToolTip("Write tune.md, tune.json, tune.csv and tune.png to a folder.")
         for b in (self.save_profile_button, self.export_button):
             b.setEnabled(False)
+        self.last_label = QLabel("last")
 
+    def _arrange(self) -> None:
         form = QGridLayout()
         form.addWidget(QLabel("Time budget"), 0, 0)
         form.addWidget(self.budget_box, 0, 1)
@@ -135,7 +150,6 @@ class TuneView(RunView):
         form.addWidget(QLabel("Prompts"), 1, 0)
         form.addWidget(self.source_box, 1, 1)
         form.addWidget(self.chat_box, 1, 2)
-        self.last_label = QLabel("last")
         last = QHBoxLayout()
         last.addWidget(self.last_label)
         last.addWidget(self.last_n)
@@ -158,17 +172,6 @@ class TuneView(RunView):
         layout.addWidget(self.chart, 2)
         layout.addLayout(bottom)
         layout.addWidget(self.table, 1)
-
-        self.start_button.clicked.connect(self.start)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.save_profile_button.clicked.connect(self._on_save_profile_clicked)
-        self.export_button.clicked.connect(self._on_export_clicked)
-        self.budget_box.currentIndexChanged.connect(self._update_controls)
-        self.reps.valueChanged.connect(self._update_controls)
-        self.source_box.currentIndexChanged.connect(self._update_controls)
-        self.chat_consent.toggled.connect(self._update_controls)
-        self.chat_box.currentIndexChanged.connect(self._update_controls)
-        self._update_controls()
 
     # ---- configuration ----
 
