@@ -9,7 +9,7 @@ turns it into ``tool_calls`` / ``tool_use``. Per engine and mode, one server ans
 - OpenAI ``/v1/chat/completions`` with the tools: the generated call (parsed ``tool_calls``);
 - the raw text of the same turn: ``/apply-template`` then ``/completion`` (no parser in between);
 - the same request streamed, the call put together from its deltas as an agent does (speculation
-  emits several tokens a step, so the parser sees other partial texts: #27296's suspect);
+  emits several tokens a step, so the streaming parser meets other partial texts);
 - the next turn, with that call and its result in the history (the call is generated again; the
   history now holds its tokens, so n-gram speculation drafts it whole);
 - Anthropic ``/v1/messages`` with the tools: the generated ``tool_use`` block;
@@ -20,9 +20,11 @@ turns it into ``tool_calls`` / ``tool_use``. Per engine and mode, one server ans
 Everything but ids and clocks must be byte-identical to the same engine with speculation off, and the
 speculative runs must have drafted and accepted tokens (the replies' ``timings``), or nothing was
 exercised. Modes: DFlash (a sticky draft proposing one token of the call: one accepted token per call),
-n-gram (the engine's type, ``ngram-mod`` or ``ngram-simple`` on BeeLlama 0.1, with a lookup short enough
-for an 8-token call), MTP where the engine runs it (the scripted ``qwen35`` target's head predicts the
-script).
+every model-free type the engine runs that the known-issue table does not refuse (the n-gram types with a
+lookup short enough for an 8-token call; the engine's default pick must accept drafts), MTP where the
+engine runs it (the scripted ``qwen35`` target's head predicts the script). This sweep found BeeLlama
+0.1.2's runaway at a minimum draft of 0 (ngram-cache cut the call's arguments to ``{"city":``, suffix and
+recycle aborted): BeeDeck passes ``--spec-draft-n-min 1`` there (core/engine/argv_spec.py).
 """
 
 from __future__ import annotations
