@@ -10,6 +10,8 @@ client's: on mainline b11434 a *generated* call cannot be forced on these models
 required`` leaves SmolLM2's "peg-native" format unconstrained, and the synthetic vocabulary makes the
 forced grammar fail with "Failed to initialize samplers"), so the generated side compared here is the
 reply text around the tools. The sticky models' drafts are accepted, so the drafted path is exercised.
+A call the model itself generates under speculation is tests/engine/test_toolcalls_generated_real.py's
+(a scripted synthetic target whose vocabulary holds the call's pieces).
 """
 
 from __future__ import annotations

@@ -171,6 +171,19 @@ def test_copyspec_gets_min_draft_one_and_is_refused_where_missing(bee: EngineCap
         build_argv(s, ml)
 
 
+def test_every_model_free_type_gets_min_draft_one_on_beellama_0_1(bee: EngineCaps, ml: EngineCaps) -> None:
+    """BeeLlama 0.1-0.3 runs away on an empty draft at a minimum of 0 (tests/engine/test_toolcalls_generated_real.py
+    found a generated tool call cut short); mainline keeps the engine's default."""
+    for kind in ("ngram-simple", "ngram-cache", "suffix", "recycle"):
+        s = LaunchSettings(target=TARGET, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type=kind)
+        plan = build_argv(s, bee)
+        assert value_of(plan, "--spec-draft-n-min") == "1" and kinds(plan)["draft_n_min"] == {"compensated"}, kind
+        s.draft_n_min = 3
+        assert value_of(build_argv(s, bee), "--spec-draft-n-min") == "3"
+    plan = build_argv(LaunchSettings(target=TARGET, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-simple"), ml)
+    assert "--spec-draft-n-min" not in plan.argv and "draft_n_min" not in kinds(plan)
+
+
 def test_ngram_mod_passes_no_draft(ml: EngineCaps) -> None:
     s = LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=SpecMode.MODEL_FREE, draft_n_max=8)
     plan = build_argv(s, ml)

@@ -137,4 +137,16 @@ def _model_free(b: Builder) -> tuple[bool, int | None]:
             "copyspec runs away with a minimum draft of 0 (it re-decodes one "
             "token until the context is full): passing --spec-draft-n-min 1.",
         )
+    elif caps.generation == Generation.BEE_A and (n_min is None or n_min < 1):
+        # Measured on v0.1.2, greedy, starter and synthetic models, with and without tools
+        # (tests/engine/test_toolcalls_generated_real.py): ngram-simple and ngram-cache filled the
+        # context and cut the reply short or garbled it (a tool call's arguments cut to '{"city":'),
+        # suffix and recycle aborted (common/sampling.cpp:724); with a minimum of 1 all matched no speculation.
+        n_min = 1
+        b.note(
+            "draft_n_min",
+            "compensated",
+            f"BeeLlama 0.1-0.3 runs away on an empty {kind} draft with a minimum draft of 0 (it re-decodes "
+            "until the context is full, cutting the reply short, or aborts): passing --spec-draft-n-min 1.",
+        )
     return True, n_min
