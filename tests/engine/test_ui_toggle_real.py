@@ -264,12 +264,12 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
 def _kept_toggle(qtbot: QtBot, window: MainWindow, mode: str, words: str) -> int:
     """Click ``mode`` with the other mode kept loaded (core/engine/standby.py); returns the serving pid."""
     toggle = window.mode
-    before = _server_pid(window)
+    before = server_pid(window)
     with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as blocker:
         (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
     assert blocker.args == [mode] and not toggle.is_switching()
     assert words in toggle.status.text(), toggle.status.text()
-    pid = _server_pid(window)
+    pid = server_pid(window)
     assert pid != before and pid_alive(before)  # the other server serves; the one before stays loaded
     assert _has_draft_on_command_line(pid) == (mode == "dflash")
     assert window.state_label.text() == "server: ready" and window.chat.send_button.isEnabled()
@@ -292,7 +292,7 @@ def test_toggle_keeps_the_other_mode_loaded_beside_when_it_fits(qtbot: QtBot, up
     try:
         with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
             window.start_action.trigger()
-        pids.append(_server_pid(window))
+        pids.append(server_pid(window))
         qtbot.waitUntil(lambda: window.switching.memory.get(window.controller.caps) is not None, timeout=REPLY_MS)
         _assert_dflash(_send(qtbot, window, "Say hello to the deck."))
         pids.append(_kept_toggle(qtbot, window, "baseline", "beside the other"))
