@@ -58,8 +58,9 @@ class FakeBench:
     Each measurement advances a fake clock by ``cost`` seconds."""
 
     def __init__(self, speed: Callable[[LaunchSettings], float], text: Callable[[LaunchSettings], str] | None = None,
-                 cost: float = 10.0, noise: tuple[float, ...] = NOISE) -> None:
+                 cost: float = 10.0, noise: tuple[float, ...] = NOISE, accept: float = 1.0) -> None:
         self.speed, self.text, self.cost, self.noise = speed, text or (lambda s: "def f(): pass"), cost, noise
+        self.accept = accept  # the share of drafted tokens the fake target accepts
         self.now = 0.0
         self.calls: list[tuple[LaunchSettings, str]] = []
         self.on_call: Callable[[int], None] | None = None
@@ -80,7 +81,7 @@ class FakeBench:
             for p in SUITE.prompts:
                 drafted = 0 if mode == BASELINE else 10
                 report.samples.append(Sample(mode, p.id, rep, 42 + rep, completion_tokens=32, gen_tps=base * k,
-                                             draft_n=drafted, draft_n_accepted=drafted,
+                                             draft_n=drafted, draft_n_accepted=round(drafted * self.accept),
                                              text="def f(): pass" if mode == BASELINE else self.text(settings)))
         return report
 
@@ -155,9 +156,10 @@ def test_the_budget_stops_the_search_and_says_what_was_left() -> None:
     result = run(fake, [draft_max_knob(2, 4, 8, 12, 15)], budget_s=75.0)
     # 10 s per point; a candidate starts only with room for itself and the two confirmation points:
     # baseline + start + three candidates (ending at 50 s), the fourth would need 50 + 30 > 75
-    assert [s.draft_n_max for s, _m in fake.calls] == [1, 1, 2, 4, 8, 1, 8] and result.elapsed_s == 70.0
+    # The fake accepts every draft, so the deep end goes first (tune_knobs.order_draft_max).
+    assert [s.draft_n_max for s, _m in fake.calls] == [1, 1, 15, 12, 8, 1, 15] and result.elapsed_s == 70.0
     assert any("budget (75 s) ran out: 2 of 5" in n for n in result.notes)
-    assert result.improved and result.confirmed and result.best is not None and result.best.changes == {"draft_n_max": 8}
+    assert result.improved and result.confirmed and result.best is not None and result.best.changes == {"draft_n_max": 15}
 
 
 def test_a_win_without_room_to_confirm_it_stands_with_a_note() -> None:
@@ -340,3 +342,15 @@ def test_the_bootstrap_the_search_relies_on_separates_noise_from_a_shift() -> No
     assert noise is not None and noise.ci_low < 1.0 < noise.ci_high
     win = bootstrap_speedup(same, shifted)
     assert win is not None and win.ci_low > 1.02
+
+
+@pytest.mark.parametrize(("accept", "order"), [(1.0, [15, 12, 8, 4, 2]), (0.0, [2, 4, 8, 12, 15]),
+                                                (0.3, [8, 2, 15, 4, 12])])
+def test_the_start_acceptance_says_which_end_of_the_draft_max_goes_first(accept: float, order: list[int]) -> None:
+    """The GPU run's two ends (docs/gpu-runs/2026-12-02-h200-standby): all drafts accepted, a deeper draft max
+    was faster all the way to 16; none accepted, every drafted token cost. In between: the knob's own order."""
+    fake = FakeBench(lambda s: 60.0 + (s.draft_n_max or 0), accept=accept)
+    plans: list[TunePlan] = []
+    run(fake, [draft_max_knob(8, 2, 15, 4, 12)], on_plan=lambda p: plans.append(replace(p)))
+    assert [s.draft_n_max for s, _m in fake.calls][2:7] == order
+    assert list(plans[-1].knobs[0].values) == order  # the plan the view shows says the same order

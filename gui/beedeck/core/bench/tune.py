@@ -41,7 +41,15 @@ from beedeck.core.bench.report import Speedup, bootstrap_speedup, stats
 from beedeck.core.bench.results import BASELINE, BenchReport, Sample
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
-from beedeck.core.bench.tune_knobs import FitFn, Knob, draft_block_size, is_cpu_engine, knobs_for, planner_fit
+from beedeck.core.bench.tune_knobs import (
+    FitFn,
+    Knob,
+    draft_block_size,
+    is_cpu_engine,
+    knobs_for,
+    order_draft_max,
+    planner_fit,
+)
 from beedeck.core.bench.tune_points import (
     BASELINE_ROLE,
     CANCELLED,
@@ -293,6 +301,11 @@ def _search(s: _Search, start: LaunchSettings, mode: str, result: TuneResult) ->
             return
     s.best = s.start
     s.start.accepted = True
+    ordered = [order_draft_max(k, s.start.acceptance) for k in s.plan.knobs]
+    if ordered != s.plan.knobs:
+        s.plan.knobs = ordered
+        if s.on_plan is not None:
+            s.on_plan(s.plan)
     skipped = 0
     for knob in s.plan.knobs:
         for value, shown in zip(knob.values, knob.to_dict()["values"], strict=True):
