@@ -14,6 +14,8 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.profile import Profile
+from beedeck.core.settings import AppSettings
+from beedeck.ui.session import Session
 from beedeck.ui.window.agent_dialog import AgentDialog, open_agent_dialog
 from beedeck.ui.window.menus import build_menus
 from tests.fixtures.engines import MAINLINE, help_stdout
@@ -36,6 +38,7 @@ class Host:
         self.start_action, self.stop_action = QAction("Start"), QAction("Stop")
         self.bench_action, self.tune_action, self.settings_action = QAction("B"), QAction("T"), QAction("S")
         self.follow_advice_action = QAction("Follow")
+        self.session = Session(AppSettings(), saver=lambda s: None)
         self.agents: list[str] = []
 
     def open_agent(self, client_id: str) -> None:

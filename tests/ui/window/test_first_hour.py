@@ -150,6 +150,21 @@ def test_the_theme_menu_applies_at_once_and_is_remembered(qtbot: QtBot, beedeck_
         qapp.setPalette(old)
 
 
+def test_keep_the_other_mode_loaded_is_on_by_default_and_its_menu_entry_is_remembered(
+        qtbot: QtBot, beedeck_home: Path) -> None:
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    action = window.menu_actions["standby"]
+    assert action.isCheckable() and action.isChecked() and window.controller.standby
+    action.trigger()
+    assert not settings.load_settings().standby and window.controller.standby is False  # saved, and in effect
+    again = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(again)
+    assert not again.menu_actions["standby"].isChecked() and again.controller.standby is False
+    window.close()
+    again.close()
+
+
 def test_the_help_menu_has_docs_shortcuts_and_about_with_versions(qtbot: QtBot, beedeck_home: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     window = MainWindow(ChatStore(), RecordingController())

@@ -1,4 +1,5 @@
-"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice, Use with…), Chat (regenerate,
+"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice, keep the other mode loaded,
+Use with…), Chat (regenerate,
 stop, next mode), View (docks, theme), Help (docs, shortcuts, about). Every action with a key shows
 it in its menu: Start F5, Stop Shift+F5, Regenerate Ctrl+R, the next speculation mode Ctrl+M. Keys the
 window answers through its own shortcuts (Ctrl+N, Esc) are shown after a tab in the action's text,
@@ -13,13 +14,14 @@ from typing import Protocol
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu
 
 from beedeck.core import paths
 from beedeck.core.agents.clients import CLIENTS
 from beedeck.core.settings import THEMES
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.engine.mode_toggle import ModeToggle
+from beedeck.ui.session import Session
 
 DOCS_URL = "https://github.com/beedeck/beedeck#readme"
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
@@ -33,6 +35,7 @@ class MenuHost(Protocol):
     settings_action: QAction
     mode: ModeToggle
     chat: ChatPane
+    session: Session
 
     @property
     def follow_advice_action(self) -> QAction: ...
@@ -45,6 +48,23 @@ class MenuHost(Protocol):
     def show_shortcuts(self) -> None: ...
     def show_about(self) -> None: ...
     def set_theme(self, theme: str) -> None: ...
+
+
+def standby_action(menu: QMenu, session: Session) -> QAction:
+    """Server → "Keep the other mode loaded": AppSettings.standby (core/engine/standby.py), saved at once."""
+    action = menu.addAction("Keep the other mode loaded when memory allows")
+    action.setCheckable(True)
+    action.setChecked(session.app_settings.standby)
+    action.setToolTip("A Baseline | DFlash switch loads the other mode beside the running server when the GPU "
+                      "and the host have room for both, so switching back loads nothing. Off: every switch "
+                      "restarts the server.")
+
+    def toggled(on: bool) -> None:
+        session.app_settings.standby = on
+        session.save_settings()  # also tells the server controller
+
+    action.toggled.connect(toggled)
+    return action
 
 
 def docs_url() -> QUrl:
@@ -88,6 +108,7 @@ def build_menus(window: QMainWindow, host: MenuHost, docks: list[QDockWidget], t
         server_menu.addAction(action)
     server_menu.addSeparator()
     server_menu.addAction(host.follow_advice_action)
+    out["standby"] = standby_action(server_menu, host.session)
     agents = server_menu.addMenu("Use with…")  # a coding agent on this server (core.agents)
     for agent in CLIENTS:
         action = agents.addAction(f"{agent.label}…")
