@@ -62,7 +62,7 @@ def test_choosing_the_build_shows_its_dry_run_then_the_build_compiles_in_that_fo
     assert run.download_radio.isChecked() and run.preview.isHidden()  # nothing run before the build is picked
     run.build_radio.click()
     qtbot.waitUntil(lambda: run.preview.has_plan(run._build_args()), timeout=60_000)
-    text = run.preview.label.text()
+    text = run.preview.text()
     assert text.startswith(HEADING) and not run.preview.isHidden()
     # What `beedeck engine build --dry-run` prints: the FA choice, the options, the targets, steps and minutes.
     assert "chose: no KVarN kernels" in text and "-DGGML_CUDA_KVARN=OFF" in text
@@ -100,11 +100,11 @@ def test_a_dry_run_that_fails_says_why_and_the_build_waits_for_a_plan(
     run.build_radio.setChecked(True)  # checked without a click (as when it is the default): no dry run yet
     assert not calls and run.preview.isHidden()
     run.start_button.click()  # the first press makes the plan
-    qtbot.waitUntil(lambda: run.preview.label.text().startswith(FAILED), timeout=60_000)
-    text = run.preview.label.text()
+    qtbot.waitUntil(lambda: run.preview.text().startswith(FAILED), timeout=60_000)
+    text = run.preview.text()
     assert "CMake configure failed; see " in text and "build.log" in text and "CMake Error" in text
     assert "no-such-cc" in text  # CMake names the compiler it could not run
-    assert "#d62728" in run.preview.label.styleSheet()
+    assert "#d62728" in run.preview.styleSheet()
     assert len(calls) == 1 and calls[0]["dry_run"] is True  # no build was started
     assert run.start_button.isEnabled() and run.start_button.text() == "Set up and launch"
     w.reject()

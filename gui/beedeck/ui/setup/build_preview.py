@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
 from beedeck.core.engine.build_plan import minutes_text, plan_lines
 from beedeck.core.engine.builder import BuildResult
@@ -30,7 +30,7 @@ HEADING = "Build plan (what `beedeck engine build --dry-run` prints):"
 FAILED = "The dry run failed, so the build would too: "
 
 
-class BuildPreview(QWidget):
+class BuildPreview(WrapLabel):
     """The dry run's lines for the build the page would start. ``dry_run(**kwargs)`` is the page's
     ``build_engine`` (called with ``dry_run=True``, on a worker); :meth:`show_plan_for` takes the
     build's arguments as the page would pass them. Hidden until a build is chosen. Signal: ``changed()``
@@ -39,13 +39,9 @@ class BuildPreview(QWidget):
     changed = Signal()
 
     def __init__(self, dry_run: Callable[..., Any], parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__("", parent)  # the label itself (a label in a box of its own got squeezed)
         self._dry_run = dry_run
-        self.label = WrapLabel("")
-        self.label.setStyleSheet("color: palette(placeholder-text); margin-left: 22px;")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.label)
+        self.setStyleSheet("color: palette(placeholder-text);")
         self.runner = TaskRunner(self)
         self.runner.finished.connect(self._on_finished)
         self.runner.failed.connect(self._on_failed)
@@ -149,8 +145,8 @@ class BuildPreview(QWidget):
             then()
 
     def _set(self, text: str, color: str | None) -> None:
-        self.label.setStyleSheet(f"color: {color or 'palette(placeholder-text)'}; margin-left: 22px;")
-        self.label.setText(text)
+        self.setStyleSheet(f"color: {color or 'palette(placeholder-text)'};")
+        self.setText(text)
 
 
 def _key(build_args: dict[str, Any]) -> str:

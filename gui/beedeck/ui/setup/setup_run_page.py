@@ -239,7 +239,7 @@ class RunPage(QWizardPage):
     def _on_build_toggled(self, checked: bool) -> None:
         """The build's plan shows while the build is the choice (the user's pick of it starts the dry run;
         a build checked by default waits for the start button: no clone the user did not ask for)."""
-        self.preview.setVisible(checked and (self.preview.busy or bool(self.preview.label.text())))
+        self.preview.setVisible(checked and (self.preview.busy or bool(self.preview.text())))
         self._sync_start_button()
 
     def _sync_start_button(self) -> None:
