@@ -77,6 +77,8 @@ def test_choosing_the_build_shows_its_dry_run_then_the_build_compiles_in_that_fo
     assert (folder / "build" / "build.ninja").is_file() and not (folder / "build" / "bin" / "llama-server").exists()
     # The build itself: the same arguments, the configured folder compiled.
     engine = next(s for s in run.steps if s.key == "engine")
+    left: list[float] = []
+    run.runner.eta_changed.connect(left.append)
     run.start_button.click()
     qtbot.waitUntil(lambda: (folder / "build" / "bin" / "llama-server").is_file() or not engine.retry.isHidden(),
                     timeout=120_000)
@@ -85,6 +87,7 @@ def test_choosing_the_build_shows_its_dry_run_then_the_build_compiles_in_that_fo
     assert not build.get("dry_run") and {k: build[k] for k in ("gpus", "cache_pairs", "cpu_only")} == \
         {k: dry[k] for k in ("gpus", "cache_pairs", "cpu_only")}
     assert (folder / "build" / "bin" / "llama-server").is_file()
+    assert left and all(x >= 0 for x in left)  # the builder's time left reached the engine step
     # ...compiled and smoke-tested: the mini tree's server is no CUDA engine, and the smoke test says so.
     assert "lists no GPU" in engine.status.text() and not engine.retry.isHidden()
     w.reject()

@@ -30,6 +30,7 @@ from beedeck.core import starter
 from beedeck.core.engine import builder, engine_offers, release_index, releases
 from beedeck.core.engine import registry as engines
 from beedeck.core.engine.argv import LaunchRefused, build_argv
+from beedeck.core.engine.build_plan import minutes_text
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
@@ -81,6 +82,7 @@ class RunPage(QWizardPage):
         self.find_local: Callable[[str, str], Any] = x.get("find_local") or library.find_local
         self.runner = TaskRunner(self)
         self.runner.progress_changed.connect(self._on_runner_progress)
+        self.runner.eta_changed.connect(self._on_runner_eta)
         self.runner.line_received.connect(self._on_runner_line)
         self.runner.finished.connect(self._on_runner_finished)
         self.runner.failed.connect(self._on_runner_failed)
@@ -332,6 +334,9 @@ class RunPage(QWizardPage):
             bar.setValue(int(1000 * min(done, total) / total))
             bar.setTextVisible(False)
 
+    def _on_runner_eta(self, seconds: float) -> None:
+        self._set_status(self._current(), f"building: about {minutes_text(seconds)} left", None)
+
     def _on_runner_line(self, line: str) -> None:
         self.log.appendPlainText(line)
 
@@ -365,12 +370,12 @@ class RunPage(QWizardPage):
         self.choice.restore()
 
     # -- the steps (worker thread: no widget access; values are read before start) ---------------
-    def _get_engine(self, *, on_progress: Callable[[int, int | None], None], on_line: Callable[[str], None],
+    def _get_engine(self, *, on_progress: Callable[..., None], on_line: Callable[[str], None],
                     cancel_event: threading.Event) -> str:
         if self._chosen == BUILD:
-            # The builder reports (done, total, seconds left); the step's bar takes (done, total).
-            res = self.build_engine(**self._build_args(), on_progress=lambda done, total, _eta=None: on_progress(
-                done, total), on_line=on_line, cancel_event=cancel_event)
+            # The builder reports (done, total, seconds left): the bar and the step's time left.
+            res = self.build_engine(**self._build_args(), on_progress=on_progress, on_line=on_line,
+                                    cancel_event=cancel_event)
             if not res.ok or res.record is None:
                 raise engines.EngineError(res.smoke.message if res.smoke else "The build produced no engine.")
             self.engine = res.record
