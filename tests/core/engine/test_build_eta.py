@@ -1,4 +1,9 @@
-"""The build time-left estimate against two real BeeLlama builds (tests/fixtures/builds)."""
+"""The build time-left estimate, replayed on four real BeeLlama builds (tests/fixtures/builds).
+
+Each recorded ``.ninja_log`` is fed to the estimate as the builder feeds it (tests/fixtures/
+build_replay.py); the bounds are on those recorded builds, not on this machine's timing. Run with ``-s``
+to see the error table (benchmarks/build_eta_replay.py prints it beside the estimate this replaced).
+"""
 
 from __future__ import annotations
 
@@ -9,68 +14,118 @@ import pytest
 from beedeck.core.engine.build_eta import (
     CostModel,
     WeightedEta,
+    estimate_seconds,
     kind_of,
+    list_schedule,
     load_profile,
     planned_outputs,
-    profile_from_ninja_log,
     shipped_profile,
     step_output,
 )
 from beedeck.core.engine.builder import ProgressTracker
+from tests.fixtures.build_replay import LOGS, POINTS, description, errors, jobs_of, profiles, read_log, replay
 
-BUILDS = Path(__file__).resolve().parents[2] / "fixtures" / "builds"
-
-
-def _finish_order(log: Path) -> list[tuple[float, str]]:
-    rows = []
-    for line in log.read_text().splitlines()[1:]:
-        start, end, _mtime, out, _hash = line.split("\t")
-        rows.append((int(end) / 1000.0, out))
-    return sorted(rows)
+RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "build-profiles"
 
 
-def _description(out: str) -> str:
-    kind = kind_of(out)
-    if kind == "link":
-        return f"Linking CXX shared library {out}"
-    return f"Building {'C' if kind == 'c' else 'CUDA' if kind == 'cuda' else 'CXX'} object {out}"
+def _row(name: str, profile: str, errs: dict[float, float]) -> str:
+    return f"{name:34} {profile:8} " + " ".join(f"{int(at * 100):>3} %: {e * 100:+6.1f} %" for at, e in errs.items())
 
 
-def _replay(tracker: WeightedEta | ProgressTracker, steps: list[tuple[float, str]], clock: list[float],
-            at: float) -> tuple[float, float]:
-    """Feed the steps that finished until fraction ``at``; (estimated, real) seconds left then."""
-    n = len(steps)
-    stop = int(at * n)
-    estimate = None
-    for i, (end, out) in enumerate(steps[: stop + 1]):
-        clock[0] = end
-        step = tracker.feed(f"[{i + 1}/{n}] {_description(out)}")
-        assert step is not None
-        estimate = step[2]
-    assert estimate is not None
-    return estimate, steps[-1][0] - steps[stop][0]
+@pytest.mark.parametrize("start_order", [False, True], ids=["dry-run-order", "start-order"])
+@pytest.mark.parametrize("name", list(LOGS))
+def test_each_recorded_build_is_estimated_within_20_percent_from_its_own_costs(name: str, start_order: bool) -> None:
+    """The estimate's model (steps started in Ninja's order on -j slots, the remaining ones list-scheduled)
+    given the right costs: Gen B CUDA was +37 % at 10 % and -27 % at 75 % from these same costs when
+    finished weight alone was counted (16 kernels of a minute run side by side and count only when they
+    end); now every point is within 4 % (Gen B CUDA: +0.0, -0.1, -0.8, -1.3, -1.7 %). The plan as a dry
+    run lists it (links last) or as the steps really started: the same within 0.3 %."""
+    stem, other, jobs = LOGS[name]
+    errs = errors(stem, profiles(stem, other, "cuda" in stem)["own"], jobs, start_order=start_order)
+    print(_row(name, "own", errs))
+    assert all(abs(e) <= 0.20 for e in errs.values()), errs
 
 
-@pytest.mark.parametrize(("profile_of", "build"), [("v0.4.3", "v0.1.2"), ("v0.1.2", "v0.4.3")])
-def test_weighted_estimate_tracks_a_real_build_where_the_step_count_does_not(profile_of: str, build: str) -> None:
-    profile = profile_from_ninja_log(BUILDS / f"beellama-{profile_of}-cpu.ninja_log")
-    steps = _finish_order(BUILDS / f"beellama-{build}-cpu.ninja_log")
-    rows = []
-    for at in (0.1, 0.23, 0.4, 0.6, 0.7, 0.84):
-        clock = [steps[0][0]]
-        weighted, real = _replay(WeightedEta([o for _, o in steps], profile, clock=lambda c=clock: c[0]),
-                                 steps, clock, at)
-        clock = [steps[0][0]]
-        linear, _ = _replay(ProgressTracker(clock=lambda c=clock: c[0]), steps, clock, at)
-        rows.append((at, real, weighted, linear))
-    for at, real, weighted, _linear in rows:
-        # The other version's step times get the proportions within a factor of 1.6 at every point.
-        assert real / 1.6 <= weighted <= real * 1.6, (at, real, weighted)
-    # ...and its worst miss is smaller than the step count's, which is off by 2-3x late in the build,
-    # where the heavy server files come last.
-    assert max(abs(w - r) for _, r, w, _ in rows) < max(abs(li - r) for _, r, _, li in rows)
-    at, real, _weighted, linear = rows[4]
-    assert at == 0.7 and linear < real / 2  # the old estimate's flaw: under half the real time left
+@pytest.mark.parametrize("name", list(LOGS))
+def test_each_recorded_build_is_estimated_within_20_percent_from_the_shipped_profile(name: str) -> None:
+    """What a first build of these releases gets (resources/build-profiles: where both generations have
+    a step, Gen B's cost): measured worst 12.7 % (Gen A CUDA at 10 %), 1.7 %, 16.0 %, 13.0 %."""
+    stem, other, jobs = LOGS[name]
+    errs = errors(stem, profiles(stem, other, "cuda" in stem)["shipped"], jobs)
+    print(_row(name, "shipped", errs))
+    assert all(abs(e) <= 0.20 for e in errs.values()), errs
+
+
+@pytest.mark.parametrize("name", list(LOGS))
+def test_each_recorded_build_from_the_other_generations_costs(name: str) -> None:
+    """An update estimated from the other release's build on the same machine. The schedule is right, the
+    costs are not: the two releases' same files differ by 0.9-1.6x (tools/server 1.4x heavier in v0.4.3,
+    its fattn-vec kernels 1.75x lighter than v0.1.2's turbo ones), and no rate learnt from the first
+    steps can know that. Measured worst: 21.1 % (Gen A CUDA), 23.6 % (Gen B CUDA, at 25 %: before it was
+    48 %), 36.9 % (Gen A CPU), 26.1 % (Gen B CPU); held to within 40 %, and within 20 % from 90 %."""
+    stem, other, jobs = LOGS[name]
+    errs = errors(stem, profiles(stem, other, "cuda" in stem)["cross"], jobs)
+    print(_row(name, "cross", errs))
+    assert all(abs(e) <= 0.40 for e in errs.values()), errs
+    assert abs(errs[0.9]) <= 0.20, errs
+
+
+@pytest.mark.parametrize("name", list(LOGS))
+def test_the_dry_run_estimate_schedules_the_plan_on_its_jobs(name: str) -> None:
+    """`engine build --dry-run`'s minutes: the plan scheduled on -j slots from the build's own costs is
+    its real wall time within 1 % (the sum over jobs was 3 % short on the CUDA builds: the tail)."""
+    stem, other, jobs = LOGS[name]
+    steps = read_log(stem)
+    assert jobs_of(steps) == jobs  # the fixture read as Ninja ran it: one step per edge, -j at most
+    wall = max(s.end for s in steps)
+    scheduled = estimate_seconds([s.output for s in steps], profiles(stem, other, "cuda" in stem)["own"], jobs)
+    assert abs(scheduled - wall) <= 0.01 * wall, (scheduled, wall)
+
+
+def test_list_schedule_fills_the_slot_that_frees_first() -> None:
+    assert list_schedule([4.0, 4.0, 4.0], 2) == 8.0
+    assert list_schedule([1.0, 1.0, 1.0, 1.0], 2, busy=[5.0]) == 5.0  # the free slot takes all four
+    assert list_schedule([], 4, busy=[2.0, 5.0]) == 5.0
+
+
+def test_the_rate_is_learnt_from_the_steps_finished_and_running_steps_count_their_time() -> None:
+    """Four 10 s steps (profile) on 2 slots of a machine twice as slow: the first two end at 20 s and the
+    other two start then: 20 s left. One of those ending at 25 s brings the rate to 45 / 30; the other,
+    started at 20 s, is 5 s into its 15 s."""
+    now = [0.0]
+    plan = [f"a/CMakeFiles/t.dir/s{i}.cpp.o" for i in range(4)]
+    eta = WeightedEta(plan, dict.fromkeys(plan, 10.0), clock=lambda: now[0], jobs=2)
+    now[0] = 20.0
+    eta.feed(f"[1/4] {description(plan[0])}")
+    assert eta.feed(f"[2/4] {description(plan[1])}") == (2, 4, pytest.approx(20.0))
+    now[0] = 25.0
+    assert eta.feed(f"[3/4] {description(plan[2])}") == (3, 4, pytest.approx(10.0))
+
+
+def test_a_kernel_family_learns_its_own_rate() -> None:
+    """A C++ step as the profile said (10 s), then a kernel 3x its profile cost: the build runs at 2x,
+    that kernel's family at (30 + 2 * 30) / (10 + 30) = 2.25x (its three-step prior at the build's rate),
+    another family at the build's 2x."""
+    now = [0.0]
+    d = "g/CMakeFiles/c.dir/template-instances"
+    plan = ["a/CMakeFiles/t.dir/s.cpp.o", f"{d}/vec-instance-a.cu.o", f"{d}/vec-instance-b.cu.o",
+            f"{d}/mma-instance-a.cu.o"]
+    eta = WeightedEta(plan, dict.fromkeys(plan, 10.0), clock=lambda: now[0], jobs=1)
+    now[0] = 10.0
+    assert eta.feed(f"[1/4] {description(plan[0])}") == (1, 4, pytest.approx(30.0))
+    now[0] = 40.0
+    assert eta.feed(f"[2/4] {description(plan[1])}") == (2, 4, pytest.approx(22.5 + 20.0))
+
+
+def test_a_step_past_its_expected_time_is_not_taken_for_done() -> None:
+    now = [0.0]
+    plan = ["a/CMakeFiles/t.dir/slow.cpp.o", "a/CMakeFiles/t.dir/quick.cpp.o"]
+    eta = WeightedEta(plan, dict.fromkeys(plan, 10.0), clock=lambda: now[0], jobs=2)
+    now[0] = 10.0
+    step = eta.feed(f"[1/2] {description(plan[1])}")
+    assert step is not None and step[2] == pytest.approx(0.1 * 10.0)
+    now[0] = 30.0  # the other one still runs, 20 s past its 10 s: a tenth of its time is still expected
+    assert eta.feed("[2/3] Generating build details from Git") == (2, 3, pytest.approx(1.0))
 
 
 def test_descriptions_name_their_outputs_and_kinds() -> None:
@@ -94,54 +149,29 @@ def test_unknown_steps_borrow_their_folders_or_kinds_cost() -> None:
 def test_the_shipped_profile_covers_a_llama_cpp_tree() -> None:
     costs = shipped_profile(cuda=False)
     assert len(costs) > 300 and costs["tools/server/CMakeFiles/server-context.dir/server-context.cpp.o"] > 10
-
-
-def test_a_cuda_build_without_a_cuda_profile_is_weighted_by_kind() -> None:
-    """The H200 CUDA build replayed against the CPU profile alone (what a first CUDA build of an
-    unknown tree gets): CUDA kernels weigh 25x a C++ step, so the second half of the estimate is right
-    where the step count said 4x too much (real 64 s left at 60 %, the count said 271 s)."""
-    cpu_only = load_profile(Path(__file__).resolve().parents[3] / "resources" / "build-profiles" / "llama-cpp-cpu.json")
-    steps = _finish_order(BUILDS / "beellama-v0.1.2-cuda-h200.ninja_log")
-    rows = []
-    for at in (0.4, 0.6, 0.8):
-        clock = [steps[0][0]]
-        weighted, real = _replay(WeightedEta([o for _, o in steps], cpu_only, clock=lambda c=clock: c[0]),
-                                 steps, clock, at)
-        clock = [steps[0][0]]
-        linear, _ = _replay(ProgressTracker(clock=lambda c=clock: c[0]), steps, clock, at)
-        rows.append((at, real, weighted, linear))
-        assert real / 2 <= weighted <= real * 1.6, (at, real, weighted)
-        assert linear > real * 2, (at, real, linear)  # the step count's error this replaces
     assert shipped_profile(cuda=True)["ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/fattn.cu.o"] > 10
 
 
-def _errors(steps: list[tuple[float, str]], profile: dict[str, float]) -> dict[float, float]:
-    out = {}
-    for at in (0.1, 0.25, 0.5, 0.75):
-        clock = [steps[0][0]]
-        weighted, real = _replay(WeightedEta([o for _, o in steps], profile, clock=lambda c=clock: c[0]),
-                                 steps, clock, at)
-        out[at] = (weighted - real) / real
-    return out
+def test_a_cuda_build_without_a_cuda_profile_is_weighted_by_kind() -> None:
+    """The H200 CUDA build of v0.1.2 against the CPU profile alone (no CUDA step known; BeeDeck always has
+    its shipped CUDA profile, this is the floor): CUDA kernels weigh 25x a C++ step, so from 60 % on the
+    estimate is within 20 % (measured -11.5, -3.1, +2.9 %) where the step count said 2x-4x too much
+    (real 64 s left at 60 %, the count said 271 s)."""
+    cpu_only = load_profile(RESOURCES / "llama-cpp-cpu.json")
+    stem, _other, jobs = LOGS["Gen A CUDA (v0.1.2, H200, -j16)"]
+    steps = read_log(stem)
+    finished = sorted(steps, key=lambda s: s.end)
+    for at in (0.6, 0.75, 0.8):
+        weighted, real = replay(steps, cpu_only, jobs, at)
+        now = [finished[0].end]
+        linear = ProgressTracker(clock=lambda c=now: c[0])
+        for i, step in enumerate(finished[: int(at * len(finished)) + 1]):
+            now[0] = step.end
+            fed = linear.feed(f"[{i + 1}/{len(finished)}] {description(step.output)}")
+        assert fed is not None and fed[2] is not None
+        assert abs(weighted - real) <= 0.2 * real, (at, real, weighted)
+        assert fed[2] > real * 2, (at, real, fed[2])  # the step count's error this replaces
 
 
-def test_the_gen_a_cuda_build_is_estimated_within_20_percent_from_the_gen_b_profile() -> None:
-    """The H200 CUDA build of BeeLlama v0.1.2, estimated from the step costs of the v0.4.3 CUDA build
-    (another generation, other kernels: the families and folders carry over): within 20 % at 10, 25,
-    50 and 75 % of the steps (measured: +19, +6, 0, +1 %)."""
-    profile = {**shipped_profile(cuda=False), **profile_from_ninja_log(BUILDS / "beellama-v0.4.3-cuda-h200.ninja_log")}
-    errors = _errors(_finish_order(BUILDS / "beellama-v0.1.2-cuda-h200.ninja_log"), profile)
-    assert all(abs(e) <= 0.20 for e in errors.values()), errors
-
-
-def test_the_gen_b_cuda_build_from_the_gen_a_profile_as_the_h200_run_saw_it() -> None:
-    """The v0.4.3 CUDA build (506 steps, 459 s) replayed against the v0.1.2 profile, what its first build
-    got: the replay gives what the live run printed (+14, +49, -2, -34 % at 10/25/50/75 %, the kernels it
-    finishes in parallel late count as done only when they end). Outside the 20 % goal; this holds the
-    estimate to no worse while the shipped profile now carries the v0.4.3 costs too."""
-    old = load_profile(BUILDS.parent.parent.parent / "resources" / "build-profiles" / "llama-cpp-cuda.json")
-    gen_a_only = {k: v for k, v in old.items() if k in profile_from_ninja_log(BUILDS / "beellama-v0.1.2-cuda-h200.ninja_log")}
-    errors = _errors(_finish_order(BUILDS / "beellama-v0.4.3-cuda-h200.ninja_log"), {**shipped_profile(cuda=False),
-                                                                                       **gen_a_only})
-    assert all(abs(e) <= 0.55 for e in errors.values()), errors
-    assert abs(errors[0.5]) <= 0.10
+def test_the_points_are_the_issues() -> None:
+    assert POINTS == (0.1, 0.25, 0.5, 0.75, 0.9)

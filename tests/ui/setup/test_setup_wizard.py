@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from beedeck.core import settings
+from beedeck.core.engine.builder import BuildResult
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.registry import EngineRegistry
@@ -159,6 +160,9 @@ def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBo
     script.chmod(0o755)
 
     def build_engine(**kw: Any) -> Any:
+        if kw.get("dry_run"):  # the plan the page shows first (tests/ui/setup/test_build_preview.py)
+            return BuildResult("fake", tmp_path / "llama-server", ["-DGGML_CUDA=ON"], tmp_path / "build.log", 0.0,
+                               targets=["llama-server"], planned_steps=3, estimate_s=60.0, jobs=2, dry_run=True)
         # The real streaming runner (own process group, cancel watcher) around a never-ending "build".
         build_tools.run_streaming([str(script)], on_line=kw["on_line"], cancel_event=kw["cancel_event"])
         raise AssertionError("the fake build only ends by cancel")
@@ -169,6 +173,8 @@ def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBo
     w.next()
     run = w.run_page
     run.build_radio.setChecked(True)
+    run.start_button.click()  # the first press shows the dry run's plan, the second builds
+    qtbot.waitUntil(lambda: run.start_button.text() == "Build (about 60 s) and launch", timeout=10000)
     run.start_button.click()
     qtbot.waitUntil(lambda: pid_file.exists() and pid_file.read_text().strip() != "", timeout=10000)
     pid = int(pid_file.read_text())

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from beedeck.core.engine.build_plan import plan_lines
 from beedeck.core.engine.build_tools import BuildError, find_nvcc
 from beedeck.core.engine.builder import BEE_REPO as BEE_GIT
 from beedeck.core.engine.builder import BuildResult, build_engine
@@ -215,16 +216,8 @@ def _cache_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]] | None
 
 
 def _print_plan(result: BuildResult) -> int:
-    print(f"options: {' '.join(result.options)}")
-    print(f"targets: {' '.join(result.targets)}")
-    if result.planned_steps:
-        est = ""
-        if result.estimate_s is not None:
-            took = f"{result.estimate_s / 60:.0f} min" if result.estimate_s >= 90 else f"{result.estimate_s:.0f} s"
-            est = f", about {took} with -j{result.jobs}"
-        print(f"steps:   {result.planned_steps}{est}")
-    else:
-        print("steps:   unknown (no Ninja: install ninja for a step count and an estimate)")
+    for line in plan_lines(result):
+        print(line)
     print(f"folder:  {result.log_path.parent} (configured; `beedeck engine build` without --dry-run compiles)")
     return 0
 

@@ -334,7 +334,7 @@ def build_engine(
         planned = _planned_steps(build_dir, targets) if generator or cached_gen == "Ninja" else []
         profile = _cost_profile(registry, engine_id, cuda)
         if planned:
-            tracker = WeightedEta(planned, profile)
+            tracker = WeightedEta(planned, profile, jobs=n_jobs)
         if dry_run:
             log.write(f"dry run: {len(planned)} steps planned, nothing compiled\n")
             return BuildResult(engine_id, build_dir / "bin" / "llama-server", options, log_path,

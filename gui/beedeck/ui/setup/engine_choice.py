@@ -42,6 +42,11 @@ class EngineChoice(QWidget):
             else:
                 layout.addWidget(radio)
             layout.addWidget(label)
+            if key == BUILD:  # what the build would do (the run page's dry run), under its reason
+                self.build_detail = QVBoxLayout()
+                self.build_detail.setContentsMargins(22, 0, 0, 0)  # under the reason (a label's own margin
+                # would be left out of the lines it reserves)
+                layout.addLayout(self.build_detail)
             layout.addSpacing(4)
         self.radios = {DOWNLOAD: self.download_radio, BUILD: self.build_radio, EXISTING: self.use_found}
         self.set_looking()

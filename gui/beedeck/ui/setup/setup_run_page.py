@@ -30,11 +30,13 @@ from beedeck.core import starter
 from beedeck.core.engine import builder, engine_offers, release_index, releases
 from beedeck.core.engine import registry as engines
 from beedeck.core.engine.argv import LaunchRefused, build_argv
+from beedeck.core.engine.build_plan import minutes_text
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.models import hub, library
 from beedeck.core.settings import load_settings, save_settings
+from beedeck.ui.setup.build_preview import BuildPreview
 from beedeck.ui.setup.engine_choice import EngineChoice
 from beedeck.ui.setup.services import SetupResult, WizardServices
 from beedeck.ui.setup.task_runner import TaskRunner
@@ -80,6 +82,7 @@ class RunPage(QWizardPage):
         self.find_local: Callable[[str, str], Any] = x.get("find_local") or library.find_local
         self.runner = TaskRunner(self)
         self.runner.progress_changed.connect(self._on_runner_progress)
+        self.runner.eta_changed.connect(self._on_runner_eta)
         self.runner.line_received.connect(self._on_runner_line)
         self.runner.finished.connect(self._on_runner_finished)
         self.runner.failed.connect(self._on_runner_failed)
@@ -103,6 +106,12 @@ class RunPage(QWizardPage):
         c = self.choice
         self.engine_group, self.use_found, self.found_combo = c.group, c.use_found, c.found_combo
         self.download_radio, self.build_radio = c.download_radio, c.build_radio
+        self.preview = BuildPreview(lambda **kw: self.build_engine(**kw))
+        c.build_detail.addWidget(self.preview)
+        self.preview.runner.line_received.connect(self._on_runner_line)
+        self.preview.changed.connect(self._sync_start_button)
+        self.build_radio.toggled.connect(self._on_build_toggled)
+        self.build_radio.clicked.connect(lambda _checked=False: self.preview.show_plan_for(self._build_args()))
         self.grid = QGridLayout()
         self.grid.setHorizontalSpacing(10)
         self.grid.setVerticalSpacing(4)
@@ -203,6 +212,7 @@ class RunPage(QWizardPage):
         self.choice.show_offers(self.offers, records)
         self.start_button.setEnabled(not self._done)
         self.start_button.setToolTip("")
+        self._on_build_toggled(self.build_radio.isChecked())
         if error is not None:
             self.log.appendPlainText(f"The engine list could not be read: {error}. Build an engine, or "
                                      "check that BeeDeck's engines folder is readable.")
@@ -228,10 +238,37 @@ class RunPage(QWizardPage):
             resolve=self.resolve_release, missing_tools=lambda: self.missing_build_tools(report, self.registry.root))
         return records, offers
 
+    def _on_build_toggled(self, checked: bool) -> None:
+        """The build's plan shows while the build is the choice (the user's pick of it starts the dry run;
+        a build checked by default waits for the start button: no clone the user did not ask for)."""
+        self.preview.setVisible(checked and (self.preview.busy or bool(self.preview.text())))
+        self._sync_start_button()
+
+    def _sync_start_button(self) -> None:
+        """While the build's dry run runs, no start; once its plan is shown, the button says the minutes."""
+        if self.runner.is_running() or self._done or self.choice.offers is None:
+            return
+        build = self.choice.chosen() == BUILD
+        self.start_button.setEnabled(not (build and self.preview.busy))
+        minutes = self.preview.minutes() if build and self.preview.has_plan(self._build_args()) else ""
+        self.start_button.setText(f"Build (about {minutes}) and launch" if minutes else "Set up and launch")
+
+    def _build_args(self) -> dict[str, Any]:
+        """The build's arguments for this machine and the recommended pick (the dry run's and the build's)."""
+        report = self.detect_page.report
+        gpus = [g.compute_capability for g in (report.gpus if report else []) if g.compute_capability]
+        pick = self.recommend_page.choice
+        # Build the FlashAttention kernels of the recommended K/V types and no more (an unknown pick:
+        # the engine's default set, which has f16 and q8_0).
+        pairs = [(pick.settings.cache_type_k, pick.settings.cache_type_v)] if pick is not None else None
+        return {"gpus": gpus, "cpu_only": not gpus, "cache_pairs": pairs,
+                "driver_cuda": report.cuda_driver_version if report else None, "registry": self.registry}
+
     def isComplete(self) -> bool:
         return self._done
 
     def shutdown(self) -> None:
+        self.preview.shutdown()
         self.runner.shutdown()
 
     # -- running -----------------------------------------------------------------------------
@@ -243,6 +280,9 @@ class RunPage(QWizardPage):
         return self.detect_page.use_starter or c is None or c.draft_file is None
 
     def start(self) -> None:
+        if self.choice.chosen() == BUILD and not self.preview.has_plan(self._build_args()):
+            self.preview.show_plan_for(self._build_args())  # first what it compiles and for how long
+            return
         self._index = 0
         for s in self.steps:
             self._set_status(s, "waiting", None)
@@ -262,8 +302,13 @@ class RunPage(QWizardPage):
         step = steps[self._index]
         step.retry.hide()
         step.bar.setRange(0, 0)  # busy until the first progress report
-        self._set_status(step, "working…", None)
         self.start_button.setEnabled(False)
+        if step.key == "engine" and self.choice.chosen() == BUILD and self.preview.busy:
+            self._set_status(step, "waiting for the dry run to finish configuring the build's folder…", None)
+            self.choice.freeze()
+            self.preview.when_idle(self._run_current)
+            return
+        self._set_status(step, "working…", None)
         self.cancel_button.setEnabled(True)
         # Read the widgets here, on the GUI thread: the step itself runs on a worker.
         self._chosen = self.choice.chosen()
@@ -288,6 +333,9 @@ class RunPage(QWizardPage):
             bar.setRange(0, 1000)
             bar.setValue(int(1000 * min(done, total) / total))
             bar.setTextVisible(False)
+
+    def _on_runner_eta(self, seconds: float) -> None:
+        self._set_status(self._current(), f"building: about {minutes_text(seconds)} left", None)
 
     def _on_runner_line(self, line: str) -> None:
         self.log.appendPlainText(line)
@@ -322,19 +370,12 @@ class RunPage(QWizardPage):
         self.choice.restore()
 
     # -- the steps (worker thread: no widget access; values are read before start) ---------------
-    def _get_engine(self, *, on_progress: Callable[[int, int | None], None], on_line: Callable[[str], None],
+    def _get_engine(self, *, on_progress: Callable[..., None], on_line: Callable[[str], None],
                     cancel_event: threading.Event) -> str:
         if self._chosen == BUILD:
-            report = self.detect_page.report
-            gpus = [g.compute_capability for g in (report.gpus if report else []) if g.compute_capability]
-            pick = self.recommend_page.choice
-            # Build the FlashAttention kernels of the recommended K/V types and no more (an unknown pick:
-            # the engine's default set, which has f16 and q8_0).
-            pairs = [(pick.settings.cache_type_k, pick.settings.cache_type_v)] if pick is not None else None
-            res = self.build_engine(gpus=gpus, cpu_only=not gpus, cache_pairs=pairs,
-                                    driver_cuda=report.cuda_driver_version if report else None,
-                                    on_progress=on_progress, on_line=on_line, cancel_event=cancel_event,
-                                    registry=self.registry)
+            # The builder reports (done, total, seconds left): the bar and the step's time left.
+            res = self.build_engine(**self._build_args(), on_progress=on_progress, on_line=on_line,
+                                    cancel_event=cancel_event)
             if not res.ok or res.record is None:
                 raise engines.EngineError(res.smoke.message if res.smoke else "The build produced no engine.")
             self.engine = res.record

@@ -32,6 +32,7 @@ class TaskFn(Protocol):
 
 class _Worker(QObject):
     progress = Signal(object, object)
+    eta = Signal(object)
     line = Signal(str)
     done = Signal(object)
     error = Signal(object)
@@ -43,25 +44,31 @@ class _Worker(QObject):
 
     def run(self) -> None:
         try:
-            result = self._fn(on_progress=lambda d, t: self.progress.emit(d, t), on_line=self.line.emit,
-                              cancel_event=self._cancel)
+            result = self._fn(on_progress=self._progress, on_line=self.line.emit, cancel_event=self._cancel)
         except BaseException as exc:  # every failure must reach the GUI as a message, never vanish
             log.debug("task failed: %s", traceback.format_exc())
             self.error.emit(exc)
             return
         self.done.emit(result)
 
+    def _progress(self, done: object, total: object, eta: float | None = None) -> None:
+        """``on_progress(done, total)``, or a build's ``(done, total, seconds left)``."""
+        self.progress.emit(done, total)
+        if eta is not None:
+            self.eta.emit(eta)
+
 
 class TaskRunner(QObject):
     """Runs one task at a time on its own QThread.
 
     Signals: ``started_running()``, ``progress_changed(int, int)`` (done, total; total 0 = unknown),
-    ``line_received(str)``, ``finished(object)`` (the result), ``failed(str)`` (a message for people;
+    ``eta_changed(float)`` (seconds left, where the task reports it: a build), ``line_received(str)``, ``finished(object)`` (the result), ``failed(str)`` (a message for people;
     the exception is in :attr:`last_error`), ``cancelled()``.
     """
 
     started_running = Signal()
     progress_changed = Signal(int, int)
+    eta_changed = Signal(float)
     line_received = Signal(str)
     finished = Signal(object)
     failed = Signal(str)
@@ -88,6 +95,7 @@ class TaskRunner(QObject):
         worker.moveToThread(thread)
         thread.started.connect(worker.run)
         worker.progress.connect(self._on_worker_progress)
+        worker.eta.connect(lambda seconds: self.eta_changed.emit(float(seconds)))
         worker.line.connect(self.line_received)
         worker.done.connect(self._on_worker_done)
         worker.error.connect(self._on_worker_error)
