@@ -104,7 +104,7 @@ class LaunchSettings:
     batch_size: int | None = None
     ubatch_size: int | None = None
     # The drafter's own physical ubatch (BeeLlama >= 0.4.7 --spec-draft-ubatch-size / -ubd); None: the engine's
-    # default (passed only where the probe found the flag: core/engine/argv_spec.py)
+    # default (passed only where the probe found the flag: core/engine/argv/spec.py)
     draft_ubatch_size: int | None = None
     # The drafter's own KV cache type, K and V (--spec-draft-type-k/v, BeeLlama >= 0.4.4: KVarN for owned draft
     # caches, field notes §1); None: the engine's default (f16)

@@ -1,5 +1,5 @@
 """The pieces :func:`beedeck.core.engine.argv.build_argv` is made of: its notes, its refusal and the
-builder its per-topic helpers (``argv``, ``argv_spec``) write into.
+builder its per-topic helpers (``argv.build``, ``argv.spec``) write into.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ would put it on the workers too: BeeDeck pins it to this machine's devices (``--
 
 from __future__ import annotations
 
-from beedeck.core.engine.argv_base import Builder
+from beedeck.core.engine.argv.base import Builder
 
 
 def rpc_args(b: Builder, spec_on: bool) -> None:

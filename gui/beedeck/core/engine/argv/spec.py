@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from beedeck.core.engine.argv_base import Builder
+from beedeck.core.engine.argv.base import Builder
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import SpecMode
 from beedeck.core.engine.modes import (

@@ -13,9 +13,9 @@ import shlex
 from dataclasses import dataclass
 
 from beedeck.core.engine.alias import model_alias
-from beedeck.core.engine.argv_base import ArgNote, Builder, LaunchRefused
-from beedeck.core.engine.argv_rpc import rpc_args
-from beedeck.core.engine.argv_spec import speculation
+from beedeck.core.engine.argv.base import ArgNote, Builder, LaunchRefused
+from beedeck.core.engine.argv.rpc import rpc_args
+from beedeck.core.engine.argv.spec import speculation
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.slots import doubles_sequences, slot_context
