@@ -8,7 +8,7 @@ import pytest
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
-from beedeck.core.engine.client_types import ChatResult, Timings
+from beedeck.core.engine.client.answers import ChatResult, Timings
 from beedeck.core.engine.modes import LABELS, Mode
 
 

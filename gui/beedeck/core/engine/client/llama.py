@@ -22,21 +22,17 @@ if TYPE_CHECKING:
 # httpx2 is imported where a request is made (it was about a sixth of the window's cold start).
 
 from beedeck.core.engine.bounded import BodyTooLarge, Fetched, bounded_get
-
-# Re-exported: callers import the client's errors and results from here.
-from beedeck.core.engine.client_types import (  # noqa: F401
+from beedeck.core.engine.client.answers import (
     ChatDelta,
     ChatResult,
     ClientError,
     HTTPStatusError,
-    InvalidText,
     ServerGone,
     Stalled,
     StreamTruncated,
     Timings,
     _check_messages,
     _error_from_body,
-    check_text,
 )
 from beedeck.core.printable import printable
 

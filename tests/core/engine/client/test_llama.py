@@ -27,7 +27,7 @@ from tests.fakes.sse_server import (
     script_from_capture,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "engines"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "engines"
 MSG = [{"role": "user", "content": "hi"}]
 
 
