@@ -33,7 +33,7 @@ from beedeck.core.engine.rpc import (
     require_worker_binary,
     start_worker,
 )
-from beedeck.core.engine.rpc_probe import probe_workers, restate
+from beedeck.core.engine.rpc.probe import probe_workers, restate
 from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.launcher import launch
 from beedeck.core.models import gguf

@@ -11,7 +11,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import parse_memory
 from beedeck.core.engine.rpc import Worker
-from beedeck.core.engine.rpc_probe import RpcDevice
+from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.models.gguf import ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MiB
 from beedeck.core.models.planner_devices import compare, plan_across, tensor_split

@@ -1,6 +1,6 @@
 """The memory plan of a launch spread over RPC workers and this machine's GPUs.
 
-The devices come from the engine (``core/engine/rpc_probe.py``), in its order: the workers' devices
+The devices come from the engine (``core/engine/rpc/probe.py``), in its order: the workers' devices
 first (in ``--rpc`` order), then the local GPUs. Layers are cut in that order in proportion to the
 free memory each reported (or to ``--tensor-split``), exactly as llama.cpp does; each layer's KV cache
 goes with it; the output layer and the logits go to the last device; every device that runs layers
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import MemoryReport
-from beedeck.core.engine.rpc_probe import RpcDevice
+from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner import DEFAULT_MARGIN, MemoryPlan, MiB, plan
 

@@ -26,7 +26,7 @@ from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
 from beedeck.core.engine.restart import describe_fast_restart, fast_restart_settings
-from beedeck.core.engine.rpc_probe import with_rpc_reason
+from beedeck.core.engine.rpc.probe import with_rpc_reason
 from beedeck.core.engine.standby import LOADED_BESIDE, RESTARTED, SWAPPED, Parked, free_now
 from beedeck.core.engine.switch_cost import StartKey, SwitchCosts
 

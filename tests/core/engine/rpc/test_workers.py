@@ -1,4 +1,4 @@
-"""core/engine/rpc.py and rpc_probe.py without a real worker: addresses, the worker's command line, the
+"""core/engine/rpc/workers.py and rpc/probe.py without a real worker: addresses, the worker's command line, the
 loopback default, and the engine's own words (copied from ggml-rpc.cpp / common/arg.cpp of the mainline
 tree the CI builds) turned into specific messages. The real workers are in tests/engine/test_rpc_real.py."""
 
@@ -11,7 +11,7 @@ import pytest
 from beedeck.core.engine import rpc
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.rpc import RpcError, Worker, parse_workers, start_worker, worker_argv, worker_binary
-from beedeck.core.engine.rpc_probe import classify_probe, parse_devices, restate
+from beedeck.core.engine.rpc.probe import classify_probe, parse_devices, restate
 
 W1, W2 = Worker("127.0.0.1", 50052), Worker("127.0.0.1", 50053)
 

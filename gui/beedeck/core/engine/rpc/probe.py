@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from beedeck.core.engine import spawn
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.rpc import (
+from beedeck.core.engine.rpc.workers import (
     NO_RPC,
     PROBE_FAILED,
     PROBE_TIMEOUT_S,
