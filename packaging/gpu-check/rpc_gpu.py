@@ -51,7 +51,7 @@ def run(engine: Path, out: Path, say: Any, shape: dict[str, int], worker_device:
     from beedeck.core.launcher import launch
     from beedeck.core.models import gguf
     from beedeck.core.models.planner import plan
-    from beedeck.core.models.planner_devices import compare, plan_across
+    from beedeck.core.models.planner.devices import compare, plan_across
 
     caps = probe_engine(str(engine))
     target = split_gpus.WORK / f"rpc-target-sticky-{shape['n_embd']}.gguf"

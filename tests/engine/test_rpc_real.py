@@ -38,7 +38,7 @@ from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.launcher import launch
 from beedeck.core.models import gguf
 from beedeck.core.models.planner import MemoryPlan
-from beedeck.core.models.planner_devices import DeviceCheck, compare, plan_across
+from beedeck.core.models.planner.devices import DeviceCheck, compare, plan_across
 from beedeck.core.starter import StarterProfile
 from tests.engine.procs import pid_alive
 

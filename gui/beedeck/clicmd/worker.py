@@ -104,7 +104,7 @@ def _plan_lines(caps: Any, settings: Any, devices: Any) -> list[str]:
     from beedeck.core.engine.caps import Generation
     from beedeck.core.models import gguf
     from beedeck.core.models.planner import PlanError
-    from beedeck.core.models.planner_devices import plan_across
+    from beedeck.core.models.planner.devices import plan_across
 
     try:
         target = gguf.inspect(settings.target)

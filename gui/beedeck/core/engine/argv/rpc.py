@@ -2,7 +2,7 @@
 
 llama.cpp places the target's layers on the workers' devices first, then on the local GPUs, in
 proportion to their free memory unless ``--tensor-split`` says otherwise (the memory planner mirrors
-that: ``core/models/planner_devices.py``). A speculation draft follows ``--device`` by default, which
+that: ``core/models/planner/devices.py``). A speculation draft follows ``--device`` by default, which
 would put it on the workers too: BeeDeck pins it to this machine's devices (``--spec-draft-device``,
 ``none`` = the CPU), where it drafts without a network round trip per token.
 """

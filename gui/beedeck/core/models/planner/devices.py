@@ -4,7 +4,7 @@ The devices come from the engine (``core/engine/rpc/probe.py``), in its order: t
 first (in ``--rpc`` order), then the local GPUs. Layers are cut in that order in proportion to the
 free memory each reported (or to ``--tensor-split``), exactly as llama.cpp does; each layer's KV cache
 goes with it; the output layer and the logits go to the last device; every device that runs layers
-reserves its own compute buffer (larger in a pipeline, see ``planner_split``); a draft stays on
+reserves its own compute buffer (larger in a pipeline, see ``planner.split``); a draft stays on
 this machine. :func:`compare` sets the plan beside the engine's own per-device buffer lines.
 """
 
@@ -18,7 +18,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import MemoryReport
 from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.models.gguf import ModelInfo
-from beedeck.core.models.planner import DEFAULT_MARGIN, MemoryPlan, MiB, plan
+from beedeck.core.models.planner.memory import DEFAULT_MARGIN, MemoryPlan, MiB, plan
 
 
 def plan_across(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, generation: Generation,

@@ -14,7 +14,7 @@ from beedeck.core.engine.rpc import Worker
 from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.models.gguf import ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MiB
-from beedeck.core.models.planner_devices import compare, plan_across, tensor_split
+from beedeck.core.models.planner.devices import compare, plan_across, tensor_split
 from tests.fixtures import meta_gguf as mg
 
 W1, W2 = Worker("127.0.0.1", 50052), Worker("127.0.0.1", 50053)
@@ -146,7 +146,7 @@ def test_the_h200_split_without_a_pipeline_matches_the_engine(tmp_path: Path, n_
     ([], False, False),  # no KV layer (recurrent only): no mask
 ])
 def test_a_device_sees_only_the_masks_of_the_caches_its_layers_use(is_swa: list[bool], full: bool, swa: bool) -> None:
-    from beedeck.core.models.planner_split import device_masks
+    from beedeck.core.models.planner.split import device_masks
 
     n_tok, n_ctx, cells_swa = 512, 8192, 1536
     assert device_masks(is_swa, n_tok, n_ctx, cells_swa) == 2 * n_tok * (n_ctx * full + cells_swa * swa)

@@ -17,8 +17,8 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.slots import slot_context
 from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
-from beedeck.core.models.planner_split import device_masks, split_compute, staging
-from beedeck.core.models.planner_split import pipeline as split_pipeline
+from beedeck.core.models.planner.split import device_masks, split_compute, staging
+from beedeck.core.models.planner.split import pipeline as split_pipeline
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -356,11 +356,11 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
          rpc_async: bool = True) -> MemoryPlan:
     """Plan the memory of one launch. ``devices``: free bytes per GPU (empty: CPU only).
 
-    Several machines (RPC workers, ``planner_devices.plan_across``): ``names`` are the engine's device
+    Several machines (RPC workers, ``planner.devices.plan_across``): ``names`` are the engine's device
     names in its order (workers first), ``split`` the ``--tensor-split`` proportions (None: by free
     memory, the engine's default), ``local`` which devices are on this machine: the draft and the
     compute of the output stay on the last local one (the host when there is none); ``rpc_async``
-    whether the engine's RPC devices can run in a pipeline (``planner_split.pipeline``).
+    whether the engine's RPC devices can run in a pipeline (``planner.split.pipeline``).
     """
     if target.is_draft:
         raise PlanError(f"{target.path.name} is a DFlash draft, not a model to chat with: pick the target model.")
