@@ -135,8 +135,8 @@ def test_a_benchmark_teaches_per_kind_and_the_guard_follows(tmp_path: Path) -> N
 
 
 def test_a_tune_teaches_its_baseline_and_best(tmp_path: Path) -> None:
-    from tests.core.bench.test_tune import CPU_CAPS, START, FakeBench, draft_max_knob
-    from tests.core.bench.test_tune import SUITE as TUNE_SUITE
+    from tests.core.bench.tune.test_search import CPU_CAPS, START, FakeBench, draft_max_knob
+    from tests.core.bench.tune.test_search import SUITE as TUNE_SUITE
 
     fake = FakeBench(lambda s: 60.0 + 10 * (s.draft_n_max or 0))  # start (draft max 1) 70, draft max 8 140
     result = tune(None, CPU_CAPS, START, TUNE_SUITE, budget_s=1000, measure=fake, knobs=[draft_max_knob(8)],

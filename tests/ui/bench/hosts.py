@@ -14,7 +14,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.profile import Profile
 from beedeck.ui.engine.server_controller import ServerController
-from tests.core.bench.test_tune import CPU_CAPS, START
+from tests.core.bench.tune.test_search import CPU_CAPS, START
 
 ENGINE = "/e/llama-server"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from beedeck.core import paths
 from beedeck.core.bench.report import Speedup
-from beedeck.core.bench.tune import TunePoint, TuneResult
+from beedeck.core.bench.tune.points import TunePoint, TuneResult
 
 SCHEMA_VERSION = 1
 CSV_FIELDS = ("index", "role", "knob", "changes", "status", "accepted", "best", "gen_tps_median", "gen_tps_min",

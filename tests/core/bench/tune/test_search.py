@@ -32,8 +32,8 @@ from beedeck.core.bench.tune import (
     suite_from_chat,
     tune,
 )
-from beedeck.core.bench.tune_knobs import Knob, draft_siblings, knobs_for, planner_fit, quant_of, threads_in
-from beedeck.core.bench.tune_report import format_table, result_dict, write_tune_reports
+from beedeck.core.bench.tune.knobs import Knob, draft_siblings, knobs_for, planner_fit, quant_of, threads_in
+from beedeck.core.bench.tune.report import format_table, result_dict, write_tune_reports
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts

@@ -8,7 +8,7 @@ benchmark would measure it. The rules:
   speculation off); every speed-up is against it;
 - the start (the hand-written settings) is measured next; its time sets the per-point estimate, and
   the plan (points, estimated time, what fits the budget) is reported before the search goes on;
-- the search is coordinate-wise over :func:`beedeck.core.bench.tune_knobs.knobs_for`: each knob's
+- the search is coordinate-wise over :func:`beedeck.core.bench.tune.knobs.knobs_for`: each knob's
   values are tried on top of the best point so far, one server each;
 - a point the memory planner says does not fit is skipped without starting a server;
 - at temperature 0 a point whose text differs from the baseline's is rejected (output identity);
@@ -22,8 +22,8 @@ benchmark would measure it. The rules:
   between points, which one interval per point cannot see). Without budget for it, a note says so.
 
 The result says best vs start vs baseline with intervals, the points tried and the time spent, and
-says so plainly when nothing beat the start. Data: :mod:`beedeck.core.bench.tune_points`; files:
-:mod:`beedeck.core.bench.tune_report`.
+says so plainly when nothing beat the start. Data: :mod:`beedeck.core.bench.tune.points`; files:
+:mod:`beedeck.core.bench.tune.report`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from beedeck.core.bench.report import Speedup, bootstrap_speedup, stats
 from beedeck.core.bench.results import BASELINE, BenchReport, Sample
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
-from beedeck.core.bench.tune_knobs import FitFn, Knob, draft_block_size, is_cpu_engine, knobs_for, planner_fit
-from beedeck.core.bench.tune_points import (
+from beedeck.core.bench.tune.knobs import FitFn, Knob, draft_block_size, is_cpu_engine, knobs_for, planner_fit
+from beedeck.core.bench.tune.points import (
     BASELINE_ROLE,
     CANCELLED,
     CANDIDATE_ROLE,
@@ -63,10 +63,6 @@ from beedeck.core.bench.tune_points import (
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.modes import mode_of
-
-__all__ = ["BASELINE_ROLE", "CANCELLED", "CANDIDATE_ROLE", "CONFIRM_ROLE", "FAILED", "INVALID", "MEASURED", "MIN_GAIN",
-           "NO_FIT", "START_ROLE", "TEXT_DIFFERS", "ChatMessageLike", "TunePlan", "TunePoint", "TuneResult", "bench_measure",
-           "bench_mode", "suite_from_chat", "tune"]
 
 ProgressFn = Callable[[int, int, str], None]
 # (settings, bench mode, status line callback) -> the raw report of that one point

@@ -1,5 +1,5 @@
 """The points, plan and result of an auto-tune search (:mod:`beedeck.core.bench.tune`), as data:
-what the search, its report files (:mod:`beedeck.core.bench.tune_report`), the CLI and the Tune view share.
+what the search, its report files (:mod:`beedeck.core.bench.tune.report`), the CLI and the Tune view share.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from beedeck.core.bench.report import Speedup, Stats
 from beedeck.core.bench.results import BASELINE, Sample
 from beedeck.core.bench.suites import BenchSuite
-from beedeck.core.bench.tune_knobs import Knob
+from beedeck.core.bench.tune.knobs import Knob
 from beedeck.core.engine.launch_settings import LaunchSettings
 
 # A win must clear the noise (the interval) and be worth a profile change: 2 % above the best so far.
