@@ -38,7 +38,7 @@ import pytest
 
 from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import pick_model_free_type
+from beedeck.core.engine.speculation.modes import pick_model_free_type
 from beedeck.core.launcher import launch
 from tests.engine import test_toolcalls_spec_real as supplied  # the supplied-call round trips: their helpers
 from tests.engine.conftest import RealEngine

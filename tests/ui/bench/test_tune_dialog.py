@@ -12,8 +12,8 @@ from typing import Any
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.tune import tune
-from beedeck.core.chat.advice import CODE, WorkloadAdvice, setup_key
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.speculation.advice import CODE, WorkloadAdvice, setup_key
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.tune_dialog import TuneDialog
 from beedeck.ui.bench.tune_view import TuneView

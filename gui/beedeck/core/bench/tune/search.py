@@ -62,7 +62,7 @@ from beedeck.core.bench.tune.points import (
 )
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import mode_of
+from beedeck.core.engine.speculation.modes import mode_of
 
 ProgressFn = Callable[[int, int, str], None]
 # (settings, bench mode, status line callback) -> the raw report of that one point

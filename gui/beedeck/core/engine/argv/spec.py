@@ -8,7 +8,7 @@
   --spec-draft-p-min 0", mainline ``common/speculative.cpp``);
 - MTP: ``--spec-type draft-mtp``; no draft file when the heads are inside the target, or
   ``--spec-draft-model <mtp- head file>`` before it for a target without heads (mainline b11434 loads the
-  head alone as the drafter; :func:`beedeck.core.engine.modes.settings_for_mode` keeps only such a file);
+  head alone as the drafter; :func:`beedeck.core.engine.speculation.modes.settings_for_mode` keeps only such a file);
 - model-free: ``--spec-type <type>`` (n-gram family, BeeLlama's copyspec).
 
 BeeLlama 0.1-0.3 has no EAGLE-3, DSpark or MTP: those are refused with a reason naming the engine.
@@ -21,7 +21,7 @@ from pathlib import PurePath
 from beedeck.core.engine.argv.base import Builder
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import SpecMode
-from beedeck.core.engine.modes import (
+from beedeck.core.engine.speculation.modes import (
     DFLASH,
     DRAFT_MODES,
     DSPARK,

@@ -1,7 +1,7 @@
 """Keep the other mode loaded: a Baseline | DFlash switch that costs no load when memory allows.
 
 BeeLlama >= 0.4 and mainline ignore per-request speculation, so a switch starts the target again with or
-without its draft (core/engine/restart.py makes that start as short as it gets: 3.9-5.0 s for a 19 GB
+without its draft (core/engine/speculation/restart.py makes that start as short as it gets: 3.9-5.0 s for a 19 GB
 target on an H200, most of it copying the weights to the GPU). Where the GPU (and the host) has room for
 the other mode's server beside the running one, the switch starts it on a second port and keeps the first
 one loaded: every later switch between the two is a change of the port the chat talks to, no load at all.

@@ -1,4 +1,4 @@
-"""The other mode kept loaded beside the running server (core/engine/standby.py): the margin, and the
+"""The other mode kept loaded beside the running server (core/engine/speculation/standby.py): the margin, and the
 decision as the launch preflight makes it (core/launcher.py ``standby_refusal``) at full size: the memory an
 H200 had free with the DFlash server loaded (docs/gpu-runs/2026-12-02-h200-standby) and a 24 GB card's."""
 
@@ -11,8 +11,8 @@ import pytest
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import BASELINE, settings_for_mode
-from beedeck.core.engine.standby import MARGIN_MIN, with_margin
+from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
+from beedeck.core.engine.speculation.standby import MARGIN_MIN, with_margin
 from beedeck.core.launcher import standby_refusal
 from beedeck.core.models.planner import GiB
 from tests.fixtures import meta_gguf as mg

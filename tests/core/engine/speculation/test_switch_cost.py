@@ -8,8 +8,8 @@ import pytest
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.restart import describe_fast_restart, fast_restart_settings
-from beedeck.core.engine.switch_cost import StartKey, SwitchCosts, say_expected
+from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_restart_settings
+from beedeck.core.engine.speculation.switch_cost import StartKey, SwitchCosts, say_expected
 
 
 def test_expected_is_the_median_of_the_last_starts_and_survives_a_restart(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ clearly slower. It never nags:
   row before it speaks;
 - it speaks at most once per conversation and prompt kind.
 
-With the learnt advice (:mod:`beedeck.core.chat.advice`, given by :meth:`SpecGuard.use_advice`) it
+With the learnt advice (:mod:`beedeck.core.engine.speculation.advice`, given by :meth:`SpecGuard.use_advice`) it
 suggests the mode tune and benchmark runs found fastest for that kind on this setup instead of the
 baseline, and :meth:`SpecGuard.mode_for_prompt` tells a toggle that follows the advice (opt-in) which
 mode to use for the next prompt.
@@ -27,14 +27,14 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from beedeck.core.chat.advice import CODE, KINDS, PROSE, STRUCTURED, WorkloadAdvice, classify
-from beedeck.core.engine.modes import BASELINE, LABELS
+from beedeck.core.engine.speculation.advice import CODE, KINDS, PROSE, STRUCTURED, WorkloadAdvice, classify
+from beedeck.core.engine.speculation.modes import BASELINE, LABELS
 
 __all__ = ["CODE", "KINDS", "PROSE", "STRUCTURED", "Advice", "SpecGuard", "classify_prompt", "references_from_bench"]
 
 
 def classify_prompt(text: str) -> str:
-    """The prompt's kind, "code", "prose" or "structured": :func:`beedeck.core.chat.advice.classify`,
+    """The prompt's kind, "code", "prose" or "structured": :func:`beedeck.core.engine.speculation.advice.classify`,
     so the guard and the learnt advice file their figures under the same kinds."""
     return classify(text)
 
@@ -94,10 +94,10 @@ class SpecGuard:
         self._reference: dict[tuple[str, str], list[float]] = {}  # (mode, kind) -> figures from a benchmark
         self.advice, self.setup = advice, setup
 
-    # ---- the learnt advice (core.chat.advice): what tune and benchmark runs found fastest ----
+    # ---- the learnt advice (core.engine.speculation.advice): what tune and benchmark runs found fastest ----
 
     def use_advice(self, advice: WorkloadAdvice | None, setup: str | None) -> None:
-        """Consult ``advice`` for ``setup`` (:func:`beedeck.core.chat.advice.setup_key` of the running
+        """Consult ``advice`` for ``setup`` (:func:`beedeck.core.engine.speculation.advice.setup_key` of the running
         profile); call again when the profile changes. None turns the consultation off."""
         self.advice, self.setup = advice, setup
 

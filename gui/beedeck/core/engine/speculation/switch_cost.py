@@ -3,7 +3,7 @@
 
 A start's cost is keyed by what decides it: the engine binary and the model files (with their sizes:
 a new download of the same name is another file) and whether it was a first start (the file read
-from disk) or a switch (the file in the page cache, core/engine/restart.py). The estimate is the
+from disk) or a switch (the file in the page cache, core/engine/speculation/restart.py). The estimate is the
 median of the last few starts of that key; nothing is guessed for a key never started.
 """
 

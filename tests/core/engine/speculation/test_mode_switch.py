@@ -11,9 +11,9 @@ from pathlib import Path
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.mode_switch import FIRST_NOTE, NO_SPECULATION, ModeSwitch, Outcome
-from beedeck.core.engine.modes import PER_REQUEST, RESTART, Mode, ModelFacts
-from beedeck.core.engine.switching import NO_DRAFTS
+from beedeck.core.engine.speculation.mode_switch import FIRST_NOTE, NO_SPECULATION, ModeSwitch, Outcome
+from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode, ModelFacts
+from beedeck.core.engine.speculation.switching import NO_DRAFTS
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
 DFLASH_PROFILE = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH,

@@ -1,6 +1,6 @@
 """Workload-aware advice: which speculation mode runs fastest on this setup for this kind of prompt.
 
-The speculation guard (:mod:`beedeck.core.chat.spec_guard`) watches one conversation; this module
+The speculation guard (:mod:`beedeck.core.engine.speculation.spec_guard`) watches one conversation; this module
 remembers across runs. It learns from measured figures only (auto-tune points and benchmark replies,
 fed through :meth:`WorkloadAdvice.learn`), per *setup* (engine build + target + draft file, see
 :func:`setup_key`) and per prompt *kind* (:func:`classify`: code, prose or structured output), and
@@ -14,7 +14,7 @@ Figures are kept per (setup, kind, mode), the newest ``window`` only, in ``advic
 folder, written atomically. A file that cannot be read is kept aside (``advice.json.corrupt-<time>``)
 and :attr:`WorkloadAdvice.problem` says so; learning starts again from nothing.
 
-Mode keys are :data:`beedeck.core.engine.modes.MODE_KEYS`. Qt-free.
+Mode keys are :data:`beedeck.core.engine.speculation.modes.MODE_KEYS`. Qt-free.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import MODE_KEYS, engine_label
+from beedeck.core.engine.speculation.modes import MODE_KEYS, engine_label
 
 log = logging.getLogger(__name__)
 

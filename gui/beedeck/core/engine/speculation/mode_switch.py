@@ -8,12 +8,12 @@ the GGUF headers say), :meth:`ModeSwitch.request` (a click), :meth:`ModeSwitch.r
 request extras, restart with these settings, or refused with a reason) and :attr:`ModeSwitch.status`.
 
 Two ways to switch, chosen by what this engine build was measured to do
-(:mod:`beedeck.core.engine.switching`), never by its generation's name:
+(:mod:`beedeck.core.engine.speculation.switching`), never by its generation's name:
 
 1. **per request**, only between Baseline and DFlash on a server started with its DFlash draft: a
-   baseline reply asks for no drafts (:data:`~beedeck.core.engine.switching.NO_DRAFTS`). Instant. Only
+   baseline reply asks for no drafts (:data:`~beedeck.core.engine.speculation.switching.NO_DRAFTS`). Instant. Only
    where a check showed the server honours it (BeeLlama 0.1-0.3 does; 0.4 and mainline ignore the field).
-2. **restart**, for every other switch: :func:`~beedeck.core.engine.modes.settings_for_mode`, the same
+2. **restart**, for every other switch: :func:`~beedeck.core.engine.speculation.modes.settings_for_mode`, the same
    command line apart from speculation.
 
 An engine that ignores the per-request field (a check said so, or a "baseline" reply came back drafted:
@@ -29,7 +29,7 @@ from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import (
+from beedeck.core.engine.speculation.modes import (
     BASELINE,
     DFLASH,
     DRAFT_MODES,
@@ -45,8 +45,8 @@ from beedeck.core.engine.modes import (
     settings_for_mode,
     switch_path,
 )
-from beedeck.core.engine.standby import LOADED_BESIDE, RESTARTED, SWAPPED
-from beedeck.core.engine.switching import NO_DRAFTS
+from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED
+from beedeck.core.engine.speculation.switching import NO_DRAFTS
 
 NO_SPECULATION = "no speculation here"
 FIRST_NOTE = "Baseline restarts the server without the draft until BeeDeck has checked this engine."
@@ -217,7 +217,7 @@ class ModeSwitch:
 
     def restarting(self, elapsed_s: float, expected_s: float | None = None) -> str:
         """The status line while a restart is under way; ``expected_s``: what such a switch took here
-        before (core/engine/switch_cost.py), said beside the seconds so far."""
+        before (core/engine/speculation/switch_cost.py), said beside the seconds so far."""
         if self.pending is None:
             return self.status
         of = f" of about {max(1, round(expected_s))} s" if expected_s else ""
@@ -225,7 +225,7 @@ class ModeSwitch:
 
     def restart_done(self, took_s: float, went: str = RESTARTED) -> Mode | None:
         """The restart's server is ready: the pending mode is in effect (returned; None when none was pending).
-        ``went``: how (core/engine/standby.py): restarted, loaded beside the running server, or swapped back
+        ``went``: how (core/engine/speculation/standby.py): restarted, loaded beside the running server, or swapped back
         to the server kept loaded."""
         if self.pending is None:
             return None

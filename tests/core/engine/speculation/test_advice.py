@@ -15,10 +15,18 @@ from beedeck.core.bench.advice_feed import bench_advice_samples, tune_advice_sam
 from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, BenchReport, Sample
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite, load_suite
 from beedeck.core.bench.tune import tune
-from beedeck.core.chat.advice import CODE, PROSE, STRUCTURED, AdviceError, WorkloadAdvice, classify, setup_key
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import MTP
+from beedeck.core.engine.speculation.advice import (
+    CODE,
+    PROSE,
+    STRUCTURED,
+    AdviceError,
+    WorkloadAdvice,
+    classify,
+    setup_key,
+)
+from beedeck.core.engine.speculation.modes import MTP
 
 CAPS = EngineCaps("/e/llama-server", Generation.MAINLINE, build=11434, spec_types=("draft-dflash", "draft-mtp"),
                   gpu_backend="cpu")
@@ -125,7 +133,7 @@ def test_a_benchmark_teaches_per_kind_and_the_guard_follows(tmp_path: Path) -> N
     assert "learnt 12 figures" in line and "code: dflash" in line and "prose: baseline" in line
     assert a.best_mode(KEY, CODE) == DFLASH and a.best_mode(KEY, PROSE) == BASELINE
 
-    from beedeck.core.chat.spec_guard import SpecGuard
+    from beedeck.core.engine.speculation.spec_guard import SpecGuard
 
     guard = SpecGuard(advice=a, setup=KEY)
     assert guard.mode_for_prompt("Write a Rust function that parses a file.") == DFLASH

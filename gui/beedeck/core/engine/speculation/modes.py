@@ -112,7 +112,7 @@ def mode_of(settings: LaunchSettings) -> Mode:
 
 def switch_path(per_request_honoured: bool | None) -> str:
     """per-request only where this engine build was measured to honour it
-    (:mod:`beedeck.core.engine.switching`), otherwise restart without the draft."""
+    (:mod:`beedeck.core.engine.speculation.switching`), otherwise restart without the draft."""
     return PER_REQUEST if per_request_honoured else RESTART
 
 

@@ -11,7 +11,7 @@ from beedeck.core.engine.argv import LaunchRefused, build_argv
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import (
+from beedeck.core.engine.speculation.modes import (
     BASELINE,
     DFLASH,
     DSPARK,

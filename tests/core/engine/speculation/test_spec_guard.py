@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.bench.suites import load_suite
-from beedeck.core.chat.spec_guard import CODE, PROSE, STRUCTURED, SpecGuard, classify_prompt
+from beedeck.core.engine.speculation.spec_guard import CODE, PROSE, STRUCTURED, SpecGuard, classify_prompt
 
 
 def test_classify_prompt_on_the_shipped_suites() -> None:
@@ -70,7 +70,7 @@ def test_kinds_and_conversations_are_separate_and_references_stand_in() -> None:
 
 
 def test_benchmark_figures_become_references_per_mode_and_kind() -> None:
-    from beedeck.core.chat.spec_guard import SpecGuard, references_from_bench
+    from beedeck.core.engine.speculation.spec_guard import SpecGuard, references_from_bench
 
     refs = references_from_bench([
         ("baseline", "Write a Python function that parses JSON", 40.0),
@@ -88,7 +88,7 @@ def test_benchmark_figures_become_references_per_mode_and_kind() -> None:
 
 
 def test_the_learnt_advice_names_a_faster_mode_instead_of_the_baseline(tmp_path: Path) -> None:
-    from beedeck.core.chat.advice import WorkloadAdvice
+    from beedeck.core.engine.speculation.advice import WorkloadAdvice
 
     advice = WorkloadAdvice(tmp_path / "advice.json")
     for v in (90.0, 92.0, 88.0):  # tune/benchmark runs: on prose MTP beats the baseline and DFlash
