@@ -115,7 +115,7 @@ def measure(out: Path | None) -> int:
     from beedeck.core.engine.launch_settings import SpecMode
     from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.server import ServerFailed, ServerProcess, free_port
-    from beedeck.core.engine.switching import PerRequestMemory, check_per_request
+    from beedeck.core.engine.speculation.switching import PerRequestMemory, check_per_request
     from beedeck.core.launcher import launch
     from beedeck.core.models.guard import check_launch
 

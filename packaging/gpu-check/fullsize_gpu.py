@@ -196,7 +196,7 @@ def _base(target: Path, draft: Path, ctx: int) -> Any:
 
 def _variant(s: Any, name: str, caps: Any) -> Any:
     """The load variants timed: the guide's line as BeeDeck runs it, and the candidate fast restarts."""
-    from beedeck.core.engine.restart import fast_restart_settings
+    from beedeck.core.engine.speculation.restart import fast_restart_settings
 
     s = dataclasses.replace(s, extra_args=list(s.extra_args))
     if name == "guide":  # --no-mmap --mlock (the guide's DFlash line), fit pass on, warmup on
@@ -204,7 +204,7 @@ def _variant(s: Any, name: str, caps: Any) -> Any:
     if name == "mmap":
         s.mmap, s.mlock = True, False
         return s
-    if name == "fast":  # BeeDeck's toggle restart (core/engine/restart.py)
+    if name == "fast":  # BeeDeck's toggle restart (core/engine/speculation/restart.py)
         return fast_restart_settings(s, caps)
     fast = fast_restart_settings(s, caps)
     if name == "fast-nowarmup":  # and no empty warm-up run at start
@@ -241,7 +241,7 @@ def _reply(url: str, max_tokens: int = 64) -> dict[str, Any]:
 
 
 def phase_toggle(args: argparse.Namespace) -> int:
-    from beedeck.core.engine.modes import BASELINE, DFLASH, settings_for_mode
+    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
     from beedeck.core.engine.probe import probe_engine
 
     out = _out(args)
@@ -284,9 +284,9 @@ def phase_toggle(args: argparse.Namespace) -> int:
 
 
 def phase_sweep(args: argparse.Namespace) -> int:
-    from beedeck.core.engine.modes import BASELINE, settings_for_mode
+    from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
     from beedeck.core.engine.probe import probe_engine
-    from beedeck.core.engine.restart import fast_restart_settings
+    from beedeck.core.engine.speculation.restart import fast_restart_settings
 
     out = _out(args)
     engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
@@ -330,14 +330,14 @@ def _nvml_used_mib() -> list[int]:
 
 def phase_standby(args: argparse.Namespace) -> int:
     """The switch as BeeDeck's ServerController makes it with memory free for both: the first switch loads the
-    other mode beside the running server (core/engine/standby.py decides, from the launch preflight's plan
+    other mode beside the running server (core/engine/speculation/standby.py decides, from the launch preflight's plan
     against what is free now), every later one only changes the server the chat talks to; timed from the
     click to the first token of a reply on the other server."""
-    from beedeck.core.engine.modes import BASELINE, DFLASH, settings_for_mode
+    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
     from beedeck.core.engine.probe import probe_engine
-    from beedeck.core.engine.restart import fast_restart_settings
+    from beedeck.core.engine.speculation.restart import fast_restart_settings
     from beedeck.core.engine.server import free_port
-    from beedeck.core.engine.standby import free_now
+    from beedeck.core.engine.speculation.standby import free_now
     from beedeck.core.launcher import standby_refusal
 
     out = _out(args)

@@ -46,12 +46,12 @@ def run(engine: Path, out: Path, say: Any, shape: dict[str, int], worker_device:
     from beedeck.core.engine.launch_settings import LaunchSettings
     from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.rpc import require_worker_binary, start_worker
-    from beedeck.core.engine.rpc_probe import probe_workers
+    from beedeck.core.engine.rpc.probe import probe_workers
     from beedeck.core.engine.server import free_port
     from beedeck.core.launcher import launch
     from beedeck.core.models import gguf
     from beedeck.core.models.planner import plan
-    from beedeck.core.models.planner_devices import compare, plan_across
+    from beedeck.core.models.planner.devices import compare, plan_across
 
     caps = probe_engine(str(engine))
     target = split_gpus.WORK / f"rpc-target-sticky-{shape['n_embd']}.gguf"

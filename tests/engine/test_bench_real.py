@@ -21,9 +21,9 @@ from beedeck.core.bench import report as br
 from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, MODEL_FREE
 from beedeck.core.bench.runner import run_bench
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite, load_suite
-from beedeck.core.chat.advice import load_advice
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.advice import load_advice
 from tests.conftest import PERSISTENT, REPO
 from tests.engine.conftest import RealEngine
 

@@ -241,7 +241,7 @@ def test_bee_a_model_free_sampling_abort_is_refused_and_explained(
         launch(bee_a_path, caps, s)
     assert exc.value.failure.issue == "bee-a-sampling-assert" and "ngram-mod" in exc.value.failure.message
     argv = build_argv(dataclasses.replace(s, port=free_port()), caps).argv
-    # At the engine's own minimum draft of 0: BeeDeck passes 1 on BeeLlama 0.1 (argv_spec), with which
+    # At the engine's own minimum draft of 0: BeeDeck passes 1 on BeeLlama 0.1 (argv/spec.py), with which
     # this request did not abort (tests/engine/test_toolcalls_generated_real.py found the runaway).
     argv[argv.index("--spec-draft-n-min") + 1] = "0"
     raw = ServerProcess(bee_a_path, argv, pid_file=tmp_path / "raw.pid")

@@ -33,12 +33,12 @@ from beedeck.core.engine.rpc import (
     require_worker_binary,
     start_worker,
 )
-from beedeck.core.engine.rpc_probe import probe_workers, restate
+from beedeck.core.engine.rpc.probe import probe_workers, restate
 from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.launcher import launch
 from beedeck.core.models import gguf
 from beedeck.core.models.planner import MemoryPlan
-from beedeck.core.models.planner_devices import DeviceCheck, compare, plan_across
+from beedeck.core.models.planner.devices import DeviceCheck, compare, plan_across
 from beedeck.core.starter import StarterProfile
 from tests.engine.procs import pid_alive
 

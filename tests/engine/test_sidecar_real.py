@@ -17,7 +17,7 @@ import pytest
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import MTP, settings_for_mode
+from beedeck.core.engine.speculation.modes import MTP, settings_for_mode
 from beedeck.core.models import library
 from beedeck.core.models.paircheck import model_facts, modes_for, read_infos
 from tests.core.models import sidecar_files as sf

@@ -24,7 +24,7 @@ every model-free type the engine runs that the known-issue table does not refuse
 lookup short enough for an 8-token call; the engine's default pick must accept drafts), MTP where the
 engine runs it (the scripted ``qwen35`` target's head predicts the script). This sweep found BeeLlama
 0.1.2's runaway at a minimum draft of 0 (ngram-cache cut the call's arguments to ``{"city":``, suffix and
-recycle aborted): BeeDeck passes ``--spec-draft-n-min 1`` there (core/engine/argv_spec.py).
+recycle aborted): BeeDeck passes ``--spec-draft-n-min 1`` there (core/engine/argv/spec.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import pytest
 
 from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import pick_model_free_type
+from beedeck.core.engine.speculation.modes import pick_model_free_type
 from beedeck.core.launcher import launch
 from tests.engine import test_toolcalls_spec_real as supplied  # the supplied-call round trips: their helpers
 from tests.engine.conftest import RealEngine

@@ -26,7 +26,7 @@ import pytest
 
 from beedeck.core.engine.argv import LaunchRefused, build_argv
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import pick_model_free_type
+from beedeck.core.engine.speculation.modes import pick_model_free_type
 from beedeck.core.launcher import launch
 from tests.conftest import FIXTURES, PERSISTENT
 from tests.engine.conftest import RealEngine

@@ -24,7 +24,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.clicmd.bench import synthetic_settings
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import PER_REQUEST, RESTART
+from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART
 from beedeck.core.profile import Profile
 from beedeck.ui.window.main_window import MainWindow
 from tests.conftest import PERSISTENT
@@ -262,7 +262,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
 
 
 def _kept_toggle(qtbot: QtBot, window: MainWindow, mode: str, words: str) -> int:
-    """Click ``mode`` with the other mode kept loaded (core/engine/standby.py); returns the serving pid."""
+    """Click ``mode`` with the other mode kept loaded (core/engine/speculation/standby.py); returns the serving pid."""
     toggle = window.mode
     before = server_pid(window)
     with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as blocker:

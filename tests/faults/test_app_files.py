@@ -18,7 +18,7 @@ from beedeck.core.chat.recovery import open_store
 from beedeck.core.chat.store import ChatStore, default_path
 from beedeck.core.engine.probe import probe_engine, release_of, sidecar_path, write_release
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin
-from beedeck.core.engine.switching import PerRequestMemory
+from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.starter import starter_model
 from beedeck.ui.window import app as app_mod
 from tests.fakes.fake_hub import FakeFile, FakeHub

@@ -1,5 +1,5 @@
 """`beedeck advice`: what BeeDeck has learnt about which speculation mode is fastest, per setup and
-prompt kind (code, prose, structured), from `beedeck tune` and benchmark runs (core.chat.advice).
+prompt kind (code, prose, structured), from `beedeck tune` and benchmark runs (core.engine.speculation.advice).
 
 :func:`learn_from_tune` and :func:`learn_from_bench` are the one place the CLI (and the lead's
 wiring of `beedeck bench`) feeds results into the advice; each returns the line to print.
@@ -15,9 +15,16 @@ from typing import Any
 from beedeck.core.bench.advice_feed import bench_advice_samples, tune_advice_samples
 from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.tune import TuneResult
-from beedeck.core.chat.advice import KINDS, AdviceError, WorkloadAdvice, classify, load_advice, setup_key
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.advice import (
+    KINDS,
+    AdviceError,
+    WorkloadAdvice,
+    classify,
+    load_advice,
+    setup_key,
+)
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from beedeck.core import paths
 from beedeck.core.bench.runner import DEFAULT_REPS
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.bench.tune import TunePlan, TuneResult, suite_from_chat, tune
-from beedeck.core.bench.tune_report import TuneChartRenderer, format_table, result_dict, write_tune_reports
+from beedeck.core.bench.tune.report import TuneChartRenderer, format_table, result_dict, write_tune_reports
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode

@@ -85,7 +85,7 @@ def check_rpc_launch(engine: Path, caps: Any, settings: Any) -> int | None:
     be used (another build, not running, an engine without RPC) and print the per-device plan.
     Returns an exit status to stop with, or None to go on."""
     from beedeck.core.engine.rpc import parse_workers
-    from beedeck.core.engine.rpc_probe import probe_workers
+    from beedeck.core.engine.rpc.probe import probe_workers
 
     try:
         devices = probe_workers(str(engine), parse_workers(settings.rpc_workers))
@@ -104,7 +104,7 @@ def _plan_lines(caps: Any, settings: Any, devices: Any) -> list[str]:
     from beedeck.core.engine.caps import Generation
     from beedeck.core.models import gguf
     from beedeck.core.models.planner import PlanError
-    from beedeck.core.models.planner_devices import plan_across
+    from beedeck.core.models.planner.devices import plan_across
 
     try:
         target = gguf.inspect(settings.target)

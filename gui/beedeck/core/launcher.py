@@ -16,7 +16,7 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, start_server
-from beedeck.core.engine.standby import with_margin
+from beedeck.core.engine.speculation.standby import with_margin
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
@@ -170,7 +170,7 @@ def _kernel_refusal(caps: EngineCaps, settings: LaunchSettings) -> Refusal | Non
 def standby_refusal(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: list[int] | None,
                     ram_available: int | None) -> str | None:
     """Why ``settings``' server cannot be loaded beside the running one (None: it fits, keep both): the
-    preflight's memory check against what is free now, less a margin (core/engine/standby.py).
+    preflight's memory check against what is free now, less a margin (core/engine/speculation/standby.py).
 
     ``gpu_free``: each GPU's free bytes now (None: no GPU is used); ``ram_available``: the host's available
     bytes now (None: unknown, which refuses: a guess must not swap the machine)."""

@@ -45,7 +45,7 @@ class AppSettings:
     # (https://HOST/api/v3) or a company cache serving the same paths. BEEDECK_RELEASES_API wins over it.
     releases_api: str | None = None
     # A mode switch keeps the other mode's server loaded beside the running one when memory allows
-    # (core/engine/standby.py): switching back loads nothing. Off: every switch restarts the server.
+    # (core/engine/speculation/standby.py): switching back loads nothing. Off: every switch restarts the server.
     standby: bool = True
 
     def check(self) -> list[str]:

@@ -10,8 +10,8 @@ from typing import Protocol, runtime_checkable
 
 from PySide6.QtWidgets import QDialog, QWidget
 
-from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.speculation.spec_guard import SpecGuard
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings

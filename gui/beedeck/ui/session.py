@@ -15,11 +15,11 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from beedeck.core import paths
-from beedeck.core.chat.advice import WorkloadAdvice
-from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.mode_switch import ModeSwitch
-from beedeck.core.engine.switching import PerRequestMemory
+from beedeck.core.engine.speculation.advice import WorkloadAdvice
+from beedeck.core.engine.speculation.mode_switch import ModeSwitch
+from beedeck.core.engine.speculation.spec_guard import SpecGuard
+from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings, load_settings, save_settings

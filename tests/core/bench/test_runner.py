@@ -37,7 +37,7 @@ from beedeck.core.bench.suites import (
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.switching import PerRequestMemory, PerRequestVerdict
+from beedeck.core.engine.speculation.switching import PerRequestMemory, PerRequestVerdict
 from tests.conftest import FIXTURES
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from beedeck.core.chat import mode_choice as mc
-from beedeck.core.chat.advice import WorkloadAdvice
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.speculation.advice import WorkloadAdvice
 
 GiB = 2**30
 ALL = ("none", "mtp", "dflash2", "dspark")

@@ -8,8 +8,8 @@ import pytest
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
-from beedeck.core.engine.client_types import ChatResult, Timings
-from beedeck.core.engine.modes import LABELS, Mode
+from beedeck.core.engine.client.answers import ChatResult, Timings
+from beedeck.core.engine.speculation.modes import LABELS, Mode
 
 
 def result(draft_n: int = 1209, accepted: int = 846, cancelled: bool = False) -> ChatResult:

@@ -8,13 +8,13 @@ from typing import Any
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.chat.advice import WorkloadAdvice
-from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.advice import WorkloadAdvice
+from beedeck.core.engine.speculation.spec_guard import SpecGuard
 from beedeck.core.profile import Profile
 from beedeck.ui.engine.server_controller import ServerController
-from tests.core.bench.test_tune import CPU_CAPS, START
+from tests.core.bench.tune.test_search import CPU_CAPS, START
 
 ENGINE = "/e/llama-server"
 

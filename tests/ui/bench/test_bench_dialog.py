@@ -10,11 +10,11 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, Sample
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite
-from beedeck.core.chat.advice import CODE, PROSE, WorkloadAdvice, setup_key
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.advice import CODE, PROSE, WorkloadAdvice, setup_key
 from beedeck.core.profile import Profile, remote_profile
 from beedeck.ui.bench.bench_dialog import BenchDialog
-from tests.core.bench.test_tune import CPU_CAPS, START
+from tests.core.bench.tune.test_search import CPU_CAPS, START
 from tests.ui.bench.hosts import ENGINE, make_host
 
 URL = "http://127.0.0.1:9"

@@ -12,12 +12,12 @@ from typing import Any
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.tune import tune
-from beedeck.core.chat.advice import CODE, WorkloadAdvice, setup_key
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.speculation.advice import CODE, WorkloadAdvice, setup_key
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.tune_dialog import TuneDialog
 from beedeck.ui.bench.tune_view import TuneView
-from tests.core.bench.test_tune import CPU_CAPS, START, SUITE, FakeBench, draft_max_knob
+from tests.core.bench.tune.test_search import CPU_CAPS, START, SUITE, FakeBench, draft_max_knob
 from tests.ui.bench.hosts import ENGINE, Host, make_host
 
 

@@ -21,7 +21,7 @@ from beedeck.core.bench.tune import TuneResult, tune
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.ui.bench.tune_view import CHAT_SOURCE, TuneView
-from tests.core.bench.test_tune import CPU_CAPS, START, SUITE, FakeBench, draft_max_knob
+from tests.core.bench.tune.test_search import CPU_CAPS, START, SUITE, FakeBench, draft_max_knob
 
 
 def fake_tune(fake: FakeBench, *values: int) -> Callable[..., TuneResult]:
@@ -188,7 +188,7 @@ def test_a_real_search_on_the_starter_engine_beats_a_poor_start(
     qtbot: QtBot, starter_engine_path: Path, tmp_path: Path,
 ) -> None:
     from beedeck.clicmd.bench import synthetic_bench_pair, synthetic_settings
-    from beedeck.core.bench.tune_knobs import Knob
+    from beedeck.core.bench.tune.knobs import Knob
     from beedeck.core.engine.probe import probe_engine
     from tests.conftest import PERSISTENT
 

@@ -14,8 +14,8 @@ from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import PER_REQUEST, RESTART, Mode, settings_for_mode
-from beedeck.core.engine.switching import PerRequestMemory
+from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode, settings_for_mode
+from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models import gguf
 from beedeck.ui.engine import mode_toggle as mode_toggle_module
 from beedeck.ui.engine.mode_toggle import ModeToggle

@@ -190,7 +190,7 @@ def test_a_mode_switch_restarts_from_the_page_cache_and_learns_its_time(qtbot: Q
     toggle can say it the next time. A start of other settings (Settings -> Launch) is left as it is."""
     from dataclasses import replace
 
-    from beedeck.core.engine.switch_cost import SwitchCosts
+    from beedeck.core.engine.speculation.switch_cost import SwitchCosts
 
     target = tmp_path / "t.gguf"
     target.write_bytes(b"GGUF")
@@ -247,9 +247,9 @@ def _standby_setup(tmp_path: Path, ram: int):  # type: ignore[no-untyped-def]
 
 def test_a_switch_with_room_keeps_the_other_mode_loaded_and_switches_back_loading_nothing(
         qtbot: QtBot, tmp_path: Path) -> None:
-    """core/engine/standby.py: with memory free for both, the first switch loads the other mode beside the
+    """core/engine/speculation/standby.py: with memory free for both, the first switch loads the other mode beside the
     running server (which keeps serving), every later one only changes the server the chat talks to."""
-    from beedeck.core.engine.standby import LOADED_BESIDE, SWAPPED
+    from beedeck.core.engine.speculation.standby import LOADED_BESIDE, SWAPPED
 
     c, procs, first, other = _standby_setup(tmp_path, ram=64 * 1024**3)
     lines: list[str] = []
@@ -274,7 +274,7 @@ def test_a_switch_with_room_keeps_the_other_mode_loaded_and_switches_back_loadin
 
 
 def test_a_switch_without_room_restarts_and_says_why(qtbot: QtBot, tmp_path: Path) -> None:
-    from beedeck.core.engine.standby import RESTARTED
+    from beedeck.core.engine.speculation.standby import RESTARTED
 
     c, procs, first, other = _standby_setup(tmp_path, ram=1024)
     lines: list[str] = []
@@ -289,7 +289,7 @@ def test_a_switch_without_room_restarts_and_says_why(qtbot: QtBot, tmp_path: Pat
 
 
 def test_standby_off_restarts_and_a_kept_server_that_dies_is_forgotten(qtbot: QtBot, tmp_path: Path) -> None:
-    from beedeck.core.engine.standby import LOADED_BESIDE, RESTARTED
+    from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED
 
     c, procs, first, other = _standby_setup(tmp_path, ram=64 * 1024**3)
     c.standby = False

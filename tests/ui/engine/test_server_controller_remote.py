@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.remote import KEY_WRONG, RemoteError, RemoteInfo
-from beedeck.core.engine.switching import NO_DRAFTS
+from beedeck.core.engine.speculation.switching import NO_DRAFTS
 from beedeck.core.profile import Profile, remote_profile
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.mode_toggle import ModeToggle

@@ -9,7 +9,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.speed import mode_label
-from beedeck.core.engine.modes import Mode
+from beedeck.core.engine.speculation.modes import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 from beedeck.ui.gauge.speed_gauge import SpeedGauge, SpeedPanel, nice_scale
 

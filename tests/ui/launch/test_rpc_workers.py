@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.rpc import VERSION, RpcError, Worker
-from beedeck.core.engine.rpc_probe import RpcDevice
+from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.ui.launch.rpc_workers import RpcWorkersEditor
 from tests.fakes.inline_runner import run_inline
 

@@ -8,11 +8,11 @@ import pytest
 from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.chat.advice import WorkloadAdvice, load_advice, setup_key
-from beedeck.core.chat.spec_guard import classify_prompt
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.speculation.advice import WorkloadAdvice, load_advice, setup_key
+from beedeck.core.engine.speculation.spec_guard import classify_prompt
 from beedeck.core.profile import Profile
 from beedeck.core.settings import load_settings
 from tests.fakes.sse_server import FakeLlamaServer

@@ -17,12 +17,12 @@ from pytestqt.qtbot import QtBot
 from beedeck.core import profile as profile_mod
 from beedeck.core import settings
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.spec_guard import Advice
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import PER_REQUEST
+from beedeck.core.engine.speculation.modes import PER_REQUEST
+from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.bench_dialog import BenchDialog

@@ -17,11 +17,11 @@ from beedeck.clicmd.worker import check_rpc_launch
 from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import parse_spec, pick_model_free_type
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.engine.remote import stored_api_key
-from beedeck.core.engine.rpc_probe import restate
+from beedeck.core.engine.rpc.probe import restate
 from beedeck.core.engine.server import ServerFailed, ServerFailure, ServerProcess, describe
+from beedeck.core.engine.speculation.modes import parse_spec, pick_model_free_type
 from beedeck.core.launcher import launch
 from beedeck.core.starter import (
     StarterMissing,

@@ -9,10 +9,10 @@ import sys
 from typing import Any
 
 from beedeck.core.chat import mode_choice
-from beedeck.core.chat.advice import load_advice
 from beedeck.core.chat.repo_recommend import recommend_repo
 from beedeck.core.download import DownloadError
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.speculation.advice import load_advice
 from beedeck.core.models.hub_sizing import summary
 from beedeck.core.models.live_plan import LiveRow
 from beedeck.core.models.planner import GiB

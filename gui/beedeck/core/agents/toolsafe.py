@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import KnownIssue, load_table
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import LABELS, MODE_OF_SPEC
+from beedeck.core.engine.speculation.modes import LABELS, MODE_OF_SPEC
 
 CHECK = "tool_calls_under_spec"
 

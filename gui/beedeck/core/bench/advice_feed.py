@@ -1,4 +1,4 @@
-"""What tune and benchmark runs teach the workload advice (:mod:`beedeck.core.chat.advice`).
+"""What tune and benchmark runs teach the workload advice (:mod:`beedeck.core.engine.speculation.advice`).
 
 core.bench and core.chat are sibling wings that do not import each other, so this module only turns
 results into the advice's plain input, ``(mode, prompt text, tokens/s)`` per measured reply, and the

@@ -10,10 +10,18 @@ from typing import Any
 
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.engine.client import ChatResult
-from beedeck.core.engine.modes import BASELINE, DFLASH, DSPARK, EAGLE3, MODE_OF_SPEC, MODEL_FREE, MTP
+from beedeck.core.engine.speculation.modes import (
+    BASELINE,
+    DFLASH,
+    DSPARK,
+    EAGLE3,
+    MODE_OF_SPEC,
+    MODEL_FREE,
+    MTP,
+)
 
 # One mode key per SpecMode, the words the chat toggle and the reply stats use too
-# (core.engine.modes.MODE_OF_SPEC); BASELINE is the server without any speculation.
+# (core.engine.speculation.modes.MODE_OF_SPEC); BASELINE is the server without any speculation.
 # The DFlash server answering a request that asks for no drafts (engines that honour it): what the
 # chat toggle's per-request Baseline runs at. The draft stays loaded, so on a GPU it is slower than
 # BASELINE, a server without the draft, which every speed-up is measured against.

@@ -42,7 +42,8 @@ from beedeck.core.engine.argv import LaunchRefused, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.client import ClientError, LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import (
+from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
+from beedeck.core.engine.speculation.modes import (
     available_modes,
     engine_spec_type,
     mode_of,
@@ -50,8 +51,7 @@ from beedeck.core.engine.modes import (
     pick_model_free_type,
     settings_for_mode,
 )
-from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
-from beedeck.core.engine.switching import NO_DRAFTS, PerRequestMemory, check_per_request
+from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestMemory, check_per_request
 from beedeck.core.launcher import launch
 from beedeck.core.machine.sampler import GpuSample, GpuSampler
 from beedeck.core.models.paircheck import model_facts, read_infos

@@ -1,6 +1,6 @@
 """Which speculation mode is the fast path, per card class and engine, and on what evidence.
 
-Order of evidence: BeeDeck's own measured advice for this setup (:mod:`beedeck.core.chat.advice`: the
+Order of evidence: BeeDeck's own measured advice for this setup (:mod:`beedeck.core.engine.speculation.advice`: the
 speed advice that tune runs and benchmarks feed, code prompts first: BeeDeck is a coding assistant);
 else the published figures in ``resources/mode-evidence.json`` for the model family and card class
 (each with its source); else a rule (the target's own MTP head is free, so it comes first). Engine
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.chat.advice import CODE, KINDS, WorkloadAdvice
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.speculation.advice import CODE, KINDS, WorkloadAdvice
 
 CLASSES = ("24gb-ampere", "24gb-ada", "32gb-blackwell", "larger")
 CLASS_LABEL = {"24gb-ampere": "24 GB Ampere (3090)", "24gb-ada": "24 GB Ada (4090)",

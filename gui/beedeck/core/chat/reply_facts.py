@@ -1,9 +1,9 @@
 """A reply's facts: which mode answered, how many tokens, how fast, how many drafts were accepted.
 
-One typed record from the client's :class:`~beedeck.core.engine.client_types.ChatResult` through the
+One typed record from the client's :class:`~beedeck.core.engine.client.answers.ChatResult` through the
 chat store (stored as JSON in ``messages.stats``: :meth:`ReplyFacts.to_json` keeps the keys earlier
 releases wrote, :meth:`ReplyFacts.from_json` reads every row they left) to the footer, the gauge, the
-sparkline, the export and the advice. The mode is a :class:`~beedeck.core.engine.modes.Mode`, so a
+sparkline, the export and the advice. The mode is a :class:`~beedeck.core.engine.speculation.modes.Mode`, so a
 reply is always labelled with its own mode's one name (:meth:`ReplyFacts.summary`).
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from beedeck.core.engine.client_types import ChatResult
-from beedeck.core.engine.modes import Mode
+from beedeck.core.engine.client.answers import ChatResult
+from beedeck.core.engine.speculation.modes import Mode
 
 
 def _num(value: object) -> float | None:

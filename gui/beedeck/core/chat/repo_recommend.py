@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from beedeck.core.chat import mode_choice
-from beedeck.core.chat.advice import WorkloadAdvice
 from beedeck.core.download import DownloadError
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog as catalog_mod
 from beedeck.core.models.hub_sizing import RepoSizing, size_repo, summary
 from beedeck.core.models.live_plan import LiveRow, plan_live

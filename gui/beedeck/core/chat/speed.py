@@ -17,7 +17,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from beedeck.core.engine.modes import BASELINE, LABELS
+from beedeck.core.engine.speculation.modes import BASELINE, LABELS
 
 IN_SERVER_BASELINE = "baseline-draft-loaded"  # core.bench.results' name (chat may not import bench)
 DEFAULT_SCALE = 50.0  # tokens/s: the dial before anything was measured on this server

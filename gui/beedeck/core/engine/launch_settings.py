@@ -104,7 +104,7 @@ class LaunchSettings:
     batch_size: int | None = None
     ubatch_size: int | None = None
     # The drafter's own physical ubatch (BeeLlama >= 0.4.7 --spec-draft-ubatch-size / -ubd); None: the engine's
-    # default (passed only where the probe found the flag: core/engine/argv_spec.py)
+    # default (passed only where the probe found the flag: core/engine/argv/spec.py)
     draft_ubatch_size: int | None = None
     # The drafter's own KV cache type, K and V (--spec-draft-type-k/v, BeeLlama >= 0.4.4: KVarN for owned draft
     # caches, field notes §1); None: the engine's default (f16)
@@ -135,7 +135,7 @@ class LaunchSettings:
     api_key: str | None = field(default=None, repr=False)  # repr goes into logs and tracebacks
     metrics: bool = True
     extra_args: list[str] = field(default_factory=list)
-    # llama.cpp RPC workers whose devices hold part of the target, "host:port" each (core/engine/rpc.py)
+    # llama.cpp RPC workers whose devices hold part of the target, "host:port" each (core/engine/rpc/workers.py)
     rpc_workers: list[str] = field(default_factory=list)
     # True: pass ctx_size to -c as is (the total KV pool), as the guide does. False: ctx_size is what
     # one slot gets, and build_argv compensates for slot splitting (-np, BeeLlama Gen A speculation).

@@ -20,8 +20,8 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import KnownIssue, load_table
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPEC, keeps_mtp_head
 from beedeck.core.engine.server import ServerFailed
+from beedeck.core.engine.speculation.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPEC, keeps_mtp_head
 from beedeck.core.models.draft_kinds import draft_kind, is_dflash2, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
 from beedeck.core.printable import printable
@@ -127,7 +127,7 @@ def _check_dflash_target(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields
 
 def _check_mtp_heads(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
     # An mtp- head file as the draft brings the heads (mainline: --spec-draft-model with draft-mtp); the mode
-    # check (core.engine.modes) says whether this engine loads one.
+    # check (core.engine.speculation.modes) says whether this engine loads one.
     if ctx.settings.spec_mode == SpecMode.MTP and mtp_layers(ctx.target) < 1 and not keeps_mtp_head(ctx.settings):
         yield {"target": Path(ctx.settings.target).name}
 

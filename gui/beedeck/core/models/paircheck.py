@@ -1,6 +1,6 @@
 """Target + draft + engine compatibility: every rejection says why and what to do; and which
 speculation modes these files can run (:func:`modes_for`, the GGUF side of
-:func:`beedeck.core.engine.modes.available_modes`).
+:func:`beedeck.core.engine.speculation.modes.available_modes`).
 
 Rules: docs/reference/engine-facts.md §5.3 (DFlash drafts), llama.cpp's
 ``common_speculative_are_compatible`` (ordinary drafts), and docs/reference/dflash-on-cpu.md (which mainline target
@@ -15,8 +15,14 @@ from pathlib import Path
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import dflash_target_archs
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import MODE_OF_SPEC, ModelFacts, ModeOption, available_modes, option
-from beedeck.core.engine.modes import MTP as MTP_MODE
+from beedeck.core.engine.speculation.modes import (
+    MODE_OF_SPEC,
+    ModelFacts,
+    ModeOption,
+    available_modes,
+    option,
+)
+from beedeck.core.engine.speculation.modes import MTP as MTP_MODE
 from beedeck.core.models.draft_kinds import MTP, draft_kind, is_mtp_only, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, token_texts, tokenizer_digest
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import engine_label, engine_spec_type
+from beedeck.core.engine.speculation.modes import engine_label, engine_spec_type
 from beedeck.core.models import catalog as catalog_mod
 from beedeck.core.models import hub_sizing, library
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP

@@ -28,7 +28,7 @@ from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import dflash_target_archs
-from beedeck.core.engine.modes import MODE_OF_KIND, engine_label, engine_spec_type
+from beedeck.core.engine.speculation.modes import MODE_OF_KIND, engine_label, engine_spec_type
 from beedeck.core.models.draft_kinds import (
     DFLASH,
     DFLASH_LEGACY,
@@ -55,7 +55,7 @@ KIND_ENGINES: dict[str, tuple[str, ...]] = {
 }
 KIND_LABELS = {DFLASH: "DFlash", DFLASH_LEGACY: "DFlash, BeeLlama fork format", DSPARK: "DSpark",
                EAGLE3: "EAGLE-3", MTP: "MTP head", "": "unknown draft"}
-# The speculation mode (core.engine.modes keys) each kind runs as.
+# The speculation mode (core.engine.speculation.modes keys) each kind runs as.
 KIND_ORDER = (DFLASH, DFLASH_LEGACY, DSPARK, EAGLE3, MTP)  # which kind to offer first when several serve
 # Architectures whose mainline graph has an MTP decoder (b11434: grep -l DECODER_MTP src/models/*.cpp,
 # mapped to their GGUF names in src/llama-arch.cpp).

@@ -9,10 +9,10 @@ from PySide6.QtWidgets import QPushButton
 from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.report import summarize
 from beedeck.core.bench.results import BASELINE, BenchReport
-from beedeck.core.chat.advice import setup_key
-from beedeck.core.chat.spec_guard import references_from_bench
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.modes import LABELS, mode_of
+from beedeck.core.engine.speculation.advice import setup_key
+from beedeck.core.engine.speculation.modes import LABELS, mode_of
+from beedeck.core.engine.speculation.spec_guard import references_from_bench
 from beedeck.ui.bench.bench_view import BenchView
 from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.host import ShowsSpeed, WindowHost

@@ -34,7 +34,7 @@ from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import LABELS, ModeOption
+from beedeck.core.engine.speculation.modes import LABELS, ModeOption
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.ui.background import Runner, run_in_background

@@ -8,8 +8,8 @@ from __future__ import annotations
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from beedeck.core.bench.advice_feed import AdviceSample
-from beedeck.core.chat.advice import WorkloadAdvice
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.ui.background import run_in_background
 from beedeck.ui.bench.run_view import RunView
 from beedeck.ui.host import WindowHost

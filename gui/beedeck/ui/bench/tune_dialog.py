@@ -17,11 +17,11 @@ from PySide6.QtWidgets import QPushButton
 
 from beedeck.core.bench.advice_feed import tune_advice_samples
 from beedeck.core.bench.tune import TuneResult
-from beedeck.core.chat.advice import setup_key
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import mode_of
+from beedeck.core.engine.speculation.advice import setup_key
+from beedeck.core.engine.speculation.modes import mode_of
 from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.bench.tune_view import TuneView
 from beedeck.ui.host import ShowsSpeed, WindowHost

@@ -43,8 +43,8 @@ from beedeck.core.bench.tune import (
     suite_from_chat,
     tune,
 )
-from beedeck.core.bench.tune_points import min_budget_s, point_seconds
-from beedeck.core.bench.tune_report import COLUMNS, point_cells, write_tune_reports
+from beedeck.core.bench.tune.points import min_budget_s, point_seconds
+from beedeck.core.bench.tune.report import COLUMNS, point_cells, write_tune_reports
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.starter import STARTER_TOKENS_PER_S, is_starter

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from beedeck.core.engine.client_types import ChatResult
+from beedeck.core.engine.client.answers import ChatResult
 
 
 class _Delta(Protocol):

@@ -12,8 +12,8 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.spec_guard import Advice, SpecGuard, classify_prompt
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.speculation.spec_guard import Advice, SpecGuard, classify_prompt
 from beedeck.ui.wrap_label import WrapLabel
 
 

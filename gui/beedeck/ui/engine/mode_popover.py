@@ -2,7 +2,7 @@
 and the one action that gets each (issue 22: it was a 1,320 px unwrapped tooltip with command-line
 hints and GGUF key names).
 
-:func:`plain_reason` turns a mode's technical reason (``core.engine.modes``, which the CLI and the
+:func:`plain_reason` turns a mode's technical reason (``core.engine.speculation.modes``, which the CLI and the
 toggle's segment tooltips keep using) into a sentence a newcomer can act on, and names the action:
 ``"wizard"`` (the setup wizard gets an engine and a matching pair) or ``"settings"`` (pick files).
 """
@@ -14,7 +14,7 @@ import html
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from beedeck.core.engine.modes import DRAFT_MODES, LABELS, MODEL_FREE, MTP, ModeOption
+from beedeck.core.engine.speculation.modes import DRAFT_MODES, LABELS, MODEL_FREE, MTP, ModeOption
 
 POPOVER_WIDTH = 380
 ACTION_LABELS = {"wizard": "Open the setup wizard", "settings": "Open Settings"}

@@ -1,5 +1,5 @@
 """Baseline | <each speculation mode this setup can run>: the view of the Qt-free
-:class:`~beedeck.core.engine.mode_switch.ModeSwitch`, which holds the switching state and decides what a
+:class:`~beedeck.core.engine.speculation.mode_switch.ModeSwitch`, which holds the switching state and decides what a
 click does (per request or by restart, see its module). This widget renders the switch's segments, status
 and tooltips, reads the model files' GGUF headers off the GUI thread for it, and emits what it decides.
 
@@ -21,8 +21,8 @@ from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QProgressBar, Q
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.mode_switch import Decision, ModeSwitch, Outcome
-from beedeck.core.engine.modes import (
+from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
+from beedeck.core.engine.speculation.modes import (
     BASELINE,
     DFLASH,
     DSPARK,
@@ -38,7 +38,7 @@ from beedeck.core.engine.modes import (
     ModeOption,
     uses_draft,
 )
-from beedeck.core.engine.standby import RESTARTED
+from beedeck.core.engine.speculation.standby import RESTARTED
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import model_facts
@@ -307,7 +307,7 @@ class ModeToggle(QWidget):
             self._render()
 
     def restart_finished(self, went: str = RESTARTED) -> None:
-        """The switch's server is ready; ``went``: how the switch went (core/engine/standby.py)."""
+        """The switch's server is ready; ``went``: how the switch went (core/engine/speculation/standby.py)."""
         if self.switch.pending is None:
             return
         self._tick.stop()

@@ -3,7 +3,7 @@
 Start/Stop read Connect/Disconnect; once attached, the status bar says what the server is (model,
 context, speculation, engine) and the endpoint label's tooltip repeats it. The Baseline | DFlash
 toggle cannot restart a server BeeDeck did not start, so it is offered only where the per-request
-check (:func:`beedeck.core.engine.switching.check_per_request`, two short replies off the GUI thread)
+check (:func:`beedeck.core.engine.speculation.switching.check_per_request`, two short replies off the GUI thread)
 proves a "no drafts" request is honoured; otherwise it is disabled on the mode the server runs (so
 each reply is labelled with what really produced it) and its tooltip says why.
 """
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QLabel
 
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.remote import RemoteError, RemoteInfo
-from beedeck.core.engine.switching import PerRequestVerdict, check_per_request
+from beedeck.core.engine.speculation.switching import PerRequestVerdict, check_per_request
 from beedeck.core.profile import Profile
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.engine.endpoint_label import EndpointLabel

@@ -25,10 +25,10 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
-from beedeck.core.engine.restart import describe_fast_restart, fast_restart_settings
-from beedeck.core.engine.rpc_probe import with_rpc_reason
-from beedeck.core.engine.standby import LOADED_BESIDE, RESTARTED, SWAPPED, Parked, free_now
-from beedeck.core.engine.switch_cost import StartKey, SwitchCosts
+from beedeck.core.engine.rpc.probe import with_rpc_reason
+from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_restart_settings
+from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED, Parked, free_now
+from beedeck.core.engine.speculation.switch_cost import StartKey, SwitchCosts
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
 REMOTE_HEALTH_S = 0.7  # a server BeeDeck did not start: /health this often, so a dead one is seen within 2 s
@@ -141,7 +141,7 @@ class ServerController(QObject):
         """Stop, then start the same engine with new settings (the Baseline|DFlash restart path).
 
         A restart of the target that is running and ready is a mode switch: it maps the model from the
-        page cache and skips the fit pass (core/engine/restart.py); the settings it keeps are ``settings``."""
+        page cache and skips the fit pass (core/engine/speculation/restart.py); the settings it keeps are ``settings``."""
         engine, caps = self.engine, self.caps
         switch = (self.state == "ready" and self.settings is not None and not self.is_remote()
                   and self.settings.target == settings.target)
@@ -327,7 +327,7 @@ class ServerController(QObject):
 
         return self._launch or launcher.launch
 
-    # -- the other mode kept loaded (core/engine/standby.py) --------------------------------
+    # -- the other mode kept loaded (core/engine/speculation/standby.py) --------------------------------
     def _start_beside(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None) -> bool:
         """Load ``settings``' server on a second port while the running one keeps serving, then serve from it
         and keep the old one loaded. False (the log says why) when it does not fit or does not start: the

@@ -13,7 +13,12 @@ from PySide6.QtCore import QObject
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.switching import ChatClient, PerRequestMemory, PerRequestVerdict, check_per_request
+from beedeck.core.engine.speculation.switching import (
+    ChatClient,
+    PerRequestMemory,
+    PerRequestVerdict,
+    check_per_request,
+)
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.engine.mode_toggle import ModeToggle
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES, SpecMode
-from beedeck.core.engine.modes import MODE_OF_SPEC, MODEL_FREE, engine_spec_type
+from beedeck.core.engine.speculation.modes import MODE_OF_SPEC, MODEL_FREE, engine_spec_type
 
 SECTIONS = ("Models", "Speculation", "Context & KV cache", "GPU & loading", "Sampling", "Server")
 

@@ -40,7 +40,7 @@ from beedeck.core.launcher import preflight
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
-from beedeck.core.models.planner_devices import plan_across
+from beedeck.core.models.planner.devices import plan_across
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, mark_refused, put_value

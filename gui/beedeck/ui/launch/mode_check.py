@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import BASELINE, DSPARK, LABELS, MODE_OF_SPEC, ModeOption
+from beedeck.core.engine.speculation.modes import BASELINE, DSPARK, LABELS, MODE_OF_SPEC, ModeOption
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import check_pair, mode_refusal, modes_for
 

@@ -1,7 +1,7 @@
 """The launch form's RPC worker list: which machines lend their devices, checked through the engine.
 
 Each edit is probed off the GUI thread with ``llama-server --rpc ... --list-devices``
-(:func:`beedeck.core.engine.rpc_probe.probe_workers`): the devices and free memory found feed the
+(:func:`beedeck.core.engine.rpc.probe.probe_workers`): the devices and free memory found feed the
 memory plan; a worker of another build, one that is not running or an engine without RPC is
 named, and Launch stays greyed (:meth:`RpcWorkersEditor.problem`) until the list checks out.
 """
@@ -15,7 +15,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from beedeck.core.engine.rpc import NO_AUTH_WARNING, RpcError, Worker, parse_workers
-from beedeck.core.engine.rpc_probe import RpcDevice, probe_workers
+from beedeck.core.engine.rpc.probe import RpcDevice, probe_workers
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.wrap_label import WrapLabel
 

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.modes import MODE_OF_KIND, SPEC_OF_MODE
+from beedeck.core.engine.speculation.modes import MODE_OF_KIND, SPEC_OF_MODE
 from beedeck.core.models import sidecars
 from beedeck.core.models.gguf import read_header
 from beedeck.core.models.gguf_types import FILE_TYPES

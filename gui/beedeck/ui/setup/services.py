@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.chat.advice import load_advice
 from beedeck.core.chat.repo_recommend import RepoRecommendation, recommend_repo
+from beedeck.core.engine.speculation.advice import load_advice
 from beedeck.core.machine import hardware
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.models import catalog as catalog_mod

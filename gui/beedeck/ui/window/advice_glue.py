@@ -1,4 +1,4 @@
-"""The learnt speed advice in the window (core/chat/advice.py): the speculation guard consults it for the
+"""The learnt speed advice in the window (core/engine/speculation/advice.py): the speculation guard consults it for the
 running setup, tune and benchmark results teach it, and, when the user opts in (Server → Follow the
 fastest mode per prompt kind), the toggle follows it before each message: a code prompt may go out in
 DFlash and a prose one in MTP or Baseline, whichever this setup measured fastest for that kind.
@@ -16,10 +16,10 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QStatusBar
 
-from beedeck.core.chat.advice import WorkloadAdvice, load_advice, setup_key
-from beedeck.core.chat.spec_guard import classify_prompt
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.modes import LABELS
+from beedeck.core.engine.speculation.advice import WorkloadAdvice, load_advice, setup_key
+from beedeck.core.engine.speculation.modes import LABELS
+from beedeck.core.engine.speculation.spec_guard import classify_prompt
 from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.engine.mode_toggle import ModeToggle

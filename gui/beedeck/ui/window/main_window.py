@@ -26,10 +26,10 @@ from PySide6.QtWidgets import (
 
 from beedeck import APP_DISPLAY_NAME
 from beedeck.core import paths
-from beedeck.core.chat.spec_guard import SpecGuard
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.spec_guard import SpecGuard
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, engine_display_name, save_profile
 from beedeck.core.settings import AppSettings

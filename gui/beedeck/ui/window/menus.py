@@ -51,7 +51,7 @@ class MenuHost(Protocol):
 
 
 def standby_action(menu: QMenu, session: Session) -> QAction:
-    """Server → "Keep the other mode loaded": AppSettings.standby (core/engine/standby.py), saved at once."""
+    """Server → "Keep the other mode loaded": AppSettings.standby (core/engine/speculation/standby.py), saved at once."""
     action = menu.addAction("Keep the other mode loaded when memory allows")
     action.setCheckable(True)
     action.setChecked(session.app_settings.standby)

@@ -11,9 +11,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.spec_guard import Advice
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.modes import option, uses_draft
+from beedeck.core.engine.speculation.modes import option, uses_draft
+from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.engine.mode_toggle import ModeToggle

@@ -1,0 +1,170 @@
+"""The points, plan and result of an auto-tune search (:mod:`beedeck.core.bench.tune`), as data:
+what the search, its report files (:mod:`beedeck.core.bench.tune.report`), the CLI and the Tune view share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from beedeck.core.bench.report import Speedup, Stats
+from beedeck.core.bench.results import BASELINE, Sample
+from beedeck.core.bench.suites import BenchSuite
+from beedeck.core.bench.tune.knobs import Knob
+from beedeck.core.engine.launch_settings import LaunchSettings
+
+# A win must clear the noise (the interval) and be worth a profile change: 2 % above the best so far.
+MIN_GAIN = 0.02
+
+BASELINE_ROLE, START_ROLE, CANDIDATE_ROLE = "baseline", "start", "candidate"
+# A second measurement of the start and of the winner, after the search: confirms a win across drift.
+CONFIRM_ROLE = "confirm"
+CONFIRM_POINTS = 2
+MEASURED, TEXT_DIFFERS, NO_FIT, INVALID, FAILED, CANCELLED = (
+    "measured", "text differs", "does not fit", "invalid", "failed", "cancelled")
+
+
+@dataclass
+class TunePoint:
+    """One configuration of the search, as measured (or why it was not)."""
+
+    index: int
+    role: str
+    settings: LaunchSettings
+    knob: str | None = None
+    changes: dict[str, Any] = field(default_factory=dict)  # knob -> value, against the start
+    status: str = MEASURED
+    reason: str = ""
+    accepted: bool = False  # became the best so far when it was measured
+    seconds: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+    gen_tps: Stats | None = None
+    vs_baseline: Speedup | None = None
+    vs_start: Speedup | None = None
+    acceptance: float | None = None
+    identical: int = 0
+    compared: int = 0
+    argv: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        if self.role not in (CANDIDATE_ROLE, CONFIRM_ROLE):
+            return self.role
+        what = ", ".join(f"{k}={v}" for k, v in self.changes.items()) or "start"
+        return f"{what} (again)" if self.role == CONFIRM_ROLE else what
+
+    @property
+    def measured(self) -> bool:
+        return self.gen_tps is not None and self.status in (MEASURED, TEXT_DIFFERS)
+
+
+@dataclass
+class TunePlan:
+    """What the search will try, reported up front; ``point_s`` is known after the first measurement."""
+
+    mode: str
+    knobs: list[Knob]
+    candidates: int
+    budget_s: float
+    reps: int
+    prompts: int
+    point_s: float | None = None
+
+    @property
+    def measured_points(self) -> int:
+        """Points that may start a server: the baseline, the start (unless it is the baseline), every
+        candidate and, when one wins, the confirmation of the start and the winner."""
+        return self.candidates + (1 if self.mode == BASELINE else 2) + (CONFIRM_POINTS if self.candidates else 0)
+
+    @property
+    def est_total_s(self) -> float | None:
+        return None if self.point_s is None else self.point_s * self.measured_points
+
+    @property
+    def within_budget(self) -> int | None:
+        """How many candidates the budget allows at the estimated time per point."""
+        if self.point_s is None or self.point_s <= 0:
+            return None
+        fixed = self.measured_points - self.candidates
+        return max(0, min(self.candidates, int(self.budget_s / self.point_s) - fixed))
+
+    def describe(self) -> str:
+        knobs = "; ".join(f"{k.label} {_fmt_values(k)}" for k in self.knobs) or "no knob to search here"
+        confirm = (f" (and, when a candidate wins, the start and the winner again: {CONFIRM_POINTS} confirmation "
+                   "points)") if self.candidates else ""
+        head = (f"Plan: {self.candidates} candidate points over {len(self.knobs)} knobs ({knobs}), plus the "
+                f"baseline{'' if self.mode == BASELINE else ' and the start'}{confirm}; {self.prompts} prompts x "
+                f"{self.reps} repetitions each; budget {_dur(self.budget_s)}.")
+        if self.point_s is None:
+            return head + " The time per point is estimated from the first measurement."
+        return f"{head} {self.estimate()}"
+
+    def estimate(self) -> str:
+        """The time per point and what the budget allows ("" before the first measurement)."""
+        if self.point_s is None:
+            return ""
+        total = self.est_total_s or 0.0
+        return (f"About {_dur(self.point_s)} per point: all of them take about {_dur(total)}"
+                + ("." if total <= self.budget_s else f"; the budget allows about {self.within_budget} candidate{'' if self.within_budget == 1 else 's'}."))
+
+
+def fixed_points(mode: str) -> int:
+    """The points a search measures whatever it finds: the baseline, the start (unless it is the
+    baseline) and, should a candidate win, the start and the winner again."""
+    return (1 if mode == BASELINE else 2) + CONFIRM_POINTS
+
+
+def point_seconds(prompts: int, reps: int, max_tokens: int, tokens_per_s: float, warmup_tokens: int = 32,
+                  start_s: float = 5.0) -> float:
+    """A point's time before anything was measured: a server start plus every reply at its full budget
+    at ``tokens_per_s`` (an upper bound: replies may end sooner)."""
+    return start_s + (warmup_tokens + prompts * reps * max_tokens) / max(tokens_per_s, 1e-6)
+
+
+def min_budget_s(mode: str, point_s: float) -> float:
+    """The smallest budget that leaves room for one candidate point after the fixed ones."""
+    return (fixed_points(mode) + 1) * point_s
+
+
+def _fmt_values(k: Knob) -> str:
+    shown = k.to_dict()
+    return f"{shown['current'] if shown['current'] is not None else 'default'} -> {', '.join(map(str, shown['values']))}"
+
+
+def _dur(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+@dataclass
+class TuneResult:
+    """What the search found; ``best`` is ``start`` unless a point beat it outside the noise."""
+
+    suite: BenchSuite
+    mode: str
+    plan: TunePlan
+    points: list[TunePoint]
+    baseline: TunePoint | None = None
+    start: TunePoint | None = None
+    best: TunePoint | None = None
+    improved: bool = False
+    best_vs_start: Speedup | None = None
+    verdict: str = ""
+    notes: list[str] = field(default_factory=list)
+    cancelled: bool = False
+    budget_s: float = 0.0
+    elapsed_s: float = 0.0
+    started: float = 0.0
+    finished: float = 0.0
+    identity_checked: bool = False
+    confirmed: bool | None = None  # a win measured again (start and winner) held; None: not measured again
+    min_gain: float = MIN_GAIN
+    engine: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best_settings(self) -> LaunchSettings | None:
+        return None if self.best is None else self.best.settings
+
+    @property
+    def tried(self) -> int:
+        return sum(1 for p in self.points if p.role == CANDIDATE_ROLE and p.status not in (NO_FIT, INVALID))

@@ -1,0 +1,433 @@
+"""A small llama-server HTTP client: streaming chat with cancel and timings, plus the status routes.
+
+Streaming reads the raw SSE lines of ``POST /v1/chat/completions`` (docs/reference/engine-facts.md §3.7)
+over a fresh connection per request, so :meth:`ChatStream.cancel` can shut that one socket down and
+wake a read that is blocked waiting for the next token (docs/reference/python-stack.md, StreamWorker). Closing the
+connection is how llama-server learns to stop generating; ``X-Conversation-Id`` is never sent, as it
+would keep the generation running after a disconnect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx2
+# httpx2 is imported where a request is made (it was about a sixth of the window's cold start).
+
+from beedeck.core.engine.bounded import BodyTooLarge, Fetched, bounded_get
+from beedeck.core.engine.client.answers import (
+    ChatDelta,
+    ChatResult,
+    ClientError,
+    HTTPStatusError,
+    ServerGone,
+    Stalled,
+    StreamTruncated,
+    Timings,
+    _check_messages,
+    _error_from_body,
+)
+from beedeck.core.printable import printable
+
+DEFAULT_TIMEOUT_S = (10.0, 600.0)  # (connect, read): a long prompt on a CPU can take minutes to the first token
+# Once tokens flow, one decoding step is at most seconds even for a big model on a CPU: this long a
+# silence after the first token means a hung server (stopped, swapping to death), not a slow one.
+STALL_S = 120.0
+STATUS_DEADLINE_S = 30.0  # /props, /slots, /metrics: the whole answer, however slowly it trickles
+STATUS_LIMIT = 16 << 20  # bytes of a status answer; more is not llama-server talking
+LINE_LIMIT = 16 << 20  # one SSE line (one chunk of a reply is a few hundred bytes)
+
+
+class _Reply:
+    """What a stream has brought so far: the text, the server's facts and the client's clock."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.finish: str | None = None
+        self.timings: Timings | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model = ""
+        self.n_chunks = 0
+        self.done = False
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.n_token_chunks = 0
+        self.t0 = time.perf_counter()
+
+    def take(self, obj: dict[str, Any]) -> Iterator[ChatDelta]:
+        """Take one parsed chunk; yield a delta for each choice that carries text."""
+        self.n_chunks += 1
+        if "error" in obj:
+            err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
+            raise HTTPStatusError(
+                int(err.get("code", 500) or 500), str(err.get("message", "")), str(err.get("type", ""))
+            )
+        self.model = obj.get("model", self.model) or self.model
+        if "timings" in obj:
+            self.timings = Timings.from_json(obj["timings"])
+        if obj.get("usage"):
+            self.usage = obj["usage"]
+        for choice in obj.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            c = delta.get("content") or ""
+            r = delta.get("reasoning_content") or ""
+            if c or r:
+                now = time.perf_counter()
+                if self.t_first is None:
+                    self.t_first = now
+                self.t_last = now
+                self.n_token_chunks += 1
+                if c:
+                    self.text.append(c)
+                if r:
+                    self.reasoning.append(r)
+                yield ChatDelta(c, r, now)
+
+    def result(self, cancelled: bool) -> ChatResult:
+        wall = time.perf_counter() - self.t0
+        rate = None
+        t_first, t_last, timings = self.t_first, self.t_last, self.timings
+        if t_first is not None and t_last is not None and t_last > t_first:
+            # Count tokens by the server's own number when it sent one (a chunk may carry
+            # several tokens); the first token's arrival is the start of the clock.
+            n = timings.predicted_n if timings and timings.predicted_n else self.n_token_chunks
+            rate = (n - 1) / (t_last - t_first) if n > 1 else None
+        return ChatResult(
+            text="".join(self.text),
+            reasoning="".join(self.reasoning),
+            finish_reason=self.finish,
+            timings=timings,
+            usage=self.usage,
+            ttft_s=(t_first - self.t0) if t_first is not None else None,
+            client_tokens_per_s=rate,
+            n_chunks=self.n_chunks,
+            wall_s=wall,
+            cancelled=cancelled,
+            model=self.model,
+        )
+
+
+class ChatStream:
+    """Iterate to get :class:`ChatDelta` pieces; afterwards ``.result`` holds the :class:`ChatResult`.
+
+    The request starts on the first ``next()``, so the stream can be built on one thread and consumed
+    on a worker. :meth:`cancel` may be called from any thread; the iteration then ends within about
+    100 ms, without raising, and ``result.cancelled`` is True.
+    """
+
+    def __init__(self, client: LlamaClient, payload: dict[str, Any], stall_s: float | None = STALL_S) -> None:
+        self._client = client
+        self._payload = payload
+        self._stall_s = stall_s
+        self._stalled = False
+        self._last_bytes = time.monotonic()
+        self._flowing = False  # set at the first token: only then does the stall clock run
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._result: ChatResult | None = None
+        self._started = False
+
+    @property
+    def result(self) -> ChatResult:
+        if self._result is None:
+            raise RuntimeError("the stream has not finished yet: iterate it to the end first")
+        return self._result
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """Stop the reply: shut the socket down so a blocked read returns at once."""
+        self._cancel.set()
+        with self._lock:
+            sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _trace(self, name: str, info: dict[str, Any]) -> None:
+        # httpcore reports the new connection before the request is written: keep its socket so a
+        # cancel during a long prompt (before any response header) can still interrupt the read.
+        if name == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            with self._lock:
+                self._sock = sock
+            if self._cancel.is_set():
+                self.cancel()
+
+    def _watch_for_stall(self, done: threading.Event) -> None:
+        assert self._stall_s is not None
+        step = min(0.5, self._stall_s / 4)
+        while not done.wait(step):
+            if self._flowing and time.monotonic() - self._last_bytes > self._stall_s:
+                self._stalled = True
+                self.cancel()  # shuts the socket: the blocked read returns at once
+                return
+
+    def __iter__(self) -> Iterator[ChatDelta]:
+        if self._started:
+            raise RuntimeError("a ChatStream can be iterated only once")
+        self._started = True
+        return self._run()
+
+    def _run(self) -> Iterator[ChatDelta]:
+        import httpx2
+
+        reply = _Reply()
+        if self._cancel.is_set():
+            self._result = reply.result(True)
+            return
+        http = httpx2.Client(timeout=self._client.timeout, trust_env=False)
+        watch_done = threading.Event()
+        if self._stall_s:
+            threading.Thread(target=self._watch_for_stall, args=(watch_done,), name="chat-stall-watch",
+                             daemon=True).start()
+        try:
+            yield from self._stream(http, reply)
+        except (httpx2.TransportError, OSError) as exc:
+            if self._stalled:
+                self._result = reply.result(True)
+                raise self._stall_error() from exc
+            if self._cancel.is_set():
+                self._result = reply.result(True)
+                return
+            raise self._broken(exc) from exc
+        finally:
+            watch_done.set()
+            with self._lock:
+                self._sock = None
+            http.close()
+        if self._stalled:
+            self._result = reply.result(True)
+            raise self._stall_error()
+        if self._cancel.is_set():
+            self._result = reply.result(True)
+            return
+        self._result = reply.result(False)
+        if not reply.done and reply.finish is None:
+            raise StreamTruncated(
+                "The reply stream ended early (no [DONE] and no finish reason): the text may be cut off. "
+                "See the server log, then try again."
+            )
+
+    def _stream(self, http: httpx2.Client, reply: _Reply) -> Iterator[ChatDelta]:
+        """POST the request and take its SSE lines into ``reply`` until [DONE], a cancel or the end."""
+        with http.stream(
+            "POST",
+            self._client.base_url + "/v1/chat/completions",
+            json=self._payload,
+            headers=self._client._headers({"Accept": "text/event-stream"}),
+            extensions={"trace": self._trace},
+        ) as resp:
+            if resp.status_code != 200:
+                body = b""
+                for block in resp.iter_bytes():  # an error page, read up to 1 MB
+                    body += block
+                    if len(body) > 1 << 20:
+                        break
+                raise _error_from_body(resp.status_code, body[: 1 << 20])
+            for line in _sse_lines(resp, self._touch):
+                if self._cancel.is_set():
+                    break
+                if not line.startswith("data:"):
+                    continue  # blank separators and ": ping" keep-alive comments
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    reply.done = True
+                    break
+                try:
+                    obj = json.loads(data)
+                except (ValueError, RecursionError):
+                    obj = None
+                if not isinstance(obj, dict):
+                    raise ClientError(f"The server sent a malformed stream line: {printable(data, 200)}")
+                for delta in reply.take(obj):
+                    self._flowing = True
+                    yield delta
+
+    def _broken(self, exc: Exception) -> ServerGone:
+        """What a transport error in the middle of a request means, said for the user."""
+        import httpx2
+
+        if isinstance(exc, httpx2.ConnectError):
+            return ServerGone(
+                f"Could not connect to {self._client.base_url}: the server is not running. Start it, or check the URL."
+            )
+        if isinstance(exc, httpx2.TimeoutException):
+            return ServerGone(f"The server at {self._client.base_url} stopped answering (timed out): see its log.")
+        return ServerGone(
+            f"The connection to the server broke in the middle of the reply ({type(exc).__name__}): the "
+            "server stopped, or the network between here and it did."
+        )
+
+    def _touch(self) -> None:
+        self._last_bytes = time.monotonic()
+
+    def _stall_error(self) -> Stalled:
+        return Stalled(
+            f"llama-server sent nothing for {self._stall_s:g} s in the middle of the reply: it looks hung "
+            "(stopped, or the machine is out of memory and swapping). What arrived is kept; restart the server "
+            "and try again."
+        )
+
+
+def _sse_lines(resp: httpx2.Response, on_bytes: Callable[[], None] | None = None) -> Iterator[str]:
+    """Lines split on ``\n`` only, from raw bytes as they arrive.
+
+    ``Response.iter_lines`` uses ``str.splitlines``, which also splits on U+2028, U+0085 and friends:
+    llama-server writes those raw inside its JSON when a model emits them, which would cut a chunk
+    in two. Splitting bytes also skips a text-decoding layer per chunk.
+    """
+    buf = b""
+    for block in resp.iter_bytes():
+        if on_bytes is not None:
+            on_bytes()
+        buf += block
+        if b"\n" not in block:
+            if len(buf) > LINE_LIMIT:
+                raise ClientError(f"The server sent a stream line longer than {LINE_LIMIT >> 20} MB without an end: "
+                                  "it is not a llama-server reply (check the URL), or the server is broken.")
+            continue
+        *lines, buf = buf.split(b"\n")
+        for raw in lines:
+            yield raw.rstrip(b"\r").decode("utf-8", "replace")
+    if buf:
+        yield buf.rstrip(b"\r").decode("utf-8", "replace")
+
+
+_METRIC_LINE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(?P<value>\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text to {name: value}; ``llamacpp:`` is dropped, labels are kept as written."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(line.strip())
+        if not m:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        name = m.group("name")
+        if name.startswith("llamacpp:"):
+            name = name[len("llamacpp:") :]
+        out[name] = value
+    return out
+
+
+class LlamaClient:
+    """HTTP client for one llama-server. Methods are blocking; run them off the GUI thread."""
+
+    def __init__(
+        self, base_url: str, api_key: str | None = None, timeout: httpx2.Timeout | float | None = None
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        import httpx2
+
+        if timeout is None:
+            timeout = httpx2.Timeout(DEFAULT_TIMEOUT_S[0], read=DEFAULT_TIMEOUT_S[1])
+        self.timeout = timeout if isinstance(timeout, httpx2.Timeout) else httpx2.Timeout(timeout)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"LlamaClient({self.base_url!r}, api_key={'set' if self.api_key else None})"
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _get(self, path: str, timeout: float | None = None) -> Fetched:
+        import httpx2
+
+        deadline = timeout if timeout is not None else STATUS_DEADLINE_S
+        try:
+            return bounded_get(self.base_url + path, headers=self._headers(), limit=STATUS_LIMIT, deadline_s=deadline,
+                               connect_s=self.timeout.connect)
+        except BodyTooLarge:
+            raise ClientError(f"{self.base_url}{path} answered more than {STATUS_LIMIT >> 20} MB: that is not "
+                              "llama-server (check the URL).") from None
+        except httpx2.ConnectError as exc:
+            raise ServerGone(f"Could not connect to {self.base_url}: the server is not running.") from exc
+        except httpx2.TransportError as exc:
+            raise ServerGone(f"The server at {self.base_url} did not answer ({type(exc).__name__}): see its log.") from exc
+
+    def _get_json(self, path: str) -> Any:
+        resp = self._get(path)
+        if resp.status_code != 200:
+            raise _error_from_body(resp.status_code, resp.content)
+        try:
+            return resp.json()
+        except ValueError:
+            raise ClientError(f"{self.base_url}{path} did not answer JSON: check that it is llama-server.") from None
+
+    def health(self, timeout: float = 2.0) -> int:
+        """The HTTP status of ``GET /health``: 200 ready, 503 loading. Raises ServerGone if nothing listens."""
+        return self._get("/health", timeout=timeout).status_code
+
+    def props(self) -> dict[str, Any]:
+        data = self._get_json("/props")
+        return data if isinstance(data, dict) else {}
+
+    def slots(self) -> list[dict[str, Any]]:
+        data = self._get_json("/slots")
+        return data if isinstance(data, list) else []
+
+    def metrics(self) -> dict[str, float]:
+        """``GET /metrics`` (needs --metrics); note each call resets the server's windowed gauges."""
+        resp = self._get("/metrics")
+        if resp.status_code != 200:
+            raise _error_from_body(resp.status_code, resp.content)
+        return parse_prometheus(resp.text)
+
+    def stream_chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        extra: dict[str, Any] | None = None,
+        stall_s: float | None = STALL_S,
+    ) -> ChatStream:
+        _check_messages(messages)
+        payload: dict[str, Any] = {
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        if temperature is not None:
+            payload["temperature"] = temperature
+        if seed is not None:
+            payload["seed"] = seed
+        if extra:
+            payload.update(extra)
+        return ChatStream(self, payload, stall_s)
+
+    def chat(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
+        """Send a chat and wait for the whole reply (streamed underneath, for the timings)."""
+        stream = self.stream_chat(messages, **kw)
+        for _ in stream:
+            pass
+        return stream.result

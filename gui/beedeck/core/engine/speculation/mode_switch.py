@@ -1,0 +1,282 @@
+"""The Baseline | <modes> switch as rules, without Qt: which mode the next reply uses, what the server runs,
+and what a click does. The toolbar's toggle (``ui/engine/mode_toggle.py``) renders it and forwards clicks.
+
+Inputs: :meth:`ModeSwitch.configure` (profile, engine caps, what is known of per-request switching, what
+the GGUF headers say), :meth:`ModeSwitch.request` (a click), :meth:`ModeSwitch.restart_done` /
+:meth:`ModeSwitch.restart_failed`, :meth:`ModeSwitch.set_per_request` (a check's verdict) and
+:meth:`ModeSwitch.reply_finished` (a reply's facts). Outputs: a :class:`Decision` (switched with these
+request extras, restart with these settings, or refused with a reason) and :attr:`ModeSwitch.status`.
+
+Two ways to switch, chosen by what this engine build was measured to do
+(:mod:`beedeck.core.engine.speculation.switching`), never by its generation's name:
+
+1. **per request**, only between Baseline and DFlash on a server started with its DFlash draft: a
+   baseline reply asks for no drafts (:data:`~beedeck.core.engine.speculation.switching.NO_DRAFTS`). Instant. Only
+   where a check showed the server honours it (BeeLlama 0.1-0.3 does; 0.4 and mainline ignore the field).
+2. **restart**, for every other switch: :func:`~beedeck.core.engine.speculation.modes.settings_for_mode`, the same
+   command line apart from speculation.
+
+An engine that ignores the per-request field (a check said so, or a "baseline" reply came back drafted:
+:meth:`ModeSwitch.reply_finished`) gets the restart path; a baseline reply drafting on a server with the
+draft restarts it without the draft at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.modes import (
+    BASELINE,
+    DFLASH,
+    DRAFT_MODES,
+    LABELS,
+    MTP,
+    PER_REQUEST,
+    Mode,
+    ModelFacts,
+    ModeOption,
+    available_modes,
+    mode_of,
+    option,
+    settings_for_mode,
+    switch_path,
+)
+from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED
+from beedeck.core.engine.speculation.switching import NO_DRAFTS
+
+NO_SPECULATION = "no speculation here"
+FIRST_NOTE = "Baseline restarts the server without the draft until BeeDeck has checked this engine."
+
+
+class Outcome(StrEnum):
+    SWITCHED = "switched"  # in effect for the next reply (per request, or nothing was running)
+    RESTART = "restart"  # restart the server with Decision.settings; restart_done / restart_failed follow
+    REFUSED = "refused"  # nothing changes: Decision.reason says why
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a click (or a contradicting reply) asks of the window."""
+
+    outcome: Outcome
+    mode: Mode
+    settings: LaunchSettings | None = None  # with RESTART
+    extra: dict[str, Any] = field(default_factory=dict)  # with SWITCHED: the next request's extra fields
+    reason: str = ""  # with REFUSED
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome != Outcome.REFUSED
+
+
+class ModeSwitch:
+    """The switching state: the mode of the next reply, what the server was started with, a restart under
+    way, and what this engine build does with a per-request "no drafts"."""
+
+    def __init__(self) -> None:
+        self.profile: LaunchSettings | None = None
+        self.caps: EngineCaps | None = None
+        self.facts = ModelFacts()
+        self.mode: Mode = Mode.BASELINE  # what the next reply uses
+        self.served: Mode = Mode.BASELINE  # what the server was (or is being) started with
+        self.pending: Mode | None = None  # a restart under way into this mode
+        self.per_request: bool | None = None  # measured: does this build honour "no drafts" per request?
+        self.path_note = FIRST_NOTE
+        self.options: list[ModeOption] = [ModeOption(BASELINE, LABELS[BASELINE], True)]
+        self.status = ""
+
+    # -- configuration ---------------------------------------------------------------------
+    def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
+                  facts: ModelFacts | None = None) -> None:
+        """A profile, the engine's capabilities and what is known of its per-request switching (None: not
+        checked yet, so restart). A new profile starts in its own mode; the same profile (new caps after a
+        restart) keeps the chosen mode."""
+        same_profile = profile is not None and profile is self.profile
+        if caps is None or self.caps is None or caps.path != self.caps.path:
+            self.per_request = per_request
+        elif per_request is not None:
+            self.per_request = per_request
+        self.profile, self.caps = profile, caps
+        if facts is not None:
+            self.facts = facts
+        if not same_profile:
+            self.mode = self.served = mode_of(profile) if profile is not None else Mode.BASELINE
+        self._refresh()
+        if not same_profile or self.status == NO_SPECULATION:  # the probe may have brought modes
+            self.status = "" if self.enabled else NO_SPECULATION
+
+    def set_facts(self, facts: ModelFacts) -> None:
+        """What the GGUF headers say now (read off the GUI thread by the view)."""
+        self.facts = facts
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self.profile is None:
+            self.options = [ModeOption(BASELINE, LABELS[BASELINE], True)]
+        else:
+            self.options = available_modes(self.caps, self.profile, self.facts)
+
+    # -- what the view shows ---------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """More than one mode can run: the switch is worth showing as enabled."""
+        return sum(o.available for o in self.options) > 1
+
+    def shown(self) -> list[ModeOption]:
+        """The segments to show: every mode that runs, and the profile's own, the current and the pending
+        one even when they do not (the user chose them, so they need to see why)."""
+        own = mode_of(self.profile) if self.profile is not None else Mode.BASELINE
+        return [o for o in self.options if o.available or o.key in (own, self.mode, self.pending)]
+
+    def unavailable(self) -> list[ModeOption]:
+        return [o for o in self.options if not o.available]
+
+    def path(self) -> str:
+        return switch_path(self.per_request)
+
+    def dflash_profile(self) -> bool:
+        """A DFlash profile on an engine that runs it: the only case with a per-request path."""
+        dflash = option(self.options, DFLASH)
+        return self.profile is not None and mode_of(self.profile) == DFLASH and bool(dflash and dflash.available)
+
+    def tooltip(self) -> str:
+        usable = [o for o in self.options if o.available]
+        if len(usable) > 1:
+            lines = [" | ".join(o.label for o in usable) + ": the mode of the next reply."]
+            if self.dflash_profile():
+                lines.append(self.path_note)
+        else:
+            lines = ["No speculation mode can run with this setup, so replies use Baseline."]
+        others = self.unavailable()
+        if others:
+            lines += ["", *self.why_lines()]
+        return "\n".join(lines)
+
+    def why_lines(self) -> list[str]:
+        return ["Not available here:", *(f"• {o.label}: {o.reason}" for o in self.unavailable())]
+
+    # -- the next request and the next start -------------------------------------------------
+    def request_extra(self) -> dict[str, Any]:
+        """Fields to add to the next chat request."""
+        if self.mode == BASELINE and self.served == DFLASH and self.path() == PER_REQUEST:
+            return dict(NO_DRAFTS)
+        return {}
+
+    def launch_settings(self, profile: LaunchSettings) -> LaunchSettings:
+        """The settings to start ``profile``'s server with in the switch's mode, remembered as what the
+        server runs. A per-request Baseline keeps the DFlash server (its replies ask for no drafts)."""
+        if profile is not self.profile:
+            return profile  # not the profile the switch shows: start it as saved
+        keep_draft = self.mode == BASELINE and self.path() == PER_REQUEST and self.dflash_profile()
+        self.served = Mode.DFLASH if keep_draft else self.mode
+        if self.served == mode_of(profile):
+            return profile  # its own mode: exactly as saved
+        return settings_for_mode(profile, self.served, self.caps)
+
+    # -- switching -------------------------------------------------------------------------
+    def request(self, key: str) -> Decision:
+        """A click on mode ``key``'s segment (or the advice's pick)."""
+        wanted = Mode.parse(key)
+        if wanted is None:
+            return Decision(Outcome.REFUSED, self.mode, reason=f"{key!r} is not a speculation mode.")
+        if wanted == self.mode and self.pending is None:
+            return Decision(Outcome.SWITCHED, wanted, extra=self.request_extra())
+        if self.pending is not None:
+            return Decision(Outcome.REFUSED, wanted, reason=f"A switch to {self.pending.label} is under way.")
+        chosen = option(self.options, wanted)
+        if chosen is None or not chosen.available:
+            why = chosen.reason if chosen is not None else f"{wanted.label} is not offered here."
+            return Decision(Outcome.REFUSED, wanted, reason=why)
+        per_request = self.path() == PER_REQUEST and self.served == DFLASH and wanted in (BASELINE, DFLASH)
+        if per_request or self.profile is None:
+            self.mode = wanted
+            self.status = f"{wanted.label}: next reply " + (
+                "asks for no drafts (per request; the draft stays loaded)" if wanted == BASELINE else "uses the draft")
+            return Decision(Outcome.SWITCHED, wanted, extra=self.request_extra())
+        return self._restart(wanted)
+
+    def _restart(self, mode: Mode) -> Decision:
+        assert self.profile is not None
+        self.pending = mode
+        self.status = self.restarting(0.0)
+        return Decision(Outcome.RESTART, mode, settings=settings_for_mode(self.profile, mode, self.caps))
+
+    def how(self, mode: Mode, before: Mode) -> str:
+        if mode == BASELINE:
+            return "without the draft" if before in DRAFT_MODES else "without speculation"
+        if mode in DRAFT_MODES:
+            return "with the draft"
+        if mode == MTP:
+            return "with the target's MTP heads"
+        chosen = option(self.options, mode)
+        return f"with {chosen.spec_type if chosen and chosen.spec_type else 'n-gram'} speculation"
+
+    def restarting(self, elapsed_s: float, expected_s: float | None = None) -> str:
+        """The status line while a restart is under way; ``expected_s``: what such a switch took here
+        before (core/engine/speculation/switch_cost.py), said beside the seconds so far."""
+        if self.pending is None:
+            return self.status
+        of = f" of about {max(1, round(expected_s))} s" if expected_s else ""
+        return f"restarting {self.how(self.pending, self.served)}… {elapsed_s:.1f} s{of}"
+
+    def restart_done(self, took_s: float, went: str = RESTARTED) -> Mode | None:
+        """The restart's server is ready: the pending mode is in effect (returned; None when none was pending).
+        ``went``: how (core/engine/speculation/standby.py): restarted, loaded beside the running server, or swapped back
+        to the server kept loaded."""
+        if self.pending is None:
+            return None
+        mode, self.pending = self.pending, None
+        before, self.served = self.served, mode
+        self.mode = mode
+        self._refresh()
+        label = next((o.label for o in self.options if o.key == mode), mode.label)
+        how = self.how(mode, before)
+        if went == SWAPPED:
+            self.status = f"{label}: switched to the server kept loaded {how} in {took_s:.1f} s (nothing loaded)"
+        elif went == LOADED_BESIDE:
+            self.status = (f"{label}: loaded the server {how} beside the other in {took_s:.1f} s; both stay loaded, "
+                           "so switching back loads nothing")
+        else:
+            self.status = f"{label}: restarted the server {how} in {took_s:.1f} s"
+        return mode
+
+    def restart_failed(self) -> None:
+        if self.pending is None:
+            return
+        self.pending = None
+        self._refresh()
+        self.status = "switch failed: see the server log"
+
+    def set_per_request(self, honoured: bool | None, why: str = "") -> None:
+        """What a check (or a contradicting reply) showed; the status says which path is used now."""
+        self.per_request = honoured
+        if why:
+            self.path_note = why[0].upper() + why[1:] + "."
+        if self.dflash_profile() and self.pending is None:
+            how = ("per request: the draft stays loaded, no restart" if self.path() == PER_REQUEST
+                   else "by restarting the server without the draft")
+            self.status = f"Baseline switches {how}"
+
+    def contradicted(self, drafted: int) -> Decision | None:
+        """A reply sent as baseline per request came back with ``drafted`` draft tokens: this engine ignores
+        the field after all. The restart path from now on, and a restart now if in baseline."""
+        self.set_per_request(False, f"this engine drafted {drafted} tokens in a reply that asked for none, so "
+                                    "Baseline restarts the server without the draft")
+        if self.mode == BASELINE and self.served != BASELINE and self.profile is not None and self.pending is None:
+            return self._restart(Mode.BASELINE)
+        return None
+
+    def reply_finished(self, mode: Mode | None, drafted: int) -> Decision | None:
+        """A reply ended (its mode and draft count). A per-request baseline reply that drafted contradicts
+        the verdict: see :meth:`contradicted`. Returns the restart it asks for, if any."""
+        if mode == BASELINE and drafted and self.path() == PER_REQUEST:
+            return self.contradicted(drafted)
+        return None
+
+    def server_has_draft(self) -> bool:
+        """Whether the running server was started with the DFlash draft (the per-request path's case)."""
+        return self.served == DFLASH

@@ -1,0 +1,181 @@
+"""The workload advice: prompt kinds, the minimum-evidence rule, persistence (atomic, corrupt file
+kept aside), feeding from tune and benchmark results, and `beedeck advice`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from beedeck.cli import main
+from beedeck.clicmd.advice import learn_from_bench
+from beedeck.core.bench.advice_feed import bench_advice_samples, tune_advice_samples
+from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, BenchReport, Sample
+from beedeck.core.bench.suites import BenchPrompt, BenchSuite, load_suite
+from beedeck.core.bench.tune import tune
+from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.speculation.advice import (
+    CODE,
+    PROSE,
+    STRUCTURED,
+    AdviceError,
+    WorkloadAdvice,
+    classify,
+    setup_key,
+)
+from beedeck.core.engine.speculation.modes import MTP
+
+CAPS = EngineCaps("/e/llama-server", Generation.MAINLINE, build=11434, spec_types=("draft-dflash", "draft-mtp"),
+                  gpu_backend="cpu")
+SETTINGS = LaunchSettings(target="/m/target-Q4_K_M.gguf", draft="/m/dflash-Q8_0.gguf", spec_mode=SpecMode.DFLASH)
+KEY = setup_key(CAPS, SETTINGS)
+
+
+def test_classify_the_shipped_suites_and_edge_cases() -> None:
+    for name, kind in (("seed", CODE), ("code-edit", CODE), ("json", STRUCTURED), ("prose", PROSE)):
+        assert [classify(p.text) for p in load_suite(name).prompts] == [kind] * 3, name
+    assert classify('{"name": "deck", "bees": [1, 2]}') == STRUCTURED  # the text itself is data
+    assert classify("List the planets as YAML with name and mass fields") == STRUCTURED
+    assert classify("Write a Python function that parses JSON") == CODE  # about data, but code
+    assert classify("Tell me a story about the sea at dusk") == PROSE
+
+
+def test_setup_key_names_engine_target_and_draft() -> None:
+    assert KEY == "mainline llama.cpp (build 11434) | target-Q4_K_M.gguf | dflash-Q8_0.gguf"
+    assert setup_key(CAPS, replace(SETTINGS, draft=None)).endswith("| -")
+
+
+def test_best_mode_needs_evidence_of_two_modes_and_a_clear_winner(tmp_path: Path) -> None:
+    a = WorkloadAdvice(tmp_path / "advice.json")
+    assert a.best_mode(KEY, CODE) is None
+    for v in (100.0, 102.0, 98.0):
+        a.record(KEY, CODE, DFLASH, v)
+    assert a.best_mode(KEY, CODE) is None  # one mode alone compares nothing
+    a.record(KEY, CODE, BASELINE, 50.0)
+    a.record(KEY, CODE, BASELINE, 51.0)
+    verdict = a.verdict(KEY, CODE)
+    assert verdict.best is None and "too little evidence" in verdict.why and "baseline 2" in verdict.why
+    a.record(KEY, CODE, BASELINE, 49.0)
+    assert a.best_mode(KEY, CODE) == DFLASH
+    assert "dflash 100.0 tok/s over baseline 50.0 tok/s (2.00x" in a.verdict(KEY, CODE).why
+    # per kind and per setup: prose knows nothing yet, another setup neither
+    assert a.best_mode(KEY, PROSE) is None and a.best_mode("other", CODE) is None
+    for v in (60.0, 61.0, 59.0):  # on prose MTP and baseline are within 3 %: a tie, no advice
+        a.record(KEY, PROSE, MTP, v)
+        a.record(KEY, PROSE, BASELINE, v * 0.99)
+    tie = a.verdict(KEY, PROSE)
+    assert tie.best is None and "within 3 %" in tie.why
+
+
+def test_figures_persist_atomically_and_keep_only_the_newest(tmp_path: Path) -> None:
+    path = tmp_path / "advice.json"
+    a = WorkloadAdvice(path, window=3)
+    a.record_many(KEY, [(CODE, DFLASH, 10.0), (CODE, DFLASH, 20.0), (CODE, DFLASH, 30.0), (CODE, DFLASH, 40.0),
+                        (CODE, BASELINE, 0.0)])  # a failed reply (0 tok/s) is no figure
+    data = json.loads(path.read_text())
+    assert data["kind"] == "beedeck-advice" and data["setups"][KEY][CODE] == {DFLASH: [20.0, 30.0, 40.0]}
+    assert not list(tmp_path.glob(".advice.json.tmp-*"))  # the temp file was renamed over, none left
+    assert WorkloadAdvice(path).verdict(KEY, CODE).figures[0].n == 3  # a new process reads it back
+    with pytest.raises(AdviceError, match="Unknown speculation mode 'turbo'"):
+        a.record(KEY, CODE, "turbo", 1.0)
+    with pytest.raises(AdviceError, match="Unknown prompt kind 'poetry'"):
+        a.best_mode(KEY, "poetry")
+    a.forget(KEY)
+    assert a.setups() == [] and json.loads(path.read_text())["setups"] == {}
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"kind": "beedeck-advice", "schema": 1, "setups": {"k": '
+                                     '{"code": {"dflash": [-1]}}}}', '["a list"]'])
+def test_a_corrupt_file_is_kept_aside_with_a_message(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "advice.json"
+    path.write_text(content)
+    a = WorkloadAdvice(path)
+    aside = list(tmp_path.glob("advice.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_text() == content  # never deleted
+    assert f"it was kept as {aside[0].name}" in a.problem and "learning starts again" in a.problem
+    a.record(KEY, CODE, DFLASH, 5.0)  # and learning goes on in a fresh file
+    assert json.loads(path.read_text())["setups"][KEY][CODE][DFLASH] == [5.0]
+
+
+def test_a_file_of_a_newer_beedeck_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "advice.json"
+    content = json.dumps({"kind": "beedeck-advice", "schema": 99, "setups": {"future": {}}})
+    path.write_text(content)
+    a = WorkloadAdvice(path)
+    assert "newer BeeDeck" in a.problem and "schema 99" in a.problem and a.setups() == []
+    a.record(KEY, CODE, DFLASH, 5.0)  # learnt for this session only: the newer file is not overwritten
+    assert path.read_text() == content and not list(tmp_path.glob("advice.json.corrupt-*"))
+
+
+SUITE = BenchSuite("mixed", (BenchPrompt("c", "Write a Python function that sorts."),
+                             BenchPrompt("p", "Tell me a story about the sea at dusk.")), max_tokens=8, temperature=0.0)
+
+
+def _report() -> BenchReport:
+    report = BenchReport(SUITE, [BASELINE, DFLASH, IN_SERVER_BASELINE], 3, 0)
+    for rep in range(3):
+        for mode, code_tps, prose_tps in ((BASELINE, 50.0, 50.0), (DFLASH, 120.0, 40.0), (IN_SERVER_BASELINE, 45.0, 45.0)):
+            report.samples.append(Sample(mode, "c", rep, 42, gen_tps=code_tps + rep))
+            report.samples.append(Sample(mode, "p", rep, 42, gen_tps=prose_tps + rep))
+    report.samples.append(Sample(DFLASH, "p", 3, 42, gen_tps=500.0, error="server gone"))
+    return report
+
+
+def test_a_benchmark_teaches_per_kind_and_the_guard_follows(tmp_path: Path) -> None:
+    report = _report()
+    samples = bench_advice_samples(report)
+    assert len(samples) == 12 and not any(m == IN_SERVER_BASELINE for m, _t, _v in samples)
+    a = WorkloadAdvice(tmp_path / "advice.json")
+    line = learn_from_bench(report, CAPS, SETTINGS, a)
+    assert "learnt 12 figures" in line and "code: dflash" in line and "prose: baseline" in line
+    assert a.best_mode(KEY, CODE) == DFLASH and a.best_mode(KEY, PROSE) == BASELINE
+
+    from beedeck.core.engine.speculation.spec_guard import SpecGuard
+
+    guard = SpecGuard(advice=a, setup=KEY)
+    assert guard.mode_for_prompt("Write a Rust function that parses a file.") == DFLASH
+    assert guard.mode_for_prompt("Write a Rust function that parses a file.", available=[BASELINE, MTP]) is None
+    assert guard.mode_for_prompt("Tell me about autumn in Kyoto.") == BASELINE
+    assert SpecGuard().mode_for_prompt("Write code") is None  # without the advice: nothing to follow
+
+
+def test_a_tune_teaches_its_baseline_and_best(tmp_path: Path) -> None:
+    from tests.core.bench.tune.test_search import CPU_CAPS, START, FakeBench, draft_max_knob
+    from tests.core.bench.tune.test_search import SUITE as TUNE_SUITE
+
+    fake = FakeBench(lambda s: 60.0 + 10 * (s.draft_n_max or 0))  # start (draft max 1) 70, draft max 8 140
+    result = tune(None, CPU_CAPS, START, TUNE_SUITE, budget_s=1000, measure=fake, knobs=[draft_max_knob(8)],
+                  clock=fake.clock, fits=lambda s: None)
+    assert result.improved
+    samples = tune_advice_samples(result)
+    # two prompts x three repetitions of the baseline (50 tok/s) and of the best point, not the start's
+    assert sorted({(m, t) for m, t, _v in samples}) == [(BASELINE, "Write code."), (BASELINE, "Write more code."),
+                                                         (DFLASH, "Write code."), (DFLASH, "Write more code.")]
+    assert len(samples) == 12 and max(v for m, _t, v in samples if m == DFLASH) == pytest.approx(140 * 1.03)
+    a = WorkloadAdvice(tmp_path / "advice.json")
+    key = setup_key(CPU_CAPS, START)
+    a.learn(key, samples)
+    assert a.best_mode(key, CODE) == DFLASH
+
+
+def test_cli_advice_lists_classifies_and_forgets(beedeck_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["advice"]) == 0
+    assert "Nothing learnt yet: run `beedeck tune`" in capsys.readouterr().out
+    learn_from_bench(_report(), CAPS, SETTINGS)  # the data folder's advice file
+    assert main(["advice"]) == 0
+    out = capsys.readouterr().out
+    assert KEY in out and "code       best: dflash" in out and "dflash 121.0 tok/s (3)" in out
+    assert main(["advice", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["setups"][0]["kinds"][0] == {"kind": "code", "best": "dflash", "why": data["setups"][0]["kinds"][0]["why"],
+                                             "modes": [{"mode": "dflash", "median_tps": 121.0, "figures": 3},
+                                                       {"mode": "baseline", "median_tps": 51.0, "figures": 3}]}
+    assert main(["advice", "--classify", "Return a CSV of the rows"]) == 0
+    assert capsys.readouterr().out.strip() == STRUCTURED
+    assert main(["advice", "--forget", "--setup", "nothing-like-it"]) == 2
+    assert "no learnt setup matches" in capsys.readouterr().err
+    assert main(["advice", "--forget", "--setup", "11434"]) == 0
+    assert main(["advice"]) == 0 and "Nothing learnt yet" in capsys.readouterr().out
