@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from tests.fixtures.build_replay import LOGS, POINTS, Step, errors, profiles, read_log
+from tests.fixtures.build_replay import DRIFTING, LOGS, POINTS, Step, errors, profiles, read_log
 
 from beedeck.core.engine.build_eta import CostModel, estimate_seconds
 
@@ -46,7 +46,7 @@ def main() -> None:
     print(f"| build | profile | estimate | {head} | worst | within 20 % |")
     print("| --- | --- | --- |" + " --- |" * (len(POINTS) + 2))
     whole = []
-    for name, (stem, other, jobs) in LOGS.items():
+    for name, (stem, other, jobs) in {**LOGS, **DRIFTING}.items():
         steps = read_log(stem)
         wall = max(s.end for s in steps)
         for label, profile in profiles(stem, other, "cuda" in stem).items():
