@@ -265,3 +265,14 @@ def test_dspark_eagle3_and_mtp_head_drafts_are_counted(models: dict[str, ModelIn
     p = plan(target, head, _s(ctx_size=2048, spec_mode=SpecMode.MTP, draft="h"), Generation.MAINLINE, [])
     assert p.devices[-1].items["draft_weights"] == head.tensor_bytes
     assert any("MTP head file's memory is its weights only" in n for n in p.notes)
+
+
+def test_mainline_reserves_the_drafters_runtime_graph_for_its_whole_vocabulary_on_a_gpu(
+        models: dict[str, ModelInfo]) -> None:
+    """The H200 run (docs/gpu-runs/2026-12-02-h200-standby, plan-ml-gemma4-32k.md): mainline's DFlash drafter
+    reserved 522.50 MiB (its logits) and a second graph of 1,035.50 MiB, both to the byte; BeeLlama >= 0.4
+    reserves only the first."""
+    s = _s(ctx_size=32768, ubatch_size=512, batch_size=2048, spec_mode=SpecMode.DFLASH, draft="d")
+    ml = plan(models["g4"], models["g4d"], s, ML, [int(140 * GiB)]).gpus[0].items
+    assert mib(ml["draft_compute"]) == 522.5 and mib(ml["draft_runtime"]) == 1035.5
+    assert "draft_runtime" not in plan(models["g4"], models["g4d"], s, BEE_B, [int(140 * GiB)]).gpus[0].items

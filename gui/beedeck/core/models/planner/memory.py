@@ -464,9 +464,11 @@ def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, g
         draft_compute = max(logits, attention)
         dev.add("draft_compute", draft_compute)
         if generation == Generation.MAINLINE:
-            # Mainline reserves a second graph of the same size for the drafter (a third compute buffer
-            # line on the CPU build; on the H200 the process held +524 MiB outside its own accounting).
-            dev.add("draft_runtime", draft_compute)
+            # Mainline reserves a second graph for the drafter (a third compute buffer line): the same size
+            # on the CPU builds, and on CUDA with a full vocabulary 4 x ub x (2 n_vocab + n_embd + ub):
+            # 1,035.50 MiB to the byte for the Gemma 4 31B pair at -ub 512 on an H200.
+            runtime = 4 * ub * (2 * target.vocab_size + target.n_embd + ub)
+            dev.add("draft_runtime", max(draft_compute, runtime) if on_gpu else draft_compute)
     n_tl = len(draft.dflash.target_layer_ids) if draft.dflash else 0
     if generation == Generation.BEE_A:
         cross = settings.dflash_cross_ctx or 512
