@@ -39,7 +39,7 @@ def test_a_stopped_reply_keeps_its_timings_and_reaches_the_gauge(qtbot: QtBot, s
         panel = SpeedPanel()
         qtbot.addWidget(panel)
         pane.reply_started.connect(panel.reply_started)
-        pane.delta_received.connect(panel.delta_arrived)
+        pane.pieces_arrived.connect(panel.pieces_arrived)
         pane.reply_finished.connect(panel.reply_finished)
         pane.input.setPlainText("go")
         pane.send_button.click()
@@ -56,3 +56,25 @@ def test_a_stopped_reply_keeps_its_timings_and_reaches_the_gauge(qtbot: QtBot, s
     assert panel.last_by_mode == {}  # not a whole reply: no per-mode figure
     reply = store.messages(pane.conversation_id)[-1]  # type: ignore[arg-type]
     assert reply.stats["prompt_tps"] == 700.0 and "stopped" in pane.view.toPlainText()
+
+
+def test_the_gauge_counts_every_piece_and_the_text_signals_carry_every_character(
+        qtbot: QtBot, store: ChatStore) -> None:
+    """Per batch, one ``pieces_arrived`` with its count and one text signal per run of text (not one emit per
+    piece: at 10,000 tokens/s those cost the GUI thread a second a reply, benchmarks/ui_stream.py)."""
+    tokens = [f"w{i} " for i in range(200)]
+    with FakeLlamaServer(SSEScript(tokens=tokens)) as server:
+        pane = make_pane(qtbot, store, LlamaClient(server.base_url))
+        panel = SpeedPanel()
+        qtbot.addWidget(panel)
+        counts: list[int] = []
+        texts: list[str] = []
+        pane.reply_started.connect(panel.reply_started)
+        pane.pieces_arrived.connect(panel.pieces_arrived)
+        pane.pieces_arrived.connect(counts.append)
+        pane.delta_received.connect(texts.append)
+        pane.input.setPlainText("go")
+        with qtbot.waitSignal(pane.reply_finished, timeout=10_000):
+            pane.send_button.click()
+    assert sum(counts) == len(tokens) == panel.rate.count
+    assert "".join(texts) == "".join(tokens) and len(texts) == len(counts)  # one run of answer text per batch

@@ -216,8 +216,12 @@ class SpeedPanel(QFrame):
 
     def delta_arrived(self, _text: str = "") -> None:
         """One streamed piece arrived (llama-server sends about one token per piece)."""
+        self.pieces_arrived(1)
+
+    def pieces_arrived(self, count: int) -> None:
+        """``count`` streamed pieces arrived together (one batch from the chat's worker)."""
         first = self.rate.first_token_at is None
-        self.rate.add(time.perf_counter())
+        self.rate.add(time.perf_counter(), count)
         if first and (ttft := self.rate.ttft()) is not None:
             self.ttft.setText(f"{ttft:.2f} s")
 

@@ -248,8 +248,7 @@ class MainWindow(QMainWindow):
         self.failure.local_requested.connect(self.use_local_server)
         self.failure.log_requested.connect(self._show_log)
         self.chat.reply_started.connect(self.speed.reply_started)
-        self.chat.delta_received.connect(self.speed.delta_arrived)
-        self.chat.reasoning_received.connect(self.speed.delta_arrived)  # thinking tokens are generated tokens too
+        self.chat.pieces_arrived.connect(self.speed.pieces_arrived)  # thinking pieces are generated tokens too
         self.chat.reply_finished.connect(self.speed.reply_finished)
         # The speed figures belong to one server: a remote one by its address, the local one by its model.
         c.ready.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
