@@ -311,3 +311,24 @@ def test_standby_off_restarts_and_a_kept_server_that_dies_is_forgotten(qtbot: Qt
         c.restart(other)
     assert c.last_switch == LOADED_BESIDE and len(procs) == 4  # loaded again, not swapped to a dead one
     c.shutdown()
+
+
+def test_a_preload_keeps_the_other_mode_loaded_and_the_first_switch_loads_nothing(
+        qtbot: QtBot, tmp_path: Path) -> None:
+    """ModeGlue preloads the other mode once the restart path is known: no ``ready`` (the chat keeps its
+    server), the running server stays the one served, and the switch to it is a swap."""
+    from beedeck.core.engine.speculation.standby import SWAPPED
+
+    c, procs, first, other = _standby_setup(tmp_path, ram=64 * 1024**3)
+    with qtbot.waitSignal(c.ready, timeout=5000) as started:
+        c.start("/opt/llama-server", first, mainline_caps("x"))
+    with qtbot.assertNotEmitted(c.ready, wait=200):
+        c.preload(other)
+        qtbot.waitUntil(lambda: c._parked is not None, timeout=5000)
+    assert len(procs) == 2 and c.base_url == started.args[0] and not procs[0].stopped
+    c.preload(other)  # already kept: nothing more is loaded
+    with qtbot.waitSignal(c.ready, timeout=5000) as switched:
+        c.restart(other)
+    assert c.last_switch == SWAPPED and len(procs) == 2 and switched.args[0] == procs[1].base_url
+    c.shutdown()
+    assert all(p.stopped for p in procs)

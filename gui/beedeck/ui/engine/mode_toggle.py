@@ -76,6 +76,7 @@ class ModeToggle(QWidget):
 
     mode_changed = Signal(str)
     restart_requested = Signal(LaunchSettings)
+    per_request_known = Signal()  # a check's verdict is in: the other mode may be loaded beside now
 
     def __init__(self, parent: QWidget | None = None, *, runner: Runner | None = None,
                  inspect_fn: Callable[[str], ModelInfo] = gguf.inspect, switch: ModeSwitch | None = None) -> None:
@@ -249,6 +250,7 @@ class ModeToggle(QWidget):
         """What a check (or a contradicting reply) showed; the status says which path is used now."""
         self.switch.set_per_request(honoured, why)
         self._render()
+        self.per_request_known.emit()
 
     def contradicted(self, drafted: int) -> None:
         """A reply sent as baseline per request came back drafted: see :meth:`ModeSwitch.contradicted`."""

@@ -1,9 +1,8 @@
-"""The GUI's handle on one llama-server: starts, stops and restarts it on a background thread and turns
-the core's callbacks into Qt signals. Nothing here blocks the GUI thread, except :meth:`shutdown` at exit.
-
-The app's server keeps one port across starts: a profile's port 0 means BeeDeck's default port
-(:data:`DEFAULT_PORT`), so editor integrations keep one URL. When another program holds the port, the
-server takes a free one for that run and ``port_fallback_used`` says so.
+"""The GUI's handle on one llama-server (and the other mode's, kept loaded beside it when memory allows:
+core/engine/speculation/standby.py): starts, stops and restarts it on a background thread and turns the core's
+callbacks into Qt signals. Nothing here blocks the GUI thread, except :meth:`shutdown` at exit. The app's server
+keeps one port across starts: port 0 means :data:`DEFAULT_PORT`, so editor integrations keep one URL; when another
+program holds it, the server takes a free one for that run and ``port_fallback_used`` says so.
 
 A server BeeDeck did not start (a remote profile: the "engine" is an ``http(s)://`` URL) is attached
 instead of launched: :meth:`ServerController.start` reads what it is (``core/engine/remote.py``) and
@@ -27,24 +26,22 @@ from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
 from beedeck.core.engine.rpc.probe import with_rpc_reason
 from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_restart_settings
-from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED, Parked, free_now
+from beedeck.core.engine.speculation.standby import RESTARTED, Parked, free_now
 from beedeck.core.engine.speculation.switch_cost import StartKey, SwitchCosts
+from beedeck.ui.engine.kept_server import STOP_TIMEOUT_S, KeptServer, state_name
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
 REMOTE_HEALTH_S = 0.7  # a server BeeDeck did not start: /health this often, so a dead one is seen within 2 s
-STOP_TIMEOUT_S = 10.0  # graceful stop, then the process tree is killed
 
 
 def _start_key(engine: str, settings: LaunchSettings, switch: bool) -> StartKey:
     return StartKey(engine, settings.target, settings.draft if settings.spec_mode.uses_draft_file else None, switch)
 
 
-def _state_name(state: object) -> str:
-    value = getattr(state, "value", None)
-    return str(value if value is not None else state).lower()
+_state_name = state_name
 
 
-class ServerController(QObject):
+class ServerController(QObject, KeptServer):
     """Owns the running ``ServerProcess``.
 
     Signals: ``state_changed(str)`` (starting/loading/ready/failed/stopped), ``line_received(str)``,
@@ -161,10 +158,9 @@ class ServerController(QObject):
         self._spawn(job)
 
     def expected_switch_s(self, with_draft: bool) -> float | None:
-        """Seconds a mode switch of the running target took here before: to a mode that loads its draft
-        file or to one that does not (median of the last ones); None when never measured. No I/O: the
-        figures are read on the server thread once the server is ready. None as well when that mode's server
-        is kept loaded beside this one (the switch loads nothing)."""
+        """Seconds a mode switch of the running target took here before: to a mode that loads its draft file or
+        to one that does not (median of the last ones, read on the server thread once ready: no I/O); None when
+        never measured, or when that mode's server is kept loaded beside this one (the switch loads nothing)."""
         parked = self._parked
         if parked is not None and bool(parked.asked.draft and parked.asked.spec_mode.uses_draft_file) == with_draft:
             return None
@@ -326,92 +322,6 @@ class ServerController(QObject):
         from beedeck.core import launcher  # imported lazily: the GUI opens without it
 
         return self._launch or launcher.launch
-
-    # -- the other mode kept loaded (core/engine/speculation/standby.py) --------------------------------
-    def _start_beside(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None) -> bool:
-        """Load ``settings``' server on a second port while the running one keeps serving, then serve from it
-        and keep the old one loaded. False (the log says why) when it does not fit or does not start: the
-        caller restarts as before."""
-        running, current = self._proc, self.settings
-        if not self.standby or caps is None or running is None or current is None or self._closed:
-            return False
-        gpu_free, ram = self._free_now()
-        from beedeck.core.launcher import standby_refusal  # imported lazily: the GUI opens without it
-        why = standby_refusal(caps, settings, gpu_free=gpu_free, ram_available=ram)
-        if why is not None:
-            self.line_received.emit(f"BeeDeck: mode switch restarts the server: the other mode cannot stay loaded "
-                                    f"beside it ({why})")
-            return False
-        self._drop_parked()  # a third mode's server: only two are ever kept
-        from beedeck.core.engine.ports import app_port  # imported lazily: the GUI opens without it
-
-        t0 = time.monotonic()
-        port, _ = app_port(settings.host, (current.port or self.default_port) + 1)
-        beside, token, proc = replace(settings, port=port), object(), None
-        self.line_received.emit(f"BeeDeck: mode switch loads the other mode on port {port} beside port {current.port}")
-        try:
-            proc = self._launcher()(engine, caps, fast_restart_settings(beside, caps), on_line=self.line_received.emit,
-                                    on_state=self._state_cb(token), stop_leftover=False)
-            proc.wait_ready(self._ready_timeout_s)
-        except Exception as exc:  # no room after all, a crash: the restart path does what it always did
-            if proc is not None:
-                proc.stop(STOP_TIMEOUT_S)
-            self.line_received.emit(f"BeeDeck: the other mode did not load beside the running server ({exc}); "
-                                    "restarting instead")
-            return False
-        with self._lock:
-            closed = self._closed
-            if not closed:
-                self._parked = Parked(running, current, self._asked or current, self._token)
-                self._proc, self._token, self._asked = proc, token, replace(settings)
-        if closed:  # shutdown() ran meanwhile: it stopped the running one, this one is ours to stop
-            proc.stop(STOP_TIMEOUT_S)
-            return True
-        self.settings, self.last_switch = beside, LOADED_BESIDE
-        self._ready(engine, beside, proc, time.monotonic() - t0, True)
-        return True
-
-    def _swap_parked(self, settings: LaunchSettings) -> bool:
-        """The kept server runs ``settings``: serve from it again (no load) and keep the running one loaded."""
-        with self._lock:
-            parked, current = self._parked, self.settings
-            if parked is None or parked.asked != settings or self._proc is None or current is None:
-                return False
-            self._parked = Parked(self._proc, current, self._asked or current, self._token)
-            self._proc, self._token, self._asked = parked.proc, parked.token, parked.asked
-            self.settings = parked.settings
-        self.line_received.emit(f"BeeDeck: mode switch: the server kept loaded on port {parked.settings.port} serves "
-                                f"again (nothing loaded); the one on port {current.port} stays loaded")
-        self.base_url, self.last_start_s, self.last_switch = parked.proc.base_url, 0.0, SWAPPED
-        self._set_state("ready")
-        self.ready.emit(self.base_url)
-        if getattr(parked.proc, "memory", None) is not None:
-            self.memory_reported.emit(parked.proc.memory)
-        return True
-
-    def _drop_parked(self) -> None:
-        with self._lock:
-            parked, self._parked = self._parked, None
-        if parked is not None:
-            parked.proc.stop(STOP_TIMEOUT_S)
-
-    def _state_cb(self, token: object) -> Callable[..., None]:
-        """The state callback of the process ``token`` names: the active one's reach the window; a kept one
-        that stops is forgotten (the next switch loads again), said in the log."""
-
-        def on_state(state: object, failure: object = None) -> None:
-            if token is self._token:
-                self._on_proc_state(state, failure)
-                return
-            parked = self._parked
-            if parked is not None and parked.token is token and _state_name(state) in ("failed", "stopped"):
-                with self._lock:
-                    if self._parked is parked:
-                        self._parked = None
-                self.line_received.emit("BeeDeck: the server kept loaded for the other mode stopped; the next "
-                                        "switch loads it again")
-
-        return on_state
 
     def _explain(self, failure: object, proc: Any = None) -> object:
         """A failure RPC workers caused, said as such (a worker gone mid-reply, another build)."""

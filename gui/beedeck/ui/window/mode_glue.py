@@ -41,6 +41,8 @@ class ModeGlue(QObject):
         self.chat.mode_provider = self.mode.provider
         toggle.expected_s = session.controller.expected_switch_s  # the switch's "of about N s" and bar
         self.mode.restart_requested.connect(self._on_restart_requested)
+        self.mode.per_request_known.connect(self._keep_other_mode_loaded)
+        self.controller.ready.connect(self._keep_other_mode_loaded)
         self.chat.reply_finished.connect(self._on_reply_finished)
         guard_monitor.advice_given.connect(self._on_guard_advice)
         self.banner.switch_requested.connect(self._on_banner_switch_requested)
@@ -54,6 +56,13 @@ class ModeGlue(QObject):
         self.chat.stop()
         self.chat.set_notice("Switching mode: restarting the server…")
         self.controller.restart(settings)
+
+    def _keep_other_mode_loaded(self, _url: str = "") -> None:
+        """Load the other mode beside the running server as soon as the restart path is known, when memory
+        allows (the controller decides): the first switch then loads nothing either."""
+        other = self.mode.switch.standby_settings()
+        if other is not None and self.controller.standby:
+            self.controller.preload(other)
 
     def _on_reply_finished(self, facts: ReplyFacts) -> None:
         self.switching.reply_finished(self.controller.caps, facts)

@@ -163,3 +163,20 @@ def test_the_engine_decides_too() -> None:
     assert "• MTP: BeeLlama v0.1.2 has no MTP" in sw.tooltip()
     d = sw.request("model-free")
     assert d.settings is not None and d.settings.spec_model_free_type == "ngram-simple"  # ngram-mod aborts there
+
+
+def test_the_other_server_to_keep_loaded_once_the_restart_path_is_known() -> None:
+    """standby_settings: what ModeGlue preloads beside the running server (standby.py)."""
+    assert dflash_switch(None, "mainline").standby_settings() is None  # not checked yet: nothing preloaded
+    assert dflash_switch(True, "mainline").standby_settings() is None  # per request: one server does both
+    sw = dflash_switch(False, "mainline")
+    baseline = sw.standby_settings()
+    assert baseline is not None and baseline.spec_mode == SpecMode.OFF and baseline.draft is None
+    decision = sw.request("baseline")
+    assert decision.outcome == Outcome.RESTART and sw.standby_settings() is None  # a switch under way
+    sw.restart_done(0.1)
+    dflash = sw.standby_settings()
+    assert dflash is not None and dflash.spec_mode == SpecMode.DFLASH and dflash.draft == DFLASH_PROFILE.draft
+    plain = ModeSwitch()
+    plain.configure(LaunchSettings(target="/m/t.gguf"), caps("mainline"), False)
+    assert plain.standby_settings() is None  # a Baseline profile: nothing else of its own to keep

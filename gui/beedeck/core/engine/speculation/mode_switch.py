@@ -277,6 +277,21 @@ class ModeSwitch:
             return self.contradicted(drafted)
         return None
 
+    def standby_settings(self) -> LaunchSettings | None:
+        """The other server worth keeping loaded beside this one (core/engine/speculation/standby.py): on the
+        restart path, once a check showed this engine ignores per-request speculation, the Baseline server
+        beside a server with its draft, or the profile's own mode beside Baseline. None otherwise."""
+        if self.profile is None or self.pending is not None or self.per_request is not False:
+            return None
+        own = mode_of(self.profile)
+        if own == BASELINE or self.served not in (BASELINE, own):
+            return None
+        other = BASELINE if self.served == own else own
+        chosen = option(self.options, other)
+        if chosen is None or not chosen.available:
+            return None
+        return settings_for_mode(self.profile, other, self.caps)
+
     def server_has_draft(self) -> bool:
         """Whether the running server was started with the DFlash draft (the per-request path's case)."""
         return self.served == DFLASH
