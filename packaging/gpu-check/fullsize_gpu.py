@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import sys
-import tarfile
 import time
 import traceback
 from pathlib import Path
@@ -46,28 +45,10 @@ def _out(args: argparse.Namespace) -> Path:
 
 
 def _unpack(source: Path) -> Path:
-    """A source folder as is; a tarball unpacked once into WORK (its single top folder)."""
-    if source.is_dir():
-        return source
-    dest = WORK / ("src-" + source.name.removesuffix(".tar.gz"))
+    """A source folder as is; a tarball unpacked once into WORK: split_gpus.py's resolver (this folder)."""
+    from split_gpus import resolve_source
 
-    def tree() -> Path | None:
-        if (dest / "CMakeLists.txt").is_file():
-            return dest
-        inner = [p for p in dest.iterdir() if p.is_dir() and (p / "CMakeLists.txt").is_file()] if dest.is_dir() else []
-        return inner[0] if inner else None
-
-    found = tree()
-    if found is None:
-        part = dest.with_name(dest.name + ".part")
-        shutil.rmtree(part, ignore_errors=True)
-        part.mkdir(parents=True)
-        with tarfile.open(source) as tar:
-            tar.extractall(part, filter="data")
-        part.rename(dest)
-        found = tree()
-    assert found is not None, f"no CMakeLists.txt in {source}"
-    return found
+    return resolve_source(source)
 
 
 def _gpus() -> tuple[list[str], str | None]:
@@ -241,8 +222,8 @@ def _reply(url: str, max_tokens: int = 64) -> dict[str, Any]:
 
 
 def phase_toggle(args: argparse.Namespace) -> int:
-    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
     from beedeck.core.engine.probe import probe_engine
+    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
 
     out = _out(args)
     engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
@@ -284,8 +265,8 @@ def phase_toggle(args: argparse.Namespace) -> int:
 
 
 def phase_sweep(args: argparse.Namespace) -> int:
-    from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
     from beedeck.core.engine.probe import probe_engine
+    from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
     from beedeck.core.engine.speculation.restart import fast_restart_settings
 
     out = _out(args)
@@ -333,10 +314,10 @@ def phase_standby(args: argparse.Namespace) -> int:
     other mode beside the running server (core/engine/speculation/standby.py decides, from the launch preflight's plan
     against what is free now), every later one only changes the server the chat talks to; timed from the
     click to the first token of a reply on the other server."""
-    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
     from beedeck.core.engine.probe import probe_engine
-    from beedeck.core.engine.speculation.restart import fast_restart_settings
     from beedeck.core.engine.server import free_port
+    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
+    from beedeck.core.engine.speculation.restart import fast_restart_settings
     from beedeck.core.engine.speculation.standby import free_now
     from beedeck.core.launcher import standby_refusal
 

@@ -70,11 +70,10 @@ def test_a_sticky_full_width_pair_accepts_every_draft_and_says_what_baseline_say
     pair agrees on none), so DFlash accepts every drafted token and its text is the baseline's. On the engines
     with upstream DFlash; BeeLlama v0.1.2's CPU build aborts on this Gemma 4 target alone in its warm-up
     (ggml-cpu ops.cpp:4447, a scale of a non-F32 tensor), so Gen A is checked on CUDA (docs/gpu-runs)."""
-    real_engine = upstream_engine
     dflash, base = _sticky_full_width("dflash")
     replies = {}
     for name, s in (("baseline", base), ("dflash", dflash)):
-        proc = launch(real_engine.path, real_engine.caps, s, stop_leftover=False)
+        proc = launch(upstream_engine.path, upstream_engine.caps, s, stop_leftover=False)
         try:
             proc.wait_ready(timeout=300)
             replies[name] = LlamaClient(proc.base_url, timeout=300.0).chat(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, start_server
 from beedeck.core.engine.speculation.standby import with_margin
@@ -180,7 +180,7 @@ def standby_refusal(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: lis
         return "the model is split over RPC workers"
     if gpu_free and settings.n_gpu_layers == "auto":
         return "its GPU layers are 'auto' (the engine fits them itself), so what it would take is not known"
-    checked = preflight(caps, replace(settings, port=settings.port or 1),
+    checked = preflight(caps, replace(settings, port=settings.port or DEFAULT_PORT),  # the port is judged apart
                         devices=[with_margin(f) for f in gpu_free] if gpu_free else None,
                         host_ram=with_margin(ram_available))
     if checked.memory is None:

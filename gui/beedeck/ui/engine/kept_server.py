@@ -71,6 +71,9 @@ class KeptServer:
         """Load ``settings``' server beside the running one now, when memory allows, for the switch to it (which
         then loads nothing); the running server keeps serving, no ``ready`` is emitted."""
 
+        if self._parked is not None:
+            return  # one kept server at the most: every later ready (a swap) asks again, for nothing
+
         def job() -> None:
             if self._parked is None and self.state == "ready" and self.settings is not None:
                 self._start_beside(self.engine, settings, self.caps, serve=False)

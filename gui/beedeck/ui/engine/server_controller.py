@@ -25,6 +25,7 @@ from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
 from beedeck.core.engine.rpc.probe import with_rpc_reason
+from beedeck.core.engine.speculation.modes import uses_draft
 from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_restart_settings
 from beedeck.core.engine.speculation.standby import RESTARTED, Parked, free_now
 from beedeck.core.engine.speculation.switch_cost import StartKey, SwitchCosts
@@ -35,10 +36,9 @@ REMOTE_HEALTH_S = 0.7  # a server BeeDeck did not start: /health this often, so 
 
 
 def _start_key(engine: str, settings: LaunchSettings, switch: bool) -> StartKey:
-    return StartKey(engine, settings.target, settings.draft if settings.spec_mode.uses_draft_file else None, switch)
+    return StartKey(engine, settings.target, settings.draft if uses_draft(settings) else None, switch)
 
 
-_state_name = state_name
 
 
 class ServerController(QObject, KeptServer):
@@ -162,7 +162,7 @@ class ServerController(QObject, KeptServer):
         to one that does not (median of the last ones, read on the server thread once ready: no I/O); None when
         never measured, or when that mode's server is kept loaded beside this one (the switch loads nothing)."""
         parked = self._parked
-        if parked is not None and bool(parked.asked.draft and parked.asked.spec_mode.uses_draft_file) == with_draft:
+        if parked is not None and uses_draft(parked.asked) == with_draft:
             return None
         return self._expected_switch.get(with_draft)
 
@@ -238,7 +238,7 @@ class ServerController(QObject, KeptServer):
         self._thread.start()
 
     def _set_state(self, state: object) -> None:
-        name = _state_name(state)
+        name = state_name(state)
         if name == self.state and name != "starting":
             return
         self.state = name
@@ -305,7 +305,7 @@ class ServerController(QObject, KeptServer):
         self.base_url = proc.base_url
         self.last_start_s = took_s
         self._costs.record(_start_key(engine, settings, switch), self.last_start_s)
-        if settings.draft and settings.spec_mode.uses_draft_file:
+        if settings.draft and uses_draft(settings):  # (settings.draft: so the type narrows)
             self._draft_of[settings.target] = settings.draft
         draft = self._draft_of.get(settings.target)
         self._expected_switch = {
@@ -374,7 +374,7 @@ class ServerController(QObject, KeptServer):
             self.failed.emit(failure)
 
     def _on_proc_state(self, state: object, failure: object = None) -> None:
-        name = _state_name(state)
+        name = state_name(state)
         # READY and FAILED are announced by _do_start once wait_ready returned, in order with ready().
         if name in ("starting", "loading") or (name in ("failed", "stopped") and self.state == "ready"):
             self._set_state(name)

@@ -151,7 +151,8 @@ class SpeedPanel(QFrame):
     """Gauge + drafts, TTFT, prefill, tokens, a labelled sparkline of recent replies, the last figure
     per mode and the GPU line.
 
-    Inputs (the window connects the chat's signals): :meth:`reply_started` (mode), :meth:`delta_arrived`,
+    Inputs (the window connects the chat's signals): :meth:`reply_started` (mode), :meth:`pieces_arrived`
+    (a batch's piece count; :meth:`delta_arrived` one piece),
     :meth:`reply_finished` (the reply's stats dict), :meth:`record_figure` (a benchmark's or tune's
     figure for a mode), :meth:`server_ready` (figures start over for another server), :meth:`set_gpu`.
     """

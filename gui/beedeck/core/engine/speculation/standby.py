@@ -44,12 +44,9 @@ class Parked:
 
 
 def free_now() -> tuple[list[int] | None, int | None]:
-    """Each NVIDIA GPU's free bytes now (None: none found) and the host's available bytes now."""
+    """Each NVIDIA GPU's free bytes now (None: none found) and the host's available bytes now: one
+    detection (it never raises; without NVML or a driver it finds no GPU, and the host is judged alone)."""
     from beedeck.core.machine import hardware
-    from beedeck.core.machine.system import system_info
 
-    try:
-        gpus = [g.memory_free for g in hardware.detect().gpus] or None
-    except Exception:  # no NVML, no driver: judged on the host alone
-        gpus = None
-    return gpus, system_info().ram_available
+    report = hardware.detect()
+    return [g.memory_free for g in report.gpus] or None, report.system.ram_available
