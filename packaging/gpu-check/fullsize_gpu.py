@@ -8,7 +8,9 @@ CMake and Ninja for the build), each phase writing JSON and text to ``--out`` (o
     fullsize_gpu.py dryrun --source TARBALL ...  # configure-only step counts and estimates per builder choice
     fullsize_gpu.py toggle --engine BIN          # Baseline -> DFlash -> Baseline at full size, per variant
     fullsize_gpu.py sweep  --engine BIN          # baseline and DFlash tokens/s, draft max 1..16
-    fullsize_gpu.py standby --engine BIN         # the switch with the other mode kept loaded beside
+    fullsize_gpu.py standby --engine BIN         # the switch with the other mode kept loaded beside (--preload:
+                                                 # loaded before the first click, as the app does)
+    fullsize_gpu.py cold --engine BIN            # a start with the page cache dropped, then warm
 
 ``build`` records every progress callback (time, steps done, total, the estimate) so the ETA's error at
 10/25/50/75 % is computed against the real end, and copies the build's ``.ninja_log`` (the CUDA step
@@ -155,12 +157,15 @@ def _pair(which: str, caps: Any = None) -> tuple[Path, Path]:
         return mg.gemma4_pair(folder, "Q4_K_S", "dflash")
     if which == "gemma4-fork":
         return mg.gemma4_pair(folder, "Q4_K_M", "dflash-draft")
-    if which == "gemma4-sticky":  # the same layout with the tensors that make target and draft agree (100 %)
-        sticky = WORK / "meta-sticky"
+    if which == "qwen36-fork":
+        return mg.qwen36_pair(folder, "dflash-draft")
+    if which in ("gemma4-sticky", "gemma4-sticky-fork"):  # the layout with tensors that make the pair agree
+        fmt = "dflash-draft" if which.endswith("fork") else "dflash"
+        sticky = WORK / ("meta-sticky-fork" if fmt == "dflash-draft" else "meta-sticky")
         done = sticky / "done"
         if done.is_file():  # written once: writing the header again would empty the file
             return Path(done.read_text().split("\n")[0]), Path(done.read_text().split("\n")[1])
-        pair = mg.make_sticky(*mg.gemma4_pair(sticky, "Q4_K_M", "dflash"))
+        pair = mg.make_sticky(*mg.gemma4_pair(sticky, "Q4_K_M", fmt))
         done.write_text(f"{pair[0]}\n{pair[1]}")
         return pair
     return mg.qwen36_pair(folder, "dflash")
@@ -281,6 +286,7 @@ def phase_sweep(args: argparse.Namespace) -> int:
         points += [(f"dflash n_max {n}", dataclasses.replace(base, draft_n_max=n)) for n in args.n_max]
         for label, s in points:
             row: dict[str, Any] = {"pair": which, "point": label}
+            proc = None
             try:
                 proc, ready = _start(engine, caps, s)
                 row["ready_s"] = round(ready, 2)
@@ -292,9 +298,64 @@ def phase_sweep(args: argparse.Namespace) -> int:
                 row["median_tok_s"] = speeds[len(speeds) // 2] if speeds else None
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"
+                row["log_tail"] = _log_tail(proc, exc)
+                if proc is not None:
+                    proc.stop()
             rows.append(row)
             print(json.dumps(row), flush=True)
             (out / f"sweep-{args.label}.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _log_tail(proc: Any, fallback: Any = None, n: int = 80) -> list[str]:
+    """The last lines of a server's log (the record of why a start or a reply broke off)."""
+    if proc is not None:
+        try:
+            return list(proc.log_lines())[-n:]
+        except Exception:  # a record, not a check: whatever is there
+            pass
+    failure = getattr(fallback, "failure", None)  # a ServerFailed: the failure holds the log's tail
+    tail = getattr(failure, "log_tail", None) or []
+    return list(tail if not isinstance(tail, str) else tail.splitlines())[-n:]
+
+
+def phase_cold(args: argparse.Namespace) -> int:
+    """A cold start: the page cache dropped (where the machine allows it), then the guide's DFlash line and
+    BeeDeck's switch settings started to ready, each once cold and once warm."""
+    import subprocess
+
+    from beedeck.core.engine.probe import probe_engine
+    from beedeck.core.engine.speculation.restart import fast_restart_settings
+
+    out = _out(args)
+    engine = str(args.engine)
+    caps = probe_engine(engine)
+    target, draft = _pair(args.pair, caps)
+    os.environ.setdefault("BEEDECK_HOME", str(WORK / "home"))
+    rows = []
+    for name, s in (("guide", _base(target, draft, args.ctx)),
+                    ("fast", fast_restart_settings(_base(target, draft, args.ctx), caps))):
+        for state in ("cold", "warm"):
+            row: dict[str, Any] = {"settings": name, "state": state}
+            if state == "cold":
+                drop = subprocess.run(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"],
+                                      capture_output=True, text=True)
+                row["page_cache_dropped"] = drop.returncode == 0
+                row["drop_error"] = drop.stderr.strip()[-200:]
+            proc = None
+            try:
+                proc, ready = _start(engine, caps, s)
+                row["ready_s"] = round(ready, 2)
+                row["reply"] = _reply(proc.base_url, 32)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                row["log_tail"] = _log_tail(proc, exc)
+            finally:
+                if proc is not None:
+                    proc.stop()
+            rows.append(row)
+            print(json.dumps(row)[:600], flush=True)
+            (out / f"cold-{args.pair}-{args.label}.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 
@@ -338,13 +399,44 @@ def phase_standby(args: argparse.Namespace) -> int:
         gpu_free, ram = free_now()
         rec["free_before_switch"] = {"gpu": gpu_free, "ram": ram}
         rec["refusal"] = standby_refusal(caps, baseline, gpu_free=gpu_free, ram_available=ram)
-        t = time.monotonic()
-        other, ready = _start(engine, caps, fast_restart_settings(dataclasses.replace(baseline, port=free_port()), caps))
-        procs.append(other)
-        reply = _reply(other.base_url, 32)
-        rec["switches"].append({"to": BASELINE, "how": "loaded beside", "ready_s": round(ready, 2),
-                                "to_first_token_s": round(time.monotonic() - t - reply["wall_s"] + reply["ttft_s"], 2),
-                                "reply": reply})
+        other_settings = fast_restart_settings(dataclasses.replace(baseline, port=free_port()), caps)
+        if args.preload:  # the app's preload: loaded in the background while the running server answers
+            import threading
+
+            box: dict[str, Any] = {}
+
+            def load() -> None:
+                try:
+                    box["proc"], box["ready"] = _start(engine, caps, other_settings)
+                except Exception as exc:
+                    box["error"] = f"{type(exc).__name__}: {exc}"
+
+            t = time.monotonic()
+            loader = threading.Thread(target=load)
+            loader.start()
+            during = []
+            while loader.is_alive():
+                during.append(_reply(proc.base_url, 64))
+            loader.join()
+            if "error" in box:
+                raise RuntimeError(box["error"])
+            other, ready = box["proc"], box["ready"]
+            procs.append(other)
+            rec["preload"] = {"ready_s": round(ready, 2), "wall_s": round(time.monotonic() - t, 2),
+                              "replies_during": during, "reply_alone": _reply(proc.base_url, 64)}
+            t = time.monotonic()
+            reply = _reply(other.base_url, 32)  # the first click: nothing is loaded, the chat changes port
+            rec["switches"].append({"to": BASELINE, "how": "swapped to the preloaded server", "ready_s": 0.0,
+                                    "to_first_token_s": round(time.monotonic() - t - reply["wall_s"] + reply["ttft_s"], 2),
+                                    "reply": reply})
+        else:
+            t = time.monotonic()
+            other, ready = _start(engine, caps, other_settings)
+            procs.append(other)
+            reply = _reply(other.base_url, 32)
+            rec["switches"].append({"to": BASELINE, "how": "loaded beside", "ready_s": round(ready, 2),
+                                    "to_first_token_s": round(time.monotonic() - t - reply["wall_s"] + reply["ttft_s"], 2),
+                                    "reply": reply})
         rec["nvml_used_mib_both"] = _nvml_used_mib()
         serving = {BASELINE: other, DFLASH: proc}
         for mode in (DFLASH, BASELINE, DFLASH, BASELINE):
@@ -364,14 +456,14 @@ def phase_standby(args: argparse.Namespace) -> int:
     finally:
         for p in procs:
             p.stop()
-    (out / f"standby-{args.pair}-{args.label}.json").write_text(json.dumps(rec, indent=1))
+    (out / f"standby-{args.pair}-{args.label}{'-preload' if args.preload else ''}.json").write_text(json.dumps(rec, indent=1))
     print(json.dumps({k: v for k, v in rec.items() if k != "trace"}), flush=True)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("phase", choices=("build", "dryrun", "toggle", "sweep", "standby"))
+    ap.add_argument("phase", choices=("build", "dryrun", "toggle", "sweep", "standby", "cold"))
     ap.add_argument("--source", type=Path)
     ap.add_argument("--sources", dest="source_list", nargs="*", default=[])
     ap.add_argument("--label", default="genb")
@@ -385,12 +477,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-max", type=int, nargs="*", default=[1, 2, 4, 8, 12, 16])
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--preload", action="store_true", help="standby: load the other mode before the first click")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return {"build": phase_build, "dryrun": phase_dryrun, "toggle": phase_toggle, "sweep": phase_sweep,
-            "standby": phase_standby}[args.phase](args)
+            "standby": phase_standby, "cold": phase_cold}[args.phase](args)
 
 
 if __name__ == "__main__":
