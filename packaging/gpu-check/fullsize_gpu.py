@@ -214,11 +214,12 @@ def _start(engine: str, caps: Any, s: Any) -> tuple[Any, float]:
     return proc, time.monotonic() - t
 
 
-def _reply(url: str, max_tokens: int = 64) -> dict[str, Any]:
+def _reply(url: str, max_tokens: int = 64, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     from beedeck.core.engine.client import LlamaClient
 
     r = LlamaClient(url, timeout=300.0).chat([{"role": "user", "content": PROMPT}], max_tokens=max_tokens,
-                                             temperature=0.0, seed=7, extra={"cache_prompt": False, "ignore_eos": True})
+                                             temperature=0.0, seed=7,
+                                             extra={"cache_prompt": False, "ignore_eos": True, **(extra or {})})
     t = r.timings
     return {"tok_s": round(t.predicted_per_second, 1) if t else None, "tokens": t.predicted_n if t else None,
             "drafted": t.draft_n if t else None, "accepted": t.draft_n_accepted if t else None,
@@ -273,6 +274,7 @@ def phase_sweep(args: argparse.Namespace) -> int:
     from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
     from beedeck.core.engine.speculation.restart import fast_restart_settings
+    from beedeck.core.engine.speculation.switching import NO_DRAFTS
 
     out = _out(args)
     engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
@@ -284,6 +286,7 @@ def phase_sweep(args: argparse.Namespace) -> int:
         base = fast_restart_settings(_base(target, draft, args.ctx), caps)
         points: list[tuple[str, Any]] = [("baseline", settings_for_mode(base, BASELINE, caps))]
         points += [(f"dflash n_max {n}", dataclasses.replace(base, draft_n_max=n)) for n in args.n_max]
+        per_request_done = False
         for label, s in points:
             row: dict[str, Any] = {"pair": which, "point": label}
             proc = None
@@ -292,6 +295,10 @@ def phase_sweep(args: argparse.Namespace) -> int:
                 row["ready_s"] = round(ready, 2)
                 _reply(proc.base_url, 16)  # warm-up
                 runs = [_reply(proc.base_url, args.max_tokens) for _ in range(args.reps)]
+                if label != "baseline" and not per_request_done:  # the switch without a restart, where honoured
+                    row["per_request_baseline"] = [_reply(proc.base_url, args.max_tokens, NO_DRAFTS)
+                                                   for _ in range(args.reps)]
+                    per_request_done = True
                 proc.stop()
                 row["runs"] = runs
                 speeds = sorted(r["tok_s"] for r in runs if r["tok_s"])
