@@ -93,8 +93,8 @@ def sdist_tree() -> Path:
 
 # The builder's own code: a change to it builds the engine again (the cache key holds its hash), so a
 # cached engine is always what this BeeDeck's builder makes of this source.
-BUILDER_SOURCES = ("core/engine/builder.py", "core/engine/build_choice.py", "core/engine/build_eta.py",
-                   "core/engine/build_tools.py", "clicmd/engine/manage.py")
+BUILDER_SOURCES = ("core/engine/build/builder.py", "core/engine/build/choice.py", "core/engine/build/eta.py",
+                   "core/engine/build/tools.py", "clicmd/engine/manage.py")
 # The engine of the package: portable (no -march=native: it runs on any x86-64), with the RPC worker,
 # its libraries found next to it ($ORIGIN) wherever the package puts it.
 ENGINE_ARGS = ["--cpu", "--no-native", "--rpc", "-D", "CMAKE_INSTALL_RPATH=$ORIGIN",

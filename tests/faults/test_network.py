@@ -19,7 +19,7 @@ import pytest
 from beedeck.core.download import download_file
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.engine.releases import MAINLINE_REPO, ReleaseError, download_engine
-from tests.core.engine.test_releases import starter_archives  # noqa: F401  (a fixture)
+from tests.core.engine.releases.test_download import starter_archives  # noqa: F401  (a fixture)
 from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fakes.fake_releases import FakeReleases
 

@@ -153,8 +153,8 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
 
 def _kernel_refusal(caps: EngineCaps, settings: LaunchSettings) -> Refusal | None:
     """A CUDA build BeeDeck made without the FlashAttention kernels of these K/V types (its recorded
-    options: core/engine/build_choice.py) is refused before it starts, with the rebuild that adds them."""
-    from beedeck.core.engine.build_choice import build_lacks_pair
+    options: core/engine/build/choice.py) is refused before it starts, with the rebuild that adds them."""
+    from beedeck.core.engine.build import build_lacks_pair
     from beedeck.core.engine.registry import EngineRegistry
 
     try:

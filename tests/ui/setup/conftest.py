@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from beedeck.core.engine.release_index import RELEASES_API_ENV
+from beedeck.core.engine.releases.index import RELEASES_API_ENV
 from tests.conftest import FIXTURES
 from tests.fakes.fake_releases import FakeReleases
 

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.registry import EngineRecord
-from beedeck.core.engine.release_index import RELEASES_API_ENV
+from beedeck.core.engine.releases.index import RELEASES_API_ENV
 from beedeck.core.machine import hardware
 from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.setup.setup_wizard import SetupWizard
@@ -135,7 +135,7 @@ def test_the_wizard_downloads_verifies_unpacks_and_probes_the_chosen_archive(
     llama-server, a CPU build) and its runtime tarball, from the recorded listing. On this "GPU machine" the
     engine step must end in the silent-CPU-fallback refusal, not pass the engine on."""
     import beedeck.core.engine.engine_offers as offers_mod
-    import beedeck.core.engine.releases as releases_mod
+    import beedeck.core.engine.releases.download as releases_mod
 
     for mod in (offers_mod, releases_mod):
         monkeypatch.setattr(mod, "host_platform", lambda: ("linux", "x64"))

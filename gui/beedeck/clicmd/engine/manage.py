@@ -8,10 +8,8 @@ import sys
 import time
 from typing import Any
 
-from beedeck.core.engine.build_plan import plan_lines
-from beedeck.core.engine.build_tools import BuildError, find_nvcc
-from beedeck.core.engine.builder import BEE_REPO as BEE_GIT
-from beedeck.core.engine.builder import BuildResult, build_engine
+from beedeck.core.engine.build import BEE_REPO as BEE_GIT
+from beedeck.core.engine.build import BuildError, BuildResult, build_engine, find_nvcc, plan_lines
 from beedeck.core.engine.registry import EngineError, EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import (
     BEE_REPO,

@@ -1,7 +1,7 @@
 """The setup wizard's three ways to get an engine, each with the reason it is offered or greyed.
 
 On an NVIDIA machine the first choice is a prebuilt download of the newest release whose CUDA runtime
-the driver runs (:func:`beedeck.core.engine.release_index.resolve_release`, looked up before the user
+the driver runs (:func:`beedeck.core.engine.releases.index.resolve_release`, looked up before the user
 clicks, so the choice names the archive and its size); building from source is the alternative, and
 an engine already registered sits beside them. Qt-free: ``ui/setup`` renders what this returns.
 """
@@ -12,17 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from beedeck.core.engine.build_tools import preflight
+from beedeck.core.engine.build import preflight
 from beedeck.core.engine.registry import EngineRecord, Origin
-from beedeck.core.engine.release_assets import (
+from beedeck.core.engine.releases import (
     BEE_REPO,
     MAINLINE_REPO,
     AssetChoice,
     ReleaseError,
     host_platform,
+    releases_api_base,
+    resolve_release,
     tag_version,
 )
-from beedeck.core.engine.release_index import releases_api_base, resolve_release
 from beedeck.core.machine.report import HardwareReport
 
 DOWNLOAD, BUILD, EXISTING = "download", "build", "existing"

@@ -27,13 +27,14 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core import starter
-from beedeck.core.engine import builder, engine_offers, release_index, releases
+from beedeck.core.engine import engine_offers
 from beedeck.core.engine import registry as engines
 from beedeck.core.engine.argv import LaunchRefused, build_argv
-from beedeck.core.engine.build_plan import minutes_text
+from beedeck.core.engine.build import build_engine, minutes_text
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
+from beedeck.core.engine.releases import download_engine, resolve_release
 from beedeck.core.models import hub, library
 from beedeck.core.settings import load_settings, save_settings
 from beedeck.ui.setup.build_preview import BuildPreview
@@ -73,9 +74,9 @@ class RunPage(QWizardPage):
         self.locate_starter: Callable[[], Path] = x.get("starter_engine") or starter.starter_engine
         self.starter_model: Callable[[], Path] = x.get("starter_model") or starter.starter_model
         self.download_model: Callable[..., list[Path]] = x.get("download_model") or hub.download_model
-        self.build_engine: Callable[..., Any] = x.get("build_engine") or builder.build_engine
-        self.download_engine: Callable[..., Any] = x.get("download_engine") or releases.download_engine
-        self.resolve_release: Callable[..., Any] = x.get("resolve_release") or release_index.resolve_release
+        self.build_engine: Callable[..., Any] = x.get("build_engine") or build_engine
+        self.download_engine: Callable[..., Any] = x.get("download_engine") or download_engine
+        self.resolve_release: Callable[..., Any] = x.get("resolve_release") or resolve_release
         self.missing_build_tools: Callable[..., list[str]] = (x.get("missing_build_tools")
                                                               or engine_offers.missing_build_tools)
         self.smoke_test: Callable[..., engines.SmokeResult] = x.get("smoke_test") or engines.smoke_test

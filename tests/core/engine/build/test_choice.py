@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.engine.build_choice import build_lacks_pair, choose_fa, gen_b_default_pairs, read_policy
-from beedeck.core.engine.builder import cmake_options
+from beedeck.core.engine.build.choice import build_lacks_pair, choose_fa, gen_b_default_pairs, read_policy
+from beedeck.core.engine.build.builder import cmake_options
 
-TREES = Path(__file__).resolve().parents[2] / "fixtures" / "builds" / "trees"
+TREES = Path(__file__).resolve().parents[3] / "fixtures" / "builds" / "trees"
 GEN_B = TREES / "beellama-v0.4.3"
 GEN_A = TREES / "beellama-v0.1.2"
-MAINLINE = Path(__file__).resolve().parents[2] / "fixtures" / "mainline_cmake"
+MAINLINE = Path(__file__).resolve().parents[3] / "fixtures" / "mainline_cmake"
 
 
 def test_gen_b_matrix_is_read_from_its_cmake_file_as_its_docs_count_it() -> None:

@@ -17,7 +17,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.engine_offers import repo_for
 from beedeck.core.engine.probe import release_of
 from beedeck.core.engine.registry import EngineRegistry
-from beedeck.core.engine.releases import (
+from beedeck.core.engine.releases.download import (
     BEE_REPO,
     MAINLINE_REPO,
     RELEASES_API_ENV,
@@ -182,7 +182,7 @@ def test_the_api_base_comes_from_the_environment_then_the_setting(monkeypatch: p
 
 def test_a_token_goes_to_the_api_only_and_a_github_token_never_to_a_mirror(fake: FakeReleases,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from beedeck.core.engine.release_index import RELEASES_TOKEN_ENV, release_token
+    from beedeck.core.engine.releases.index import RELEASES_TOKEN_ENV, release_token
 
     monkeypatch.delenv(RELEASES_TOKEN_ENV, raising=False)
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_personal")
@@ -254,7 +254,7 @@ def test_the_cli_download_takes_the_mirror_from_the_environment(starter_cuda_arc
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from beedeck.cli import main
 
-    monkeypatch.setattr("beedeck.core.engine.releases.host_platform", lambda: ("linux", "x64"))
+    monkeypatch.setattr("beedeck.core.engine.releases.download.host_platform", lambda: ("linux", "x64"))
     with FakeReleases(prefix="/api/v3") as fake:
         fake.add_listing(LISTINGS / "mainline.json", starter_cuda_archives)
         monkeypatch.setenv(RELEASES_API_ENV, fake.url)

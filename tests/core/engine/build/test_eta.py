@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.engine.build_eta import (
+from beedeck.core.engine.build.eta import (
     CostModel,
     WeightedEta,
     estimate_seconds,
@@ -22,7 +22,7 @@ from beedeck.core.engine.build_eta import (
     shipped_profile,
     step_output,
 )
-from beedeck.core.engine.builder import ProgressTracker
+from beedeck.core.engine.build.builder import ProgressTracker
 from tests.fixtures.build_replay import (
     DRIFTING,
     LOGS,
@@ -35,7 +35,7 @@ from tests.fixtures.build_replay import (
     replay,
 )
 
-RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "build-profiles"
+RESOURCES = Path(__file__).resolve().parents[4] / "resources" / "build-profiles"
 
 
 def _row(name: str, profile: str, errs: dict[float, float]) -> str:

@@ -1,7 +1,7 @@
 """Prebuilt llama-server downloads from GitHub releases (BeeLlama.cpp and mainline llama.cpp).
 
-Which release and which archive: :mod:`.release_index` (the newest release with a build this machine
-runs, through the configured API base) and :mod:`.release_assets` (the asset names, the CUDA rule and
+Which release and which archive: :mod:`.index` (the newest release with a build this machine
+runs, through the configured API base) and :mod:`.assets` (the asset names, the CUDA rule and
 the runtime companions). The download goes through :func:`beedeck.core.download.download_file` (resume, size and
 sha256 checks), the archive is unpacked without trusting its paths, and the binary is smoke-tested
 and registered.
@@ -27,7 +27,7 @@ from beedeck.core.download import DownloadCancelled, DownloadError, ProgressCall
 from beedeck.core.engine.caps import ProbeError
 from beedeck.core.engine.probe import write_release
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin, caps_fields, smoke_test
-from beedeck.core.engine.release_assets import (
+from beedeck.core.engine.releases.assets import (
     BEE_FIRST_LINUX_CUDA,
     BEE_REPO,
     MAINLINE_REPO,
@@ -39,7 +39,7 @@ from beedeck.core.engine.release_assets import (
     parse_platform,
     pick_asset,
 )
-from beedeck.core.engine.release_index import (
+from beedeck.core.engine.releases.index import (
     GITHUB_API,
     RELEASES_API_ENV,
     ReleaseIndex,

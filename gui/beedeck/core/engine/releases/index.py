@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from beedeck.core.engine.release_assets import (
+from beedeck.core.engine.releases.assets import (
     BEE_REPO,
     AssetChoice,
     ReleaseError,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from beedeck.core.engine.build_choice import (
+from beedeck.core.engine.build.choice import (
     CLASSIC_FA_PAIRS,
     FA_QUANTS_TYPES,
     ML_DEFAULT_FA_QUANTS,
@@ -30,7 +30,7 @@ from beedeck.core.engine.build_choice import (
     choose_fa,
     read_policy,
 )
-from beedeck.core.engine.build_eta import (
+from beedeck.core.engine.build.eta import (
     PROFILE_FILE,
     WeightedEta,
     estimate_seconds,
@@ -39,7 +39,7 @@ from beedeck.core.engine.build_eta import (
     save_profile,
     shipped_profile,
 )
-from beedeck.core.engine.build_tools import (
+from beedeck.core.engine.build.tools import (
     BuildError,
     LineCallback,
     preflight,
@@ -59,7 +59,7 @@ from beedeck.core.secrets import child_env
 
 BEE_REPO = "https://github.com/Anbeeld/beellama.cpp"
 
-DEFAULT_FA_PAIRS = CLASSIC_FA_PAIRS  # the Gen A / older mainline default set (build_choice reads others)
+DEFAULT_FA_PAIRS = CLASSIC_FA_PAIRS  # the Gen A / older mainline default set (choice.py reads others)
 
 ProgressCallback = Callable[[int, int, float | None], None]  # done, total, eta seconds
 
@@ -101,7 +101,7 @@ def cmake_options(
     K/V cache types the user will run; None means unknown, which turns on every FA quant pair.
     ``source_options`` are the option names the source tree declares (:func:`scan_source_options`):
     version-dependent options are only passed when the tree has them. ``policy`` (the tree's FA
-    selection, :func:`beedeck.core.engine.build_choice.read_policy`) compiles only what the pairs need;
+    selection, :func:`beedeck.core.engine.build.choice.read_policy`) compiles only what the pairs need;
     without it an unknown pair list means every FA quant pair (the guide's line).
     """
     known = set(source_options or ())
@@ -287,7 +287,7 @@ def build_engine(
     ``llama-server``: the worker that lends this machine's devices to a server elsewhere.
 
     ``cache_pairs`` are the K/V types (target and draft) the engine will run: a CUDA build compiles the
-    FlashAttention kernels they need and no more (:mod:`beedeck.core.engine.build_choice`); ``all_quants``
+    FlashAttention kernels they need and no more (:mod:`beedeck.core.engine.build.choice`); ``all_quants``
     compiles every pair. ``dry_run`` configures and plans (options, targets, steps, estimated time in
     ``estimate_s``) without compiling.
 

@@ -12,7 +12,7 @@ import pytest
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.registry import EngineRegistry, Origin
-from beedeck.core.engine.releases import (
+from beedeck.core.engine.releases.download import (
     BEE_REPO,
     MAINLINE_REPO,
     ReleaseError,

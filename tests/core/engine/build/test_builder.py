@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from beedeck.core.engine import build_tools
-from beedeck.core.engine.build_tools import BuildCancelled, BuildError, preflight
-from beedeck.core.engine.builder import (
+from beedeck.core.engine.build import tools as build_tools
+from beedeck.core.engine.build.tools import BuildCancelled, BuildError, preflight
+from beedeck.core.engine.build.builder import (
     ProgressTracker,
     build_engine,
     cmake_options,
@@ -29,9 +29,9 @@ from beedeck.core.engine.builder import (
 from beedeck.core.engine.probe import probe_engine, release_of, write_release
 from beedeck.core.engine.registry import EngineRegistry, Origin
 
-MINI = Path(__file__).resolve().parents[2] / "fixtures" / "mini_cmake"
+MINI = Path(__file__).resolve().parents[3] / "fixtures" / "mini_cmake"
 # The option() lines of mainline llama.cpp (b11434), so the test runs in CI too (no source tree there).
-ML_TREE = Path(__file__).resolve().parents[2] / "fixtures" / "mainline_cmake"
+ML_TREE = Path(__file__).resolve().parents[3] / "fixtures" / "mainline_cmake"
 
 
 def test_guide_line_for_one_4090() -> None:
