@@ -206,3 +206,46 @@ def test_status_routes(fake: FakeLlamaServer) -> None:
 def test_parse_prometheus_skips_comments_and_junk() -> None:
     parsed = parse_prometheus("# HELP x y\nllamacpp:a 1\nb{l=\"v\"} 2.5\nbroken line here\n\n")
     assert parsed == {"a": 1.0, "b{l=\"v\"}": 2.5}
+
+
+class _Blocks:
+    """A response whose body is ``blocks``, each arriving ``gap_s`` after the previous (a fake clock)."""
+
+    def __init__(self, blocks: list[bytes], gap_s: float, clock: list[float]) -> None:
+        self.blocks, self.gap_s, self.clock = blocks, gap_s, clock
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        for block in self.blocks:
+            self.clock[0] += self.gap_s
+            yield block
+
+
+def _read(gap_s: float, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], int]:
+    from beedeck.core.engine.client import llama
+
+    clock, pauses = [100.0], []
+    monkeypatch.setattr(llama.time, "monotonic", lambda: clock[0])
+
+    def sleep(s: float) -> None:
+        pauses.append(s)
+        clock[0] += s
+
+    monkeypatch.setattr(llama.time, "sleep", sleep)
+    blocks = [f'data: {{"n": {i}}}\n\n'.encode() for i in range(200)]
+    lines = list(llama._sse_lines(_Blocks(blocks, gap_s, clock)))  # type: ignore[arg-type]
+    return [x for x in lines if x], len(pauses)
+
+
+def test_a_fast_stream_is_read_in_batches_a_slow_one_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 tokens/s (a chunk every 0.1 ms): the reader pauses so that the next chunks gather, about
+    once per READ_COALESCE_S of stream, not once per chunk; at 100 tokens/s it never waits. Nothing is
+    lost or reordered either way."""
+    from beedeck.core.engine.client import llama
+
+    fast, fast_pauses = _read(0.0001, monkeypatch)
+    slow, slow_pauses = _read(0.01, monkeypatch)
+    expected = [f'data: {{"n": {i}}}' for i in range(200)]
+    assert fast == expected and slow == expected
+    assert slow_pauses == 0
+    # 200 chunks over 20 ms of stream, plus the pauses themselves: far fewer pauses than chunks.
+    assert 1 <= fast_pauses <= 200 * 0.0001 / llama.READ_COALESCE_S + 2

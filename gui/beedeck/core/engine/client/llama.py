@@ -43,6 +43,12 @@ STALL_S = 120.0
 STATUS_DEADLINE_S = 30.0  # /props, /slots, /metrics: the whole answer, however slowly it trickles
 STATUS_LIMIT = 16 << 20  # bytes of a status answer; more is not llama-server talking
 LINE_LIMIT = 16 << 20  # one SSE line (one chunk of a reply is a few hundred bytes)
+# A fast stream is read at most this often: llama-server writes each token as it comes, and every read
+# costs the reading thread ~50 us of Python (httpx, h11) that holds the GIL against the GUI thread; at
+# 10,000 tokens/s one read per token kept the worker busy ~57 % of a core. Waiting this long after a
+# read that came soon after the previous one lets the next tokens gather in the socket, so one read
+# takes ~20 of them; a slow stream (gaps longer than this) is read at once, as before.
+READ_COALESCE_S = 0.002
 
 
 class _Reply:
@@ -294,7 +300,16 @@ def _sse_lines(resp: httpx2.Response, on_bytes: Callable[[], None] | None = None
     in two. Splitting bytes also skips a text-decoding layer per chunk.
     """
     buf = b""
+    last = woke = 0.0  # when the previous block arrived; when the last pause ended
     for block in resp.iter_bytes():
+        now = time.monotonic()
+        if now - last < READ_COALESCE_S and now - woke >= READ_COALESCE_S:
+            # A fast stream: let the next pieces gather before the next read (see READ_COALESCE_S).
+            # A block is one HTTP chunk, and one read may hold many: the blocks after a pause come
+            # from the buffer, so pause again only once a pause's worth of time has passed.
+            time.sleep(READ_COALESCE_S)
+            woke = time.monotonic()
+        last = now
         if on_bytes is not None:
             on_bytes()
         buf += block
