@@ -49,6 +49,8 @@ def test_a_partial_record_grows_when_more_quants_are_asked_for(catalog_hub: Any,
                      quants=["Q4_K_S", "Q5_K_M"])
     assert sorted(m.quant for m in more.models) == ["Q4_K_S", "Q5_K_M"] and more.quants == ["Q4_K_S", "Q5_K_M"]
     assert sum(m.bytes_read for m in more.models) == catalog_hub.bytes_sent - sent  # only Q5_K_M was read
+    offline = size_repo(hub_models.GEMMA_REPO, offline=True, cache_dir=cache)  # all wanted, two held: said so
+    assert len(offline.models) == 2 and "Offline: only the quants read earlier (Q4_K_S, Q5_K_M)" in offline.notes[0]
     every = size_repo(hub_models.GEMMA_REPO, endpoint=catalog_hub.endpoint, cache_dir=cache)
     assert sorted(m.quant for m in every.models) == ["Q4_K_M", "Q4_K_S", "Q5_K_M"] and every.quants is None
     cached = load_cached(hub_models.GEMMA_REPO, cache_dir=cache)

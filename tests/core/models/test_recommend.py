@@ -137,6 +137,12 @@ def test_cli_refresh_reads_the_catalogs_headers_then_recommends_offline(
     assert main(["recommend", "--vram", "23.5", "--offline", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["primary"] == d["primary"] and again["plan"] == d["plan"]
+    # the refresh also cached Qwen3.8 27B with the drafts the catalog gives it: `--repo` works offline, every kind
+    assert main(["recommend", "--repo", "unsloth/Qwen3.8-27B-GGUF", "--vram", "23.5", "--card", "24gb-ada",
+                 "--generation", "mainline", "--offline", "--json"]) == 0
+    q = json.loads(capsys.readouterr().out)
+    assert {r["kind"] for r in q["rows"] if r["quant"] == "Q4_K_M" and r["fits"]} == {"none", "mtp", "dflash2", "dspark"}
+    assert q["mode"]["mode"] == "dflash2" and q["mode"]["evidence"] == "published"
 
 
 def test_the_drafter_gets_ubd_64_on_24_gb_cards_where_the_engine_has_it(catalog_sized: Path) -> None:

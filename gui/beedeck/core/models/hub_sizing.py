@@ -232,9 +232,12 @@ def size_repo(repo: str, *, revision: str | None = None, token: str | None = Non
     t0 = time.monotonic()
     if offline:
         cached = load_cached(repo, revision, cache_dir)
-        if cached is None or not cached.covers(want):
+        if cached is None:
             raise OfflineError(f"{repo} has not been sized on this machine yet and BeeDeck is offline: connect "
                                "once to read its headers (a few MB), then it works offline.")
+        if not cached.covers(want):  # some quants were read earlier (the catalog's): those answer, said so
+            cached.notes.append(f"Offline: only the quants read earlier ({', '.join(cached.quants or [])}) are "
+                                "sized; connect to read the others.")
         return cached
     tok = hub.resolve_token(token)
     try:

@@ -42,6 +42,7 @@ NOT_SIZED = ("Sizes not read yet: BeeDeck sizes its catalog's pairs from their G
              "into the catalog), and this machine has not read them. Connect once (or run `beedeck recommend "
              "--refresh`): only the headers are read, a few MB per file, nothing is downloaded. Until then the "
              "starter profile is what BeeDeck can vouch for.")
+DFLASH2_BLOCK_MAX = 7  # DFlash2's fixed trained block of 8 (z-lab/dflash#170): at most 7 drafted tokens
 UBD_24GB = 64  # the drafter's -ubd on 24 GB cards (draft_ubatch_for)
 DRAFT_KVARN = "kvarn5"  # the drafter's own cache where the engine offers KVarN for it (draft_cache_for)
 SIDECAR_NOTE_PREFIXES = ("Found ", "Draft found next to the model")  # the reasons about drafts beside targets
@@ -232,6 +233,8 @@ def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens:
                 for d in drafts:
                     for rank, (ctk, ctv) in enumerate(CACHES[gen]):
                         s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096, tune)
+                        if d.kind == "dflash2":
+                            s.draft_n_max = DFLASH2_BLOCK_MAX
                         ctx, p = _max_ctx(t.info, d.info, s, gen, vram)
                         if p is None or ctx < 8192:
                             continue
