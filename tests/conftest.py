@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -88,6 +89,53 @@ def gemma_model_path() -> Path:
     tmp.replace(target)
     stamp.write_text(f"{target.stat().st_size}:{pkg.EXPECTED_SHA256}")
     return target
+
+
+@pytest.fixture(scope="session")
+def catalog_files() -> dict[str, dict[str, Path]]:
+    """The catalog's guide repos as metadata-only GGUFs (tests/fixtures/hub_models.py: build_catalog)."""
+    from tests.fixtures import hub_models
+
+    return hub_models.build_catalog(PERSISTENT / "catalog-models")
+
+
+@pytest.fixture
+def catalog_hub(catalog_files: dict[str, dict[str, Path]]) -> Iterator[Any]:
+    """A fake Hub serving the catalog's guide repos (Gemma 4 31B, Qwen3.6 27B, Qwen3.8 27B and their drafts);
+    the catalog's other repos are missing from it."""
+    from tests.fakes.fake_hub import FakeHub
+    from tests.fixtures import hub_models
+
+    with FakeHub() as h:
+        hub_models.add_catalog_repos(h, catalog_files)
+        yield h
+
+
+@pytest.fixture(scope="session")
+def _catalog_records(catalog_files: dict[str, dict[str, Path]], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sizing records one refresh against the fake Hub writes (read once per session)."""
+    from beedeck.core.models import catalog_sizing
+    from tests.fakes.fake_hub import FakeHub
+    from tests.fixtures import hub_models
+
+    out = tmp_path_factory.mktemp("catalog-records")
+    with FakeHub() as h:
+        hub_models.add_catalog_repos(h, catalog_files)
+        got = catalog_sizing.refresh(endpoint=h.endpoint, cache_dir=out)
+    assert set(got.sized) == set(catalog_files), got.errors
+    return out
+
+
+@pytest.fixture
+def catalog_sized(_catalog_records: Path, beedeck_home: Path) -> Path:
+    """This test's BeeDeck home holds the catalog repos' headers as a refresh read them (the cache, offline)."""
+    import shutil
+
+    from beedeck.core import paths
+
+    dest = paths.cache_dir() / "hub-sizing"
+    shutil.copytree(_catalog_records, dest, dirs_exist_ok=True)
+    return dest
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,4 +1,5 @@
-"""The shipped catalog: every entry validates, formats match generations, sizes are bytes or null."""
+"""The shipped catalog: every entry validates, formats match generations, and it is a list of repos, not
+numbers: no size or architecture figure is typed into it (they come from the GGUF headers)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_shipped_catalog_loads_and_every_entry_is_valid() -> None:
             assert d.fmt in catalog.DRAFT_FORMAT_GENERATIONS and d.source.strip(), (p.id, d.repo)
             assert set(d.generations) <= set(catalog.DRAFT_FORMAT_GENERATIONS[d.fmt]), (p.id, d.repo)
             for f in d.files:
-                assert f.file.endswith(".gguf") and (f.size is None or f.size > 10_000_000), (p.id, f)
+                assert f.file.endswith(".gguf") and f.quant, (p.id, f)
         for g in p.generations:
             assert p.drafts_for(g), (p.id, g)
     assert cat.starter["model"]["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -38,11 +39,10 @@ def test_shipped_catalog_loads_and_every_entry_is_valid() -> None:
 def test_guide_pair_facts() -> None:
     g = catalog.load().pair("gemma-4-31b")
     assert g.recommended == {"target_quant": "Q4_K_S", "draft_quant": "Q5_K_M"}
-    assert g.target.file("Q4_K_S") is not None and g.target.file("Q4_K_S").size is None  # type: ignore[union-attr]
-    assert g.drafts[0].arch is not None and g.drafts[0].arch["target_layers"] == [1, 12, 23, 35, 46, 57]
+    assert g.target.file("Q4_K_S") is not None and g.drafts[0].file("Q5_K_M") is not None
     assert "q5_0" in g.flags["guide"] and g.drafts_for(Generation.BEE_A) == []
     q = catalog.load().pair("qwen3.6-27b")
-    assert q.target.file("Q5_K_S").size == 18_947_311_616  # type: ignore[union-attr]
+    assert q.target.file("Q5_K_S") is not None and q.target.quants is not None and "Q5_K_S" in q.target.quants
     # BeeLlama 0.1-0.3 reads the fork format: spiritbuun's (the guide's) and Lucebox's Qwen upload, which
     # engine-facts.md §7.2 lists as "fork format, same file names as spiritbuun".
     assert [d.repo for d in q.drafts_for(Generation.BEE_A)] == ["spiritbuun/Qwen3.6-27B-DFlash-GGUF",
@@ -56,7 +56,9 @@ def test_guide_pair_facts() -> None:
     (lambda d: d["pairs"][0]["draft"].pop("source"), "has no 'source'"),
     (lambda d: d["pairs"][0]["draft"].update(engines=["bee-a"]), "claims bee-a, which cannot load the 'dflash' format"),
     (lambda d: d["pairs"][0]["draft"].update(engines=["bee-z"]), "unknown engine in 'engines'"),
-    (lambda d: d["pairs"][0]["target"]["files"][0].update(size=-1), "bad size"),
+    (lambda d: d["pairs"][0]["target"]["files"][0].update(size=17_600_000_000), "types size: sizes and architecture"),
+    (lambda d: d["pairs"][0]["target"].update(arch={"n_layer": 60}), "types arch"),
+    (lambda d: d["pairs"][0]["target"].update(params_b=31), "types params_b"),
     (lambda d: d["pairs"][0]["target"]["files"][0].update(file="x.bin"), "not a .gguf name"),
     (lambda d: d["pairs"][0].update(generations=["bee-a"]), "none of its drafts' formats"),
     (lambda d: d["pairs"][0].update(generations=["bee-z"]), "unknown engine generation"),
@@ -77,19 +79,32 @@ def test_unreadable_catalog(tmp_path: Path) -> None:
         catalog.load(bad)
 
 
-def test_refresh_sizes_uses_the_callable_per_repo() -> None:
-    cat = catalog.load()
-    calls: list[str] = []
+# Keys that hold a size or an architecture number in a GGUF-catalog entry: what the headers say.
+NUMBER_KEYS = {"size", "approx_size", "size_note", "bytes", "arch", "architecture", "params_b", "active_params_b",
+               "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_head_kv_swa", "head_dim", "head_dim_swa",
+               "swa_pattern", "sliding_window", "vocab", "context_length", "tied_embeddings", "target_layers",
+               "block_size", "ssm", "full_attention_interval"}
 
-    def sizes_of(repo: str) -> dict[str, int]:
-        calls.append(repo)
-        return {"gemma-4-31B-it-Q4_K_S.gguf": 17_000_000_123} if repo == "unsloth/gemma-4-31B-it-GGUF" else {}
 
-    new = catalog.refresh_sizes(cat, sizes_of)
-    assert new.pair("gemma-4-31b").target.file("Q4_K_S").size == 17_000_000_123  # type: ignore[union-attr]
-    assert cat.pair("gemma-4-31b").target.file("Q4_K_S").size is None  # type: ignore[union-attr]
-    assert len(calls) == len(set(calls))
-    assert new.pair("qwen3.6-27b").target.file("Q5_K_S").size == 18_947_311_616  # type: ignore[union-attr]
+def test_the_catalog_file_holds_no_sizes_or_architecture_numbers() -> None:
+    """Read the shipped file itself: no entry outside the guide's flags and cited notes types a number."""
+    data = _raw()
+    assert data["version"] == 2
+
+    def walk(x: Any, where: str) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                assert k not in NUMBER_KEYS, f"{where}.{k} is a figure the GGUF header holds"
+                if k in ("flags", "guide"):
+                    continue  # the guide's own launch flags (-c 32768, -ub 512): what headers cannot say
+                walk(v, f"{where}.{k}")
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{where}[{i}]")
+        else:
+            assert not isinstance(x, (int, float)) or isinstance(x, bool), f"{where} is a typed number {x!r}"
+
+    walk({k: v for k, v in data.items() if k != "version"}, "catalog")
 
 
 # The drafts issue 13 added from docs/reference/anchors.md (Refresh §5-6): (pair, repo) -> format.
@@ -121,16 +136,15 @@ def test_2026_drafts_have_their_format_engines_and_source() -> None:
     assert found[("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DSpark-GGUF")].generations == (Generation.MAINLINE,)
     mtp = found[("qwen3.8-27b", "ggml-org/Qwen3.8-27B-GGUF")]
     assert mtp.generations == (Generation.MAINLINE,) and [f.file for f in mtp.files] == ["mtp-Qwen3.8-27B-Q4_0.gguf"]
-    assert mtp.files[0].size is None and mtp.files[0].approx_size is None  # the sources give no size
     assert found[("gemma-4-31b", "Lucebox/gemma-4-31B-it-DFlash-GGUF")].generations == ()
     lucebox_qwen = found[("qwen3.6-27b", "Lucebox/Qwen3.6-27B-DFlash-GGUF")]
     assert {f.file for f in lucebox_qwen.files} == {"dflash-draft-3.6-q4_k_m.gguf", "dflash-draft-3.6-q8_0.gguf"}
     g = cat.pair("gemma-4-31b")
     assert [d.repo for d in g.drafts_for(Generation.MAINLINE)] == ["Anbeeld/gemma-4-31B-it-DFlash-GGUF",
                                                                    "Radamanthys11/Gemma-4-31B-it-DFlash-GGUF"]
-    assert g.drafts[0].file("BF16") is not None and g.drafts[0].file("BF16").approx_size == 2_900_000_000  # type: ignore[union-attr]
+    assert g.drafts[0].file("BF16") is not None
     q38 = cat.pair("qwen3.8-27b")
-    assert q38.recommended is None and q38.target.files == ()  # nothing to size it with yet
+    assert q38.recommended is None and q38.target.quants is None  # every GGUF in the repo is sized
     assert {d.fmt for d in q38.drafts_for(Generation.MAINLINE)} == {"dflash2", "dspark", "mtp"}
     assert {d.fmt for d in q38.drafts_for(Generation.BEE_B)} == {"dflash2"}
 

@@ -289,6 +289,7 @@ def test_the_catalog_recommender_sizes_qwen38_from_headers_read_earlier(hub: Fak
     c = r.primary
     assert (c.pair_id, c.target_file, c.draft_repo) == ("qwen3.8-27b", "Qwen3.8-27B-Q4_K_M.gguf", DFLASH2_REPO)
     assert c.draft_file == "Qwen3.8-27B-DFlash2-Q4_K_M.gguf" and c.sized_from.startswith("headers @ ")
+    assert c.settings.draft_n_max == 7  # DFlash2's fixed block of 8, as the live plan sets it
     assert c.download_bytes == next(m.size for m in size_repo(TARGET_REPO, endpoint=hub.endpoint).models
                                     if m.quant == "Q4_K_M") + next(m.size for m in size_repo(
                                         DFLASH2_REPO, endpoint=hub.endpoint).models if m.quant == "Q4_K_M")

@@ -1,21 +1,27 @@
-"""The recommender: every pick is sized by the planner and runnable on the chosen engine."""
+"""The recommender: every pick is sized by the planner from the files' GGUF headers (the catalog types no
+sizes) and runnable on the chosen engine. ``catalog_sized`` (tests/conftest.py) puts the headers a refresh
+against the fake Hub read into this test's cache: the offline-with-cache case; ``catalog_hub`` serves them."""
 
 from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.models import catalog
-from beedeck.core.models.recommend import recommend
+from beedeck.core.models.recommend import NOT_SIZED, recommend
 
 MiB = 1 << 20
 RTX_4090_FREE = int(23.5 * 1024 * MiB)  # 24,564 MiB total, ~23.5 GiB free on a desktop
 
 
-def test_24gb_card_gets_the_gemma_guide_pair() -> None:
+def test_24gb_card_gets_the_gemma_guide_pair(catalog_sized: Path) -> None:
     r = recommend([RTX_4090_FREE], "quality")
     c = r.primary
-    assert c.pair_id == "gemma-4-31b" and c.draft_quant == "Q5_K_M"
+    assert c.pair_id == "gemma-4-31b" and c.draft_quant == "Q5_K_M" and c.sized_from.startswith("headers @ ")
     assert c.target_quant in ("Q4_K_S", "Q4_K_M")
     assert c.settings.ctx_size >= 32768 and c.settings.flash_attn == "on" and c.settings.parallel == 1
     assert r.plan is not None and r.plan.fits
@@ -26,12 +32,22 @@ def test_24gb_card_gets_the_gemma_guide_pair() -> None:
 
 
 @pytest.mark.parametrize("gib", [12, 16])
-def test_smaller_cards_get_a_smaller_pair(gib: int) -> None:
-    r = recommend([gib * 1024 * MiB - 512 * MiB], "quality")
-    assert r.primary.pair_id not in ("gemma-4-31b", "starter")
-    assert r.plan is not None and r.plan.fits
-    size = catalog.load().pair(r.primary.pair_id).target.file(r.primary.target_quant)
-    assert size is not None and (size.best_size or 0) < gib * 1024 * MiB
+def test_a_card_too_small_for_every_sized_pair_gets_the_starter_and_the_unsized_pairs_named(
+        gib: int, catalog_sized: Path) -> None:
+    # Only the guide repos (27-31B) are on the fake Hub: nothing sized fits, and the smaller catalog pairs
+    # (Qwen3.5 9B and 4B, whose repos it lacks) are named as not sized rather than guessed at.
+    r = recommend([gib * 1024 * MiB - 512 * MiB], "quality", local=[])
+    assert r.primary.pair_id == "starter" and r.plan is None
+    assert r.reasons[0].startswith(f"No catalog pair fits {gib - 0.5:.1f} GiB")
+    assert "Not sized yet, so not considered: " in r.reasons[1] and "Qwen3.5 9B + DFlash" in r.reasons[1]
+    assert "Gemma 4 31B" not in r.reasons[1] and "`beedeck recommend --refresh`" in r.reasons[1]
+
+
+def test_offline_without_any_headers_gives_the_starter_and_the_specific_message() -> None:
+    r = recommend([RTX_4090_FREE], "quality", local=[])
+    assert r.primary.pair_id == "starter" and r.plan is None
+    assert r.reasons[0] == NOT_SIZED and r.reasons[0].startswith("Sizes not read yet:")
+    assert "Connect once (or run `beedeck recommend --refresh`)" in r.reasons[0]
 
 
 def test_no_gpu_gives_the_starter() -> None:
@@ -46,7 +62,7 @@ def test_no_gpu_gives_the_starter() -> None:
 
 @pytest.mark.parametrize("gen", [Generation.BEE_A, Generation.BEE_B, Generation.MAINLINE])
 @pytest.mark.parametrize("goal", ["quality", "speed", "context"])
-def test_never_a_pair_the_engine_cannot_run(gen: Generation, goal: str) -> None:
+def test_never_a_pair_the_engine_cannot_run(gen: Generation, goal: str, catalog_sized: Path) -> None:
     r = recommend([RTX_4090_FREE], goal, gen)
     c = r.primary
     assert c.generation == gen
@@ -62,11 +78,12 @@ def test_never_a_pair_the_engine_cannot_run(gen: Generation, goal: str) -> None:
             assert not any(t.startswith("kvarn") for t in caches)
 
 
-def test_goals_differ() -> None:
+def test_goals_differ(catalog_sized: Path) -> None:
     q = recommend([RTX_4090_FREE], "quality").primary
     s = recommend([RTX_4090_FREE], "speed").primary
     c = recommend([RTX_4090_FREE], "context").primary
-    assert s.pair_id != q.pair_id  # the MoE reads ~10x fewer bytes per token
+    assert (s.pair_id, s.target_quant) != (q.pair_id, q.target_quant)  # fewer weight bytes per token
+    assert s.download_bytes is not None and q.download_bytes is not None and s.download_bytes < q.download_bytes
     assert c.settings.ctx_size >= q.settings.ctx_size
 
 
@@ -75,20 +92,60 @@ def test_unknown_goal() -> None:
         recommend([RTX_4090_FREE], "cheapest")
 
 
-def test_cli_recommend_and_plan(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_recommend_and_plan(catalog_sized: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
     from beedeck.cli import main
 
     assert main(["recommend", "--vram", "23.5", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["primary"]["pair"] == "gemma-4-31b" and d["plan"]["fits"]
-    assert d["primary"]["settings"]["ctx_size"] >= 32768
+    assert d["primary"]["pair"] == "gemma-4-31b" and d["plan"]["fits"] and d["sized_from"].startswith("headers @ ")
+    assert d["primary"]["settings"]["ctx_size"] >= 32768 and d["sizing"] is None  # nothing read without --refresh
     assert main(["recommend", "--vram", "0"]) == 0
     assert "starter" in capsys.readouterr().out.lower()
 
 
-def test_the_drafter_gets_ubd_64_on_24_gb_cards_where_the_engine_has_it() -> None:
+def test_cli_recommend_offline_on_a_first_run_says_to_connect(capsys: pytest.CaptureFixture[str]) -> None:
+    from beedeck.cli import main
+
+    assert main(["recommend", "--vram", "23.5", "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Starter: SmolLM2 135M") and "Sizes not read yet" in out and "--refresh" in out
+    assert main(["recommend", "--refresh", "--offline", "--vram", "23.5"]) == 1
+    assert "--offline forbids that" in capsys.readouterr().err
+
+
+def test_cli_refresh_reads_the_catalogs_headers_then_recommends_offline(
+        catalog_hub: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from beedeck.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", catalog_hub.endpoint)
+    assert main(["recommend", "--refresh", "--vram", "23.5", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    read = {x["repo"]: x for x in d["sizing"]["repos"]}
+    assert {"unsloth/gemma-4-31B-it-GGUF", "Anbeeld/gemma-4-31B-it-DFlash-GGUF", "unsloth/Qwen3.8-27B-GGUF",
+            "incoai/Qwen3.8-27B-DFlash2-GGUF", "Anbeeld/Qwen3.8-27B-DSpark-GGUF"} <= set(read)
+    assert all(0 < x["fraction_read"] < (1e-3 if "DFlash" not in r and "DSpark" not in r else 1e-2)
+               for r, x in read.items())  # headers only (a 1 GB drafter's header is a few MB: its token list)
+    assert d["sizing"]["bytes_read"] == catalog_hub.bytes_sent
+    assert "unsloth/Qwen3.5-9B-GGUF" in d["sizing"]["errors"]  # a repo this Hub lacks: a line, not the end
+    assert d["primary"]["pair"] == "gemma-4-31b" and d["plan"]["fits"]
+    # the same recommendation later, offline from the cache
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert main(["recommend", "--vram", "23.5", "--offline", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["primary"] == d["primary"] and again["plan"] == d["plan"]
+    # the refresh also cached Qwen3.8 27B with the drafts the catalog gives it: `--repo` works offline, every kind
+    assert main(["recommend", "--repo", "unsloth/Qwen3.8-27B-GGUF", "--vram", "23.5", "--card", "24gb-ada",
+                 "--generation", "mainline", "--offline", "--json"]) == 0
+    q = json.loads(capsys.readouterr().out)
+    assert {r["kind"] for r in q["rows"] if r["quant"] == "Q4_K_M" and r["fits"]} == {"none", "mtp", "dflash2", "dspark"}
+    assert q["mode"]["mode"] == "dflash2" and q["mode"]["evidence"] == "published"
+
+
+def test_the_drafter_gets_ubd_64_on_24_gb_cards_where_the_engine_has_it(catalog_sized: Path) -> None:
     import dataclasses
 
     from beedeck.core.engine.help_text import caps_from_texts
@@ -113,3 +170,26 @@ def test_the_drafter_gets_ubd_64_on_24_gb_cards_where_the_engine_has_it() -> Non
     assert recommend([RTX_4090_FREE], "quality", caps=old, local=[]).primary.settings.draft_cache_type is None
     assert recommend([RTX_4090_FREE], "quality", caps=old, local=[]).primary.settings.draft_ubatch_size is None
     assert recommend([int(31.5 * 1024 * MiB)], "quality", caps=new, local=[]).primary.settings.draft_ubatch_size is None
+
+
+@pytest.mark.parametrize("vram_gib", [23.5, 31.5, 79.0])
+def test_a_pick_from_hub_headers_plans_as_the_full_files_do(vram_gib: float, catalog_sized: Path,
+                                                            catalog_files: dict[str, dict[str, Path]]) -> None:
+    """The recommendation sized from range-read headers equals the planner on the same files on disk: every
+    device item, the fit, the context, the download size."""
+    from beedeck.core.models.gguf import inspect
+    from beedeck.core.models.planner import plan
+
+    vram = [int(vram_gib * 1024 * MiB)]
+    r = recommend(vram, "quality", local=[])
+    c = r.primary
+    assert c.draft_repo is not None and c.draft_file is not None and r.plan is not None
+    target = inspect(catalog_files[c.target_repo][c.target_file])
+    draft = inspect(catalog_files[c.draft_repo][c.draft_file])
+    full = plan(target, draft, c.settings, c.generation, vram)
+    assert [(d.name, d.items) for d in full.devices] == [(d.name, d.items) for d in r.plan.devices]
+    assert full.fits and full.n_ctx == r.plan.n_ctx == c.settings.ctx_size
+    assert c.download_bytes == target.file_size + draft.file_size
+    bigger = plan(target, draft, dataclasses.replace(c.settings, ctx_size=c.settings.ctx_size + 256), c.generation,
+                  vram)
+    assert not bigger.fits or c.settings.ctx_size + 256 > target.context_length  # the largest context that fits

@@ -19,3 +19,16 @@ def releases(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeReleases]:
         fake.add_listing(FIXTURES / "releases" / "beellama.json")
         monkeypatch.setenv(RELEASES_API_ENV, fake.url)
         yield fake
+
+
+@pytest.fixture(autouse=True)
+def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The wizard reads the catalog's GGUF headers before it recommends: here the Hub is a port nothing
+    listens on (offline, from the cache), unless a test names a fake Hub's endpoint."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        monkeypatch.setenv("HF_ENDPOINT", dead)
+        yield dead

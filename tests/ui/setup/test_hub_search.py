@@ -3,6 +3,7 @@ quant and draft kind and the fast path; a missing repo's own message; a stale an
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,56 @@ def test_the_wizard_sizes_a_typed_repo_with_its_drafts(qtbot: QtBot, hub: FakeHu
     assert "Q4_K_M (" in text and "+ MTP (its own head)" in text and "+ DFlash2 Q4_K_M" in text
     assert "tokens of context here" in text and "Fast path: 24 GB Ada (4090)" in text and "published" in text
     assert search.button.isEnabled()
+
+
+def test_a_search_result_becomes_the_setup_the_wizard_downloads(qtbot: QtBot, hub: FakeHub, tmp_path: Path) -> None:
+    """Choosing a sized row makes it the recommendation; the run page then fetches exactly that target and
+    drafter from their repos (the MTP row: the target alone, its head is inside it)."""
+    fetched: list[tuple[str, str]] = []
+
+    def download(repo: str, filename: str, **_kw: Any) -> list[Path]:
+        fetched.append((repo, filename))
+        return [tmp_path / filename]
+
+    w = SetupWizard(WizardServices(
+        detect=gpu_detect, runner=sync,
+        size_repo=lambda repo, vram, card: recommend_repo(repo, vram, card, draft_repos=[DRAFTS],
+                                                          endpoint=hub.endpoint, cache_dir=tmp_path / "c"),
+        extra={"registry": EngineRegistry(), "download_model": download, "find_local": lambda repo, f: None}))
+    qtbot.addWidget(w)
+    w.restart()
+    w.next()
+    page, search = w.recommend_page, w.recommend_page.hub_search
+    assert search.rows.isHidden() and search.use_button.isHidden()  # nothing to pick before a search
+    with qtbot.waitSignal(search.sized) as sized:
+        search.field.setText(REPO)
+        search.button.click()
+    rec = sized.args[0]
+    assert not search.use_button.isHidden() and search.rows.count() == len(rec.fitting())
+    first = search.rows.itemData(0)
+    assert first is rec.best_row() and first.kind == rec.choice.mode == "dflash2"  # the fast path first
+    with qtbot.waitSignal(search.chosen):
+        search.use_button.click()
+    c = page.choice
+    assert c is not None and page.rec is not None and page.rec.primary is c
+    assert (c.target_repo, c.target_file, c.draft_repo, c.draft_file) == (
+        REPO, "Qwen3.8-27B-Q4_K_M.gguf", DRAFTS, "Qwen3.8-27B-DFlash2-Q4_K_M.gguf")
+    assert c.settings.spec_mode == "dflash" and c.settings.draft_n_max == 7 and c.plan is not None and c.plan.fits
+    assert "Qwen3.8-27B-Q4_K_M.gguf + Qwen3.8-27B-DFlash2-Q4_K_M.gguf" in page.size_label.text()
+    assert page.isComplete()
+    run = w.run_page
+    for which in ("target", "draft"):
+        run._get_model(which, on_progress=lambda *_: None, on_line=lambda _l: None, cancel_event=threading.Event())
+    assert fetched == [(REPO, "Qwen3.8-27B-Q4_K_M.gguf"), (DRAFTS, "Qwen3.8-27B-DFlash2-Q4_K_M.gguf")]
+    assert run.launch_settings().draft == str(tmp_path / "Qwen3.8-27B-DFlash2-Q4_K_M.gguf")
+    # the MTP row: no draft to fetch, the run page skips the draft step
+    mtp = next(i for i in range(search.rows.count()) if search.rows.itemData(i).kind == "mtp")
+    search.rows.setCurrentIndex(mtp)
+    search.use_button.click()
+    c = page.choice
+    assert c is not None and c.draft_file is None and c.settings.spec_mode == "mtp" and c.pair_id != "starter"
+    assert page.title_label.text().startswith("Qwen3.8-27B + MTP (its own head): Q4_K_M")
+    assert [s.key for s in run._active_steps()] == ["engine", "target", "smoke"]
 
 
 def test_a_missing_repo_shows_its_message_and_a_stale_answer_is_dropped(qtbot: QtBot, hub: FakeHub,

@@ -47,7 +47,8 @@ def make_wizard(qtbot: QtBot, detect: Any, starter_engine: Path | None = None,
     return w
 
 
-def test_rtx_4090_shows_the_gpu_and_a_fitting_pair(qtbot: QtBot) -> None:
+def test_rtx_4090_shows_the_gpu_and_a_fitting_pair(qtbot: QtBot, catalog_sized: Path) -> None:
+    # Offline (tests/ui/setup/conftest.py), with the catalog's headers read on an earlier run (the cache).
     w = make_wizard(qtbot, gpu_detect)
     page = w.detect_page
     assert page.report is not None and page.report.has_gpu and page.isComplete()
@@ -58,6 +59,8 @@ def test_rtx_4090_shows_the_gpu_and_a_fitting_pair(qtbot: QtBot) -> None:
     w.next()
     rec = w.recommend_page
     assert rec.choice is not None and rec.choice.pair_id == "gemma-4-31b"
+    assert rec.choice.sized_from.startswith("headers @ ")
+    assert any("Sized from the GGUF headers" in x for x in rec.rec.reasons)  # type: ignore[union-attr]
     assert rec.memory_bar.plan is not None and rec.memory_bar.state == "ok"
     assert rec.size_label.text().startswith("Download: ") and "GiB" in rec.size_label.text()
     assert rec.runner_label.text().startswith("Runner-up:") and not rec.runner_button.isHidden()
@@ -67,6 +70,31 @@ def test_rtx_4090_shows_the_gpu_and_a_fitting_pair(qtbot: QtBot) -> None:
     rec.goal_group.button(2).click()  # goal: context
     assert rec.goal() == "context" and rec.choice is not None
     assert rec.choice.settings.ctx_size >= primary.settings.ctx_size
+
+
+def test_the_wizard_reads_the_catalogs_headers_live_then_recommends(qtbot: QtBot, catalog_hub: FakeHub) -> None:
+    w = SetupWizard(WizardServices(detect=gpu_detect, runner=sync, endpoint=catalog_hub.endpoint,
+                                   extra={"registry": EngineRegistry()}))
+    qtbot.addWidget(w)
+    w.restart()
+    w.next()
+    rec = w.recommend_page
+    assert rec.choice is not None and rec.choice.pair_id == "gemma-4-31b" and rec.catalog_read
+    assert rec.choice.target_repo == "unsloth/gemma-4-31B-it-GGUF" and rec.choice.download_bytes
+    assert catalog_hub.cdn_gets() and all(r.headers.get("range") for r in catalog_hub.cdn_gets())  # headers only
+    assert f"{rec.choice.download_bytes / (1 << 30):.1f} GiB" in rec.size_label.text()
+    sent = catalog_hub.bytes_sent
+    rec.goal_group.button(1).click()  # another goal: no second read
+    assert catalog_hub.bytes_sent == sent and rec.choice is not None
+
+
+def test_offline_without_headers_the_wizard_offers_the_starter_and_says_why(qtbot: QtBot) -> None:
+    w = make_wizard(qtbot, gpu_detect)
+    w.next()
+    rec = w.recommend_page
+    assert rec.choice is not None and rec.choice.pair_id == "starter"
+    text = rec.reasons_label.text()
+    assert "Sizes not read yet" in text and "Connect once (or run `beedeck recommend --refresh`)" in text
 
 
 @pytest.mark.engine

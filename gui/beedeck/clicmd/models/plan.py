@@ -125,10 +125,22 @@ def run_recommend(args: argparse.Namespace) -> int:
         from beedeck.clicmd.models.hub_recommend import run_hub_recommend
 
         return run_hub_recommend(args, caps)
+    sizing = None
+    if args.refresh:
+        if args.offline:
+            return _fail("--refresh reads the catalog's GGUF headers from the Hub; --offline forbids that.")
+        from beedeck.core.models import catalog_sizing
+
+        sizing = catalog_sizing.refresh(on_repo=lambda repo, i, n: print(f"[{i + 1}/{n}] reading the headers of "
+                                                                         f"{repo}", file=sys.stderr))
+        if not args.json:
+            print("Sizing the catalog from its GGUF headers (range requests, nothing downloaded):")
+            print("\n".join(f"  {printable(x, 400)}" for x in sizing.lines()))
     r = recommend(_vram(args), args.goal, gen, caps=caps)
     c = r.primary
     if args.json:
-        print(json.dumps({
+        print(json.dumps({"sizing": None if sizing is None else sizing.to_dict(),
+                          "sized_from": c.sized_from or None, "download_bytes": c.download_bytes,
             "primary": {"pair": c.pair_id, "generation": c.generation.value, "target_repo": c.target_repo,
                         "target_file": c.target_file, "draft_repo": c.draft_repo, "draft_file": c.draft_file,
                         "target_path": str(c.target_path) if c.target_path else None,
@@ -171,7 +183,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_plan)
 
-    p = sub.add_parser("recommend", help="pick a DFlash pair, quants and context for this machine")
+    p = sub.add_parser("recommend", help="pick a DFlash pair, quants and context for this machine (from the "
+                                         "GGUF headers: --refresh reads them)")
     p.add_argument("--vram", type=float, help="free GPU memory in GiB (default: detected; 0: CPU only)")
     p.add_argument("--goal", default="quality", choices=("quality", "speed", "context"))
     p.add_argument("--generation", choices=[g.value for g in Generation if g != Generation.UNKNOWN])
@@ -185,6 +198,10 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--quant", action="append", help="with --repo: plan only this quant (repeatable)")
     p.add_argument("--card", choices=("24gb-ampere", "24gb-ada", "32gb-blackwell", "larger", "smaller"),
                    help="with --repo: the card class the mode advice is for (default: the detected GPU)")
-    p.add_argument("--offline", action="store_true", help="with --repo: only what was read before (the cache)")
+    p.add_argument("--refresh", action="store_true",
+                   help="read the catalog repos' GGUF headers from the Hub first (range requests, a few MB per file; "
+                        "cached by revision): the catalog holds no sizes, so a first run needs this once")
+    p.add_argument("--offline", action="store_true",
+                   help="only what was read before (the cache); without --repo or --refresh nothing is read anyway")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_recommend)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from beedeck.core.chat import mode_choice
@@ -22,6 +22,7 @@ from beedeck.core.models import catalog as catalog_mod
 from beedeck.core.models.hub_sizing import RepoSizing, size_repo, summary
 from beedeck.core.models.live_plan import LiveRow, plan_live
 from beedeck.core.models.planner import GiB
+from beedeck.core.models.recommend import Choice
 
 
 @dataclass
@@ -42,6 +43,26 @@ class RepoRecommendation:
         """The fast path's row with the highest-precision target quant that fits."""
         rows = [r for r in self.fitting() if r.kind == self.choice.mode]
         return max(rows, key=lambda r: r.target.size) if rows else None
+
+    def offered(self) -> list[LiveRow]:
+        """The rows a user can pick, best first: the fast path's, then every other fitting row (largest
+        target quant first within a kind)."""
+        best = self.best_row()
+        rest = sorted((r for r in self.fitting() if r is not best),
+                      key=lambda r: (r.kind != self.choice.mode, -r.target.size, r.kind))
+        return ([best] if best is not None else []) + rest
+
+    def choice_of(self, row: LiveRow) -> Choice:
+        """The row as the setup wizard's Choice: what to download (the target's first part names a split
+        set; the draft from its own repo) and the row's settings, sized from the headers."""
+        draft_repo = next((s.repo for s in (self.target, *self.drafts) if row.draft is not None
+                           and any(m.filename == row.draft.filename for m in s.models)), None)
+        t, d = row.target, row.draft
+        title = f"{self.target.repo.split('/')[-1].removesuffix('-GGUF')} + {row.label}"
+        return Choice(f"hub:{self.target.repo}", title, row.generation, self.target.repo, t.filename, t.quant,
+                      draft_repo, d.filename if d else None, d.quant if d else None, replace(row.settings), row.plan,
+                      sized_from=f"headers @ {self.target.revision[:12]}",
+                      download_bytes=t.size + (d.size if d else 0))
 
     def report(self, vram: list[int]) -> list[str]:
         """The human-readable report: the CLI prints it, the wizard's search box shows it."""

@@ -1,16 +1,18 @@
 """The shipped catalog of target + draft pairs (``resources/catalog.json``), loaded into dataclasses.
 
-Only facts from BeeDeck's sources are in the file; unknown sizes are null. Each draft has a
-``format`` (what the GGUF is, :data:`DRAFT_FORMAT_GENERATIONS`), optionally the ``engines`` that run
-it (a subset of its format's, when a source narrows it) and the ``source`` of the facts.
-:func:`refresh_sizes` updates sizes from the Hub through a caller-supplied callable (no network here).
+The catalog is a list of repos, not numbers: it holds only what GGUF headers cannot say: which draft
+belongs to which target, the quants (file names) BeeDeck considers, the guide's flags and pick, and the
+published speed figures with their source. Sizes, parameter counts and architecture numbers come from
+the files' own headers, read by range requests (:mod:`hub_sizing`, :mod:`catalog_sizing`); a catalog
+that types one (``size``, ``n_layer``, ``params_b``...) is refused. Each draft has a ``format`` (what
+the GGUF is, :data:`DRAFT_FORMAT_GENERATIONS`), optionally the ``engines`` that run it (a subset of
+its format's, when a source narrows it) and the ``source`` of the facts.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,11 @@ DRAFT_FORMAT_GENERATIONS: dict[str, tuple[Generation, ...]] = {
     "gemma4-dflash-draft": (),
 }
 DFLASH_FORMATS = frozenset({"dflash", "dflash2", "dflash-draft"})  # what SpecMode.DFLASH launches
+# What the headers say, so what the catalog may not type (a typed figure goes stale with each re-upload
+# and was never the file's own): sizes, parameter counts, architecture blocks.
+HEADER_FACTS = frozenset({"size", "approx_size", "size_note", "arch", "params_b", "active_params_b", "n_layer",
+                          "n_embd", "n_ff", "n_head", "n_head_kv", "head_dim", "vocab", "context_length",
+                          "block_size", "target_layers"})
 
 
 class CatalogError(ValueError):
@@ -41,32 +48,30 @@ class CatalogError(ValueError):
 
 @dataclass(frozen=True)
 class CatalogFile:
+    """A quant the catalog considers and its file name in the repo (its size is in its header)."""
+
     quant: str
     file: str
-    size: int | None  # exact bytes when known
-    approx_size: int | None  # the source's rounded figure
-
-    @property
-    def best_size(self) -> int | None:
-        return self.size or self.approx_size
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One side of a pair: repository, files and (where the sources give them) architecture numbers."""
+    """One side of a pair: the repository and the quants BeeDeck considers there (none listed: all)."""
 
     repo: str
     files: tuple[CatalogFile, ...]
-    arch: dict[str, Any] | None
     fmt: str = ""  # drafts: a key of DRAFT_FORMAT_GENERATIONS
-    params_b: float | None = None  # billions of parameters (from the model's name)
-    active_params_b: float | None = None  # MoE: parameters read per token
     engines: tuple[Generation, ...] | None = None  # drafts: narrower than the format's, when a source says so
     source: str = ""  # where the facts come from (a section of the reference docs)
     note: str = ""
 
     def file(self, quant: str) -> CatalogFile | None:
         return next((f for f in self.files if f.quant == quant), None)
+
+    @property
+    def quants(self) -> list[str] | None:
+        """The quants to size in this repo (None: every GGUF in it)."""
+        return [f.quant for f in self.files] or None
 
     @property
     def generations(self) -> tuple[Generation, ...]:
@@ -88,10 +93,10 @@ class Pair:
     flags: dict[str, Any]
     notes: str = ""
 
-    def drafts_for(self, generation: Generation) -> list[ModelSpec]:
+    def drafts_for(self, generation: Generation, architecture: str = "") -> list[ModelSpec]:
         """The drafts this generation runs for this target (DFlash ones only where it reads the target's
-        layers, when the catalog knows the target's architecture)."""
-        arch = (self.target.arch or {}).get("architecture", "")
+        layers, when the target's ``architecture`` is known: its header's general.architecture)."""
+        arch = architecture
         out = []
         for d in self.drafts:
             if generation not in d.generations:
@@ -115,17 +120,21 @@ class Catalog:
         raise KeyError(pair_id)
 
 
+def _no_header_facts(d: dict[str, Any], where: str) -> None:
+    typed = sorted(HEADER_FACTS & set(d))
+    if typed:
+        raise CatalogError(f"catalog.json: {where} types {', '.join(typed)}: sizes and architecture numbers come "
+                           "from the GGUF headers (beedeck recommend --refresh reads them), not from the catalog.")
+
+
 def _file(d: dict[str, Any], where: str) -> CatalogFile:
     for k in ("quant", "file"):
         if not isinstance(d.get(k), str) or not d[k]:
             raise CatalogError(f"catalog.json: {where} has no '{k}'.")
     if not d["file"].endswith(".gguf"):
         raise CatalogError(f"catalog.json: {where} file {d['file']!r} is not a .gguf name.")
-    for k in ("size", "approx_size"):
-        v = d.get(k)
-        if v is not None and (not isinstance(v, int) or v <= 0):
-            raise CatalogError(f"catalog.json: {where} {d['file']} has a bad {k} {v!r} (bytes or null).")
-    return CatalogFile(d["quant"], d["file"], d.get("size"), d.get("approx_size"))
+    _no_header_facts(d, f"{where} {d['file']}")
+    return CatalogFile(d["quant"].upper(), d["file"])
 
 
 def _spec(d: dict[str, Any], where: str, draft: bool) -> ModelSpec:
@@ -138,10 +147,8 @@ def _spec(d: dict[str, Any], where: str, draft: bool) -> ModelSpec:
                            f"(one of {', '.join(DRAFT_FORMAT_GENERATIONS)}).")
     if draft and not (isinstance(d.get("source"), str) and d["source"].strip()):
         raise CatalogError(f"catalog.json: {where} {repo} has no 'source' (the reference section its facts come from).")
+    _no_header_facts(d, f"{where} {repo}")
     files = tuple(_file(f, f"{where} {repo}") for f in d.get("files", []))
-    arch = d.get("arch")
-    if arch is not None and not isinstance(arch, dict):
-        raise CatalogError(f"catalog.json: {where} 'arch' must be an object or null.")
     engines = None
     if draft and "engines" in d:
         try:
@@ -152,8 +159,7 @@ def _spec(d: dict[str, Any], where: str, draft: bool) -> ModelSpec:
         if extra:
             raise CatalogError(f"catalog.json: {where} {repo} claims {', '.join(extra)}, which cannot load "
                                f"the {fmt!r} format.")
-    return ModelSpec(repo, files, arch, fmt, d.get("params_b"), d.get("active_params_b"), engines,
-                     str(d.get("source", "")), str(d.get("note", "")))
+    return ModelSpec(repo, files, fmt, engines, str(d.get("source", "")), str(d.get("note", "")))
 
 
 def parse(data: dict[str, Any]) -> Catalog:
@@ -190,21 +196,3 @@ def load(path: Path | None = None) -> Catalog:
         raise CatalogError(f"Cannot read the catalog {src} ({exc}): reinstall BeeDeck.") from None
     return parse(data)
 
-
-def refresh_sizes(catalog: Catalog, sizes_of: Callable[[str], dict[str, int]]) -> Catalog:
-    """Return a catalog whose file sizes come from ``sizes_of(repo) -> {file name: bytes}``.
-
-    The callable is e.g. a wrapper over ``HfApi().model_info(repo, files_metadata=True)``; files it
-    does not mention keep their catalog values. Errors from the callable propagate.
-    """
-    cache: dict[str, dict[str, int]] = {}
-
-    def fix(spec: ModelSpec) -> ModelSpec:
-        if spec.repo not in cache:
-            cache[spec.repo] = sizes_of(spec.repo)
-        known = cache[spec.repo]
-        files = tuple(replace(f, size=known[f.file]) if known.get(f.file) else f for f in spec.files)
-        return replace(spec, files=files)
-
-    return replace(catalog, pairs=tuple(
-        replace(p, target=fix(p.target), drafts=tuple(fix(d) for d in p.drafts)) for p in catalog.pairs))

@@ -466,8 +466,3 @@ def _fetch(f: HubFile, meta: Any, target: Path, size: int | None, ep: str, tok: 
 def resolve_url(repo: str, filename: str, revision: str = "main", endpoint: str | None = None) -> str:
     """The Hub's /resolve URL for a file (what llama.cpp's -hf flag would fetch)."""
     return f"{_endpoint(endpoint)}/{repo}/resolve/{quote(revision, safe='')}/{quote(filename)}"
-
-
-def file_sizes(repo: str, *, token: str | None = None, endpoint: str | None = None) -> dict[str, int]:
-    """{file name: bytes} for a repo: the ``sizes_of`` callable that catalog.refresh_sizes expects."""
-    return {f.filename: f.size for f in repo_info(repo, token=token, endpoint=endpoint).files if f.size is not None}

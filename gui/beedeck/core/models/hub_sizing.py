@@ -8,7 +8,10 @@ plan and are listed as skipped.
 
 What was read is cached per repo revision under ``<cache dir>/hub-sizing/<owner>--<name>/<commit>.json``
 (:mod:`gguf_json`), with ``refs/<revision>`` naming the commit, so a repo sized once is sized again
-offline; BeeDeck ships the same records for its catalog's repos in ``resources/hub-headers``.
+offline. ``quants`` sizes only some quants (the catalog's, :mod:`catalog_sizing`): such a record says which
+it holds, and a later call that wants more reads only the missing files and merges them in. A folder
+``resources/hub-headers`` of the same records would be read as headers BeeDeck ships; none is shipped
+(docs/architecture.md, "Where the catalog's sizes come from": no source here holds the real headers).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +77,7 @@ class RepoSizing:
     models: list[RemoteModel]
     skipped: list[str] = field(default_factory=list)
     source: str = "hub"  # "hub", "cache" (this machine's) or "shipped" (BeeDeck's resources)
+    quants: list[str] | None = None  # the quants this record holds when it holds only some (None: every GGUF)
     bytes_read: int = 0
     requests: int = 0
     seconds: float = 0.0
@@ -84,6 +88,12 @@ class RepoSizing:
 
     def drafts(self) -> list[RemoteModel]:
         return [m for m in self.models if m.kind != "target"]
+
+    def covers(self, quants: set[str] | None) -> bool:
+        """Whether this record holds every quant asked for (None: every GGUF of the repo)."""
+        if self.quants is None:
+            return True
+        return quants is not None and quants <= set(self.quants)
 
 
 def check_repo_name(repo: str) -> str:
@@ -111,6 +121,10 @@ def kind_of(info: ModelInfo) -> str:
     if k is None:
         return "mtp-head" if is_mtp_only(info) else "target"
     return "dflash2" if k == DFLASH and is_dflash2(info) else k
+
+
+def _wanted(quants: set[str] | None, filename: str) -> bool:
+    return quants is None or quant_of(filename) in quants
 
 
 def _groups(files: list[hub.HubFile]) -> tuple[list[list[hub.HubFile]], list[str]]:
@@ -172,13 +186,16 @@ def load_cached(repo: str, revision: str | None = None, cache_dir: Path | None =
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring the unreadable sizing record %s: %s", record, exc)
             continue
-        return RepoSizing(repo, commit, models, list(d.get("skipped", [])), source)
+        quants = d.get("quants")
+        return RepoSizing(repo, commit, models, list(d.get("skipped", [])), source,
+                          None if quants is None else [str(q) for q in quants])
     return None
 
 
 def _save(sizing: RepoSizing, revision: str | None, cache_dir: Path | None) -> None:
     folder = _storage(cache_dir or paths.cache_dir() / "hub-sizing", sizing.repo)
     record = {"format": CACHE_FORMAT, "repo": sizing.repo, "revision": sizing.revision, "skipped": sizing.skipped,
+              "quants": sizing.quants,
               "models": [{"filename": m.filename, "parts": m.parts, "size": m.size, "quant": m.quant, "kind": m.kind,
                           "tokenizer_sha256": m.tokenizer_sha256, "info": gguf_json.encode(m.info)}
                          for m in sizing.models]}
@@ -206,34 +223,44 @@ def _with_access_note(exc: hub.HubError) -> hub.HubError:
 def size_repo(repo: str, *, revision: str | None = None, token: str | None = None, endpoint: str | None = None,
               cache_dir: Path | None = None, client: httpx2.Client | None = None, offline: bool = False,
               first_range: int = FIRST_RANGE, cancel_event: threading.Event | None = None,
-              on_file: Callable[[str, int, int], None] | None = None) -> RepoSizing:
-    """Size every GGUF model in ``repo``; raises the hub errors (gated, missing, offline) or SizingError."""
+              on_file: Callable[[str, int, int], None] | None = None,
+              quants: Collection[str] | None = None) -> RepoSizing:
+    """Size every GGUF model in ``repo`` (``quants``: only those, by the file names' quant); raises the hub
+    errors (gated, missing, offline) or SizingError."""
     repo = check_repo_name(repo)
+    want = None if quants is None else {q.upper() for q in quants}
     t0 = time.monotonic()
     if offline:
         cached = load_cached(repo, revision, cache_dir)
         if cached is None:
             raise OfflineError(f"{repo} has not been sized on this machine yet and BeeDeck is offline: connect "
                                "once to read its headers (a few MB), then it works offline.")
+        if not cached.covers(want):  # some quants were read earlier (the catalog's): those answer, said so
+            cached.notes.append(f"Offline: only the quants read earlier ({', '.join(cached.quants or [])}) are "
+                                "sized; connect to read the others.")
         return cached
     tok = hub.resolve_token(token)
     try:
         info = hub.repo_info(repo, revision=revision, token=tok, endpoint=endpoint)
     except OfflineError:
         cached = load_cached(repo, revision, cache_dir)
-        if cached is None:
+        if cached is None:  # (one holding fewer quants than asked for still answers, for what it holds)
             raise
         cached.notes.append("The Hub cannot be reached: these sizes come from the copy of the headers read "
                             f"earlier (revision {cached.revision[:12]}).")
         return cached
     commit = info.commit or revision or "main"
     cached = load_cached(repo, commit, cache_dir)
-    if cached is not None:
+    if cached is not None and cached.covers(want):
         return cached
     groups, skipped = _groups(info.files)
     if not groups:
         raise SizingError(f"{repo} holds no GGUF model files: BeeDeck runs GGUF models; look for a '-GGUF' repo "
                           "of this model.")
+    have = {m.filename: m for m in cached.models} if cached is not None else {}
+    if cached is not None:  # a record of some quants of this revision: read only what it lacks
+        skipped = list(dict.fromkeys(cached.skipped + [x for x in skipped if x not in cached.skipped]))
+    groups = [g for g in groups if _wanted(want, g[0].filename) and g[0].filename not in have]
     ep = (endpoint or os.environ.get("HF_ENDPOINT") or hub.DEFAULT_ENDPOINT).rstrip("/")
     own = client is None
     http = client or httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(10.0, read=20.0))
@@ -257,8 +284,10 @@ def size_repo(repo: str, *, revision: str | None = None, token: str | None = Non
     finally:
         if own:
             http.close()
-    sizing = RepoSizing(repo, commit, models, skipped, "hub", sum(m.bytes_read for m in models), requests,
-                        time.monotonic() - t0)
+    held = None if want is None or (cached is not None and cached.quants is None) else \
+        sorted(want | set(cached.quants or []) if cached is not None else want)
+    sizing = RepoSizing(repo, commit, [*have.values(), *models], skipped, "hub", held,
+                        sum(m.bytes_read for m in models), requests, time.monotonic() - t0)
     if re.fullmatch(r"[0-9a-f]{7,64}", commit):
         _save(sizing, revision, cache_dir)
     return sizing

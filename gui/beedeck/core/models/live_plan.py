@@ -21,6 +21,7 @@ from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.hub_sizing import RemoteModel, RepoSizing
 from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
+from beedeck.core.models.recommend import DFLASH2_BLOCK_MAX
 from beedeck.core.models.recommend import draft_cache_for as recommend_draft_cache
 
 MIN_CTX = 32768  # the guide's context: a row "fits" a card when it reaches at least this
@@ -35,7 +36,6 @@ CACHES = {Generation.MAINLINE: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("q4_0", "q4
           Generation.BEE_B: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("kvarn4", "kvarn4")],
           Generation.BEE_A: [("turbo4", "turbo3_tcq"), ("turbo3_tcq", "turbo2_tcq")]}
 DRAFT_QUANT_PREFERENCE = ("Q4_K_M", "Q5_K_M", "Q8_0", "IQ4_XS", "Q6_K")
-DFLASH2_BLOCK_MAX = 7  # DFlash2's fixed trained block of 8 (z-lab/dflash#170): at most 7 drafted tokens
 
 
 @dataclass

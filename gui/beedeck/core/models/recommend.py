@@ -1,9 +1,13 @@
 """The pair / quant / context recommender: the best DFlash setup that fits the GPU(s) with 1 GiB spare.
 
-Every candidate is sized by the memory planner (core/planner.py), from the catalog's architecture
-numbers and file sizes or, for models already on disk, from their real headers, so a
-recommendation never exceeds what the planner says fits. Pairs whose draft format the chosen engine
-generation cannot load are never considered. A target on disk with a usable DFlash draft next to
+Every candidate is sized by the memory planner (core/models/planner), from the files' own GGUF
+headers: read from the Hub by range requests and cached by repo revision (:mod:`catalog_sizing`,
+:mod:`hub_sizing`), or, for models already on disk, read from the files. The catalog types no sizes
+or architecture numbers, so a pair whose headers were never read is not considered (the reasons
+name it and say how to read them). A recommendation never exceeds what the planner says fits; its
+parameter counts and bits per weight are counted from the tensor tables. Pairs whose draft format
+the chosen engine generation cannot load, or whose draft fails the pair check against the target's
+header, are never considered. A target on disk with a usable DFlash draft next to
 it (a sidecar, :mod:`beedeck.core.models.sidecars`) is preferred over anything to download; a
 sidecar that is found but not used is named with the reason.
 """
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
@@ -21,7 +25,9 @@ from beedeck.core.engine.speculation.modes import engine_label, engine_spec_type
 from beedeck.core.models import catalog as catalog_mod
 from beedeck.core.models import hub_sizing, library
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP
-from beedeck.core.models.gguf import DFlashInfo, GGUFError, ModelInfo, TensorInfo, inspect
+from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.hub_sizing import RemoteModel
+from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
 from beedeck.core.models.sidecars import Sidecar
 
@@ -30,6 +36,13 @@ MIN_CTX = 32768  # the guide's context; quality and speed goals want at least th
 LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name
 SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
 MAX_NOTES = 6
+DRAFT_QUANTS = ("Q4_K_M", "Q5_K_M", "IQ4_XS")  # the DFlash draft quants the recommender plans
+DFLASH_KINDS = ("dflash", "dflash2", "dflash-draft")  # hub_sizing's kinds that a DFlash launch runs
+NOT_SIZED = ("Sizes not read yet: BeeDeck sizes its catalog's pairs from their GGUF headers (no sizes are typed "
+             "into the catalog), and this machine has not read them. Connect once (or run `beedeck recommend "
+             "--refresh`): only the headers are read, a few MB per file, nothing is downloaded. Until then the "
+             "starter profile is what BeeDeck can vouch for.")
+DFLASH2_BLOCK_MAX = 7  # DFlash2's fixed trained block of 8 (z-lab/dflash#170): at most 7 drafted tokens
 UBD_24GB = 64  # the drafter's -ubd on 24 GB cards (draft_ubatch_for)
 DRAFT_KVARN = "kvarn5"  # the drafter's own cache where the engine offers KVarN for it (draft_cache_for)
 SIDECAR_NOTE_PREFIXES = ("Found ", "Draft found next to the model")  # the reasons about drafts beside targets
@@ -73,8 +86,11 @@ class Choice:
     download_bytes: int | None = None  # target + draft bytes, when the headers' file list gave them
 
     def summary(self) -> str:
-        if self.draft_file is None:
+        if self.pair_id == "starter":
             return f"{self.title} ({self.target_file}), {self.settings.ctx_size} context on the CPU"
+        if self.draft_file is None:  # a Hub search's pick: the target's own MTP head, or no speculation
+            return (f"{self.title}: {self.target_quant}, {self.settings.ctx_size:,} context, K/V cache "
+                    f"{self.settings.cache_type_k}/{self.settings.cache_type_v} ({self.generation.value})")
         on_disk = " (both on disk)" if self.draft_path is not None else ""
         return (f"{self.title}: {self.target_quant} + {self.draft_quant} draft{on_disk}, "
                 f"{self.settings.ctx_size:,} context, "
@@ -93,74 +109,37 @@ class Recommendation:
         return self.primary.plan
 
 
-_NEED = ("architecture", "n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "vocab")
+def params_of(info: ModelInfo) -> tuple[float, float]:
+    """(total, active) billions of parameters, counted from the header's tensor table: every tensor's
+    elements; an MoE's expert tensors (``*_exps``) count for active at ``expert_used_count / expert_count``."""
+    total = experts = 0
+    for t in info.tensors:
+        n = 1
+        for d in t.dims:
+            n *= int(d)
+        total += n
+        if "_exps" in t.name:
+            experts += n
+    md = info.metadata
+    used, count = md.get(f"{info.architecture}.expert_used_count"), md.get(f"{info.architecture}.expert_count")
+    share = (int(used) / int(count)) if isinstance(used, int) and isinstance(count, int) and count > 0 else 1.0
+    active = total - experts + experts * share
+    if total == 0:  # no tensor table (a hand-made ModelInfo): the name's size label, else the file size
+        return _local_params(info)
+    return total / 1e9, active / 1e9
 
 
-def _arch_ok(arch: dict | None) -> bool:
-    return bool(arch) and all(arch.get(k) for k in _NEED)  # type: ignore[union-attr]
+def bits_of(info: ModelInfo) -> float:
+    """Bits per weight of a file, from its header: its tensor bytes over its parameters."""
+    elems = sum(_elements(t.dims) for t in info.tensors)
+    return info.tensor_bytes * 8 / elems if elems else quant_bits(info.file_type or "Q4_K_M")
 
 
-def _fill_arch(cat: catalog_mod.Catalog, spec: catalog_mod.ModelSpec) -> catalog_mod.ModelSpec | None:
-    """Complete missing numbers from a bigger same-architecture sibling: a conservative (over-)estimate."""
-    a = spec.arch or {}
-    if _arch_ok(a):
-        return spec
-    if not a.get("architecture") or not a.get("n_layer"):
-        return None
-    for p in cat.pairs:
-        sib = p.target.arch or {}
-        if _arch_ok(sib) and sib["architecture"] == a["architecture"]:
-            merged = {**sib, **{k: v for k, v in a.items() if v is not None}, "estimated_from": p.id}
-            return replace(spec, arch=merged)
-    return None
-
-
-def synth_target(spec: catalog_mod.ModelSpec, f: catalog_mod.CatalogFile) -> ModelInfo:
-    """A ModelInfo from catalog numbers: the file size split over layers, embeddings estimated."""
-    a = spec.arch or {}
-    n, embd, vocab = int(a["n_layer"]), int(a["n_embd"]), int(a["vocab"])
-    size = f.best_size or 0
-    tied = bool(a.get("tied_embeddings"))
-    emb = int(embd * vocab * quant_bits(f.quant) / 8)
-    per_layer = max(0, size - emb * (1 if tied else 2)) // n
-    tensors = [TensorInfo("token_embd.weight", (embd, vocab), 0, 0, emb)]
-    tensors += [TensorInfo(f"blk.{i}.weights", (per_layer,), 0, 0, per_layer) for i in range(n)]
-    if not tied:
-        tensors.append(TensorInfo("output.weight", (embd, vocab), 0, 0, emb))
-    pattern = int(a.get("swa_pattern", 0) or 0)
-    is_swa = [bool(pattern) and i % pattern < pattern - 1 for i in range(n)]
-    interval = int(a.get("full_attention_interval", 0) or 0)
-    is_rec = [bool(interval) and (i + 1) % interval != 0 for i in range(n)]
-    kv = [int(a.get("n_head_kv_swa", a["n_head_kv"])) if s else int(a["n_head_kv"]) for s in is_swa]
-    hd = [int(a.get("head_dim_swa", a["head_dim"])) if s else int(a["head_dim"]) for s in is_swa]
-    return ModelInfo(
-        path=Path(f.file), parts=[Path(f.file)], file_size=size, architecture=a["architecture"], name=spec.repo,
-        basename="", size_label="", file_type=f.quant, n_layer=n, n_layer_all=n, n_embd=embd,
-        n_ff=int(a.get("n_ff") or 4 * embd), n_head=[int(a["n_head"])] * n, n_head_kv=kv, head_dim_k=hd,
-        head_dim_v=hd, is_swa=is_swa, is_recurrent=is_rec, sliding_window=int(a.get("sliding_window", 0) or 0),
-        shared_kv_layers=0, ssm=dict(a.get("ssm") or {}), vocab_size=vocab, tokenizer_model="", bos_id=None,
-        eos_id=None, context_length=int(a.get("context_length") or 131072), has_chat_template=True,
-        tensors=tensors, dflash=None,
-    )
-
-
-def synth_draft(spec: catalog_mod.ModelSpec, f: catalog_mod.CatalogFile, target: ModelInfo) -> ModelInfo:
-    """A draft ModelInfo; without catalog numbers it assumes the common 5-layer, 8x128, SWA-2048 shape."""
-    a = spec.arch or {"n_layer": 5, "n_head": 32, "n_head_kv": 8, "head_dim": 128, "sliding_window": 2048,
-                      "swa_pattern": 5, "target_layers": [], "block_size": 16}
-    n = int(a["n_layer"])
-    pattern = int(a.get("swa_pattern", 0) or 0)
-    is_swa = [bool(pattern) and i % pattern < pattern - 1 for i in range(n)]
-    return ModelInfo(
-        path=Path(f.file), parts=[Path(f.file)], file_size=f.best_size or 0, architecture=spec.fmt, name=spec.repo,
-        basename="", size_label="", file_type=f.quant, n_layer=n, n_layer_all=n, n_embd=target.n_embd,
-        n_ff=int(a.get("n_ff") or 0), n_head=[int(a["n_head"])] * n, n_head_kv=[int(a["n_head_kv"])] * n,
-        head_dim_k=[int(a["head_dim"])] * n, head_dim_v=[int(a["head_dim"])] * n, is_swa=is_swa,
-        is_recurrent=[False] * n, sliding_window=int(a.get("sliding_window", 0) or 0), shared_kv_layers=0, ssm={},
-        vocab_size=target.vocab_size, tokenizer_model="", bos_id=None, eos_id=None, context_length=0,
-        has_chat_template=False, tensors=[TensorInfo("blk.0.weights", (1,), 0, 0, f.best_size or 0)],
-        dflash=DFlashInfo(spec.fmt, int(a.get("block_size", 16)), None, tuple(a.get("target_layers") or ()), None),
-    )
+def _elements(dims: tuple[int, ...] | list[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
 
 
 def draft_ubatch_for(caps: EngineCaps | None, vram: list[int]) -> int | None:
@@ -209,96 +188,88 @@ def _max_ctx(target: ModelInfo, draft: ModelInfo, s: LaunchSettings, gen: Genera
     return lo * 256, best
 
 
-def _score(goal: str, total: float, active: float, quant: str, dquant: str, cache_rank: int, ctx: int,
+def _score(goal: str, total: float, active: float, bits: float, dbits: float, cache_rank: int, ctx: int,
            on_disk: float = 0.0) -> tuple[float, ...]:
+    """``bits``/``dbits``: the target's and the draft's bits per weight (their headers' bytes over parameters)."""
     # A common rule of thumb (not a measurement): an MoE model is worth about sqrt(total x active)
     # dense parameters, so a 35B-A3B ranks below a dense 27B.
     params = (total * active) ** 0.5
-    good_quant = 1.0 if quant_bits(quant) >= 4.25 else 0.0
+    good_quant = 1.0 if bits >= 4.25 else 0.0
     enough = 1.0 if ctx >= MIN_CTX else 0.0
     first = on_disk  # a pair already on disk (a sidecar draft) beats any download (1: current engines, 0.5: Gen A)
+    bits = round(bits, 2)
     if goal == "quality":
-        return (first, enough, params, quant_bits(quant), -cache_rank, quant_bits(dquant), ctx)
+        return (first, enough, round(params, 1), bits, -cache_rank, round(dbits, 2), ctx)
     if goal == "speed":
         # Decoding is memory-bound: fewer bytes read per token is faster; then prefer the bigger model.
-        return (first, enough, good_quant, -round(active * quant_bits(quant)), params, -cache_rank, ctx)
-    return (first, float(ctx >= 4 * MIN_CTX), good_quant, params, ctx, quant_bits(quant))
-
-
-def _params(spec: catalog_mod.ModelSpec) -> tuple[float, float]:
-    total = float(spec.params_b or 0)
-    return total, float(spec.active_params_b or total)
+        return (first, enough, good_quant, -round(active * bits), params, -cache_rank, ctx)
+    return (first, float(ctx >= 4 * MIN_CTX), good_quant, round(params, 1), ctx, bits)
 
 
 def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation],
-                       tune: Tune = (None, None)) -> list[Choice]:
-    """Choices from headers read from the Hub earlier (this machine's hub_sizing cache, else records shipped in
-    resources/hub-headers): the files' names, sizes and layouts, planned like a file on disk."""
-    tcache = hub_sizing.load_cached(pair.target.repo)
-    if tcache is None:
-        return []
+                       tune: Tune = (None, None), cache_dir: Path | None = None,
+                       caps: EngineCaps | None = None) -> list[Choice] | None:
+    """Choices from the pair's GGUF headers read from the Hub (this machine's hub_sizing cache, or a shipped
+    record set): the files' names, sizes and layouts, planned like files on disk. None when the target's
+    headers have not been read yet."""
+    tcache = hub_sizing.load_cached(pair.target.repo, cache_dir=cache_dir)
+    if tcache is None or not tcache.targets():
+        return None
     out: list[Choice] = []
-    total, active = _params(pair.target)
-    for gen in gens:
-        for dspec in pair.drafts_for(gen):
-            dcache = hub_sizing.load_cached(dspec.repo) if dspec.fmt in catalog_mod.DFLASH_FORMATS else None
-            if dcache is None:
-                continue
-            drafts = [m for m in dcache.drafts() if m.kind in ("dflash", "dflash2", "dflash-draft")
-                      and m.quant.upper() in ("Q4_K_M", "Q5_K_M", "IQ4_XS")]
-            for t in tcache.targets():
-                if t.size > sum(vram):
+    for t in tcache.targets():
+        if t.size > sum(vram):
+            continue
+        total, active = params_of(t.info)
+        tbits = bits_of(t.info)
+        for gen in gens:
+            for dspec in pair.drafts_for(gen, t.info.architecture):
+                if dspec.fmt not in catalog_mod.DFLASH_FORMATS:
+                    continue  # DSpark, EAGLE-3 and MTP drafts are not DFlash launches (recommend --repo plans them)
+                dcache = hub_sizing.load_cached(dspec.repo, cache_dir=cache_dir)
+                if dcache is None:
                     continue
+                drafts = [m for m in dcache.drafts() if m.kind in DFLASH_KINDS
+                          and m.quant.upper() in DRAFT_QUANTS and _pairs(t.info, m, gen, caps)]
                 for d in drafts:
                     for rank, (ctk, ctv) in enumerate(CACHES[gen]):
                         s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096, tune)
+                        if d.kind == "dflash2":
+                            s.draft_n_max = DFLASH2_BLOCK_MAX
                         ctx, p = _max_ctx(t.info, d.info, s, gen, vram)
                         if p is None or ctx < 8192:
                             continue
                         s.ctx_size = ctx
                         out.append(Choice(pair.id, pair.title, gen, pair.target.repo, t.filename, t.quant, dspec.repo,
                                           d.filename, d.quant, s, p,
-                                          _score(goal, total or 1.0, active or total or 1.0, t.quant, d.quant, rank, ctx),
+                                          _score(goal, total, active, tbits, bits_of(d.info), rank, ctx),
                                           sized_from=f"{'shipped ' if tcache.source == 'shipped' else ''}headers @ "
                                                      f"{tcache.revision[:12]}", download_bytes=t.size + d.size))
     return out
 
 
+def _pairs(target: ModelInfo, draft: RemoteModel, gen: Generation, caps: EngineCaps | None) -> bool:
+    """The draft's own format (its header's, not the catalog's word) loads on this generation, and the pair
+    check (hidden size, target layers, vocabulary) passes on the two headers."""
+    if gen not in catalog_mod.DRAFT_FORMAT_GENERATIONS.get(draft.kind, ()):
+        return False
+    return check_pair(target, draft.info, caps).ok
+
+
 def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation],
-                tune: Tune = (None, None)) -> list[Choice]:
+                tune: Tune = (None, None), cache_dir: Path | None = None,
+                caps: EngineCaps | None = None) -> tuple[list[Choice], list[str]]:
+    """Every sized pair's choices, and the ids of the pairs whose headers have not been read yet."""
     out: list[Choice] = []
+    unsized: list[str] = []
     for pair in cat.pairs:
-        from_headers = _header_candidates(pair, vram, goal, gens, tune)
-        if from_headers:
-            out.extend(from_headers)
+        if not any(pair.drafts_for(g) for g in gens):
             continue
-        tspec = _fill_arch(cat, pair.target)
-        if tspec is None:
-            continue
-        for gen in gens:
-            for dspec in pair.drafts_for(gen):
-                if dspec.fmt not in catalog_mod.DFLASH_FORMATS:
-                    continue  # DSpark, EAGLE-3 and MTP drafts are not DFlash launches
-                dfiles = [f for f in dspec.files if f.best_size]
-                dquants = sorted({f.quant for f in dfiles} & {"Q4_K_M", "Q5_K_M", "IQ4_XS"})
-                for tf in (f for f in tspec.files if f.best_size):
-                    if (tf.best_size or 0) > sum(vram):
-                        continue
-                    target = synth_target(tspec, tf)
-                    for dq in dquants:
-                        df = dspec.file(dq)
-                        assert df is not None
-                        draft = synth_draft(dspec, df, target)
-                        for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-                            s = _settings(tf.file, df.file, gen, ctk, ctv, 4096, tune)
-                            ctx, p = _max_ctx(target, draft, s, gen, vram)
-                            if p is None or ctx < 8192:
-                                continue
-                            s.ctx_size = ctx
-                            out.append(Choice(pair.id, pair.title, gen, pair.target.repo, tf.file, tf.quant,
-                                              dspec.repo, df.file, dq, s, p,
-                                              _score(goal, *_params(tspec), tf.quant, dq, rank, ctx)))
-    return out
+        got = _header_candidates(pair, vram, goal, gens, tune, cache_dir, caps)
+        if got is None:
+            unsized.append(pair.id)
+        else:
+            out.extend(got)
+    return out, unsized
 
 
 def _local_params(info: ModelInfo) -> tuple[float, float]:
@@ -361,7 +332,8 @@ def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t
     hit = library.match(t, entries)
     pair = next((p for p in cat.pairs if hit is not None and p.target.repo == hit[0]), None)
     pid, title = (pair.id, pair.title) if pair else (f"local:{t.path}", f"{target.name or t.path.stem} + its draft")
-    total, active = _params(pair.target) if pair and pair.target.params_b else _local_params(target)
+    total, active = params_of(target)
+    tbits, dbits = bits_of(target), bits_of(draft)
     tquant, dquant = t.file_type_name or target.file_type or "?", side.quant or "?"
     repo = t.repo or LOCAL_REPO
     out = []
@@ -376,7 +348,7 @@ def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t
                 continue
             s.ctx_size = ctx
             out.append(Choice(pid, title, gen, repo, t.filename, tquant, repo, side.filename, dquant, s, p,
-                              _score(goal, total, active, tquant, dquant, rank, ctx, on_disk=weight),
+                              _score(goal, total, active, tbits, dbits, rank, ctx, on_disk=weight),
                               t.path, side.path, side.kind))
     return out
 
@@ -398,9 +370,14 @@ def _scan() -> list[library.LocalModel]:
 
 def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generation | None = None,
               cat: catalog_mod.Catalog | None = None,
-              local: Sequence[library.LocalModel] | None = None, caps: EngineCaps | None = None) -> Recommendation:
+              local: Sequence[library.LocalModel] | None = None, caps: EngineCaps | None = None,
+              cache_dir: Path | None = None) -> Recommendation:
     """Recommend a pair, quants, context, cache types and batch sizes for GPUs with these free bytes.
 
+    Each catalog pair is planned from its files' GGUF headers as read from the Hub earlier
+    (:mod:`catalog_sizing` reads them; ``cache_dir``: hub_sizing's cache, None: this machine's); this
+    call reads nothing over the network. A pair whose headers have not been read yet is named in the
+    reasons (:data:`NOT_SIZED`), never sized from typed figures.
     ``local``: the models on disk (``library.scan()``); None scans the usual places, ``[]`` ignores
     the disk. A target there with a usable DFlash draft beside it wins over every download.
     ``caps``: the probed engine; only pairs it runs are offered (its generation, and DFlash at all).
@@ -425,12 +402,17 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
                               else [Generation.BEE_B, Generation.MAINLINE, Generation.BEE_A])
     on_disk, notes = _sidecar_candidates(cat, _scan() if local is None else local, vram, goal, gens, caps)
     tune = (draft_ubatch_for(caps, vram), draft_cache_for(caps))
-    cands = sorted(_candidates(cat, vram, goal, gens, tune) + on_disk, key=lambda c: c.score, reverse=True)
+    from_headers, unsized = _candidates(cat, vram, goal, gens, tune, cache_dir, caps)
+    cands = sorted(from_headers + on_disk, key=lambda c: c.score, reverse=True)
     notes = notes[:MAX_NOTES]
+    pending = _not_sized_note(cat, unsized)
     if not cands:
+        if pending and len(unsized) == len([p for p in cat.pairs if any(p.drafts_for(g) for g in gens)]):
+            return Recommendation(_starter_choice(cat), None, [NOT_SIZED, pending, *notes])
         return Recommendation(_starter_choice(cat), None, [
             f"No catalog pair fits {sum(vram) / GiB:.1f} GiB with 1 GiB to spare at 8k context or more: "
-            "use the starter profile, or a smaller model you pick yourself.", *notes])
+            "use the starter profile, or a smaller model you pick yourself.", *([pending] if pending else []),
+            *notes])
     best = cands[0]
     runner = next((c for c in cands[1:] if (c.pair_id, c.target_quant) != (best.pair_id, best.target_quant)), None)
     assert best.plan is not None
@@ -462,25 +444,20 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
         where = "BeeDeck ships" if best.sized_from.startswith("shipped") else "BeeDeck read from the Hub"
         reasons.append(f"Sized from the GGUF headers {where} ({best.target_repo} and {best.draft_repo}, "
                        f"{best.sized_from}): the files' own layouts, nothing estimated.")
-    est = _catalog_arch(cat, best)
-    if est is not None and not _arch_ok(est):
-        reasons.append("This model's attention numbers are not in BeeDeck's catalog: they were estimated "
-                       "(conservatively) from a bigger model of the same family; inspect the downloaded GGUF "
-                       "for an exact plan.")
+    if pending:
+        reasons.append(pending)
     reasons.extend(notes)
     if runner is not None:
         reasons.append(f"Runner-up: {runner.summary()}.")
     return Recommendation(best, runner, reasons)
 
 
-def _catalog_arch(cat: catalog_mod.Catalog, c: Choice) -> dict | None:
-    """The catalog's architecture numbers behind a choice; None when it was planned from real headers."""
-    if c.target_path is not None or c.sized_from:
-        return None
-    try:
-        return cat.pair(c.pair_id).target.arch or {}
-    except KeyError:
-        return None
+def _not_sized_note(cat: catalog_mod.Catalog, unsized: list[str]) -> str:
+    if not unsized:
+        return ""
+    titles = [cat.pair(pid).title for pid in unsized]
+    return (f"Not sized yet, so not considered: {', '.join(titles)} (their sizes come from their GGUF headers; "
+            "run `beedeck recommend --refresh` or open the setup wizard while online to read them).")
 
 
 def _is_guide(cat: catalog_mod.Catalog, c: Choice) -> bool:

@@ -3,9 +3,12 @@
 Type ``OWNER/NAME`` (or paste its Hub address), press Enter or "Size it": the services' ``size_repo``
 call (:func:`beedeck.core.chat.repo_recommend.recommend_repo`) runs through the services' runner, off
 the GUI thread, and the result lists every quant with every draft kind and the fast path. A newer
-search makes an older answer stale: it is dropped when it arrives.
+search makes an older answer stale: it is dropped when it arrives. The setups that fit are offered in
+a list, the fast path first; "Use this setup" hands the picked one on as the wizard's choice, so the
+next page downloads exactly that target and drafter.
 
-Signals: ``sized(object)`` with the RepoRecommendation, ``failed(str)`` with the message shown.
+Signals: ``sized(object)`` with the RepoRecommendation, ``failed(str)`` with the message shown,
+``chosen(object)`` with the picked row as a :class:`~beedeck.core.models.recommend.Choice`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from beedeck.ui.background import Runner
 from beedeck.ui.wrap_label import WrapLabel
@@ -24,12 +27,14 @@ class HubSearch(QWidget):
 
     sized = Signal(object)
     failed = Signal(str)
+    chosen = Signal(object)
 
     def __init__(self, size_repo: Callable[[str], object], report: Callable[[object], list[str]],
                  runner: Runner) -> None:
         super().__init__()
         self._size_repo, self._report, self._runner = size_repo, report, runner
         self._serial = 0
+        self._rec: object = None
         self.field = QLineEdit()
         self.field.setPlaceholderText("Any GGUF repo on the Hub, e.g. unsloth/Qwen3.8-27B-GGUF")
         self.field.setToolTip("BeeDeck reads only the GGUF headers (a few MB) to size every quant and draft: "
@@ -40,13 +45,23 @@ class HubSearch(QWidget):
         self.result_label = WrapLabel()
         self.result_label.setTextFormat(Qt.TextFormat.PlainText)
         self.result_label.setVisible(False)
+        self.rows = QComboBox()  # the setups that fit, the fast path first
+        self.rows.setToolTip("The setups of this repo that fit this machine, the fast path first.")
+        self.use_button = QPushButton("Use this setup")
+        self.use_button.setToolTip("Make it the recommendation: the next page downloads this target and drafter.")
+        self.use_button.clicked.connect(self.use_selected)
         row = QHBoxLayout()
         row.addWidget(self.field, 1)
         row.addWidget(self.button)
+        pick = QHBoxLayout()
+        pick.addWidget(self.rows, 1)
+        pick.addWidget(self.use_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
         layout.addWidget(self.result_label)
+        layout.addLayout(pick)
+        self._show_rows([])
 
     def search(self) -> None:
         repo = self.field.text().strip()
@@ -56,6 +71,7 @@ class HubSearch(QWidget):
         self._serial += 1
         serial = self._serial
         self.button.setEnabled(False)
+        self._show_rows([])
         self._show(f"Reading the GGUF headers of {repo}…")
         self._runner(lambda: self._size_repo(repo), lambda rec: self._on_sized(serial, rec),
                      lambda exc: self._on_failed(serial, exc))
@@ -69,7 +85,22 @@ class HubSearch(QWidget):
             return  # a newer search is under way
         self.button.setEnabled(True)
         self._show("\n".join(self._report(rec)))
+        self._rec = rec
+        self._show_rows(list(getattr(rec, "offered", list)()))
         self.sized.emit(rec)
+
+    def _show_rows(self, rows: list[object]) -> None:
+        self.rows.clear()
+        for r in rows:
+            self.rows.addItem(r.line(), r)  # type: ignore[attr-defined]
+        self.rows.setVisible(bool(rows))
+        self.use_button.setVisible(bool(rows))
+
+    def use_selected(self) -> None:
+        row = self.rows.currentData()
+        if row is None or self._rec is None:
+            return
+        self.chosen.emit(self._rec.choice_of(row))  # type: ignore[attr-defined]
 
     def _on_failed(self, serial: int, exc: BaseException) -> None:
         if serial != self._serial:

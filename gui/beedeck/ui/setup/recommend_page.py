@@ -32,6 +32,7 @@ class RecommendPage(QWizardPage):
         self.services, self.detect_page = services, detect_page
         self.rec: Recommendation | None = None
         self.choice: Choice | None = None
+        self.catalog_read = False  # the catalog's headers were read (or tried) for this wizard run
         self.setTitle("Recommended setup")
         self.setSubTitle("A target model and its DFlash draft, sized by BeeDeck's memory planner.")
         goals = QHBoxLayout()
@@ -80,6 +81,7 @@ class RecommendPage(QWizardPage):
         self.hub_search = HubSearch(lambda repo: services.size_repo(repo, self.detect_page.free_vram(), self.card()),
                                     lambda rec: rec.report(self.detect_page.free_vram()),  # type: ignore[attr-defined]
                                     services.runner)
+        self.hub_search.chosen.connect(self.use_hub_choice)
         layout.addWidget(QLabel("Or size any GGUF repo on the Hub, with every draft kind, before downloading:"))
         layout.addWidget(self.hub_search)
         layout.addStretch(1)
@@ -104,8 +106,17 @@ class RecommendPage(QWizardPage):
 
     def refresh(self) -> None:
         vram, goal = self.detect_page.free_vram(), self.goal()
-        self.title_label.setText("Working out what fits…")
-        self.services.runner(lambda: self.services.recommend(vram, goal), self.show_recommendation,
+        first = not self.catalog_read and not self.detect_page.use_starter and bool(vram)
+        self.catalog_read = self.catalog_read or first
+        self.title_label.setText("Reading the catalog's GGUF headers (a few MB, nothing is downloaded)…" if first
+                                 else "Working out what fits…")
+
+        def work() -> Recommendation:
+            if first:  # the catalog types no sizes: they come from the headers, read live or from the cache
+                self.services.size_catalog(self.services.endpoint)
+            return self.services.recommend(vram, goal)
+
+        self.services.runner(work, self.show_recommendation,
                              lambda exc: self.title_label.setText(f"No recommendation: {exc}"))
 
     def show_recommendation(self, rec: Recommendation) -> None:
@@ -117,12 +128,27 @@ class RecommendPage(QWizardPage):
         self.runner_label.setVisible(runner is not None)
         self.completeChanged.emit()
 
+    def use_hub_choice(self, choice: Choice) -> None:
+        """A setup picked from the Hub search becomes the recommendation (the previous one its runner-up)."""
+        before = self.rec.primary if self.rec is not None and self.rec.primary.pair_id != "starter" else None
+        self.rec = Recommendation(choice, before, [
+            f"You picked {choice.summary()} from the Hub search.",
+            f"Sized from {choice.target_repo}'s GGUF headers ({choice.sized_from}), read by range requests: "
+            "nothing was downloaded to size it."])
+        self.show_recommendation(self.rec)
+
     def _show_choice(self, choice: Choice, reasons: list[str]) -> None:
         self.choice = choice
-        if choice.draft_file is None:
+        if choice.pair_id == "starter":
             self.title_label.setText(choice.title if choice.title.lower().startswith("starter")
                                      else f"Starter profile: {choice.title}")
             self.size_label.setText("Download: nothing (installed with BeeDeck).")
+        elif choice.draft_file is None:  # a Hub search's pick: its own MTP head, or no speculation
+            self.title_label.setText(f"{choice.title}: {choice.target_quant}, "
+                                     f"{choice.settings.ctx_size:,} tokens of context")
+            size = download_size(choice)
+            self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file})" if size
+                                    else f"Download: {choice.target_file}")
         else:
             self.title_label.setText(f"{choice.title}: {choice.target_quant} + {choice.draft_quant} draft, "
                                      f"{choice.settings.ctx_size:,} tokens of context")

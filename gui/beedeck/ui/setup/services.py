@@ -13,7 +13,7 @@ from beedeck.core.chat.repo_recommend import RepoRecommendation, recommend_repo
 from beedeck.core.engine.speculation.advice import load_advice
 from beedeck.core.machine import hardware
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.models import catalog as catalog_mod
+from beedeck.core.models import catalog_sizing
 from beedeck.core.models.recommend import Choice, Recommendation, recommend
 from beedeck.core.settings import AppSettings
 from beedeck.ui.background import Runner, run_in_background
@@ -33,6 +33,11 @@ class WizardServices:
     # The recommend page's search box: (repo, free bytes per GPU, card class) -> RepoRecommendation
     size_repo: Callable[[str, list[int], str], RepoRecommendation] = field(
         default=lambda repo, vram, card: recommend_repo(repo, vram, card, advice=load_advice()))
+    # Before the first recommendation: read the catalog repos' GGUF headers (endpoint -> CatalogSizing); what
+    # was read at the Hub's current revision is cached, so this costs one API call per repo after the first
+    # time, and offline the cache (or nothing) answers.
+    size_catalog: Callable[[str | None], catalog_sizing.CatalogSizing] = field(
+        default=lambda endpoint: catalog_sizing.refresh(endpoint=endpoint))
     extra: dict[str, Any] = field(default_factory=dict)  # overrides for the run page (see setup_run_page)
     # The session's one AppSettings copy, changed and saved when setup completes (None: the saved file's,
     # for a wizard without a window). A copy of its own would be overwritten by the window's next save.
@@ -50,27 +55,9 @@ class SetupResult:
 
 
 def download_size(choice: Choice) -> int | None:
-    """Bytes to download for a choice (target + draft), from the headers' file list or the catalog; None when
-    unknown."""
-    if choice.download_bytes is not None:
-        return choice.download_bytes
-    try:
-        cat = catalog_mod.load()
-        pair = cat.pair(choice.pair_id)
-    except (KeyError, catalog_mod.CatalogError, OSError):
-        return None
-    total = 0
-    tf = pair.target.file(choice.target_quant)
-    if tf is None or tf.best_size is None:
-        return None
-    total += tf.best_size
-    if choice.draft_quant:
-        spec = next((d for d in pair.drafts if d.repo == choice.draft_repo), None)
-        df = spec.file(choice.draft_quant) if spec else None
-        if df is None or df.best_size is None:
-            return None
-        total += df.best_size
-    return total
+    """Bytes to download for a choice (target + draft), from the headers' file list; None when unknown (the
+    catalog types no sizes)."""
+    return choice.download_bytes
 
 
 def gib_text(n: float) -> str:

@@ -179,8 +179,8 @@ class RunPage(QWizardPage):
 
     # -- page life ---------------------------------------------------------------------------
     def initializePage(self) -> None:
-        starter_mode = self.detect_page.use_starter or self.recommend_page.choice is None \
-            or self.recommend_page.choice.draft_file is None
+        starter_mode = self._starter_mode()
+        no_draft = starter_mode or self._no_draft()
         self.choice.set_looking()
         self.start_button.setEnabled(False)  # until the engine list is in
         self.start_button.setToolTip("Looking for engines…")
@@ -192,7 +192,7 @@ class RunPage(QWizardPage):
                              lambda found: self._show_engines(generation, starter_mode, found),
                              lambda exc: self._show_engines(generation, starter_mode, None, exc))
         for step in self.steps:
-            shown = not (starter_mode and step.key == "draft")
+            shown = not (no_draft and step.key == "draft")
             for w in (step.label, step.bar, step.status):
                 w.setVisible(shown)
         self.steps[1].label.setText("Starter model" if starter_mode else "Target model")
@@ -274,11 +274,16 @@ class RunPage(QWizardPage):
 
     # -- running -----------------------------------------------------------------------------
     def _active_steps(self) -> list[_Step]:
-        return [s for s in self.steps if not (s.key == "draft" and self._starter_mode())]
+        return [s for s in self.steps if not (s.key == "draft" and (self._starter_mode() or self._no_draft()))]
 
     def _starter_mode(self) -> bool:
         c = self.recommend_page.choice
-        return self.detect_page.use_starter or c is None or c.draft_file is None
+        return self.detect_page.use_starter or c is None or c.pair_id == "starter"
+
+    def _no_draft(self) -> bool:
+        """A Hub search's pick without a draft file: the target's own MTP head, or no speculation."""
+        c = self.recommend_page.choice
+        return c is not None and c.draft_file is None
 
     def start(self) -> None:
         if self.choice.chosen() == BUILD and not self.preview.has_plan(self._build_args()):
