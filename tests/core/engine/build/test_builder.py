@@ -14,7 +14,6 @@ import psutil
 import pytest
 
 from beedeck.core.engine.build import tools as build_tools
-from beedeck.core.engine.build.tools import BuildCancelled, BuildError, preflight
 from beedeck.core.engine.build.builder import (
     ProgressTracker,
     build_engine,
@@ -26,6 +25,7 @@ from beedeck.core.engine.build.builder import (
     scan_source_options,
     source_release,
 )
+from beedeck.core.engine.build.tools import BuildCancelled, BuildError, preflight
 from beedeck.core.engine.probe import probe_engine, release_of, write_release
 from beedeck.core.engine.registry import EngineRegistry, Origin
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from beedeck.core.engine.build.builder import ProgressTracker
 from beedeck.core.engine.build.eta import (
     CostModel,
     WeightedEta,
@@ -22,7 +23,6 @@ from beedeck.core.engine.build.eta import (
     shipped_profile,
     step_output,
 )
-from beedeck.core.engine.build.builder import ProgressTracker
 from tests.fixtures.build_replay import (
     DRIFTING,
     LOGS,

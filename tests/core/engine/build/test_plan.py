@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from beedeck.core.engine.build.plan import minutes_text, plan_lines
 from beedeck.core.engine.build.builder import BuildResult
+from beedeck.core.engine.build.plan import minutes_text, plan_lines
 
 
 def _result(**kw: object) -> BuildResult:
