@@ -20,10 +20,11 @@ from typing import Any
 
 from beedeck.core.download import DownloadError, OfflineError
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import hub, hub_sizing
+from beedeck.core.models import hub, hub_sizing, recommend
 
-# The draft quants sized when a draft repo lists none: those recommend.py and live_plan.py pick from.
-DRAFT_QUANTS = ("Q4_K_M", "Q5_K_M", "IQ4_XS", "Q8_0")
+# The draft quants sized when a draft repo lists none: the recommender's, and Q8_0, which live_plan.py
+# (recommend --repo, offline from this cache) prefers next.
+DRAFT_QUANTS = (*recommend.DRAFT_QUANTS, "Q8_0")
 
 
 @dataclass

@@ -259,7 +259,7 @@ def size_repo(repo: str, *, revision: str | None = None, token: str | None = Non
                           "of this model.")
     have = {m.filename: m for m in cached.models} if cached is not None else {}
     if cached is not None:  # a record of some quants of this revision: read only what it lacks
-        skipped = list(dict.fromkeys(cached.skipped + [x for x in skipped if x not in cached.skipped]))
+        skipped = list(dict.fromkeys(cached.skipped + skipped))
     groups = [g for g in groups if _wanted(want, g[0].filename) and g[0].filename not in have]
     ep = (endpoint or os.environ.get("HF_ENDPOINT") or hub.DEFAULT_ENDPOINT).rstrip("/")
     own = client is None
@@ -284,8 +284,8 @@ def size_repo(repo: str, *, revision: str | None = None, token: str | None = Non
     finally:
         if own:
             http.close()
-    held = None if want is None or (cached is not None and cached.quants is None) else \
-        sorted(want | set(cached.quants or []) if cached is not None else want)
+    # A cached record that got here holds only some quants (a whole one covers every ask and returned above)
+    held = None if want is None else sorted(want | set(cached.quants or [] if cached is not None else []))
     sizing = RepoSizing(repo, commit, [*have.values(), *models], skipped, "hub", held,
                         sum(m.bytes_read for m in models), requests, time.monotonic() - t0)
     if re.fullmatch(r"[0-9a-f]{7,64}", commit):

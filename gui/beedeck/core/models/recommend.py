@@ -37,7 +37,6 @@ LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio 
 SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
 MAX_NOTES = 6
 DRAFT_QUANTS = ("Q4_K_M", "Q5_K_M", "IQ4_XS")  # the DFlash draft quants the recommender plans
-DFLASH_KINDS = ("dflash", "dflash2", "dflash-draft")  # hub_sizing's kinds that a DFlash launch runs
 NOT_SIZED = ("Sizes not read yet: BeeDeck sizes its catalog's pairs from their GGUF headers (no sizes are typed "
              "into the catalog), and this machine has not read them. Connect once (or run `beedeck recommend "
              "--refresh`): only the headers are read, a few MB per file, nothing is downloaded. Until then the "
@@ -114,9 +113,7 @@ def params_of(info: ModelInfo) -> tuple[float, float]:
     elements; an MoE's expert tensors (``*_exps``) count for active at ``expert_used_count / expert_count``."""
     total = experts = 0
     for t in info.tensors:
-        n = 1
-        for d in t.dims:
-            n *= int(d)
+        n = _elements(t.dims)
         total += n
         if "_exps" in t.name:
             experts += n
@@ -228,7 +225,7 @@ def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens:
                 dcache = hub_sizing.load_cached(dspec.repo, cache_dir=cache_dir)
                 if dcache is None:
                     continue
-                drafts = [m for m in dcache.drafts() if m.kind in DFLASH_KINDS
+                drafts = [m for m in dcache.drafts() if m.kind in catalog_mod.DFLASH_FORMATS
                           and m.quant.upper() in DRAFT_QUANTS and _pairs(t.info, m, gen, caps)]
                 for d in drafts:
                     for rank, (ctk, ctv) in enumerate(CACHES[gen]):

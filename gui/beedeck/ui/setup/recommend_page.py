@@ -20,7 +20,7 @@ from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.setup.detect_page import DetectPage
 from beedeck.ui.setup.hub_search import HubSearch
-from beedeck.ui.setup.services import WizardServices, download_size, gib_text
+from beedeck.ui.setup.services import WizardServices, gib_text
 from beedeck.ui.wrap_label import WrapLabel
 
 
@@ -146,7 +146,7 @@ class RecommendPage(QWizardPage):
         elif choice.draft_file is None:  # a Hub search's pick: its own MTP head, or no speculation
             self.title_label.setText(f"{choice.title}: {choice.target_quant}, "
                                      f"{choice.settings.ctx_size:,} tokens of context")
-            size = download_size(choice)
+            size = choice.download_bytes
             self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file})" if size
                                     else f"Download: {choice.target_file}")
         else:
@@ -156,7 +156,7 @@ class RecommendPage(QWizardPage):
                 self.size_label.setText(f"Download: nothing ({choice.target_file} and its draft "
                                         f"{choice.draft_file} are already on disk).")
             else:
-                size = download_size(choice)
+                size = choice.download_bytes
                 self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file} + {choice.draft_file})"
                                         if size else f"Download: {choice.target_file} + {choice.draft_file}")
         # Plain text: WrapLabel sizes itself from plain-text metrics (the runner-up has its own row).

@@ -14,7 +14,7 @@ from beedeck.core.engine.speculation.advice import load_advice
 from beedeck.core.machine import hardware
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.models import catalog_sizing
-from beedeck.core.models.recommend import Choice, Recommendation, recommend
+from beedeck.core.models.recommend import Recommendation, recommend
 from beedeck.core.settings import AppSettings
 from beedeck.ui.background import Runner, run_in_background
 
@@ -53,11 +53,6 @@ class SetupResult:
     label: str = ""
     engine_id: str = ""
 
-
-def download_size(choice: Choice) -> int | None:
-    """Bytes to download for a choice (target + draft), from the headers' file list; None when unknown (the
-    catalog types no sizes)."""
-    return choice.download_bytes
 
 
 def gib_text(n: float) -> str:
