@@ -11,6 +11,9 @@ CMake and Ninja for the build), each phase writing JSON and text to ``--out`` (o
     fullsize_gpu.py standby --engine BIN         # the switch with the other mode kept loaded beside (--preload:
                                                  # loaded before the first click, as the app does)
     fullsize_gpu.py cold --engine BIN            # a start with the page cache dropped, then warm
+    fullsize_gpu.py download --engine BIN        # the prebuilt path end to end on this NVIDIA machine: the
+                                                 # recorded BeeLlama listing served locally, BIN's folder as
+                                                 # the archive BeeDeck's picker chooses, `beedeck engine download`
 
 ``build`` records every progress callback (time, steps done, total, the estimate) so the ETA's error at
 10/25/50/75 % is computed against the real end, and copies the build's ``.ninja_log`` (the CUDA step
@@ -468,9 +471,80 @@ def phase_standby(args: argparse.Namespace) -> int:
     return 0
 
 
+def phase_download(args: argparse.Namespace) -> int:
+    """The prebuilt path end to end on this GPU machine, as far as a machine with no network allows: the
+    recorded BeeLlama release listing (tests/fixtures/releases/beellama.json) served by the protocol-level
+    fake on loopback, the asset BeeDeck's picker chooses for this driver's CUDA made of ``--engine``'s folder
+    (the build this lease made: GitHub's own archive cannot be fetched here), then the real command
+    ``beedeck engine download`` with the real NVML detection: resolve, download, sha256, unpack, smoke test
+    (backend cuda), register. The downloaded binary then starts the full-size pair and answers."""
+    import subprocess
+
+    from tests.fakes.fake_releases import FakeReleases, make_tar_gz, server_bundle
+
+    from beedeck.core.engine.probe import probe_engine
+    from beedeck.core.engine.releases import resolve_release
+    from beedeck.core.engine.releases.assets import host_platform
+
+    out = _out(args)
+    engine = Path(str(args.engine))
+    listing = REPO / "tests" / "fixtures" / "releases" / "beellama.json"
+    gpus, driver = _gpus()
+    rec: dict[str, Any] = {"driver_cuda": driver, "gpus": gpus, "listing": str(listing.relative_to(REPO))}
+    home = WORK / "home-download"
+    env = {**os.environ, "BEEDECK_HOME": str(home), "PYTHONPATH": os.pathsep.join(
+        [str(REPO / "gui"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    try:
+        with FakeReleases() as probe_fake:  # which asset the picker wants, from the listing alone
+            repo = probe_fake.add_listing(listing)
+            host_os, host_arch = host_platform()
+            want = resolve_release(repo, None, os_name=host_os, arch=host_arch, backend="cuda" if gpus else "cpu",
+                                   cuda_driver_version=driver, api_url=probe_fake.url)  # cpu: the dry run here
+        rec["chosen"] = {"tag": want.tag, "asset": want.asset.name, "extra": [a.name for a in want.extra],
+                         "notes": list(want.notes)}
+        files, links = server_bundle(engine.parent)
+        archives = {want.asset.name: make_tar_gz(WORK / want.asset.name, files, links)}
+        for extra in want.extra:  # a runtime companion: this machine's own CUDA runtime libraries
+            libs = {p.name: p for p in Path("/usr/local/cuda/lib64").glob("libcudart.so*") if not p.is_symlink()}
+            archives[extra.name] = make_tar_gz(WORK / extra.name, dict(libs))
+        rec["archive_bytes"] = {k: v.stat().st_size for k, v in archives.items()}
+        with FakeReleases() as fake:
+            fake.add_listing(listing, archives)
+            t = time.monotonic()
+            cli = subprocess.run([sys.executable, "-m", "beedeck", "engine", "download", "--default"],
+                                 env={**env, "BEEDECK_RELEASES_API": fake.url}, capture_output=True, text=True,
+                                 timeout=300)
+            rec["download_s"] = round(time.monotonic() - t, 2)
+            rec["cli_rc"], rec["cli_stdout"], rec["cli_stderr"] = cli.returncode, cli.stdout[-3000:], cli.stderr[-3000:]
+            rec["requests"] = [p for p, _r in fake.requests]
+        listed = subprocess.run([sys.executable, "-m", "beedeck", "engine", "list"], env=env, capture_output=True,
+                                text=True, timeout=120)
+        rec["engine_list"] = listed.stdout[-2000:]
+        binary = next((line.split(": ", 1)[1].strip() for line in cli.stdout.splitlines()
+                       if line.startswith("registered ")), None)
+        rec["binary"] = binary
+        if binary:
+            caps = probe_engine(binary)
+            rec["caps"] = {"generation": caps.generation.value, "version": caps.version, "release": caps.release,
+                           "gpu_backend": caps.gpu_backend, "devices": list(caps.devices)}
+            target, draft = _pair(args.pair, caps)
+            os.environ["BEEDECK_HOME"] = str(home)
+            proc, ready = _start(binary, caps, _base(target, draft, args.ctx))
+            rec["ready_s"] = round(ready, 2)
+            rec["reply"] = _reply(proc.base_url, 64)
+            rec["log_device_lines"] = [x for x in proc.log_lines() if "CUDA0" in x][:12]
+            proc.stop()
+    except Exception as exc:
+        rec["error"] = f"{type(exc).__name__}: {exc}"
+        rec["trace"] = traceback.format_exc()[-2500:]
+    (out / f"download-{args.label}.json").write_text(json.dumps(rec, indent=1))
+    print(json.dumps({k: v for k, v in rec.items() if k not in ("trace", "engine_list")}, indent=1)[:4000], flush=True)
+    return 0 if "error" not in rec and rec.get("cli_rc") == 0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("phase", choices=("build", "dryrun", "toggle", "sweep", "standby", "cold"))
+    ap.add_argument("phase", choices=("build", "dryrun", "toggle", "sweep", "standby", "cold", "download"))
     ap.add_argument("--source", type=Path)
     ap.add_argument("--sources", dest="source_list", nargs="*", default=[])
     ap.add_argument("--label", default="genb")
@@ -490,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return {"build": phase_build, "dryrun": phase_dryrun, "toggle": phase_toggle, "sweep": phase_sweep,
-            "standby": phase_standby, "cold": phase_cold}[args.phase](args)
+            "standby": phase_standby, "cold": phase_cold, "download": phase_download}[args.phase](args)
 
 
 if __name__ == "__main__":
