@@ -332,7 +332,8 @@ def build_engine(
         log.write("$ " + " ".join(build) + "\n")
         tracker: ProgressTracker | WeightedEta = ProgressTracker()
         planned = _planned_steps(build_dir, targets) if generator or cached_gen == "Ninja" else []
-        profile = _cost_profile(registry, engine_id, cuda)
+        project = "mainline" if read_policy(src_dir).style == "list" else "beellama"
+        profile = _cost_profile(registry, engine_id, cuda, project)
         if planned:
             tracker = WeightedEta(planned, profile, jobs=n_jobs)
         if dry_run:
@@ -461,8 +462,9 @@ def _planned_steps(build_dir: Path, targets: Sequence[str] = ("llama-server",)) 
     return planned_outputs(out.stdout) if out.returncode == 0 else []
 
 
-def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool) -> dict[str, float]:
-    """This tree's own last build, else the newest other build of the same backend, else the shipped one."""
+def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool, project: str) -> dict[str, float]:
+    """This tree's own last build, else the newest other build of the same backend, else the shipped one
+    (``project``: "mainline" or "beellama", whose CUDA kernels of one name cost otherwise)."""
     own = load_profile(registry.engine_dir(engine_id) / PROFILE_FILE)
     if own:
         return own
@@ -473,7 +475,7 @@ def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool) -> dict[
         costs = load_profile(f)
         if costs:
             return costs
-    return shipped_profile(cuda)
+    return shipped_profile(cuda, project)
 
 
 def _cached_generator(build_dir: Path) -> str | None:
