@@ -46,6 +46,11 @@ def test_start_ready_stop(start_server: StartServer, beedeck_home: Path) -> None
     assert set(seen) <= {ServerState.STARTING, ServerState.LOADING, ServerState.READY}
     times = [proc.state_times[s] for s in seen]
     assert times == sorted(times) and 0 < ready_s < 120
+    # mainline prints "listening on" just after it marks itself ready (tools/server/server.cpp: is_ready,
+    # then "model loaded", then the addresses), so /health can answer first: wait for the line to come.
+    deadline = time.monotonic() + 15
+    while not any("listening on" in x for x in lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert any("listening on" in x for x in lines) and proc.log_lines()[: len(lines)] == lines
     # The ownership record names the server and this BeeDeck process, so a later start can tell a
     # leftover of a dead BeeDeck from a running session's server.
