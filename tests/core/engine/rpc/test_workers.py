@@ -65,6 +65,7 @@ def test_devices_are_read_and_tied_to_their_worker() -> None:
 
 @pytest.mark.parametrize(("output", "kind", "words"), [
     ('error while handling argument "--rpc": RPC not supported in this build', rpc.NO_RPC, "built without RPC"),
+    ("error: invalid argument: --rpc", rpc.NO_RPC, "built without RPC"),  # BeeLlama 0.1.2 and 0.4.3 built without it
     ("RPC server version mismatch: 3.0.0\n/ggml-rpc.cpp:550: RPC handshake failed for 127.0.0.1:50053",
      rpc.VERSION, "The worker at 127.0.0.1:50053 speaks RPC protocol 3.0.0"),
     ("ggml-rpc.cpp:547: Failed to connect to 127.0.0.1:50052", rpc.UNREACHABLE, "could not connect"),

@@ -77,7 +77,8 @@ def _worker_of(endpoint: str, workers: Sequence[Worker]) -> str:
 
 def classify_probe(output: str, returncode: int | None, workers: Sequence[Worker]) -> RpcError | None:
     """The RpcError a failed probe means, from the engine's own lines (None when it succeeded)."""
-    if "RPC not supported in this build" in output:
+    # mainline says the first; BeeLlama (0.1.2, 0.4.3) built without GGML_RPC does not know the flag at all
+    if "RPC not supported in this build" in output or "invalid argument: --rpc" in output:
         return RpcError(NO_RPC, "This engine was built without RPC, so it cannot use workers.",
                         "Use an engine built with RPC (CMake -DGGML_RPC=ON; BeeDeck's packaged starter engine has it): "
                         "one with a ggml-rpc-server beside its llama-server.")
