@@ -4,7 +4,7 @@ Starts the engine itself (the starter profile by default; ``--synthetic`` uses a
 model: ``dflash`` the DFlash pair of tests/fixtures/synth_gguf.py, ``mtp`` / ``mtp-random`` the qwen35
 target with its own MTP head of tests/fixtures/synth_mtp.py, which give real drafts on a CPU, the sticky
 ones with 100 % acceptance) or measures a running server (``--url``). ``--modes`` is any subset of
-baseline, dflash, eagle3, dspark, mtp and model-free (``all``: every mode this engine and these files
+baseline, dflash, eagle3, dspark, mtp and ngram (N-gram; ``all``: every mode this engine and these files
 run; the engines' own spellings such as draft-mtp or ngram-simple are understood). Prints a progress bar
 on stderr and the final table on stdout, writes report.md / report.json / samples.csv (+ PNG charts
 when PySide6 is importable) to ``--out``; the measured replies teach the workload advice (`beedeck
@@ -45,6 +45,7 @@ from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.ports import HostError
 from beedeck.core.engine.probe import probe_engine
+from beedeck.core.engine.speculation.modes import mode_label
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.core.starter import (
     StarterMissing,
@@ -64,7 +65,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p = sub.add_parser("bench", help="benchmark baseline vs speculation (DFlash, EAGLE-3, DSpark, MTP, N-gram)")
     p.add_argument("--suite", default="seed", metavar="NAME|FILE",
                    help=f"a built-in suite ({', '.join(BUILTIN_SUITES)}) or a JSON suite file (default: seed)")
-    p.add_argument("--modes", metavar="LIST", help=f"comma list of {', '.join(MODES[:-1])}, or all (every mode "
+    p.add_argument("--modes", metavar="LIST", help="comma list of baseline, dflash, eagle3, dspark, mtp, ngram, or all (every mode "
                    "this engine and these files run); an N-gram type such as ngram-simple picks that type "
                    "(default: baseline and every mode the model files bring: the draft's kind with --draft, mtp "
                    "for a target with MTP heads)")
@@ -254,18 +255,18 @@ def _bar(done: int, total: int, label: str) -> None:
 
 def format_table(report: BenchReport, summary: Summary) -> str:
     """A plain-text table of the overall figures for the terminal."""
-    head = f"{'mode':<21} {'gen tok/s':>10} {'min-max':>17} {'accept':>8} {'speed-up (95% CI)':>24} {'same':>6}"
+    head = f"{'mode':<23} {'gen tok/s':>10} {'min-max':>17} {'accept':>8} {'speed-up (95% CI)':>24} {'same':>6}"
     lines = [head, "-" * len(head)]
     for mode in report.modes:
         m = summary.overall.get(mode)
         if m is None or m.gen_tps is None:
-            lines.append(f"{mode:<21} no finished replies")
+            lines.append(f"{mode_label(mode):<23} no finished replies")
             continue
         g = m.gen_tps
         acc = f"{100 * m.acceptance:.1f}%" if m.acceptance is not None else "-"
         sp = m.speedup.text() if m.speedup else "-"
         same = f"{m.identical}/{m.compared}" if m.compared else "-"
-        lines.append(f"{mode:<21} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8} {sp:>24} {same:>6}")
+        lines.append(f"{mode_label(mode):<23} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8} {sp:>24} {same:>6}")
     return "\n".join(lines)
 
 

@@ -315,7 +315,8 @@ def test_reports_are_written_and_consistent(tmp_path: Path) -> None:
     files = br.write_reports(report, tmp_path / "out")
     assert [f.name for f in files] == ["report.md", "report.json", "samples.csv"]
     md = files[0].read_text()
-    assert "| baseline | 40.5 |" in md and "| dflash | 140.5 |" in md and "3.47x" in md
+    assert "| Baseline | 40.5 |" in md and "| DFlash | 140.5 |" in md and "3.47x" in md  # one name per mode: the label
+    assert "| baseline |" not in md and "| dflash |" not in md
     assert "are not shown: this run's GPU or model pair differs" in md
     data = json.loads(files[1].read_text())
     assert data["kind"] == "beedeck-bench" and len(data["samples"]) == 8
@@ -440,7 +441,9 @@ def test_no_interval_below_three_replies_and_same_text_is_explained(fake: ModeAw
     assert sp is not None and sp.n == 1
     md = br.to_markdown(report, s)
     assert "(n=1: no interval)" in md and "x (" + f"{sp.ci_low:.2f}-" not in md
-    assert "(n=1: no interval)" in format_table(report, s)
+    table = format_table(report, s)
+    assert "(n=1: no interval)" in table
+    assert [row.split()[0] for row in table.splitlines()[2:]] == ["Baseline", "DFlash"]  # the toggle's names
     note = br.same_text_note(report, s)
     assert note.startswith("same text: 0/1 replies word for word the baseline's at temperature 0") and note in md
     hot = dataclasses.replace(one, temperature=0.7)

@@ -22,6 +22,7 @@ from typing import Any
 
 from beedeck.core import paths
 from beedeck.core.bench.results import BASELINE, IN_SERVER_BASELINE, BenchReport, Sample
+from beedeck.core.engine.speculation.modes import mode_label
 
 BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 20260530
@@ -197,7 +198,7 @@ def summarize(report: BenchReport) -> Summary:
             if ps:
                 out.prompts[pid][mode] = _mode_summary(mode, ps)
         if ms.cache_n:
-            out.flags.append(f"{mode}: {ms.cache_n} prompt tokens came from a cache although cache_prompt was off; "
+            out.flags.append(f"{mode_label(mode)}: {ms.cache_n} prompt tokens came from a cache although cache_prompt was off; "
                              "the prompt speeds are not comparable.")
         if ref is None or mode == ref:
             continue
@@ -213,22 +214,22 @@ def summarize(report: BenchReport) -> Summary:
         if mode == IN_SERVER_BASELINE:
             if ms.speedup is not None:
                 out.flags.append(
-                    f"{IN_SERVER_BASELINE} (what the chat toggle's per-request Baseline runs at: the draft stays "
+                    f"{mode_label(IN_SERVER_BASELINE)} (what the chat toggle's per-request Baseline runs at: the draft stays "
                     f"loaded) ran at {ms.speedup.ratio:.2f}x a server without the draft (95 % CI "
                     f"{ms.speedup.ci_low:.2f}-{ms.speedup.ci_high:.2f}); the speed-ups above are against the "
                     "server without the draft.")
             continue
         if differ and greedy:
             where = ", ".join(f"{p} rep {r + 1}" for p, r in differ[:5])
-            out.flags.append(f"{mode}: with greedy decoding the text differs from the baseline in {len(differ)} of "
+            out.flags.append(f"{mode_label(mode)}: with greedy decoding the text differs from the baseline in {len(differ)} of "
                              f"{ms.compared} replies ({where}). A lossless method should match; small differences "
                              "can come from batched verification numerics on a quantised model.")
         if ms.speedup is not None and ms.speedup.ci_high < 1.0:
-            out.flags.append(f"{mode} is slower than the baseline ({ms.speedup.ratio:.2f}x, 95 % CI "
+            out.flags.append(f"{mode_label(mode)} is slower than the baseline ({ms.speedup.ratio:.2f}x, 95 % CI "
                              f"{ms.speedup.ci_low:.2f}-{ms.speedup.ci_high:.2f}): leave it off for this kind of prompt.")
     for m, st in out.overall.items():
         if st.gen_tps is not None and st.gen_tps.n >= 3 and st.gen_tps.spread_pct > 25:
-            out.flags.append(f"{m}: generation speed varied by {st.gen_tps.spread_pct:.0f} % between replies "
+            out.flags.append(f"{mode_label(m)}: generation speed varied by {st.gen_tps.spread_pct:.0f} % between replies "
                              "(other programs competing for the machine?): use more repetitions.")
     if report.errors:
         out.flags.extend(f"error: {e}" for e in report.errors[:10])
@@ -330,12 +331,12 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
     for mode in report.modes:
         m = s.overall.get(mode)
         if m is None or m.gen_tps is None:
-            lines.append(f"| {mode} | no finished replies |" + " |" * (head.count("|") - 3))
+            lines.append(f"| {mode_label(mode)} | no finished replies |" + " |" * (head.count("|") - 3))
             continue
         g = m.gen_tps
         same = f"{m.identical}/{m.compared}" if m.compared else "-"
         lines.append(
-            f"| {mode} | {_f(g.median)} | {_f(g.min)}-{_f(g.max)} | {_f(g.iqr)} | "
+            f"| {mode_label(mode)} | {_f(g.median)} | {_f(g.min)}-{_f(g.max)} | {_f(g.iqr)} | "
             f"{_f(m.prompt_tps.median if m.prompt_tps else None)} | {_f(m.ttft_s.median if m.ttft_s else None, 3)} | "
             f"{_f(m.wall_s.median if m.wall_s else None, 2)} | {_f(m.tokens.median if m.tokens else None, 0)} | "
             f"{_pct(m.acceptance)} | {_pct(m.accepted_share)} | {_mem(m.peak_gpu_mem)} | {_speedup(m.speedup)} | {same} |"
@@ -354,7 +355,7 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
             if pm is None or pm.gen_tps is None:
                 continue
             sim = "-" if pm.similarity is None else f"{pm.similarity:.3f} ({pm.identical}/{pm.compared} identical)"
-            lines.append(f"| {p.id} ({p.category}) | {mode} | {_f(pm.gen_tps.median)} | {_f(pm.gen_tps.min)}-"
+            lines.append(f"| {p.id} ({p.category}) | {mode_label(mode)} | {_f(pm.gen_tps.median)} | {_f(pm.gen_tps.min)}-"
                          f"{_f(pm.gen_tps.max)} | {_pct(pm.acceptance)} | {_speedup(pm.speedup)} | {sim} |")
     lines += ["", "## How each mode was served", ""]
     for run in report.runs:
@@ -364,7 +365,7 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
         if run.ready_s is not None:
             cost.append(f"ready {run.ready_s:.2f} s after start")
         extra = f", request fields {json.dumps(run.request_extra)}" if run.request_extra else ""
-        lines.append(f"- {run.mode}: {run.switching}{extra}" + (f"; {'; '.join(cost)}" if cost else "")
+        lines.append(f"- {mode_label(run.mode)}: {run.switching}{extra}" + (f"; {'; '.join(cost)}" if cost else "")
                      + (f"; **{run.error}**" if run.error else ""))
         if run.argv:
             lines.append(f"  `{' '.join(run.argv)}`")

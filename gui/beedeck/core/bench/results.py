@@ -15,6 +15,7 @@ from beedeck.core.engine.speculation.modes import (
     DFLASH,
     DSPARK,
     EAGLE3,
+    IN_SERVER_BASELINE,
     MODE_OF_SPEC,
     MODEL_FREE,
     MTP,
@@ -25,7 +26,6 @@ from beedeck.core.engine.speculation.modes import (
 # The DFlash server answering a request that asks for no drafts (engines that honour it): what the
 # chat toggle's per-request Baseline runs at. The draft stays loaded, so on a GPU it is slower than
 # BASELINE, a server without the draft, which every speed-up is measured against.
-IN_SERVER_BASELINE = "baseline-draft-loaded"
 MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE, IN_SERVER_BASELINE)
 BASELINES = (BASELINE, IN_SERVER_BASELINE)
 SPECULATIVE_MODES = (DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)

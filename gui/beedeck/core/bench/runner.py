@@ -46,6 +46,7 @@ from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState,
 from beedeck.core.engine.speculation.modes import (
     available_modes,
     engine_spec_type,
+    mode_label,
     mode_of,
     option,
     pick_model_free_type,
@@ -266,7 +267,7 @@ class _Runner:
         if self.cancel.is_set():
             self.r.cancelled = True
             return None
-        self.progress(f"starting the {run.mode} server")
+        self.progress(f"starting the {mode_label(run.mode)} server")
         proc: ServerProcess | None = None
         try:
             proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file)
@@ -280,7 +281,7 @@ class _Runner:
                 return None
         except (ServerFailed, LaunchRefused) as exc:
             detail = exc.failure.remedy if isinstance(exc, ServerFailed) else ""
-            run.error = f"The {run.mode} server did not start: {exc}" + (f" ({detail})" if detail else "")
+            run.error = f"The {mode_label(run.mode)} server did not start: {exc}" + (f" ({detail})" if detail else "")
             self.r.errors.append(run.error)
             if proc is not None:
                 proc.stop()
@@ -418,7 +419,7 @@ class _Runner:
                 p = suite.prompts[0]
                 budget = min(WARMUP_MAX_TOKENS, suite.max_tokens_for(p))
                 self.tokens.begin_reply(budget)
-                self.progress(f"{run.mode}: warm-up")
+                self.progress(f"{mode_label(run.mode)}: warm-up")
                 failed = self.request(clients[run.mode], run, p, -1, suite.seed, budget)
                 self.tokens.end_reply()
                 if failed is not None and self.server_gone(run):
@@ -430,7 +431,7 @@ class _Runner:
                         self.r.cancelled = True
                         return
                     self.tokens.begin_reply(suite.max_tokens_for(p))
-                    self.progress(f"{run.mode}: {p.id} ({rep + 1}/{self.r.reps})")
+                    self.progress(f"{mode_label(run.mode)}: {p.id} ({rep + 1}/{self.r.reps})")
                     sample = self.request(clients[run.mode], run, p, rep, suite.seed + rep, suite.max_tokens_for(p))
                     self.tokens.end_reply()
                     if sample is None:
@@ -447,7 +448,7 @@ class _Runner:
         proc = self.procs.get(run.mode)
         if proc is None or proc.state == ServerState.READY:
             return False
-        run.error = f"The {run.mode} server stopped during the benchmark: {proc.failure or 'see its log'}"
+        run.error = f"The {mode_label(run.mode)} server stopped during the benchmark: {proc.failure or 'see its log'}"
         self.r.errors.append(run.error)
         return True
 
@@ -469,7 +470,7 @@ class _Runner:
         except ClientError as exc:
             if self.cancel.is_set():
                 return None
-            msg = f"{run.mode} / {p.id}: {exc}"
+            msg = f"{mode_label(run.mode)} / {p.id}: {exc}"
             self.r.errors.append(msg)
             return Sample(run.mode, p.id, rep, seed, error=str(exc))
         if result.cancelled or rep < 0:
@@ -478,9 +479,9 @@ class _Runner:
         sample.peak_gpu_mem = self.tracker.read()
         if run.mode in BASELINES and sample.draft_n:
             # Not a data point: a "baseline" that drafted is the speculative mode under another name.
-            sample.error = (f"this {run.mode} reply drafted {sample.draft_n} tokens: the server used its draft "
+            sample.error = (f"this {mode_label(run.mode)} reply drafted {sample.draft_n} tokens: the server used its draft "
                             "although the request asked for none, so it is left out of the figures")
-            self.r.errors.append(f"{run.mode} / {p.id}: {sample.error}")
+            self.r.errors.append(f"{mode_label(run.mode)} / {p.id}: {sample.error}")
             if run.mode == IN_SERVER_BASELINE and self.caps is not None:
                 self.memory.contradicted(self.caps, sample.draft_n)
         return sample

@@ -17,9 +17,8 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from beedeck.core.engine.speculation.modes import BASELINE, LABELS
+from beedeck.core.engine.speculation.modes import BASELINE, IN_SERVER_BASELINE, LABELS, mode_label
 
-IN_SERVER_BASELINE = "baseline-draft-loaded"  # core.bench.results' name (chat may not import bench)
 DEFAULT_SCALE = 50.0  # tokens/s: the dial before anything was measured on this server
 MODE_ORDER = (BASELINE, IN_SERVER_BASELINE, *(m for m in LABELS if m != BASELINE))
 
@@ -28,13 +27,6 @@ def mode_key(mode: object) -> str:
     """The mode key ("baseline", "dflash", ...) of a key or a ``SpecMode`` (whose "off" is the baseline)."""
     key = str(getattr(mode, "value", mode) or "")
     return BASELINE if key == "off" else key
-
-
-def mode_label(mode: str) -> str:
-    """A mode in the user's words (the toggle's names); an unknown key as it is."""
-    if mode == IN_SERVER_BASELINE:
-        return "Baseline (draft loaded)"
-    return LABELS.get(mode, mode or "—")
 
 
 def nice_scale(value: float) -> float:

@@ -24,6 +24,7 @@ from beedeck.core.bench.results import (
     MTP,
     BenchReport,
 )
+from beedeck.core.engine.speculation.modes import mode_label
 
 MODE_COLORS = {BASELINE: QColor("#7f8c9a"), IN_SERVER_BASELINE: QColor("#aab4bf"), DFLASH: QColor("#f2a900"),
                EAGLE3: QColor("#d9534f"), DSPARK: QColor("#e07b00"), MTP: QColor("#2e9e5b"),
@@ -121,8 +122,8 @@ def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, uni
     for mode in modes:  # legend
         painter.fillRect(QRectF(lx, rect.bottom() - 18, 12, 12), MODE_COLORS.get(mode, QColor("#5a5")))
         painter.setPen(QColor("#222"))
-        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 120, 16), int(Qt.AlignmentFlag.AlignLeft), mode)
-        lx += 110
+        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignLeft), mode_label(mode))
+        lx += 22 + painter.fontMetrics().horizontalAdvance(mode_label(mode)) + 14
     painter.setPen(QColor("#555"))
     painter.drawText(QRectF(rect.right() - 160, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignRight), unit)
     painter.restore()

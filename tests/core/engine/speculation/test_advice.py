@@ -57,10 +57,10 @@ def test_best_mode_needs_evidence_of_two_modes_and_a_clear_winner(tmp_path: Path
     a.record(KEY, CODE, BASELINE, 50.0)
     a.record(KEY, CODE, BASELINE, 51.0)
     verdict = a.verdict(KEY, CODE)
-    assert verdict.best is None and "too little evidence" in verdict.why and "baseline 2" in verdict.why
+    assert verdict.best is None and "too little evidence" in verdict.why and "Baseline 2" in verdict.why
     a.record(KEY, CODE, BASELINE, 49.0)
     assert a.best_mode(KEY, CODE) == DFLASH
-    assert "dflash 100.0 tok/s over baseline 50.0 tok/s (2.00x" in a.verdict(KEY, CODE).why
+    assert "DFlash 100.0 tok/s over Baseline 50.0 tok/s (2.00x" in a.verdict(KEY, CODE).why
     # per kind and per setup: prose knows nothing yet, another setup neither
     assert a.best_mode(KEY, PROSE) is None and a.best_mode("other", CODE) is None
     for v in (60.0, 61.0, 59.0):  # on prose MTP and baseline are within 3 %: a tie, no advice
@@ -130,7 +130,7 @@ def test_a_benchmark_teaches_per_kind_and_the_guard_follows(tmp_path: Path) -> N
     assert len(samples) == 12 and not any(m == IN_SERVER_BASELINE for m, _t, _v in samples)
     a = WorkloadAdvice(tmp_path / "advice.json")
     line = learn_from_bench(report, CAPS, SETTINGS, a)
-    assert "learnt 12 figures" in line and "code: dflash" in line and "prose: baseline" in line
+    assert "learnt 12 figures" in line and "code: DFlash" in line and "prose: Baseline" in line
     assert a.best_mode(KEY, CODE) == DFLASH and a.best_mode(KEY, PROSE) == BASELINE
 
     from beedeck.core.engine.speculation.spec_guard import SpecGuard
@@ -167,7 +167,7 @@ def test_cli_advice_lists_classifies_and_forgets(beedeck_home: Path, capsys: pyt
     learn_from_bench(_report(), CAPS, SETTINGS)  # the data folder's advice file
     assert main(["advice"]) == 0
     out = capsys.readouterr().out
-    assert KEY in out and "code       best: dflash" in out and "dflash 121.0 tok/s (3)" in out
+    assert KEY in out and "code       best: DFlash" in out and "DFlash 121.0 tok/s (3)" in out
     assert main(["advice", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["setups"][0]["kinds"][0] == {"kind": "code", "best": "dflash", "why": data["setups"][0]["kinds"][0]["why"],

@@ -98,7 +98,7 @@ def test_the_learnt_advice_names_a_faster_mode_instead_of_the_baseline(tmp_path:
     g.observe("baseline", 50.0, PROSE)
     told = g.observe("dflash", 30.0, PROSE)
     assert told is not None and told.suggested_mode == "mtp"
-    assert "found MTP fastest for prose (mtp 90.0 tok/s over baseline 45.0" in told.message
+    assert "found MTP fastest for prose (MTP 90.0 tok/s over Baseline 45.0" in told.message
     assert told.message.endswith("Switch to MTP for this kind of prompt?")
     # A learnt verdict for the slow mode itself (or none) leaves the baseline as the suggestion.
     g.use_advice(advice, "another setup")

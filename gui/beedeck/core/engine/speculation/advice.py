@@ -33,7 +33,7 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.speculation.modes import MODE_KEYS, engine_label
+from beedeck.core.engine.speculation.modes import MODE_KEYS, engine_label, mode_label
 
 log = logging.getLogger(__name__)
 
@@ -198,15 +198,15 @@ class WorkloadAdvice:
         enough = [f for f in figs if f.n >= self.min_samples]
         if len(enough) < 2:
             why = (f"too little evidence: a verdict needs {self.min_samples} figures of at least two modes for "
-                   f"{kind} prompts on this setup (have {', '.join(f'{f.mode} {f.n}' for f in figs) or 'none'}); "
+                   f"{kind} prompts on this setup (have {', '.join(f'{mode_label(f.mode)} {f.n}' for f in figs) or 'none'}); "
                    "run beedeck tune or a benchmark with these prompts")
             return Verdict(setup_key, kind, tuple(figs), None, why)
         top, second = enough[0], enough[1]
         if top.median < second.median * (1 + self.margin):
-            why = (f"{top.mode} ({top.median:.1f} tok/s) and {second.mode} ({second.median:.1f} tok/s) are within "
+            why = (f"{mode_label(top.mode)} ({top.median:.1f} tok/s) and {mode_label(second.mode)} ({second.median:.1f} tok/s) are within "
                    f"{100 * self.margin:.0f} % of each other: no mode is clearly faster")
             return Verdict(setup_key, kind, tuple(figs), None, why)
-        why = (f"{top.mode} {top.median:.1f} tok/s over {second.mode} {second.median:.1f} tok/s "
+        why = (f"{mode_label(top.mode)} {top.median:.1f} tok/s over {mode_label(second.mode)} {second.median:.1f} tok/s "
                f"({top.median / second.median:.2f}x; medians of {top.n} and {second.n} figures)")
         return Verdict(setup_key, kind, tuple(figs), top.mode, why)
 
