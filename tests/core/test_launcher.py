@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.server import ServerFailed
-from beedeck.core.launcher import Preflight, Refusal, launch, preflight
+from beedeck.core.launcher import Preflight, Refusal, build_options_of, launch, preflight
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.planner import GiB
 from tests.fixtures import meta_gguf as mg
@@ -104,9 +105,10 @@ def test_the_form_judges_only_what_it_has_read(ml: EngineCaps, tmp_path: Path) -
 def test_launch_refuses_before_starting_anything(ml: EngineCaps, tmp_path: Path) -> None:
     fake = tmp_path / "fake.gguf"
     fake.write_text("text\n")
-    with pytest.raises(ServerFailed) as err:
+    with pytest.raises(ServerFailed) as err:  # a LaunchRefused: one refusal type, caught as any failed start
         launch("/e/ml/llama-server", ml, LaunchSettings(target=str(fake)))  # no such binary: never reached
-    assert err.value.failure.code == "not_gguf"
+    assert isinstance(err.value, LaunchRefused) and err.value.failure.code == "not_gguf"
+    assert err.value.refusals == preflight(ml, LaunchSettings(target=str(fake))).refusals
 
 
 def test_the_headers_given_are_used_as_read(ml: EngineCaps, tmp_path: Path) -> None:
@@ -129,9 +131,15 @@ def test_a_cuda_build_without_the_kvarn_kernels_refuses_a_kvarn_cache(tmp_path: 
                                        build_options=["-DGGML_CUDA=ON", "-DGGML_CUDA_FA=ON", "-DGGML_CUDA_KVARN=OFF"]))
     target = mg.tiny_model(tmp_path / "t.gguf")
     refused = preflight(caps, LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4"))
-    why = next(r for r in refused.refusals if r.code == "unsupported_cache_type")
-    assert "--cache-type kvarn4/kvarn4" in why.message and why.setting == "cache_type_k"
+    kernels = [r for r in refused.refusals if "without KVarN kernels" in r.message]
+    assert len(kernels) == 1 and "--cache-type kvarn4/kvarn4" in kernels[0].message
+    assert (kernels[0].code, kernels[0].setting) == ("unsupported_cache_type", "cache_type_k")
     fine = preflight(caps, LaunchSettings(target=str(target), cache_type_k="f16", cache_type_v="f16"))
     assert "unsupported_cache_type" not in codes(fine)
-    form = preflight(caps, LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4"), read=False)
-    assert "unsupported_cache_type" not in codes(form)  # the form's call reads nothing (the GUI thread)
+    # The form reads nothing on the GUI thread: it passes the options it looked up off it (the same cached lookup).
+    kvarn = LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4")
+    options = build_options_of(str(binary))
+    assert options is not None and "-DGGML_CUDA_KVARN=OFF" in options
+    form = preflight(caps, kvarn, read=False, build_options=options)
+    assert form.refusals == refused.refusals
+    assert kernels[0] not in preflight(caps, kvarn, read=False).refusals  # not looked up yet: judged once it is

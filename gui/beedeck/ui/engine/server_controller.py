@@ -20,6 +20,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
@@ -168,8 +169,8 @@ class ServerController(QObject, KeptServer):
 
     def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
         """Settings → Launch: start ``engine`` with ``settings`` whatever runs now, stopping the running server
-        only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, host
-        RAM). A refused launch leaves the working server serving and emits ``refused``."""
+        only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, RPC
+        workers, host RAM). A refused launch leaves the working server serving and emits ``refused``."""
         if is_remote_engine(engine) or is_remote_engine(self.engine) or not (self.is_running() or self.is_busy()):
             self.stop()  # nothing of ours that works to keep (stopped, failed, or a connection): start anew
             self.start(engine, settings, caps)
@@ -205,7 +206,7 @@ class ServerController(QObject, KeptServer):
             return self._preflight(caps, settings)
         from beedeck.core import launcher  # imported lazily: the GUI opens without it
 
-        checked = launcher.preflight(caps, self._with_port_quiet(settings), host_ram=launcher.host_ram())
+        checked = launcher.preflight(caps, self._with_port_quiet(settings), host_ram=launcher.room_now().host_ram)
         return None if checked.ok else checked.failure()
 
     @staticmethod
@@ -297,7 +298,8 @@ class ServerController(QObject, KeptServer):
             if self._closed:
                 return  # stopped by shutdown(): the window is gone, nothing to show
             self._set_state("failed")
-            self.failed.emit(self._explain(getattr(exc, "failure", None) or exc, proc))
+            refused = isinstance(exc, LaunchRefused)  # the preflight's refusals, each with its remedy, as they are
+            self.failed.emit(exc if refused else self._explain(getattr(exc, "failure", None) or exc, proc))
             return
         self._ready(engine, settings, proc, time.monotonic() - t0, switch)
 
