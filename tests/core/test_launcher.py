@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,19 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.server import ServerFailed
-from beedeck.core.launcher import Preflight, Refusal, build_options_of, launch, preflight
+from beedeck.core.launcher import (
+    Held,
+    Preflight,
+    Refusal,
+    build_options_of,
+    given_back,
+    launch,
+    preflight,
+    room_now,
+)
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.planner import GiB
+from tests.fakes.fake_nvml import MIB, FakeNvml, rtx4090
 from tests.fixtures import meta_gguf as mg
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
@@ -143,3 +154,46 @@ def test_a_cuda_build_without_the_kvarn_kernels_refuses_a_kvarn_cache(tmp_path: 
     form = preflight(caps, kvarn, read=False, build_options=options)
     assert form.refusals == refused.refusals
     assert kernels[0] not in preflight(caps, kvarn, read=False).refusals  # not looked up yet: judged once it is
+
+
+# -- memory as it will be once the running server stopped (a relaunch) -----------------------------
+
+
+def _card_running(pid: int, held: int, *, shown: bool = True) -> FakeNvml:
+    """An RTX 4090 (24 GiB) whose running llama-server (``pid``) holds ``held`` bytes; ``shown``: the driver
+    lists the process (a pid namespace or WDDM may hide it)."""
+    card = rtx4090()
+    card.used += held
+    if shown:
+        card.processes = {pid: held, 99999: 300 * MIB}  # another program's share is not ours to count
+    return FakeNvml([card])
+
+
+def test_a_relaunch_counts_what_the_running_server_holds_as_free(ml: EngineCaps, tmp_path: Path) -> None:
+    """The issue: relaunching the same 19 GB model on a 24 GB card with GPU layers "all" was refused as out of
+    memory, the running server's own 19 GB counted as taken."""
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    s = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", flash_attn="on")
+    held = int(18.9 * GiB)
+    fake = _card_running(4242, held)
+    now = room_now(nvml_module=fake)
+    assert now.gpus == [fake.gpus[0].free] and now.gpus[0] < 4 * GiB
+    assert codes(preflight(ml, s, devices=now.gpus, host_ram=64 * GiB)) == ["out_of_memory"]
+    relaunch = room_now([Held(4242, ml, s)], nvml_module=fake)
+    assert relaunch.given_back == [held] and relaunch.gpus == [fake.gpus[0].free + held]
+    assert preflight(ml, s, devices=relaunch.gpus, host_ram=64 * GiB).ok
+    bigger = preflight(ml, replace(s, ctx_size=131072), devices=relaunch.gpus, host_ram=64 * GiB)
+    assert codes(bigger) == ["out_of_memory"] and bigger.refusals[0].setting == "n_gpu_layers"
+    assert f"which has {relaunch.gpus[0] / GiB:.1f} GiB free" in bigger.refusals[0].message  # the counted-back figure
+
+
+def test_where_the_driver_hides_the_process_its_plan_is_counted_back(ml: EngineCaps, tmp_path: Path) -> None:
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    s = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", flash_attn="on")
+    fake = _card_running(4242, int(18.9 * GiB), shown=False)
+    free = [fake.gpus[0].free]
+    back = given_back([Held(4242, ml, s)], free, nvml_module=fake)
+    planned = preflight(ml, s, devices=free).memory
+    assert planned is not None and back == [planned.gpus[0].total] and back[0] > 18 * GiB
+    assert given_back([], free, nvml_module=fake) == [0]  # nothing stops: nothing comes back
+    assert given_back([Held(4242, ml, replace(s, n_gpu_layers="0"))], free, nvml_module=fake)[0] < GiB

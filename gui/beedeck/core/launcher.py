@@ -29,8 +29,8 @@ from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
 from beedeck.core.models.planner import GiB, MemoryPlan, plan
 
-__all__ = ["UNSET", "LaunchRefused", "Preflight", "Refusal", "Room", "args_refusal", "build_options_of", "launch",
-           "preflight", "room_now", "standby_refusal"]
+__all__ = ["UNSET", "Held", "LaunchRefused", "Preflight", "Refusal", "Room", "args_refusal", "build_options_of",
+           "given_back", "launch", "preflight", "room_now", "standby_refusal"]
 
 
 class _Unset(Enum):
@@ -260,20 +260,55 @@ def build_options_of(binary: str) -> tuple[str, ...] | None:
 
 
 @dataclass(frozen=True)
+class Held:
+    """A running server a launch stops first: its process, and what it was started with (its plan says what
+    it holds where the driver does not)."""
+
+    pid: int
+    caps: EngineCaps
+    settings: LaunchSettings
+
+
+@dataclass(frozen=True)
 class Room:
-    """The memory a launch may use: each GPU's free bytes (None: no NVIDIA GPU found, no GPU check) and this
-    machine's RAM."""
+    """The memory a launch may use: each GPU's free bytes (None: no NVIDIA GPU found, no GPU check), what of it
+    the servers stopped first give back (included in ``gpus``), and this machine's RAM."""
 
     gpus: list[int] | None
     host_ram: int | None
+    given_back: list[int] = field(default_factory=list)
 
 
-def room_now(*, nvml_module: Any = None) -> Room:
-    """The memory free for a launch now (blocking: one hardware detection)."""
+def given_back(stopping: Sequence[Held], gpus_free: Sequence[int], *, nvml_module: Any = None) -> list[int]:
+    """What the servers ``stopping`` hold on each GPU, which a launch that stops them first gets back: the
+    driver's per-process figure (NVML), or where it does not say (a process it does not show, a usage it
+    hides), each server's memory plan against ``gpus_free``."""
+    if not stopping or not gpus_free:
+        return [0] * len(gpus_free)
+    from beedeck.core.machine.nvml import held_by
+
+    measured = held_by({h.pid for h in stopping}, nvml_module)
+    if measured is not None and len(measured) == len(gpus_free) and None not in measured and any(measured):
+        return [int(m or 0) for m in measured]
+    planned = [0] * len(gpus_free)
+    for h in stopping:  # none seen by the driver (a pid namespace, WDDM) or none at all: the plans
+        memory = preflight(h.caps, replace(h.settings, port=h.settings.port or DEFAULT_PORT),
+                           devices=list(gpus_free), build_options=None, rpc=[]).memory
+        for i, gpu in enumerate(memory.gpus if memory else []):
+            if i < len(planned):
+                planned[i] += gpu.total
+    return planned
+
+
+def room_now(stopping: Sequence[Held] = (), *, nvml_module: Any = None) -> Room:
+    """The memory free for a launch now (blocking: one hardware detection, and NVML's process lists when
+    ``stopping`` names servers this launch stops first: what they hold counts as free)."""
     from beedeck.core.machine import hardware
 
     report = hardware.detect(nvml_module=nvml_module)
-    return Room([g.memory_free for g in report.gpus] or None, report.system.ram_total)
+    free = [g.memory_free for g in report.gpus]
+    back = given_back(stopping, free, nvml_module=nvml_module)
+    return Room([f + b for f, b in zip(free, back, strict=True)] or None, report.system.ram_total, back)
 
 
 def standby_refusal(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: list[int] | None,

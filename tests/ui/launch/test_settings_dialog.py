@@ -18,6 +18,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.profile import Profile
+from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch import settings_dialog
 from beedeck.ui.launch.settings_dialog import FRAME_H, SettingsDialog
 from tests.fakes.inline_runner import run_inline as sync
@@ -172,6 +173,7 @@ class FakeHost:
         self.profile: Profile | None = Profile(ENGINE, LaunchSettings(target="/m/t.gguf"), "mainline")
         self.known_caps = {ENGINE: ml_caps()}
         self.probe, self.detect_hardware = no_probe, HardwareReport
+        self.controller = ServerController()  # nothing runs: Launch gets nothing back
         self.applied: list[Profile] = []
         self.saved: list[Profile] = []
         self.parent = QWidget()

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -31,6 +31,9 @@ from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_
 from beedeck.core.engine.speculation.standby import RESTARTED, Parked, free_now
 from beedeck.core.engine.speculation.switch_cost import StartKey, SwitchCosts
 from beedeck.ui.engine.kept_server import STOP_TIMEOUT_S, KeptServer, state_name
+
+if TYPE_CHECKING:
+    from beedeck.core.launcher import Held, Room
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
 REMOTE_HEALTH_S = 0.7  # a server BeeDeck did not start: /health this often, so a dead one is seen within 2 s
@@ -80,11 +83,13 @@ class ServerController(QObject, KeptServer):
         preflight: Callable[[EngineCaps, LaunchSettings], Any] | None = None,
         costs: SwitchCosts | None = None,
         free_now: Callable[[], tuple[list[int] | None, int | None]] = free_now,
+        room: Callable[[Sequence[Held]], Room] | None = None,
     ) -> None:
         super().__init__(parent)
         self._probe = probe
         self._launch = launch
         self._preflight = preflight
+        self._room = room  # the memory free for a launch that stops ``stopping()`` first (default: room_now)
         self.default_port = default_port
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
@@ -170,7 +175,8 @@ class ServerController(QObject, KeptServer):
     def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
         """Settings → Launch: start ``engine`` with ``settings`` whatever runs now, stopping the running server
         only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, RPC
-        workers, host RAM). A refused launch leaves the working server serving and emits ``refused``."""
+        workers, host RAM and GPU memory, counting what the servers it stops hold as free). A refused launch
+        leaves the working server serving and emits ``refused``."""
         if is_remote_engine(engine) or is_remote_engine(self.engine) or not (self.is_running() or self.is_busy()):
             self.stop()  # nothing of ours that works to keep (stopped, failed, or a connection): start anew
             self.start(engine, settings, caps)
@@ -201,13 +207,34 @@ class ServerController(QObject, KeptServer):
         return probe(engine)
 
     def _check(self, caps: EngineCaps, settings: LaunchSettings) -> ServerFailure | None:
-        """The preflight's refusal of this launch, or None."""
+        """The preflight's refusal of this launch, or None: memory as it will be once the running servers
+        stopped (what they hold counts as free: :func:`beedeck.core.launcher.room_now`)."""
         if self._preflight is not None:
             return self._preflight(caps, settings)
         from beedeck.core import launcher  # imported lazily: the GUI opens without it
 
-        checked = launcher.preflight(caps, self._with_port_quiet(settings), host_ram=launcher.room_now().host_ram)
+        room = (self._room or launcher.room_now)(self.stopping())
+        checked = launcher.preflight(caps, self._with_port_quiet(settings), devices=room.gpus, host_ram=room.host_ram)
         return None if checked.ok else checked.failure()
+
+    def stopping(self) -> list[Held]:
+        """The servers a launch now stops first (the active one and the one kept beside it), with what they
+        were started with: what they hold counts as free for that launch. Empty for a connection."""
+        from beedeck.core.launcher import Held
+
+        with self._lock:
+            parked = self._parked
+            running = [(self._proc, self.settings), *([(parked.proc, parked.settings)] if parked else [])]
+        caps = self.caps
+        return [Held(proc.pid, caps, s) for proc, s in running
+                if proc is not None and s is not None and caps is not None and isinstance(getattr(proc, "pid", None), int)]
+
+    def held_gpu_memory(self, gpus_free: list[int]) -> list[int]:
+        """Blocking (NVML, or the servers' plans): what the servers a launch stops first hold on each GPU
+        (``gpus_free``: each GPU's free bytes now), which that launch gets back. Run it off the GUI thread."""
+        from beedeck.core.launcher import given_back
+
+        return given_back(self.stopping(), gpus_free)
 
     @staticmethod
     def _with_port_quiet(settings: LaunchSettings) -> LaunchSettings:
