@@ -303,7 +303,8 @@ class LaunchForm(QWidget):
         self._check_argv(s)
         self._check_pair(s)
         self._schedule_plan()
-        self.sidecar_offer.target_changed(s, self.caps)
+        header = self.infos.get(s.target)
+        self.sidecar_offer.target_changed(s, self.caps, None if header == "loading" else header)
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
