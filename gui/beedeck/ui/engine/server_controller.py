@@ -24,7 +24,14 @@ from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
+from beedeck.core.engine.remote import (
+    HEALTH_INTERVAL_S,
+    RemoteError,
+    RemoteInfo,
+    inspect_server,
+    is_remote_engine,
+    watch_health,
+)
 from beedeck.core.engine.rpc.probe import with_rpc_reason
 from beedeck.core.engine.speculation.modes import uses_draft
 from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_restart_settings
@@ -36,7 +43,7 @@ if TYPE_CHECKING:
     from beedeck.core.launcher import Held, Room
 
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
-REMOTE_HEALTH_S = 0.7  # a server BeeDeck did not start: /health this often, so a dead one is seen within 2 s
+REMOTE_HEALTH_S = HEALTH_INTERVAL_S  # a server BeeDeck did not start: /health this often (a dead one: within 2 s)
 
 
 def _start_key(engine: str, settings: LaunchSettings, switch: bool) -> StartKey:
@@ -110,6 +117,7 @@ class ServerController(QObject, KeptServer):
         self._expected_switch: dict[bool, float | None] = {}
         self._draft_of: dict[str, str] = {}  # the draft file last loaded beside each target
         self._unwatch: threading.Event | None = None
+        self._poke = threading.Event()  # the attached server's watch: set, it polls now
         # Keep the other mode's server loaded beside this one when memory allows (AppSettings.standby).
         self.standby = True
         self._free_now = free_now
@@ -379,19 +387,26 @@ class ServerController(QObject, KeptServer):
             if self._closed:
                 return
             self.remote, self.base_url = info, info.url
-            self._unwatch = stop = threading.Event()
+            self._unwatch, self._poke = stop, poke = threading.Event(), threading.Event()
         self.last_start_s = time.monotonic() - t0
         self.line_received.emit(f"BeeDeck: connected to {info.url}: {info.summary()}")
         self._set_state("ready")
         self.ready.emit(self.base_url)
         self.remote_attached.emit(info)
-        threading.Thread(target=self._watch_remote, args=(info.url, stop, settings.api_key),
+        threading.Thread(target=self._watch_remote, args=(info.url, stop, poke, settings.api_key),
                          name="beedeck-remote-health", daemon=True).start()
 
-    def _watch_remote(self, url: str, stop: threading.Event, api_key: str | None) -> None:
-        # A refused connection misses at once: a dead server is noticed after two polls (~1.4 s); a slow answer
-        # gets 2 s before it counts as a miss.
-        failure = watch_health(url, stop, self._health_interval_s, api_key=api_key, timeout_s=2.0)
+    def request_failed(self, *_: object) -> None:
+        """A request to the attached server failed (a chat reply): check its health now rather than at the
+        next poll, so a server that went away is reported at once. Nothing for a server BeeDeck started (its
+        process says when it dies)."""
+        if self._unwatch is not None:
+            self._poke.set()
+
+    def _watch_remote(self, url: str, stop: threading.Event, poke: threading.Event, api_key: str | None) -> None:
+        # A refused connection misses at once and is confirmed at once: a stopped server is noticed at the next
+        # poll (~0.5 s); one that hangs after two answer deadlines (~1.7 s in all; core/engine/remote.py).
+        failure = watch_health(url, stop, self._health_interval_s, api_key=api_key, poke=poke)
         with self._lock:
             current = self._unwatch is stop and not stop.is_set()
             if current:
@@ -416,8 +431,10 @@ class ServerController(QObject, KeptServer):
             proc, self._proc = self._proc, None
             remote, self.remote = self.remote, None
             unwatch, self._unwatch = self._unwatch, None
+            poke = self._poke
         if unwatch is not None:
             unwatch.set()
+            poke.set()  # wakes the watch, which sees it is stopped
         if remote is not None:  # a server BeeDeck did not start: disconnect, it keeps running
             self.base_url = ""
             self.line_received.emit(f"BeeDeck: disconnected from {remote.url} (it keeps running)")
