@@ -132,9 +132,9 @@ def _form_refusals(qtbot: QtBot, caps: EngineCaps, settings: LaunchSettings) -> 
     form.set_engine(caps, caps.path)
     form.set_settings(settings)
     assert not form.launch_button.isEnabled()
-    for r in form.refusals:  # every refusal marked at its field too (where the field has a row)
-        if r.setting in form.rows:
-            assert str(r) in form.rows[r.setting].toolTip()
+    for r in form.refusals:  # every refusal said under its field too (where the field has a row)
+        if r.setting in form.under:
+            assert str(r) in form.under[r.setting].text() and not form.under[r.setting].isHidden()
     return form.refusals, form.settings()
 
 

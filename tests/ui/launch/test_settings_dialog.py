@@ -95,9 +95,9 @@ def test_a_missing_target_greys_launch_with_the_launchs_own_words(qtbot: QtBot) 
     dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target="/nonexistent/model.gguf"), "mainline"))
     assert not dialog.form.launch_button.isEnabled()
     assert "The target model /nonexistent/model.gguf does not exist. Check the path" in dialog.form.check_label.text()
-    row = dialog.form.rows["target"]  # at the field it is about, too
-    assert "#d62728" in row.styleSheet() and "does not exist" in row.toolTip()
-    assert dialog.form.rows["ctx_size"].styleSheet() == ""
+    row, under = dialog.form.rows["target"], dialog.form.under["target"]  # at the field it is about, too
+    assert "#d62728" in row.styleSheet() and not under.isHidden() and "does not exist" in under.text()
+    assert dialog.form.rows["ctx_size"].styleSheet() == "" and dialog.form.under["ctx_size"].isHidden()
 
 
 def test_a_text_file_renamed_gguf_is_named_as_such(qtbot: QtBot, tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_a_context_the_host_cannot_hold_greys_launch(qtbot: QtBot, tmp_path: Pat
     assert dialog.form.host_ram == 23 << 30  # the dialog's detection (inline here) gave the form the RAM
     assert not dialog.form.launch_button.isEnabled()
     assert "of host memory (RAM), and this machine has 23.0 GiB" in dialog.form.check_label.text()
-    assert "of host memory" in dialog.form.rows["ctx_size"].toolTip()
+    assert "of host memory" in dialog.form.under["ctx_size"].text()
 
 
 def bottom_right_in(widget: QWidget, dialog: QDialog) -> QPoint:

@@ -1,5 +1,5 @@
 """One input widget per launch-field kind (text, path, combo, tri-state, int, float, switch), reading and
-writing LaunchSettings values through them, the engine's choices in the combos, and a refusal marked at
+writing LaunchSettings values through them, the engine's choices in the combos, and a refusal shown under
 the field it is about.
 
 Every value LaunchSettings.check() accepts reads back unchanged (``get_value(put_value(x)) == x``):
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QSpinBox,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -31,6 +32,7 @@ from beedeck.core.launcher import args_refusal
 from beedeck.core.models.planner import CACHE_TYPES
 from beedeck.ui.launch.launch_fields import FieldSpec, cache_type_reason, field_reason, value_range
 from beedeck.ui.launch.wheel_guard import ComboBox, DoubleSpinBox, SpinBox
+from beedeck.ui.wrap_label import WrapLabel
 
 DEFAULT = "engine default"
 TRI = {None: DEFAULT, True: "on", False: "off"}
@@ -123,14 +125,31 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
     return w.isChecked()
 
 
-def mark_refused(rows: dict[str, QLabel], refused: dict[str, str]) -> None:
-    """At the field a preflight refusal is about (its ``setting``): the row's label red, the reason in its
-    tooltip; every other row back to normal. The reasons themselves are listed under the form too."""
+def under_field(widget: QWidget) -> tuple[QWidget, WrapLabel]:
+    """``widget`` with a line under it that says why Launch is refused over this field (hidden until then)."""
+    cell = QWidget()
+    box = QVBoxLayout(cell)
+    box.setContentsMargins(0, 0, 0, 0)
+    box.setSpacing(2)
+    box.addWidget(widget)
+    why = WrapLabel()
+    why.setObjectName("field-refusal")
+    why.setStyleSheet(f"color: {RED};")
+    why.hide()
+    box.addWidget(why)
+    return cell, why
+
+
+def mark_refused(rows: dict[str, QLabel], under: dict[str, WrapLabel], refused: dict[str, str]) -> None:
+    """At the field a preflight refusal is about (its ``setting``): the reason under the field (wrapped) and
+    the row's label red; every other row back to normal. The summary under the form lists them all too."""
     for name, label in rows.items():
         why = refused.get(name)
         label.setStyleSheet(f"color: {RED};" if why else "")
-        if why:
-            label.setToolTip(f"Launch is refused: {why}")
+        line = under.get(name)
+        if line is not None:
+            line.setText(why or "")
+            line.setVisible(bool(why))
 
 
 def fill_engine_choices(widgets: dict[str, QWidget], caps: EngineCaps | None) -> None:

@@ -5,7 +5,7 @@ says why. The memory bar, the pair check and the command preview all follow the 
 "Copy command" copies exactly what ``build_argv`` produces (API key masked; port 0 shown as the
 app's default port). Launch is greyed by the launch's own :func:`beedeck.core.launcher.preflight`, fed with
 what the form gathered off the GUI thread (headers, the engine's build options, the RPC workers' check, the
-memory free); the field each reason is about is marked, and the label beside Launch lists them all.
+memory free); each reason shows under the field it is about, and the label beside Launch lists them all.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from beedeck.ui.launch.field_editors import (
     make_editor,
     mark_refused,
     put_value,
+    under_field,
 )
 from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
@@ -89,6 +90,7 @@ class LaunchForm(QWidget):
         self._loading = False
         self.widgets: dict[str, QWidget] = {}
         self.rows: dict[str, QLabel] = {}
+        self.under: dict[str, WrapLabel] = {}  # the line under each field: why Launch is refused over it
         self._build()
         self.set_settings(LaunchSettings())
 
@@ -109,8 +111,9 @@ class LaunchForm(QWidget):
             label = QLabel(spec.label)
             label.setToolTip(spec.tooltip)
             widget.setToolTip(spec.tooltip)
+            cell, self.under[spec.name] = under_field(self._with_browse(spec, widget))
             self.widgets[spec.name], self.rows[spec.name] = widget, label
-            groups[spec.section].addRow(label, self._with_browse(spec, widget))
+            groups[spec.section].addRow(label, cell)
             if spec.name == "draft":
                 self.pair_label = WrapLabel()
                 self.pair_label.setObjectName("pair-verdict")
@@ -347,7 +350,7 @@ class LaunchForm(QWidget):
         try:
             lp = self.build_plan()
         except LaunchRefused as exc:
-            mark_refused(self.rows, self.refused_fields)
+            mark_refused(self.rows, self.under, self.refused_fields)
             text = "Cannot launch yet:\n• " + "\n• ".join(exc.reasons)
             self.check_label.setStyleSheet("color: #d62728;")
             self.check_label.setText(text)
@@ -357,7 +360,7 @@ class LaunchForm(QWidget):
             self.copy_button.setEnabled(False)
             self.copy_button.setToolTip(text)
             return
-        mark_refused(self.rows, {})
+        mark_refused(self.rows, self.under, {})
         notes = [n.message for n in lp.notes]
         self.check_label.setStyleSheet("color: palette(placeholder-text);")
         self.check_label.setText("\n".join(f"• {n}" for n in notes))
