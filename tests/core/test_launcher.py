@@ -4,17 +4,29 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.server import ServerFailed
-from beedeck.core.launcher import Preflight, Refusal, launch, preflight
+from beedeck.core.launcher import (
+    Held,
+    Preflight,
+    Refusal,
+    build_options_of,
+    given_back,
+    launch,
+    preflight,
+    room_now,
+)
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.planner import GiB
+from tests.fakes.fake_nvml import MIB, FakeNvml, rtx4090
 from tests.fixtures import meta_gguf as mg
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
@@ -104,9 +116,10 @@ def test_the_form_judges_only_what_it_has_read(ml: EngineCaps, tmp_path: Path) -
 def test_launch_refuses_before_starting_anything(ml: EngineCaps, tmp_path: Path) -> None:
     fake = tmp_path / "fake.gguf"
     fake.write_text("text\n")
-    with pytest.raises(ServerFailed) as err:
+    with pytest.raises(ServerFailed) as err:  # a LaunchRefused: one refusal type, caught as any failed start
         launch("/e/ml/llama-server", ml, LaunchSettings(target=str(fake)))  # no such binary: never reached
-    assert err.value.failure.code == "not_gguf"
+    assert isinstance(err.value, LaunchRefused) and err.value.failure.code == "not_gguf"
+    assert err.value.refusals == preflight(ml, LaunchSettings(target=str(fake))).refusals
 
 
 def test_the_headers_given_are_used_as_read(ml: EngineCaps, tmp_path: Path) -> None:
@@ -129,9 +142,58 @@ def test_a_cuda_build_without_the_kvarn_kernels_refuses_a_kvarn_cache(tmp_path: 
                                        build_options=["-DGGML_CUDA=ON", "-DGGML_CUDA_FA=ON", "-DGGML_CUDA_KVARN=OFF"]))
     target = mg.tiny_model(tmp_path / "t.gguf")
     refused = preflight(caps, LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4"))
-    why = next(r for r in refused.refusals if r.code == "unsupported_cache_type")
-    assert "--cache-type kvarn4/kvarn4" in why.message and why.setting == "cache_type_k"
+    kernels = [r for r in refused.refusals if "without KVarN kernels" in r.message]
+    assert len(kernels) == 1 and "--cache-type kvarn4/kvarn4" in kernels[0].message
+    assert (kernels[0].code, kernels[0].setting) == ("unsupported_cache_type", "cache_type_k")
     fine = preflight(caps, LaunchSettings(target=str(target), cache_type_k="f16", cache_type_v="f16"))
     assert "unsupported_cache_type" not in codes(fine)
-    form = preflight(caps, LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4"), read=False)
-    assert "unsupported_cache_type" not in codes(form)  # the form's call reads nothing (the GUI thread)
+    # The form reads nothing on the GUI thread: it passes the options it looked up off it (the same cached lookup).
+    kvarn = LaunchSettings(target=str(target), cache_type_k="kvarn4", cache_type_v="kvarn4")
+    options = build_options_of(str(binary))
+    assert options is not None and "-DGGML_CUDA_KVARN=OFF" in options
+    form = preflight(caps, kvarn, read=False, build_options=options)
+    assert form.refusals == refused.refusals
+    assert kernels[0] not in preflight(caps, kvarn, read=False).refusals  # not looked up yet: judged once it is
+
+
+# -- memory as it will be once the running server stopped (a relaunch) -----------------------------
+
+
+def _card_running(pid: int, held: int, *, shown: bool = True) -> FakeNvml:
+    """An RTX 4090 (24 GiB) whose running llama-server (``pid``) holds ``held`` bytes; ``shown``: the driver
+    lists the process (a pid namespace or WDDM may hide it)."""
+    card = rtx4090()
+    card.used += held
+    if shown:
+        card.processes = {pid: held, 99999: 300 * MIB}  # another program's share is not ours to count
+    return FakeNvml([card])
+
+
+def test_a_relaunch_counts_what_the_running_server_holds_as_free(ml: EngineCaps, tmp_path: Path) -> None:
+    """The issue: relaunching the same 19 GB model on a 24 GB card with GPU layers "all" was refused as out of
+    memory, the running server's own 19 GB counted as taken."""
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    s = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", flash_attn="on")
+    held = int(18.9 * GiB)
+    fake = _card_running(4242, held)
+    now = room_now(nvml_module=fake)
+    assert now.gpus == [fake.gpus[0].free] and now.gpus[0] < 4 * GiB
+    assert codes(preflight(ml, s, devices=now.gpus, host_ram=64 * GiB)) == ["out_of_memory"]
+    relaunch = room_now([Held(4242, ml, s)], nvml_module=fake)
+    assert relaunch.given_back == [held] and relaunch.gpus == [fake.gpus[0].free + held]
+    assert preflight(ml, s, devices=relaunch.gpus, host_ram=64 * GiB).ok
+    bigger = preflight(ml, replace(s, ctx_size=131072), devices=relaunch.gpus, host_ram=64 * GiB)
+    assert codes(bigger) == ["out_of_memory"] and bigger.refusals[0].setting == "n_gpu_layers"
+    assert f"which has {relaunch.gpus[0] / GiB:.1f} GiB free" in bigger.refusals[0].message  # the counted-back figure
+
+
+def test_where_the_driver_hides_the_process_its_plan_is_counted_back(ml: EngineCaps, tmp_path: Path) -> None:
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    s = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", flash_attn="on")
+    fake = _card_running(4242, int(18.9 * GiB), shown=False)
+    free = [fake.gpus[0].free]
+    back = given_back([Held(4242, ml, s)], free, nvml_module=fake)
+    planned = preflight(ml, s, devices=free).memory
+    assert planned is not None and back == [planned.gpus[0].total] and back[0] > 18 * GiB
+    assert given_back([], free, nvml_module=fake) == [0]  # nothing stops: nothing comes back
+    assert given_back([Held(4242, ml, replace(s, n_gpu_layers="0"))], free, nvml_module=fake)[0] < GiB

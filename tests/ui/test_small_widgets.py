@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.engine.argv import LaunchRefused
+from beedeck.core.engine.argv import LaunchRefused, Refusal
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.failure_panel import FailurePanel, code_words
@@ -35,8 +35,14 @@ def test_failure_panel_shows_what_why_and_remedy(qtbot: QtBot) -> None:
     assert "exit code 1" in p.detail.text() and "couldn't bind" in p.detail.text()
     with qtbot.waitSignal(p.retry_requested):
         p.retry_button.click()
-    p.show_failure(LaunchRefused(["--spec-type dflash is not known to this engine: pick a BeeLlama build."]))
-    assert "pick a BeeLlama build" in p.remedy.text()
+    # A refused launch: one refusal reads as any failure (its message, its remedy); several are listed.
+    spec = Refusal("unknown_argument", "--spec-type dflash is not known to this engine.", "Pick a BeeLlama build.")
+    p.show_failure(LaunchRefused([spec]))
+    assert "is not known to this engine" in p.what.text() and "Pick a BeeLlama build" in p.remedy.text()
+    p.show_failure(LaunchRefused([spec, Refusal("model_missing", "The target model /m/x.gguf does not exist.",
+                                                "Check the path.")]))
+    assert "• --spec-type dflash is not known to this engine. Pick a BeeLlama build." in p.remedy.text()
+    assert "• The target model /m/x.gguf does not exist. Check the path." in p.remedy.text()
     p.close_button.click()
     assert p.isHidden()
 

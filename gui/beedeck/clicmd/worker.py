@@ -80,24 +80,14 @@ def run_worker(args: argparse.Namespace) -> int:
         worker.stop()
 
 
-def check_rpc_launch(engine: Path, caps: Any, settings: Any) -> int | None:
-    """Before ``serve --rpc`` launches: probe every worker through the engine, refuse one that cannot
-    be used (another build, not running, an engine without RPC) and print the per-device plan.
-    Returns an exit status to stop with, or None to go on."""
-    from beedeck.core.engine.rpc import parse_workers
-    from beedeck.core.engine.rpc.probe import probe_workers
-
-    try:
-        devices = probe_workers(str(engine), parse_workers(settings.rpc_workers))
-    except RpcError as exc:
-        print(f"error: {exc.message}\n  what to do: {exc.remedy}", file=sys.stderr)
-        return 2
+def print_rpc_plan(caps: Any, settings: Any, devices: Any) -> None:
+    """After the launch preflight probed the workers through the engine (``devices``, workers first): each
+    device, and the per-device plan, on stderr."""
     for d in devices:
         print(f"device: {d.name} {d.description} ({d.free_mib:,} of {d.total_mib:,} MiB free)"
               + (f" on worker {d.worker}" if d.worker else " on this machine"), file=sys.stderr)
     for line in _plan_lines(caps, settings, devices):
         print(f"plan: {line}", file=sys.stderr)
-    return None
 
 
 def _plan_lines(caps: Any, settings: Any, devices: Any) -> list[str]:

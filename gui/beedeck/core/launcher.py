@@ -1,41 +1,56 @@
 """Start a llama-server from launch settings: one :func:`preflight`, then the engine.
 
 The one way the app, the CLI and the benchmark start a server, so none of them can skip the checks. The
-launch form runs the same :func:`preflight` on every edit (with the headers it has read), so Launch is
-greyed for exactly what a launch would refuse, with the same words.
+launch form runs the same :func:`preflight` on every edit, with what it gathered off the GUI thread (the
+headers, the engine's build options, the RPC workers' check, the memory free), so Launch is greyed for
+exactly what a launch would refuse, with the same words: one refusal type (:data:`Refusal`, a code, a
+message, a remedy and the setting it is about), raised as :class:`LaunchRefused`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
-from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, build_argv
+from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, Refusal, build_argv, merged
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, start_server
+from beedeck.core.engine.rpc import RpcDevice, RpcError, parse_workers
+from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, key_refusal, start_server
 from beedeck.core.engine.speculation.standby import with_margin
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
-from beedeck.core.models.planner import GiB, MemoryPlan, PlanError, plan
+from beedeck.core.models.planner import GiB, MemoryPlan, plan
 
-__all__ = ["Preflight", "Refusal", "host_ram", "launch", "preflight", "standby_refusal"]
+__all__ = ["UNSET", "Held", "LaunchRefused", "Preflight", "Refusal", "Room", "args_refusal", "build_options_of",
+           "given_back", "launch", "preflight", "room_now", "standby_refusal"]
 
-Refusal = ServerFailure  # the one refusal type: a code, a message, a remedy, and the setting it is about
+
+class _Unset(Enum):
+    UNSET = "unset"
+
+
+UNSET = _Unset.UNSET  # a fact not gathered: preflight gathers it itself when it may read (``read=True``)
+Unset = _Unset
 
 
 @dataclass
 class Preflight:
     """What :func:`preflight` found: ``refusals`` (empty: the launch may start), the guard's warnings, the
-    argument list and the memory plan where they could be made."""
+    argument list, the memory plan and the RPC workers' devices where they could be made."""
 
     refusals: list[Refusal] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
     argv: LaunchPlan | None = None
     memory: MemoryPlan | None = None
+    rpc_devices: list[RpcDevice] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -43,11 +58,7 @@ class Preflight:
 
     def failure(self) -> ServerFailure:
         """All refusals as one failure (the first one's code), for a failure panel or a CLI message."""
-        first = self.refusals[0]
-        if len(self.refusals) == 1:
-            return first
-        return ServerFailure(first.code, " ".join(r.message for r in self.refusals),
-                             " ".join(dict.fromkeys(r.remedy for r in self.refusals if r.remedy)), setting=first.setting)
+        return merged(self.refusals)
 
 
 def _missing(path: str, role: str, setting: str) -> Refusal:
@@ -76,16 +87,25 @@ def _read(path: str, role: str, setting: str, read: bool, errors: dict[str, str]
         return None, _unreadable(path, role, setting, exc)
 
 
+def args_refusal(text: str) -> Refusal | None:
+    """Why an extra-arguments line (as typed in the form) cannot be read as a command line, or None."""
+    try:
+        shlex.split(text)
+    except ValueError as exc:
+        return Refusal("bad_value", f"Extra arguments cannot be read ({exc}).", "Close the quote, or remove it.",
+                       setting="extra_args")
+    return None
+
+
 def _memory(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, caps: EngineCaps,
             devices: list[int] | None, host_ram: int | None, out: Preflight) -> None:
     gen = caps.generation if caps.generation != Generation.UNKNOWN else Generation.MAINLINE
+    devices = None if settings.rpc_workers else devices  # over RPC: the workers' plan is the memory bar's
     try:
         memory = out.memory = plan(target, draft if settings.spec_mode != SpecMode.OFF else None, settings, gen,
                                    devices or [])
-    except PlanError:
-        return  # the plan's own error is the memory bar's to show; the engine will judge
-    except Exception:  # an estimate: a model the planner cannot read must not block a launch the engine may run
-        return
+    except Exception:  # an estimate (PlanError included: the bar shows it): a model the planner cannot read
+        return  # must not block a launch the engine may run
     host = memory.host.total
     if host_ram is not None and host > host_ram:
         out.refusals.append(Refusal(
@@ -101,30 +121,10 @@ def _memory(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings
                     "put fewer layers on the GPU (GPU layers).", setting="n_gpu_layers"))
 
 
-def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: ModelInfo | None = None,
-              draft: ModelInfo | None = None, read: bool = True, errors: dict[str, str] | None = None,
-              devices: list[int] | None = None, host_ram: int | None = None) -> Preflight:
-    """Every reason a launch would be refused, before anything stops or starts: the engine's argument list
-    (build_argv's refusals), the model files (missing, not GGUF), the chosen mode against these files, the
-    known-issue table (the guard), and memory: host RAM (``host_ram`` bytes) and each GPU (``devices``, free
-    bytes). ``target``/``draft``: headers already read; ``read=False`` reads nothing (the launch form: its
-    headers come off the GUI thread, ``errors`` its reads that failed, and a file not read yet is judged when
-    it is)."""
-    out = Preflight()
-    if caps is None:
-        out.refusals.append(Refusal("no_engine", "No engine is picked.", "Choose llama-server under Settings → Engine.",
-                                    setting="engine"))
-        return out
-    out_of_range = settings.check()
-    if out_of_range:  # a number outside its range: said as such, not as what it would cost (a 1e11 context's RAM)
-        out.refusals += [Refusal("engine_refused", reason, "", setting="engine") for reason in out_of_range]
-        return out
-    try:
-        out.argv = build_argv(settings, caps)
-    except LaunchRefused as exc:
-        out.refusals += [Refusal("engine_refused", reason, "", setting="engine") for reason in exc.reasons]
+def _files(caps: EngineCaps, settings: LaunchSettings, target: ModelInfo | None, draft: ModelInfo | None,
+           read: bool, errors: dict[str, str], out: Preflight) -> tuple[ModelInfo | None, ModelInfo | None]:
+    """The model files, the chosen mode against them, and the known-issue table (the guard)."""
     wants_draft = settings.spec_mode.uses_draft_file or (settings.spec_mode == SpecMode.MTP and bool(settings.draft))
-    errors = errors or {}
     if target is None:
         target, why = _read(settings.target, "target", "target", read, errors)
         out.refusals += [why] if why else []
@@ -143,28 +143,172 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
         except ServerFailed as exc:
             setting = "spec_model_free_type" if settings.spec_mode == SpecMode.MODEL_FREE else ""
             out.refusals.append(replace(exc.failure, setting=exc.failure.setting or setting))
-    if read:
-        why_kernels = _kernel_refusal(caps, settings)
-        out.refusals += [why_kernels] if why_kernels else []
+    return target, draft
+
+
+def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: ModelInfo | None = None,
+              draft: ModelInfo | None = None, read: bool = True, errors: dict[str, str] | None = None,
+              devices: list[int] | None = None, host_ram: int | None = None,
+              build_options: Sequence[str] | None | Unset = UNSET,
+              rpc: Sequence[RpcDevice] | RpcError | Unset = UNSET, args_text: str | None = None) -> Preflight:
+    """Every reason a launch would be refused, before anything stops or starts, in this order: the extra
+    arguments as typed (``args_text``), the ranges, the engine's argument list (build_argv's refusals, the API
+    key's file), the model files (missing, not GGUF), the chosen mode against these files, the known-issue
+    table (the guard), the FlashAttention kernels this build has (``build_options``, its registry record), the
+    RPC workers (``rpc``: their probe's devices, or why it failed), and memory: host RAM (``host_ram`` bytes)
+    and each GPU (``devices``, free bytes; no GPU check with RPC workers or GPU layers "auto").
+
+    ``target``/``draft``: headers already read. ``read=True`` gathers what is not given (headers, the build
+    options, the workers' probe: blocking I/O); ``read=False`` reads nothing (the launch form: what it gathered
+    comes off the GUI thread, ``errors`` its header reads that failed, and a fact not gathered yet is judged when
+    it is, except the RPC workers, which Launch waits for)."""
+    out = Preflight()
+    if caps is None:
+        out.refusals.append(Refusal("no_engine", "No engine is picked.", "Choose llama-server under Settings → Engine.",
+                                    setting="engine"))
+        return out
+    why_args = args_refusal(args_text) if args_text is not None else None
+    out.refusals += [why_args] if why_args else []
+    problems = settings.problems()
+    if problems:  # a number outside its range: said as such, not as what it would cost (a 1e11 context's RAM)
+        out.refusals += [Refusal("bad_value", f"{p[0].upper()}{p[1:]}.", "", setting=name) for name, p in problems]
+        return out
+    try:
+        out.argv = build_argv(settings, caps)
+    except LaunchRefused as exc:
+        out.refusals += exc.refusals
+    why_key = key_refusal(settings, caps)
+    out.refusals += [why_key] if why_key else []
+    target, draft = _files(caps, settings, target, draft, read, errors or {}, out)
+    if build_options is UNSET:
+        build_options = build_options_of(caps.path) if read else None
+    why_kernels = _kernel_refusal(build_options, settings)
+    out.refusals += [why_kernels] if why_kernels else []
+    _rpc(caps, settings, rpc, read, out)
     if target is not None:
         _memory(target, draft, settings, caps, devices, host_ram, out)
+    said: dict[str, Refusal] = {}  # one fact said once, where first found (build_argv and the guard both know
+    for r in out.refusals:  # a draft-less DFlash)
+        said.setdefault(r.message, r)
+    out.refusals = list(said.values())
     return out
 
 
-def _kernel_refusal(caps: EngineCaps, settings: LaunchSettings) -> Refusal | None:
+def _rpc(caps: EngineCaps, settings: LaunchSettings, rpc: Sequence[RpcDevice] | RpcError | Unset, read: bool,
+         out: Preflight) -> None:
+    """The RPC workers: probed through the engine (``read``), or the form's probe (``rpc``)."""
+    if isinstance(rpc, RpcError):  # the form's list that does not parse, or its check that failed
+        out.refusals.append(Refusal(rpc.code, rpc.message, rpc.remedy, setting="rpc_workers"))
+        return
+    if not settings.rpc_workers or any(r.setting == "rpc_workers" for r in out.refusals):
+        return  # none, or an engine without --rpc (build_argv said so)
+    if not isinstance(rpc, Unset):
+        out.rpc_devices = list(rpc)
+        return
+    if not read:
+        out.refusals.append(Refusal("rpc_unchecked", "The RPC workers are being checked (their devices, memory and "
+                                    "build)…", "Wait for the check, or clear the worker list.", setting="rpc_workers"))
+        return
+    from beedeck.core.engine.rpc.probe import probe_workers
+
+    try:
+        out.rpc_devices = probe_workers(caps.path, parse_workers(settings.rpc_workers))
+    except RpcError as exc:
+        out.refusals.append(Refusal(exc.code, exc.message, exc.remedy, setting="rpc_workers"))
+
+
+def _kernel_refusal(build_options: Sequence[str] | None, settings: LaunchSettings) -> Refusal | None:
     """A CUDA build BeeDeck made without the FlashAttention kernels of these K/V types (its recorded
     options: core/engine/build/choice.py) is refused before it starts, with the rebuild that adds them."""
     from beedeck.core.engine.build import build_lacks_pair
-    from beedeck.core.engine.registry import EngineRegistry
 
-    try:
-        record = EngineRegistry().find_by_binary(caps.path)
-    except (OSError, ValueError):
-        return None
-    why = build_lacks_pair(record.build_options, (settings.cache_type_k, settings.cache_type_v)) if record else None
+    why = build_lacks_pair(build_options, (settings.cache_type_k, settings.cache_type_v)) if build_options else None
     return Refusal("unsupported_cache_type", f"The K/V cache {settings.cache_type_k}/{settings.cache_type_v} cannot run: "
                    f"{why}.", "Pick a K/V cache type this build has (f16 or q8_0), or rebuild the engine as said.",
                    setting="cache_type_k") if why else None
+
+
+_OPTIONS_CACHE: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[str, ...] | None] = {}
+
+
+def build_options_of(binary: str) -> tuple[str, ...] | None:
+    """The build options BeeDeck recorded for the engine at ``binary`` (None: not a build it made, or none
+    recorded). Cached per state of the engine manifests (a few stat calls), so a launch or the form's
+    check after the first costs no manifest read; still file I/O: the form calls it off the GUI thread."""
+    from beedeck.core import paths
+    from beedeck.core.engine.registry import MANIFEST, EngineRegistry
+
+    root = paths.engines_dir()
+    try:
+        stamp: tuple[tuple[str, int], ...] | None = tuple(sorted(
+            (e.name, os.stat(os.path.join(e.path, MANIFEST)).st_mtime_ns) for e in os.scandir(root)
+            if e.is_dir() and os.path.isfile(os.path.join(e.path, MANIFEST))))
+    except OSError:
+        stamp = None  # not cached: looked up
+    key = (str(Path(binary).resolve()), stamp or ())
+    if stamp is None or key not in _OPTIONS_CACHE:
+        try:
+            record = EngineRegistry().find_by_binary(binary)
+        except (OSError, ValueError):
+            record = None
+        _OPTIONS_CACHE.clear()  # one state of the manifests at a time
+        _OPTIONS_CACHE[key] = tuple(record.build_options) if record and record.build_options else None
+    return _OPTIONS_CACHE[key]
+
+
+# -- memory free for a launch --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Held:
+    """A running server a launch stops first: its process, and what it was started with (its plan says what
+    it holds where the driver does not)."""
+
+    pid: int
+    caps: EngineCaps
+    settings: LaunchSettings
+
+
+@dataclass(frozen=True)
+class Room:
+    """The memory a launch may use: each GPU's free bytes (None: no NVIDIA GPU found, no GPU check), what of it
+    the servers stopped first give back (included in ``gpus``), and this machine's RAM."""
+
+    gpus: list[int] | None
+    host_ram: int | None
+    given_back: list[int] = field(default_factory=list)
+
+
+def given_back(stopping: Sequence[Held], gpus_free: Sequence[int], *, nvml_module: Any = None) -> list[int]:
+    """What the servers ``stopping`` hold on each GPU, which a launch that stops them first gets back: the
+    driver's per-process figure (NVML), or where it does not say (a process it does not show, a usage it
+    hides), each server's memory plan against ``gpus_free``."""
+    if not stopping or not gpus_free:
+        return [0] * len(gpus_free)
+    from beedeck.core.machine.nvml import held_by
+
+    measured = held_by({h.pid for h in stopping}, nvml_module)
+    if measured is not None and len(measured) == len(gpus_free) and None not in measured and any(measured):
+        return [int(m or 0) for m in measured]
+    planned = [0] * len(gpus_free)
+    for h in stopping:  # none seen by the driver (a pid namespace, WDDM) or none at all: the plans
+        memory = preflight(h.caps, replace(h.settings, port=h.settings.port or DEFAULT_PORT),
+                           devices=list(gpus_free), build_options=None, rpc=[]).memory
+        for i, gpu in enumerate(memory.gpus if memory else []):
+            if i < len(planned):
+                planned[i] += gpu.total
+    return planned
+
+
+def room_now(stopping: Sequence[Held] = (), *, nvml_module: Any = None) -> Room:
+    """The memory free for a launch now (blocking: one hardware detection, and NVML's process lists when
+    ``stopping`` names servers this launch stops first: what they hold counts as free)."""
+    from beedeck.core.machine import hardware
+
+    report = hardware.detect(nvml_module=nvml_module)
+    free = [g.memory_free for g in report.gpus]
+    back = given_back(stopping, free, nvml_module=nvml_module)
+    return Room([f + b for f, b in zip(free, back, strict=True)] or None, report.system.ram_total, back)
 
 
 def standby_refusal(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: list[int] | None,
@@ -193,13 +337,6 @@ def standby_refusal(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: lis
     return None
 
 
-def host_ram() -> int | None:
-    """This machine's RAM in bytes (None when it cannot be read)."""
-    from beedeck.core.machine.system import system_info
-
-    return system_info().ram_total
-
-
 def launch(
     engine: str | Path,
     caps: EngineCaps,
@@ -210,18 +347,21 @@ def launch(
     pid_file: Path | None = None,
     env: dict[str, str] | None = None,
     stop_leftover: bool = True,
+    room: Room | None = None,
+    on_checked: Callable[[Preflight], None] | None = None,
 ) -> ServerProcess:
-    """Run :func:`preflight` (files, mode, guard, host RAM), then start; returns the running wrapper, whose
-    ``notes`` carry build_argv's notes and the guard's warnings.
+    """Run :func:`preflight` (reading what it needs; memory: ``room``, else :func:`room_now`), then start;
+    returns the running wrapper, whose ``notes`` carry build_argv's notes and the guard's warnings.
+    ``on_checked`` sees the passed preflight before the start (the CLI prints the RPC workers' devices).
 
-    Raises ServerFailed (with a code) or LaunchRefused (the engine's argument list) before starting anything.
+    Raises :class:`LaunchRefused` (a ServerFailed: ``failure.code``) before starting anything, or ServerFailed.
     """
-    checked = preflight(caps, settings, host_ram=host_ram())
-    others = [r for r in checked.refusals if r.code != "engine_refused"]
-    if others:  # the files and the guard first (as ServerFailed), then the engine's argument list
-        raise ServerFailed(Preflight(others).failure())
+    room = room if room is not None else room_now()
+    checked = preflight(caps, settings, devices=room.gpus, host_ram=room.host_ram)
     if not checked.ok:
-        raise LaunchRefused([r.message for r in checked.refusals])
+        raise LaunchRefused(checked.refusals)
+    if on_checked is not None:
+        on_checked(checked)
     proc = start_server(engine, caps, settings, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
                         stop_leftover=stop_leftover)
     proc.notes = (*proc.notes, *(ArgNote("known_issue", "warning", str(w)) for w in checked.warnings))

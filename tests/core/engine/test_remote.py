@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,6 +130,68 @@ def test_the_health_watch_reports_a_server_that_goes_away() -> None:
         stop2 = threading.Event()
         threading.Timer(0.3, stop2.set).start()
         assert watch_health(alive.base_url, stop2, 0.05) is None
+
+
+def _noticed_after(url: str, die: Callable[[], None], **kw: Any) -> tuple[float, RemoteError | None]:
+    """Watch ``url`` (at the app's interval and deadline unless ``kw`` says otherwise); once a poll found it
+    healthy, ``die()``: the seconds until the watch reported it, and what it said."""
+    stop, result = threading.Event(), []
+    t = threading.Thread(target=lambda: result.append(watch_health(url, stop, **kw)), daemon=True)
+    t.start()
+    time.sleep(remote.HEALTH_INTERVAL_S + 0.2)  # one healthy poll at least
+    t0 = time.monotonic()
+    die()
+    t.join(15)
+    stop.set()
+    return time.monotonic() - t0, result[0] if result else None
+
+
+def test_a_remote_that_hangs_or_stops_is_noticed_within_2_s() -> None:
+    """Issue 22: a dead remote noticed within 2 s. A hung one (it accepts and never answers) took ~5.4 s (two
+    misses of a 2 s wait, 0.7 s apart); a stopped one ~1.4 s. Now: the next poll, and a miss confirmed at once."""
+    hang, release = threading.Event(), threading.Event()
+
+    class Hangs(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if hang.is_set():
+                release.wait(30)  # the connection stays open, unanswered
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    try:
+        for url in _serve(Hangs):
+            hung_s, hung = _noticed_after(url, hang.set)
+    finally:
+        release.set()
+    assert hung is not None and hung.kind == remote.TIMEOUT and "went away" in hung.message
+    fake = FakeLlamaServer().start()
+    stopped_s, stopped = _noticed_after(fake.base_url, fake.stop)
+    assert stopped is not None and stopped.kind == remote.REFUSED
+    print(f"\n[measure] dead remote noticed after: hung {hung_s:.2f} s, stopped {stopped_s:.2f} s (goal 2 s; load "
+          f"{os.getloadavg()[0]:.2f})")
+    # Worst cases by construction: hung 0.5 + 2 x 0.6 = 1.7 s, stopped 0.5 s; the margin is for a loaded machine.
+    assert hung_s < 2.5 and stopped_s < 1.5
+
+
+def test_a_failed_request_makes_the_watch_poll_at_once() -> None:
+    """A chat request that failed on the server pokes the watch: it need not wait for its next poll."""
+    fake = FakeLlamaServer().start()
+    poke = threading.Event()
+
+    def die() -> None:
+        fake.stop()
+        poke.set()  # what ServerController.request_failed does
+
+    took, failure = _noticed_after(fake.base_url, die, interval_s=0.4, poke=poke)
+    assert failure is not None and failure.kind == remote.REFUSED and took < 0.3  # not the next interval
+    slow_link = remote._deadline([0.4, 0.2], remote.HEALTH_TIMEOUT_S)  # healthy answers took up to 0.4 s
+    assert slow_link == 1.6 and remote._deadline([], 0.6) == 0.6 and remote._deadline([5.0], 0.6) == 2.0
 
 
 def test_the_health_watch_keeps_a_server_behind_a_key_guarded_proxy() -> None:

@@ -5,9 +5,11 @@ proves a "no drafts" request honoured. The check talks HTTP to the protocol-leve
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
@@ -128,3 +130,30 @@ def test_a_refused_connect_is_a_failure_and_disconnect_keeps_nothing(qtbot: QtBo
     assert w.controller.state == "stopped" and w.controller.base_url == ""
     assert w.pair_label.text() == "model: —" and w.endpoint.label.toolTip() == ""
     assert w.notices[0].startswith("Connecting to http://127.0.0.1:") and "Press Connect" in w.notices[-1]
+
+
+class ChatStub(QObject):
+    """The chat pane's part the binding uses: its notice line and its failed-reply signal."""
+
+    reply_failed = Signal(str)
+
+    def set_notice(self, text: str) -> None:
+        pass
+
+
+def test_a_chat_reply_that_fails_on_the_remote_reports_it_at_once(qtbot: QtBot) -> None:
+    """Issue 22: a dead remote noticed at the next health poll or at the failing request. The watch polls
+    every 10 s here: only the failed reply (the chat pane's reply_failed, wired by the binding) can tell."""
+    w = Window(replace(INFO, speculative=False))
+    w.controller = ServerController(inspect=w.controller._inspect, health_interval_s=10.0)
+    w.chat = ChatStub()  # type: ignore[assignment]
+    w.binding = RemoteBinding.for_host(w)
+    with FakeLlamaServer() as fake:
+        _attach(qtbot, w, fake.base_url)
+    t0 = time.monotonic()
+    with qtbot.waitSignal(w.controller.failed, timeout=5000) as failed:
+        w.chat.reply_failed.emit("The server closed the connection.")  # type: ignore[attr-defined]
+    assert time.monotonic() - t0 < 2.0 and failed.args[0].kind == "refused"
+    assert w.controller.state == "failed" and w.controller.remote is None
+    w.controller.request_failed()  # nothing attached any more: nothing to check
+    w.controller.shutdown()

@@ -263,7 +263,10 @@ def test_a_greyed_launch_always_says_every_reason_and_follows_each_fix(qtbot: Qt
     assert not label.isHidden() and not form.launch_button.isEnabled()
     assert "DFlash needs" not in label.text() and "--no-such-flag" in label.text()
     replace_text(qtbot, extra, "--alias 'my model")  # an open quote is a reason too, not a silent split
-    assert not form.launch_button.isEnabled() and "close the quote" in label.text()
+    assert not form.launch_button.isEnabled() and "Close the quote" in label.text()
+    under = form.under["extra_args"]  # under the field it is about, wrapped, as well as in the summary
+    assert not under.isHidden() and under.wordWrap() and "Close the quote" in under.text()
+    assert form.under["target"].isHidden() and form.under["target"].text() == ""
     replace_text(qtbot, extra, "--alias 'my model'")
     assert form.launch_button.isEnabled() and "Cannot launch" not in label.text()
     assert form.settings().extra_args == ["--alias", "my model"]

@@ -18,6 +18,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.profile import Profile
+from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch import settings_dialog
 from beedeck.ui.launch.settings_dialog import FRAME_H, SettingsDialog
 from tests.fakes.inline_runner import run_inline as sync
@@ -94,9 +95,9 @@ def test_a_missing_target_greys_launch_with_the_launchs_own_words(qtbot: QtBot) 
     dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target="/nonexistent/model.gguf"), "mainline"))
     assert not dialog.form.launch_button.isEnabled()
     assert "The target model /nonexistent/model.gguf does not exist. Check the path" in dialog.form.check_label.text()
-    row = dialog.form.rows["target"]  # at the field it is about, too
-    assert "#d62728" in row.styleSheet() and "does not exist" in row.toolTip()
-    assert dialog.form.rows["ctx_size"].styleSheet() == ""
+    row, under = dialog.form.rows["target"], dialog.form.under["target"]  # at the field it is about, too
+    assert "#d62728" in row.styleSheet() and not under.isHidden() and "does not exist" in under.text()
+    assert dialog.form.rows["ctx_size"].styleSheet() == "" and dialog.form.under["ctx_size"].isHidden()
 
 
 def test_a_text_file_renamed_gguf_is_named_as_such(qtbot: QtBot, tmp_path: Path) -> None:
@@ -119,7 +120,7 @@ def test_a_context_the_host_cannot_hold_greys_launch(qtbot: QtBot, tmp_path: Pat
     assert dialog.form.host_ram == 23 << 30  # the dialog's detection (inline here) gave the form the RAM
     assert not dialog.form.launch_button.isEnabled()
     assert "of host memory (RAM), and this machine has 23.0 GiB" in dialog.form.check_label.text()
-    assert "of host memory" in dialog.form.rows["ctx_size"].toolTip()
+    assert "of host memory" in dialog.form.under["ctx_size"].text()
 
 
 def bottom_right_in(widget: QWidget, dialog: QDialog) -> QPoint:
@@ -172,6 +173,7 @@ class FakeHost:
         self.profile: Profile | None = Profile(ENGINE, LaunchSettings(target="/m/t.gguf"), "mainline")
         self.known_caps = {ENGINE: ml_caps()}
         self.probe, self.detect_hardware = no_probe, HardwareReport
+        self.controller = ServerController()  # nothing runs: Launch gets nothing back
         self.applied: list[Profile] = []
         self.saved: list[Profile] = []
         self.parent = QWidget()

@@ -4,7 +4,9 @@ not used, and leaves a loaded profile's (or a user's) draft alone."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtWidgets import QLineEdit
@@ -85,3 +87,46 @@ def test_a_loaded_profile_or_a_chosen_draft_is_left_alone(qtbot: QtBot, shelf: P
     form.set_settings(LaunchSettings(draft="/m/mine.gguf", spec_mode=SpecMode.DFLASH))
     _pick_target(form, shelf / "Synth-GGUF" / "Synth-Q4_K_M.gguf")
     assert form.settings().draft == "/m/mine.gguf" and form.sidecar_offer.isHidden()
+
+
+def test_a_text_file_renamed_gguf_picked_in_the_field_gets_no_draft_lookup(qtbot: QtBot, tmp_path: Path) -> None:
+    """The issue: a text file renamed .gguf, picked in the target field, said "BeeDeck could not look for drafts
+    next to fake.gguf". The header is read first (off the GUI thread): no GGUF, no lookup; the preflight's
+    refusal (not a GGUF model, and the remedy) is what the form says."""
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("this is a text file\n")
+    sf.dflash(tmp_path, "dflash-fake.gguf", sf.target(tmp_path, "real.gguf"))  # a draft the lookup would find
+    jobs: list[tuple[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]]] = []
+
+    def later(fn: Callable[[], Any], ok: Callable[[Any], None], err: Callable[[BaseException], None]) -> None:
+        jobs.append((fn, ok, err))
+
+    form = LaunchForm(runner=later)
+    qtbot.addWidget(form)
+    form.set_engine(ml_caps(), "/e/llama-server")
+    jobs.clear()  # the engine's build options: not this test's business
+    _pick_target(form, fake)
+    assert len(jobs) == 1  # the header read alone: no lookup while the header is not known
+    fn, ok, err = jobs.pop()
+    try:
+        ok(fn())
+    except Exception as exc:
+        err(exc)
+    assert jobs == [] and form.sidecar_offer.isHidden() and form.sidecar_offer.note.text() == ""
+    assert "could not look for drafts" not in form.check_label.text()
+    assert "fake.gguf is not a GGUF model BeeDeck can read" in form.check_label.text()
+    assert "not a renamed file" in form.check_label.text() and not form.launch_button.isEnabled()
+
+
+def test_a_real_target_is_looked_next_to_once_its_header_is_read(qtbot: QtBot, shelf: Path) -> None:
+    jobs: list[tuple[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]]] = []
+    form = LaunchForm(runner=lambda fn, ok, err: jobs.append((fn, ok, err)))
+    qtbot.addWidget(form)
+    form.set_engine(ml_caps(), "/e/llama-server")
+    jobs.clear()
+    _pick_target(form, shelf / "Synth-GGUF" / "Synth-Q4_K_M.gguf")
+    assert len(jobs) == 1  # the header first
+    while jobs:
+        fn, ok, _ = jobs.pop(0)
+        ok(fn())
+    assert form.settings().draft == str(shelf / "Synth-GGUF" / "dflash-Synth-Q4_K_M.gguf")

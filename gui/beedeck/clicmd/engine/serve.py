@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
-from beedeck.clicmd.worker import check_rpc_launch
+from beedeck.clicmd.worker import print_rpc_plan
 from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
@@ -22,7 +22,7 @@ from beedeck.core.engine.remote import stored_api_key
 from beedeck.core.engine.rpc.probe import restate
 from beedeck.core.engine.server import ServerFailed, ServerFailure, ServerProcess, describe
 from beedeck.core.engine.speculation.modes import parse_spec, pick_model_free_type
-from beedeck.core.launcher import launch
+from beedeck.core.launcher import Preflight, launch
 from beedeck.core.starter import (
     StarterMissing,
     StarterProfile,
@@ -113,10 +113,13 @@ def print_failure(failure: ServerFailure, tail_lines: int = 12) -> None:
 
 
 def print_refusal(exc: LaunchRefused) -> None:
-    """Why the launch was refused, with the command line's own way out where the form's differs."""
-    for reason in exc.reasons:
-        print(f"error: {reason}", file=sys.stderr)
-        if "needs an API key" in reason:
+    """Why the launch was refused (the launch preflight's refusals, as the launch form shows them), with the
+    command line's own way out where the form's differs."""
+    for r in exc.refusals:
+        print(f"error: {r.message}", file=sys.stderr)
+        if r.remedy:
+            print(f"  what to do: {r.remedy}", file=sys.stderr)
+        if "needs an API key" in r.message:
             print(f"  from the command line: put the key in the {API_KEY_ENV} environment variable, or pass "
                   "--api-key-prompt to type it (a key in argv would show in ps and the shell history).",
                   file=sys.stderr)
@@ -129,11 +132,14 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
     except (StarterMissing, ProbeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if settings.rpc_workers and (stop := check_rpc_launch(engine, caps, settings)) is not None:
-        return stop  # a worker that cannot be used, refused before the launch
+
+    def checked(passed: Preflight) -> None:
+        if settings.rpc_workers:  # the workers the preflight probed through the engine, and the per-device plan
+            print_rpc_plan(caps, settings, passed.rpc_devices)
+
     try:
-        return launch(engine, caps, settings, on_line=on_line)
-    except LaunchRefused as exc:
+        return launch(engine, caps, settings, on_line=on_line, on_checked=checked)
+    except LaunchRefused as exc:  # the preflight's refusals (a ServerFailed too: caught first)
         print_refusal(exc)
         return 2
     except ServerFailed as exc:
@@ -143,7 +149,7 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
 
 def run_serve(args: argparse.Namespace) -> int:
     if args.print_argv:
-        try:
+        try:  # the command line alone (build_argv's refusals): nothing starts, so nothing else is judged
             engine, caps, settings = resolve(args)
             plan = build_argv(replace(settings), caps)
         except (StarterMissing, ProbeError) as exc:

@@ -280,7 +280,7 @@ class _Runner:
                 self.procs.pop(run.mode, None)
                 return None
         except (ServerFailed, LaunchRefused) as exc:
-            detail = exc.failure.remedy if isinstance(exc, ServerFailed) else ""
+            detail = "" if isinstance(exc, LaunchRefused) else exc.failure.remedy  # a refusal's str has its remedies
             run.error = f"The {mode_label(run.mode)} server did not start: {exc}" + (f" ({detail})" if detail else "")
             self.r.errors.append(run.error)
             if proc is not None:

@@ -170,6 +170,10 @@ class LaunchSettings:
 
     def check(self) -> list[str]:
         """Every out-of-range value, each with its allowed range (empty when all are fine)."""
+        return [problem for _, problem in self.problems()]
+
+    def problems(self) -> list[tuple[str, str]]:
+        """:meth:`check`'s texts, each with the field it is about (the launch form shows it under that field)."""
         out = []
         for name, (low, high, what, label) in RANGES.items():
             value = getattr(self, name)
@@ -177,15 +181,15 @@ class LaunchSettings:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
                 shown = f"{low:g}..{high:g}" if high < 1 << 20 else f"{low:,}..{high:,}"  # the real limit
-                out.append(f"{label} is {value!r}: it must be {shown} ({what})")
+                out.append((name, f"{label} is {value!r}: it must be {shown} ({what})"))
         if (self.batch_size is not None and self.ubatch_size is not None
                 and self.ubatch_size > self.batch_size):
-            out.append(f"ubatch size {self.ubatch_size} is larger than batch size {self.batch_size}: the micro-batch "
-                       "must fit in the batch")
+            out.append(("ubatch_size", f"ubatch size {self.ubatch_size} is larger than batch size {self.batch_size}: "
+                        "the micro-batch must fit in the batch"))
         if self.draft_n_min is not None and self.draft_n_max is not None and self.draft_n_min > self.draft_n_max:
-            out.append(f"draft n min {self.draft_n_min} is above draft n max {self.draft_n_max}")
+            out.append(("draft_n_min", f"draft n min {self.draft_n_min} is above draft n max {self.draft_n_max}"))
         if not self.target.strip() and self.target:
-            out.append("the target model path is only spaces")
+            out.append(("target", "the target model path is only spaces"))
         return out
 
     @classmethod

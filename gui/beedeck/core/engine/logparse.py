@@ -44,6 +44,14 @@ class ServerFailure:
         return f"{self.message} {self.remedy}".strip()
 
 
+class ServerFailed(RuntimeError):
+    """The server could not start or died; ``failure`` holds the code, message, remedy and log tail."""
+
+    def __init__(self, failure: ServerFailure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
 _BIND = re.compile(r"couldn't bind HTTP server socket(?:, hostname: (?P<host>\S+?), port: (?P<port>\d+))?")
 _OPEN = re.compile(r"failed to open GGUF file '(?P<path>[^']*)' \((?P<why>[^)]*)\)")
 _MAGIC = re.compile(r"invalid magic characters")

@@ -351,29 +351,57 @@ def is_remote_engine(engine: str) -> bool:
     return engine.startswith(("http://", "https://"))
 
 
-def watch_health(url: str, stop: threading.Event, interval_s: float = 5.0, misses: int = 2,
-                 api_key: str | None = None, timeout_s: float | None = None) -> RemoteError | None:
+HEALTH_INTERVAL_S = 0.5  # a server BeeDeck did not start: /health this often ...
+HEALTH_TIMEOUT_S = 0.6  # ... each answer within this (or a few times the slowest healthy answer, if longer) ...
+HEALTH_TIMEOUT_MAX_S = 2.0  # ... but never longer; a miss is confirmed by a second poll at once
+
+
+def _deadline(healthy: list[float], floor: float) -> float:
+    """How long one /health may take: ``floor``, or four times the slowest of the last healthy answers on a
+    slow link (a far server over a new connection each poll), at most HEALTH_TIMEOUT_MAX_S."""
+    return min(HEALTH_TIMEOUT_MAX_S, max(floor, 4 * max(healthy, default=0.0)))
+
+
+def watch_health(url: str, stop: threading.Event, interval_s: float = HEALTH_INTERVAL_S, misses: int = 2,
+                 api_key: str | None = None, timeout_s: float | None = None,
+                 poke: threading.Event | None = None) -> RemoteError | None:
     """Poll ``/health`` until ``stop`` is set (None) or the server has not answered ``misses`` times in
-    a row (the RemoteError of the last miss). A 503 (a model reloading after sleep) is not a miss, nor
-    is a 401/403 from a proxy that guards every route (the key goes along, as inspect_server sends it)."""
+    a row (the RemoteError of the last miss). A miss is checked again at once, so a dead server is noticed
+    within one interval and ``misses`` answer deadlines (``timeout_s``, default HEALTH_TIMEOUT_S, longer on
+    a slow link: :func:`_deadline`): about 0.5 s for a stopped one, 1.7 s for one that hangs. ``poke`` (set
+    by a chat request that failed on this server) polls at once instead of waiting for the next interval.
+    A 503 (a model reloading after sleep) is not a miss, nor is a 401/403 from a proxy that guards every
+    route (the key goes along, as inspect_server sends it)."""
     import httpx2
 
     missed = 0
-    # the whole answer: a fast poll still gives it a second (a busy server may answer late)
-    deadline = timeout_s if timeout_s is not None else max(1.0, min(interval_s, 3.0))
-    while not stop.wait(interval_s):
+    healthy: list[float] = []  # the last few healthy answers' times
+    floor = timeout_s if timeout_s is not None else HEALTH_TIMEOUT_S
+    wake = poke or threading.Event()
+    while True:
+        if missed == 0:  # after a miss: again at once
+            wake.wait(interval_s)
+            wake.clear()
+        if stop.is_set():
+            return None
+        deadline = _deadline(healthy, floor)
+        t0 = time.monotonic()
         try:
             status = bounded_get(url + "/health", headers=_headers(api_key), limit=HEALTH_LIMIT,
                                  deadline_s=deadline).status_code
         except (httpx2.TransportError, OSError, BodyTooLarge) as exc:
+            if stop.is_set():
+                return None
             err = _transport_error(url, exc, deadline)
             missed += 1
             if missed >= misses:
                 return RemoteError(err.kind, f"The server at {url} went away: {err.message}",
                                    "The conversation is kept. Start the server again where it runs, then Connect.")
             continue
-        missed = 0 if status in (200, 401, 403, 503) else missed + 1
+        if status in (200, 401, 403, 503):
+            missed, healthy = 0, [*healthy[-4:], time.monotonic() - t0]
+            continue
+        missed += 1
         if missed >= misses:
             return RemoteError(HTTP_ERROR, f"The server at {url} answers /health with HTTP {status}.",
                                "See the server's own log, then Connect again.")
-    return None

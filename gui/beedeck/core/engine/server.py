@@ -35,11 +35,17 @@ import psutil
 
 from beedeck.core import paths
 from beedeck.core.engine import spawn
-from beedeck.core.engine.argv import ArgNote, LaunchRefused, build_argv, redact
+from beedeck.core.engine.argv import ArgNote, LaunchRefused, Refusal, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.keyfile import KeyFileError, key_path, key_via_file, remove_orphans
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.logparse import MemoryReport, ServerFailure, classify_failure, parse_memory
+from beedeck.core.engine.logparse import (
+    MemoryReport,
+    ServerFailed,
+    ServerFailure,
+    classify_failure,
+    parse_memory,
+)
 from beedeck.core.engine.pidfile import (
     SIGKILL,
     record_path,
@@ -57,6 +63,7 @@ __all__ = [
     "ServerProcess",
     "ServerState",
     "free_port",
+    "key_refusal",
     "start_server",
 ]
 
@@ -67,14 +74,6 @@ class ServerState(StrEnum):
     READY = "ready"  # /health answers 200
     FAILED = "failed"  # the process died (or never got ready); see .failure
     STOPPED = "stopped"  # not started yet, or stopped on request
-
-
-class ServerFailed(RuntimeError):
-    """The server could not start or died; ``failure`` holds the code, message, remedy and log tail."""
-
-    def __init__(self, failure: ServerFailure) -> None:
-        super().__init__(str(failure))
-        self.failure = failure
 
 
 
@@ -422,6 +421,16 @@ class ServerProcess:
 # ---- starting from settings ----
 
 
+def key_refusal(settings: LaunchSettings, caps: EngineCaps) -> Refusal | None:
+    """An API key this engine could only take on its command line (no --api-key-file), where every local user
+    reads it (ps): refused (the launch preflight says it too)."""
+    if settings.api_key and not caps.has("--api-key-file"):
+        return Refusal("unknown_argument", "This engine has no --api-key-file option, so its API key would be on the "
+                       "command line, where every local user can read it (ps).", "Use an engine build that has "
+                       "--api-key-file, or keep the server on 127.0.0.1 without a key.", setting="api_key")
+    return None
+
+
 def start_server(
     engine: str | Path,
     caps: EngineCaps,
@@ -443,13 +452,11 @@ def start_server(
         try:
             settings = replace(settings, port=free_port(settings.host))
         except HostError as exc:
-            raise LaunchRefused([str(exc)]) from None
+            raise LaunchRefused([Refusal("bad_value", str(exc), "", setting="host")]) from None
     plan = build_argv(settings, caps)
-    if settings.api_key and not caps.has("--api-key-file"):
-        raise LaunchRefused([
-            "This engine has no --api-key-file option, so its API key would be on the command line, where every "
-            "local user can read it (ps): use an engine build that has --api-key-file, or keep the server on "
-            "127.0.0.1 without a key."])
+    why_key = key_refusal(settings, caps)
+    if why_key is not None:
+        raise LaunchRefused([why_key])
     cleaned = stop_leftovers() if stop_leftover else []  # only a gone BeeDeck's servers, never a live session's
     argv = plan.argv
     remove_orphans(paths.state_dir())  # the key files of a killed BeeDeck, which could not remove them

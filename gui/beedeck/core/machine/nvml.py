@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from beedeck.core.machine.report import GpuInfo, HardwareReport, cuda_arch, cuda_version_text
@@ -140,3 +140,49 @@ def quiet_shutdown(nvml: Any) -> None:
         nvml.nvmlShutdown()
     except Exception:
         log.debug("nvmlShutdown failed", exc_info=True)
+
+
+_PROCESS_LISTS = (
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetComputeRunningProcesses",
+)
+
+
+def _held_on(nvml: Any, handle: Any, pids: Collection[int]) -> int | None:
+    """What the processes ``pids`` hold on one GPU (bytes; 0 when none of them runs there), or None when the
+    driver does not say (no process list, or a usage it hides, as Windows' WDDM does)."""
+    for name in _PROCESS_LISTS:
+        fn = getattr(nvml, name, None)
+        if fn is None:
+            continue
+        try:
+            procs = fn(handle)
+        except Exception:  # FunctionNotFound on older drivers, NVMLLibraryMismatchError: the next one
+            continue
+        held = 0
+        for p in procs:
+            if int(p.pid) in pids:
+                if p.usedGpuMemory is None:
+                    return None
+                held += int(p.usedGpuMemory)
+        return held
+    return None
+
+
+def held_by(pids: Collection[int], nvml_module: Any = None) -> list[int | None] | None:
+    """Per GPU (NVML's order), what the processes ``pids`` hold there, in bytes (None where the driver does not
+    say); None when NVML cannot be read at all. Never raises."""
+    try:
+        nvml = nvml_module if nvml_module is not None else import_pynvml()
+        nvml.nvmlInit()
+    except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, odd library loads
+        log.debug("held_by: NVML unavailable: %s", err_text(exc))
+        return None
+    try:
+        return [_held_on(nvml, nvml.nvmlDeviceGetHandleByIndex(i), pids) for i in range(int(nvml.nvmlDeviceGetCount()))]
+    except Exception as exc:
+        log.debug("held_by: %s", err_text(exc))
+        return None
+    finally:
+        quiet_shutdown(nvml)

@@ -99,8 +99,8 @@ class FailurePanel(QFrame):
         words = code_words(str(getattr(failure, "code", "") or ""))
         message = getattr(failure, "message", None) or str(failure) or "The server stopped unexpectedly."
         remedy = getattr(failure, "remedy", "") or ""
-        reasons = getattr(failure, "reasons", None)  # LaunchRefused
-        if reasons:
+        reasons = getattr(failure, "reasons", None)  # LaunchRefused: one refusal reads as any failure
+        if reasons and len(reasons) > 1:
             message = "These settings cannot run on this engine."
             remedy = "\n".join(f"• {r}" for r in reasons)
         exit_code = getattr(failure, "exit_code", None)

@@ -109,10 +109,15 @@ class RemoteBinding(QObject):
 
     @classmethod
     def for_host(cls, host: RemoteHost) -> RemoteBinding:
-        """The binding of a window's parts; the client factory is looked up at use (tests replace it)."""
-        return cls(host.controller, host.start_action, host.stop_action, host.mode, host.engine_label,
-                   host.pair_label, host.endpoint, lambda url, key: host.client_factory(url, key),
-                   host if isinstance(host, QObject) else None, notice=host.chat)
+        """The binding of a window's parts; the client factory is looked up at use (tests replace it). A chat
+        reply that fails makes the controller check an attached server now (the chat pane's ``reply_failed``)."""
+        binding = cls(host.controller, host.start_action, host.stop_action, host.mode, host.engine_label,
+                      host.pair_label, host.endpoint, lambda url, key: host.client_factory(url, key),
+                      host if isinstance(host, QObject) else None, notice=host.chat)
+        reply_failed = getattr(host.chat, "reply_failed", None)
+        if reply_failed is not None:
+            reply_failed.connect(host.controller.request_failed)
+        return binding
 
     def profile_set(self, profile: Profile | None) -> None:
         self.profile = profile

@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
+from beedeck.core.engine.remote import (
+    HEALTH_INTERVAL_S,
+    RemoteError,
+    RemoteInfo,
+    inspect_server,
+    is_remote_engine,
+    watch_health,
+)
 from beedeck.core.engine.rpc.probe import with_rpc_reason
 from beedeck.core.engine.speculation.modes import uses_draft
 from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_restart_settings
@@ -31,8 +39,11 @@ from beedeck.core.engine.speculation.standby import RESTARTED, Parked, free_now
 from beedeck.core.engine.speculation.switch_cost import StartKey, SwitchCosts
 from beedeck.ui.engine.kept_server import STOP_TIMEOUT_S, KeptServer, state_name
 
+if TYPE_CHECKING:
+    from beedeck.core.launcher import Held, Room
+
 READY_TIMEOUT_S = 600.0  # loading a big model from a slow disk can take minutes
-REMOTE_HEALTH_S = 0.7  # a server BeeDeck did not start: /health this often, so a dead one is seen within 2 s
+REMOTE_HEALTH_S = HEALTH_INTERVAL_S  # a server BeeDeck did not start: /health this often (a dead one: within 2 s)
 
 
 def _start_key(engine: str, settings: LaunchSettings, switch: bool) -> StartKey:
@@ -79,11 +90,13 @@ class ServerController(QObject, KeptServer):
         preflight: Callable[[EngineCaps, LaunchSettings], Any] | None = None,
         costs: SwitchCosts | None = None,
         free_now: Callable[[], tuple[list[int] | None, int | None]] = free_now,
+        room: Callable[[Sequence[Held]], Room] | None = None,
     ) -> None:
         super().__init__(parent)
         self._probe = probe
         self._launch = launch
         self._preflight = preflight
+        self._room = room  # the memory free for a launch that stops ``stopping()`` first (default: room_now)
         self.default_port = default_port
         self._ready_timeout_s = ready_timeout_s
         self._lock = threading.Lock()
@@ -104,6 +117,7 @@ class ServerController(QObject, KeptServer):
         self._expected_switch: dict[bool, float | None] = {}
         self._draft_of: dict[str, str] = {}  # the draft file last loaded beside each target
         self._unwatch: threading.Event | None = None
+        self._poke = threading.Event()  # the attached server's watch: set, it polls now
         # Keep the other mode's server loaded beside this one when memory allows (AppSettings.standby).
         self.standby = True
         self._free_now = free_now
@@ -168,8 +182,9 @@ class ServerController(QObject, KeptServer):
 
     def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
         """Settings → Launch: start ``engine`` with ``settings`` whatever runs now, stopping the running server
-        only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, host
-        RAM). A refused launch leaves the working server serving and emits ``refused``."""
+        only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, RPC
+        workers, host RAM and GPU memory, counting what the servers it stops hold as free). A refused launch
+        leaves the working server serving and emits ``refused``."""
         if is_remote_engine(engine) or is_remote_engine(self.engine) or not (self.is_running() or self.is_busy()):
             self.stop()  # nothing of ours that works to keep (stopped, failed, or a connection): start anew
             self.start(engine, settings, caps)
@@ -200,13 +215,34 @@ class ServerController(QObject, KeptServer):
         return probe(engine)
 
     def _check(self, caps: EngineCaps, settings: LaunchSettings) -> ServerFailure | None:
-        """The preflight's refusal of this launch, or None."""
+        """The preflight's refusal of this launch, or None: memory as it will be once the running servers
+        stopped (what they hold counts as free: :func:`beedeck.core.launcher.room_now`)."""
         if self._preflight is not None:
             return self._preflight(caps, settings)
         from beedeck.core import launcher  # imported lazily: the GUI opens without it
 
-        checked = launcher.preflight(caps, self._with_port_quiet(settings), host_ram=launcher.host_ram())
+        room = (self._room or launcher.room_now)(self.stopping())
+        checked = launcher.preflight(caps, self._with_port_quiet(settings), devices=room.gpus, host_ram=room.host_ram)
         return None if checked.ok else checked.failure()
+
+    def stopping(self) -> list[Held]:
+        """The servers a launch now stops first (the active one and the one kept beside it), with what they
+        were started with: what they hold counts as free for that launch. Empty for a connection."""
+        from beedeck.core.launcher import Held
+
+        with self._lock:
+            parked = self._parked
+            running = [(self._proc, self.settings), *([(parked.proc, parked.settings)] if parked else [])]
+        caps = self.caps
+        return [Held(proc.pid, caps, s) for proc, s in running
+                if proc is not None and s is not None and caps is not None and isinstance(getattr(proc, "pid", None), int)]
+
+    def held_gpu_memory(self, gpus_free: list[int]) -> list[int]:
+        """Blocking (NVML, or the servers' plans): what the servers a launch stops first hold on each GPU
+        (``gpus_free``: each GPU's free bytes now), which that launch gets back. Run it off the GUI thread."""
+        from beedeck.core.launcher import given_back
+
+        return given_back(self.stopping(), gpus_free)
 
     @staticmethod
     def _with_port_quiet(settings: LaunchSettings) -> LaunchSettings:
@@ -297,7 +333,8 @@ class ServerController(QObject, KeptServer):
             if self._closed:
                 return  # stopped by shutdown(): the window is gone, nothing to show
             self._set_state("failed")
-            self.failed.emit(self._explain(getattr(exc, "failure", None) or exc, proc))
+            refused = isinstance(exc, LaunchRefused)  # the preflight's refusals, each with its remedy, as they are
+            self.failed.emit(exc if refused else self._explain(getattr(exc, "failure", None) or exc, proc))
             return
         self._ready(engine, settings, proc, time.monotonic() - t0, switch)
 
@@ -350,19 +387,26 @@ class ServerController(QObject, KeptServer):
             if self._closed:
                 return
             self.remote, self.base_url = info, info.url
-            self._unwatch = stop = threading.Event()
+            self._unwatch, self._poke = stop, poke = threading.Event(), threading.Event()
         self.last_start_s = time.monotonic() - t0
         self.line_received.emit(f"BeeDeck: connected to {info.url}: {info.summary()}")
         self._set_state("ready")
         self.ready.emit(self.base_url)
         self.remote_attached.emit(info)
-        threading.Thread(target=self._watch_remote, args=(info.url, stop, settings.api_key),
+        threading.Thread(target=self._watch_remote, args=(info.url, stop, poke, settings.api_key),
                          name="beedeck-remote-health", daemon=True).start()
 
-    def _watch_remote(self, url: str, stop: threading.Event, api_key: str | None) -> None:
-        # A refused connection misses at once: a dead server is noticed after two polls (~1.4 s); a slow answer
-        # gets 2 s before it counts as a miss.
-        failure = watch_health(url, stop, self._health_interval_s, api_key=api_key, timeout_s=2.0)
+    def request_failed(self, *_: object) -> None:
+        """A request to the attached server failed (a chat reply): check its health now rather than at the
+        next poll, so a server that went away is reported at once. Nothing for a server BeeDeck started (its
+        process says when it dies)."""
+        if self._unwatch is not None:
+            self._poke.set()
+
+    def _watch_remote(self, url: str, stop: threading.Event, poke: threading.Event, api_key: str | None) -> None:
+        # A refused connection misses at once and is confirmed at once: a stopped server is noticed at the next
+        # poll (~0.5 s); one that hangs after two answer deadlines (~1.7 s in all; core/engine/remote.py).
+        failure = watch_health(url, stop, self._health_interval_s, api_key=api_key, poke=poke)
         with self._lock:
             current = self._unwatch is stop and not stop.is_set()
             if current:
@@ -387,8 +431,10 @@ class ServerController(QObject, KeptServer):
             proc, self._proc = self._proc, None
             remote, self.remote = self.remote, None
             unwatch, self._unwatch = self._unwatch, None
+            poke = self._poke
         if unwatch is not None:
             unwatch.set()
+            poke.set()  # wakes the watch, which sees it is stopped
         if remote is not None:  # a server BeeDeck did not start: disconnect, it keeps running
             self.base_url = ""
             self.line_received.emit(f"BeeDeck: disconnected from {remote.url} (it keeps running)")

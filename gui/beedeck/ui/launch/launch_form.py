@@ -3,7 +3,9 @@
 Only options the probed engine supports are enabled; the others are greyed out with a tooltip that
 says why. The memory bar, the pair check and the command preview all follow the form live, and
 "Copy command" copies exactly what ``build_argv`` produces (API key masked; port 0 shown as the
-app's default port). Whenever Launch is greyed out, the label beside it says every reason why.
+app's default port). Launch is greyed by the launch's own :func:`beedeck.core.launcher.preflight`, fed with
+what the form gathered off the GUI thread (headers, the engine's build options, the RPC workers' check, the
+memory free); each reason shows under the field it is about, and the label beside Launch lists them all.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QStandardItemModel
 from PySide6.QtWidgets import (
@@ -32,21 +35,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck.core.engine.argv import LaunchPlan, LaunchRefused
+from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, Refusal
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.known_issues import refused_spec_types
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
-from beedeck.core.launcher import preflight
+from beedeck.core.launcher import UNSET, Unset, build_options_of, preflight
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
-from beedeck.core.models.planner import CACHE_TYPES, MemoryPlan, plan
+from beedeck.core.models.planner import MemoryPlan, plan
 from beedeck.core.models.planner.devices import plan_across
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
-from beedeck.ui.launch.field_editors import args_problem, get_value, make_editor, mark_refused, put_value
-from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, cache_type_reason, field_reason
+from beedeck.ui.launch.field_editors import (
+    fill_engine_choices,
+    get_value,
+    make_editor,
+    mark_refused,
+    put_value,
+    under_field,
+)
+from beedeck.ui.launch.launch_fields import FIELDS, SECTIONS, FieldSpec, field_reason
 from beedeck.ui.launch.memory_bar import MemoryBar
-from beedeck.ui.launch.mode_check import Verdict, draft_verdict, modes_line
+from beedeck.ui.launch.mode_check import GREY, Verdict, draft_verdict, modes_line
 from beedeck.ui.launch.rpc_workers import RpcWorkersEditor
 from beedeck.ui.launch.sidecar_offer import SidecarOffer
 from beedeck.ui.wrap_label import WrapLabel
@@ -73,12 +82,15 @@ class LaunchForm(QWidget):
         self.engine_problem: str | None = None  # why there are no caps (probing, probe failed), from set_engine
         self.devices: list[int] = []
         self.host_ram: int | None = None  # this machine's RAM (the settings dialog's detection): the preflight
+        self.refusals: list[Refusal] = []  # the preflight's last verdict (empty: Launch is enabled)
         self.refused_fields: dict[str, str] = {}  # field -> why the preflight refuses the launch over it
+        self.build_options: tuple[str, ...] | None | Unset = UNSET  # the engine's recorded build (looked up off-thread)
         self.infos: dict[str, ModelInfo | str] = {}  # path -> ModelInfo, or the error text
         self._runner, self._inspect = runner, inspect_fn
         self._loading = False
         self.widgets: dict[str, QWidget] = {}
         self.rows: dict[str, QLabel] = {}
+        self.under: dict[str, WrapLabel] = {}  # the line under each field: why Launch is refused over it
         self._build()
         self.set_settings(LaunchSettings())
 
@@ -99,8 +111,9 @@ class LaunchForm(QWidget):
             label = QLabel(spec.label)
             label.setToolTip(spec.tooltip)
             widget.setToolTip(spec.tooltip)
+            cell, self.under[spec.name] = under_field(self._with_browse(spec, widget))
             self.widgets[spec.name], self.rows[spec.name] = widget, label
-            groups[spec.section].addRow(label, self._with_browse(spec, widget))
+            groups[spec.section].addRow(label, cell)
             if spec.name == "draft":
                 self.pair_label = WrapLabel()
                 self.pair_label.setObjectName("pair-verdict")
@@ -132,6 +145,14 @@ class LaunchForm(QWidget):
         scroll.setWidget(inner)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
 
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 10, 10, 10)
+        layout.setSpacing(8)
+        layout.addWidget(scroll, 1)
+        self._build_bottom(layout)
+
+    def _build_bottom(self, layout: QVBoxLayout) -> None:
+        """The memory bar, the presets, the reasons and the buttons under the fields."""
         self.memory_bar = MemoryBar()
         mem_box = QGroupBox("Memory plan")
         QVBoxLayout(mem_box).addWidget(self.memory_bar)
@@ -165,10 +186,6 @@ class LaunchForm(QWidget):
         self.button_row.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignBottom)
         self.button_row.addWidget(self.launch_button, 0, Qt.AlignmentFlag.AlignBottom)
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 10, 10, 10)
-        layout.setSpacing(8)
-        layout.addWidget(scroll, 1)
         layout.addWidget(mem_box)
         layout.addLayout(presets)
         layout.addLayout(self.button_row)
@@ -209,9 +226,19 @@ class LaunchForm(QWidget):
         self.engine_problem = problem
         self.binary = binary or (caps.path if caps else "llama-server")
         self.rpc_workers.set_engine(caps.path if caps else None)
-        self._fill_choices()
+        fill_engine_choices(self.widgets, caps)
         self._fill_presets()
+        self.build_options = UNSET
+        if caps is not None:  # which FlashAttention kernels this build has (its registry record): file I/O
+            path = caps.path
+            self._runner(lambda: build_options_of(path), lambda found: self._on_build_options(path, found),
+                         lambda _exc: self._on_build_options(path, None))
         self._on_widget_changed()
+
+    def _on_build_options(self, path: str, options: tuple[str, ...] | None) -> None:
+        if shiboken6.isValid(self) and self.caps is not None and self.caps.path == path:
+            self.build_options = options
+            self._check_argv(self.settings())
 
     def set_devices(self, free_bytes: list[int]) -> None:
         """Free bytes per GPU (empty: CPU only), for the memory bar and the preflight (with ``host_ram``)."""
@@ -238,69 +265,6 @@ class LaunchForm(QWidget):
         return LaunchSettings(**{k: v for k, v in values.items() if k in known}, rpc_workers=self.rpc_workers.workers())
 
     # -- engine rules --------------------------------------------------------------------------
-    def _fill_choices(self) -> None:
-        caps = self.caps
-        for name in ("cache_type_k", "cache_type_v"):
-            combo = self.widgets[name]
-            assert isinstance(combo, QComboBox)
-            current = combo.currentText()
-            combo.blockSignals(True)
-            combo.clear()
-            names = list(caps.cache_types) if caps else []
-            names += [t for t in CACHE_TYPES if t not in names]
-            model = combo.model()
-            assert isinstance(model, QStandardItemModel)
-            for t in names:
-                combo.addItem(t)
-                item = model.item(combo.count() - 1)
-                why = cache_type_reason(t, caps, "--" + name.replace("_", "-"))
-                item.setEnabled(why is None)
-                item.setToolTip(why or f"{t}: {CACHE_TYPES.get(t, (1, 2))[1] * 8 / CACHE_TYPES.get(t, (1, 2))[0]:.2f} "
-                                       "bits per value")
-            if current and combo.findText(current) < 0:
-                combo.addItem(current)  # a profile's type the list does not know: shown, build_argv judges it
-            combo.setCurrentText(current or "f16")
-            combo.blockSignals(False)
-        spec_combo = self.widgets["spec_model_free_type"]
-        assert isinstance(spec_combo, QComboBox)
-        current = spec_combo.currentText()
-        spec_combo.blockSignals(True)
-        spec_combo.clear()
-        types = list(caps.model_free_spec_types) if caps else ["ngram-mod", "ngram-simple", "ngram-map-k"]
-        refused = refused_spec_types(caps) if caps else frozenset()
-        spec_combo.addItems(types)
-        model = spec_combo.model()
-        assert isinstance(model, QStandardItemModel)
-        for i, t in enumerate(types):
-            item = model.item(i)
-            if item is not None and t in refused:
-                item.setEnabled(False)
-                item.setToolTip(f"{t} crashes this engine (see docs/known-issues.md): pick another type.")
-        if current and spec_combo.findText(current) < 0:
-            spec_combo.addItem(current)
-        usable = [t for t in types if t not in refused]
-        # A refused type stays as it is (the profile is not rewritten behind the user's back); in use, it is
-        # one of the reasons Launch gives.
-        spec_combo.setCurrentText(current or (usable[0] if usable else ""))
-        spec_combo.blockSignals(False)
-        fa = self.widgets["flash_attn"]
-        assert isinstance(fa, QComboBox)
-        values = list(caps.flash_attn_values) if caps and caps.flash_attn_values else ["on", "off", "auto"]
-        cur = fa.currentText()
-        fa.blockSignals(True)
-        fa.clear()
-        fa.addItems(values)
-        fa.setCurrentText(cur if cur in values else values[-1])
-        fa.blockSignals(False)
-        mode = self.widgets["spec_mode"]
-        assert isinstance(mode, QComboBox)
-        mmodel = mode.model()
-        assert isinstance(mmodel, QStandardItemModel)
-        for i in range(mode.count()):
-            why = field_reason(f"spec_mode:{mode.itemData(i)}", caps)
-            mmodel.item(i).setEnabled(why is None)
-            mmodel.item(i).setToolTip(why or "")
-
     def reason_disabled(self, name: str) -> str | None:
         """Why field ``name`` is disabled now (engine support or another setting), or None."""
         why = field_reason(name, self.caps)
@@ -342,27 +306,30 @@ class LaunchForm(QWidget):
         self._check_argv(s)
         self._check_pair(s)
         self._schedule_plan()
-        self.sidecar_offer.target_changed(s, self.caps)
+        header = self.infos.get(s.target)
+        self.sidecar_offer.target_changed(s, self.caps, None if header == "loading" else header)
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
-        """The argument list after the same :func:`preflight` a launch runs (headers read so far, free GPU memory,
-        host RAM), else LaunchRefused with every reason. Port 0 shows as BeeDeck's default, never ``--port 0``."""
+        """The argument list after the same :func:`preflight` a launch runs (with what the form gathered: the
+        headers read so far, the build options, the workers' check, free GPU memory, host RAM), else
+        LaunchRefused with every refusal. Port 0 shows as BeeDeck's default, never ``--port 0``."""
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
-        reasons = [why for why in (args_problem(extra.text()), self.rpc_workers.problem()) if why]
         s = replace(self.settings(), port=self.settings().port or DEFAULT_PORT)
-        if self.caps is None:
-            reasons.insert(0, self.engine_problem or "No engine is picked: choose llama-server under Settings → Engine.")
-            raise LaunchRefused(reasons)
         errors = {p: v for p, v in self.infos.items() if isinstance(v, str) and v != "loading"}
         checked = preflight(self.caps, s, target=self._info(s.target), draft=self._info(s.draft), read=False,
-                            errors=errors, devices=None if s.rpc_workers else self.devices, host_ram=self.host_ram)
-        self.refused_fields = {r.setting: f"{r.message} {r.remedy}".strip() for r in checked.refusals if r.setting}
-        engine = [r.message for r in checked.refusals if r.code == "engine_refused"]  # build_argv's, first
-        if engine or reasons or checked.refusals or checked.argv is None:
-            raise LaunchRefused([*engine, *reasons, *(f"{r.message} {r.remedy}".strip() for r in checked.refusals
-                                                      if r.code != "engine_refused")])
+                            errors=errors, devices=self.devices, host_ram=self.host_ram,
+                            build_options=self.build_options, rpc=self.rpc_workers.result(), args_text=extra.text())
+        if self.caps is None and self.engine_problem:  # what the engine is doing (being probed, a probe failed)
+            checked.refusals[0] = replace(checked.refusals[0], message=self.engine_problem, remedy="")
+        self.refusals = checked.refusals
+        self.refused_fields = {}
+        for r in checked.refusals:
+            if r.setting:
+                self.refused_fields[r.setting] = " ".join(filter(None, (self.refused_fields.get(r.setting), str(r))))
+        if checked.refusals or checked.argv is None:
+            raise LaunchRefused(checked.refusals or ["The command line could not be built."])
         return checked.argv
 
     def command_line(self) -> str | None:
@@ -383,7 +350,7 @@ class LaunchForm(QWidget):
         try:
             lp = self.build_plan()
         except LaunchRefused as exc:
-            mark_refused(self.rows, self.refused_fields)
+            mark_refused(self.rows, self.under, self.refused_fields)
             text = "Cannot launch yet:\n• " + "\n• ".join(exc.reasons)
             self.check_label.setStyleSheet("color: #d62728;")
             self.check_label.setText(text)
@@ -393,7 +360,7 @@ class LaunchForm(QWidget):
             self.copy_button.setEnabled(False)
             self.copy_button.setToolTip(text)
             return
-        mark_refused(self.rows, {})
+        mark_refused(self.rows, self.under, {})
         notes = [n.message for n in lp.notes]
         self.check_label.setStyleSheet("color: palette(placeholder-text);")
         self.check_label.setText("\n".join(f"• {n}" for n in notes))
@@ -428,7 +395,9 @@ class LaunchForm(QWidget):
         target, draft = self._info(s.target), self._info(s.draft)
         bad = next((v for p in (s.target, s.draft) if p and isinstance(v := self.infos.get(p), str)
                     and v != "loading"), None)
-        self._show(self.pair_label, draft_verdict(self.caps, s, target, draft, bad, Path(s.draft or "").is_file()))
+        # A file that is no GGUF is said under its own field (the preflight's refusal), not here.
+        self._show(self.pair_label, Verdict(GREY, "") if bad else
+                   draft_verdict(self.caps, s, target, draft, None, Path(s.draft or "").is_file()))
         self._pair_form.setRowVisible(self.pair_label, bool(self.pair_label.text()))
         self._show(self.modes_label, modes_line(self.caps, s, target, draft))
 

@@ -3,7 +3,8 @@
 Each edit is probed off the GUI thread with ``llama-server --rpc ... --list-devices``
 (:func:`beedeck.core.engine.rpc.probe.probe_workers`): the devices and free memory found feed the
 memory plan; a worker of another build, one that is not running or an engine without RPC is
-named, and Launch stays greyed (:meth:`RpcWorkersEditor.problem`) until the list checks out.
+named, and Launch stays greyed until the list checks out: :meth:`RpcWorkersEditor.result` is what the
+launch preflight (:func:`beedeck.core.launcher.preflight`, ``rpc=``) judges, as a launch judges its own probe.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
-from beedeck.core.engine.rpc import NO_AUTH_WARNING, RpcError, Worker, parse_workers
+from beedeck.core.engine.rpc import NO_AUTH_WARNING, PROBE_FAILED, RpcError, Worker, parse_workers
 from beedeck.core.engine.rpc.probe import RpcDevice, probe_workers
+from beedeck.core.launcher import UNSET, Unset
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.wrap_label import WrapLabel
 
@@ -38,7 +40,7 @@ class RpcWorkersEditor(QWidget):
         self._probe = probe
         self.engine: str | None = None
         self.devices: list[RpcDevice] = []
-        self._problem: str | None = None
+        self._problem: RpcError | None = None  # why the last check of the current list failed
         self._checked: tuple[str | None, tuple[Worker, ...]] | None = None  # what self.devices are of
         self._probing = 0
         self._in_flight: tuple[str | None, tuple[Worker, ...]] | None = None  # the list being probed now
@@ -62,11 +64,11 @@ class RpcWorkersEditor(QWidget):
         self._on_text_changed()
 
     # -- values ----------------------------------------------------------------------------
-    def _parsed(self) -> tuple[list[Worker], str | None]:
+    def _parsed(self) -> tuple[list[Worker], RpcError | None]:
         try:
             return parse_workers(self.edit.text()), None
         except RpcError as exc:
-            return [], f"{exc.message} {exc.remedy}"
+            return [], exc
 
     def workers(self) -> list[str]:
         """The valid worker addresses, as LaunchSettings.rpc_workers stores them."""
@@ -82,25 +84,25 @@ class RpcWorkersEditor(QWidget):
             self.engine = engine
             self.check(force=False)
 
-    def problem(self) -> str | None:
-        """Why Launch must wait (a bad address, a worker that cannot be used, a check not done)."""
+    def result(self) -> list[RpcDevice] | RpcError | Unset:
+        """What the preflight judges: the devices of the list as checked (empty: no workers), why the list
+        cannot be used (an address that does not parse, a worker the check refused), or UNSET while the list
+        is not checked yet (Launch waits for it)."""
         workers, error = self._parsed()
         if error:
             return error
         if not workers:
-            return None
-        if self._problem:
-            return self._problem
+            return []
         if self._checked != (self.engine, tuple(workers)):
-            return "The RPC workers are being checked (their devices, memory and build)…"
-        return None
+            return UNSET
+        return self._problem or self.devices
 
     # -- checking --------------------------------------------------------------------------
     def _on_text_changed(self) -> None:
         workers, error = self._parsed()
         self.check_button.setEnabled(bool(workers) and self.engine is not None)
         if error:
-            self._show(error, bad=True)
+            self._show(f"{error.message} {error.remedy}", bad=True)
         elif not workers:
             self._show("")
         if self.devices and self._checked != (self.engine, tuple(workers)):
@@ -147,9 +149,10 @@ class RpcWorkersEditor(QWidget):
                 self._in_flight = None
             if (self.engine, tuple(self._parsed()[0])) != key:
                 return
-            message = f"{exc.message} {exc.remedy}" if isinstance(exc, RpcError) else f"The check failed: {exc}"
-            self.devices, self._checked, self._problem = [], key, message
-            self._show(message, bad=True)
+            error = exc if isinstance(exc, RpcError) else RpcError(
+                PROBE_FAILED, f"The check failed: {exc}", "Check the engine and the workers, then Check workers again.")
+            self.devices, self._checked, self._problem = [], key, error
+            self._show(f"{error.message} {error.remedy}", bad=True)
             self.devices_probed.emit([])
             self.workers_changed.emit()
 

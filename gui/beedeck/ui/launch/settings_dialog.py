@@ -69,6 +69,10 @@ class SettingsDialog(QDialog):
     ``profile_saved(Profile, object)``: the same when the user pressed Save (save, no restart).
     ``caps_probed(EngineCaps)``, ``devices_detected(object)`` (list of free bytes per GPU) when those
     background jobs end.
+
+    ``held(free)``: what the running server holds on each GPU (``free``: each GPU's free bytes now), which
+    Launch gets back since it stops that server first: the form judges memory as it will be then (the
+    default: nothing runs). It runs off the GUI thread with the detection.
     """
 
     profile_applied = Signal(Profile, object)
@@ -80,7 +84,8 @@ class SettingsDialog(QDialog):
                  probe: Callable[[str], EngineCaps], detect: Callable[[], HardwareReport],
                  runner: Runner = run_in_background, form: LaunchForm | None = None,
                  local: Profile | None = None, local_caps: EngineCaps | None = None,
-                 starter: Callable[[], Profile] = starter_local_profile) -> None:
+                 starter: Callable[[], Profile] = starter_local_profile,
+                 held: Callable[[list[int]], list[int]] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         # A remote profile's "engine" is a URL: never probe it. Start from a local profile instead.
@@ -139,7 +144,7 @@ class SettingsDialog(QDialog):
             self.set_engine_path(profile.engine, force=True)
         if self.remote is not None:
             self._from_remote(profile, starter)
-        runner(detect, self._on_detected, self._on_detect_failed)
+        runner(lambda: self._room(detect, held), self._on_detected, self._on_detect_failed)
         screen = (parent.screen() if parent is not None else None) or QGuiApplication.primaryScreen()
         self.fit_to(screen.availableGeometry())
         self._update_save()
@@ -232,14 +237,26 @@ class SettingsDialog(QDialog):
             self.set_engine_path(path)
 
     # -- devices -----------------------------------------------------------------------------
-    def _on_detected(self, report: HardwareReport) -> None:
+    @staticmethod
+    def _room(detect: Callable[[], HardwareReport], held: Callable[[list[int]], list[int]] | None
+              ) -> tuple[HardwareReport, list[int]]:
+        """Blocking: the hardware, and what the running server gives back on each GPU when Launch stops it."""
+        report = detect()
+        free = [g.memory_free for g in report.gpus]
+        back = held(free) if held is not None and free else []
+        return report, back if len(back) == len(free) else [0] * len(free)
+
+    def _on_detected(self, found: tuple[HardwareReport, list[int]]) -> None:
         if not shiboken6.isValid(self):
             return
-        self.devices = [g.memory_free for g in report.gpus]
+        report, back = found
+        self.devices = [g.memory_free + b for g, b in zip(report.gpus, back, strict=True)]
         self.form.host_ram = report.system.ram_total
         self.form.set_devices(self.devices)
         if report.gpus:
-            free = ", ".join(f"{g.name}: {g.memory_free / GiB:.1f} GiB free" for g in report.gpus)
+            free = ", ".join(f"{g.name}: {g.memory_free / GiB:.1f} GiB free"
+                             + (f" + {b / GiB:.1f} GiB the running server frees when Launch restarts it" if b else "")
+                             for g, b in zip(report.gpus, back, strict=True))
             self.devices_label.setText(f"GPUs: {free}")
         else:
             self.devices_label.setText("No NVIDIA GPU found: the memory plan is for the CPU (hover for why).")
@@ -247,7 +264,7 @@ class SettingsDialog(QDialog):
         self.devices_detected.emit(self.devices)
 
     def _on_detect_failed(self, exc: BaseException) -> None:
-        self._on_detected(HardwareReport(reason=f"Detection failed: {exc}"))
+        self._on_detected((HardwareReport(reason=f"Detection failed: {exc}"), []))
 
     # -- applying ----------------------------------------------------------------------------
     def _new_profile(self, settings: LaunchSettings) -> Profile:
@@ -284,7 +301,7 @@ def open_dialog(window: WindowHost) -> SettingsDialog:
     local = window.last_local_profile if isinstance(window, LocalProfileMemory) else None
     local_caps = window.known_caps.get(local.engine) if local is not None else None
     dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware,
-                            local=local, local_caps=local_caps)
+                            local=local, local_caps=local_caps, held=window.controller.held_gpu_memory)
     # Launch always starts or restarts, also when the server is stopped or has failed.
     dialog.profile_applied.connect(lambda profile, caps: window.apply_profile(profile, caps, start=True))
     dialog.profile_saved.connect(window.save_profile)  # saved for the next start; the server is left as it is

@@ -1,7 +1,9 @@
-"""The launch form's sidecar offer: when a target is picked and the draft field is empty, the drafts in the
-target's folder (``dflash-`` / ``dspark-`` / ``eagle3-`` / ``mtp-`` files, or any draft by its header) are
+"""The launch form's sidecar offer: when a target is picked, its GGUF header read, and the draft field is
+empty, the drafts in the target's folder (``dflash-`` / ``dspark-`` / ``eagle3-`` / ``mtp-`` files, or any draft by its header) are
 looked up off the GUI thread, and the best one this engine runs is filled in, with its mode, in a note
-the user can undo; the note's tooltip says why each other draft is not used.
+the user can undo; the note's tooltip says why each other draft is not used. A target that is no GGUF model
+(a text file renamed .gguf) is not looked next to: the launch preflight says what is wrong with it, under
+the target field.
 
 Core does the finding (:func:`beedeck.core.models.library.sidecars_next_to`, which checks each draft
 against the target) and the choosing (:func:`beedeck.core.models.sidecars.pick`,
@@ -20,7 +22,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.speculation.modes import MODE_OF_KIND, SPEC_OF_MODE
 from beedeck.core.models import sidecars
-from beedeck.core.models.gguf import read_header
+from beedeck.core.models.gguf import ModelInfo, read_header
 from beedeck.core.models.gguf_types import FILE_TYPES
 from beedeck.core.models.library import sidecars_next_to
 from beedeck.core.models.sidecars import Sidecar
@@ -102,14 +104,18 @@ class SidecarOffer(QWidget):
         self.undo_button.hide()
         self.hide()
 
-    def target_changed(self, s: LaunchSettings, caps: EngineCaps | None) -> None:
-        """The form's settings changed: look next to a newly picked target when the draft field is empty."""
+    def target_changed(self, s: LaunchSettings, caps: EngineCaps | None, header: ModelInfo | str | None) -> None:
+        """The form's settings changed: look next to a newly picked target when the draft field is empty.
+        ``header``: the target's header as the form read it, why it could not be read (a str), or None while
+        it is being read (the form calls again once it is)."""
         if s.target == self._target:
             return
+        if header is None and s.target and Path(s.target).is_file():
+            return  # judged once its header is read
         self._target = s.target
         self._clear()
-        if not s.target or s.draft or not Path(s.target).is_file():
-            return
+        if not s.target or s.draft or not isinstance(header, ModelInfo):
+            return  # no GGUF model (or none there): the preflight says why, under the target field
         target = s.target
         self._runner(lambda: self._finder(target), lambda found: self._on_found(target, s, caps, found),
                      lambda exc: self._on_failed(target, exc))
@@ -139,7 +145,8 @@ class SidecarOffer(QWidget):
 
     def _on_failed(self, target: str, exc: BaseException) -> None:
         if shiboken6.isValid(self) and target == self._target:
-            self.note.setText(f"BeeDeck could not look for drafts next to {Path(target).name}: {exc}")
+            self.note.setText(f"BeeDeck could not look for drafts next to {Path(target).name} ({exc}): pick the "
+                              "draft yourself in the Draft field, or leave it empty for Baseline.")
             self.show()
 
     def _on_undo_clicked(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +29,12 @@ from PySide6.QtWidgets import (
 from beedeck.core import starter
 from beedeck.core.engine import engine_offers
 from beedeck.core.engine import registry as engines
-from beedeck.core.engine.argv import LaunchRefused, build_argv
 from beedeck.core.engine.build import build_engine, minutes_text
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
-from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import download_engine, resolve_release
+from beedeck.core.launcher import preflight
 from beedeck.core.models import hub, library
 from beedeck.core.settings import load_settings, save_settings
 from beedeck.ui.setup.build_preview import BuildPreview
@@ -450,12 +450,14 @@ class RunPage(QWizardPage):
         if not res.ok:
             raise engines.EngineError(res.message)
         caps = self.engine.engine_caps()
-        if caps is not None:
-            try:
-                plan = build_argv(self.launch_settings(), caps)
-            except LaunchRefused as exc:
-                raise engines.EngineError("This engine cannot run the chosen settings: " + " ".join(exc.reasons)) from None
-            on_line("command: " + plan.command_line(self.engine.binary))
+        if caps is not None:  # the launch's own preflight (files, mode, guard, kernels, memory the wizard detected)
+            checked = preflight(caps, replace(self.launch_settings(), port=DEFAULT_PORT),
+                                devices=[g.memory_free for g in report.gpus] or None if report else None,
+                                host_ram=report.system.ram_total if report else None)
+            if not checked.ok or checked.argv is None:
+                raise engines.EngineError("The chosen settings cannot run: " + " ".join(
+                    str(r) for r in checked.refusals)) from None
+            on_line("command: " + checked.argv.command_line(self.engine.binary))
         return res.message
 
     def _complete(self) -> None:

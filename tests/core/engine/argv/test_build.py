@@ -216,10 +216,15 @@ def test_cache_types(bee: EngineCaps, ml: EngineCaps, bee_b: EngineCaps) -> None
     assert value_of(plan, "--cache-type-k") == "turbo4" and value_of(plan, "--cache-type-v") == "turbo3_tcq"
     with pytest.raises(LaunchRefused) as err:
         build_argv(s, ml)
-    assert len(err.value.reasons) == 2 and "use q4_0 or q8_0" in err.value.reasons[0]
+    assert len(err.value.reasons) == 2 and "Use q4_0 or q8_0" in err.value.reasons[0]
+    # One refusal type: a code, the message, the remedy apart, and the field it is about (the form shows it there).
+    first, second = err.value.refusals
+    assert (first.code, first.setting, second.setting) == ("unsupported_cache_type", "cache_type_k", "cache_type_v")
+    assert first.message == "KV cache type turbo4 is TurboQuant, which only BeeLlama <= 0.3 has."
+    assert first.remedy == "Use q4_0 or q8_0." and err.value.failure.code == "unsupported_cache_type"
     with pytest.raises(LaunchRefused, match="KVarN"):
         build_argv(s, bee_b)
-    with pytest.raises(LaunchRefused, match="pick one of f32, f16, bf16, q8_0"):
+    with pytest.raises(LaunchRefused, match="Pick one of f32, f16, bf16, q8_0"):
         build_argv(LaunchSettings(target=TARGET, cache_type_k="q7_7"), ml)
     with pytest.raises(LaunchRefused, match="quantized V cache"):
         build_argv(LaunchSettings(target=TARGET, cache_type_v="q8_0", flash_attn="off"), ml)

@@ -106,9 +106,10 @@ def build_argv(settings: LaunchSettings, caps: EngineCaps) -> LaunchPlan:
     """
     b = Builder(settings, caps)
     s = settings
-    b.refusals.extend(f"{problem[0].upper()}{problem[1:]}." for problem in s.check())
+    for setting, problem in s.problems():
+        b.refuse(setting, f"{problem[0].upper()}{problem[1:]}.", "")
     if not s.target:
-        b.refusals.append("No target model is set: pick a GGUF model file.")
+        b.refuse("target", "No target model is set.", "Pick a GGUF model file.", code="model_missing")
     b.add("-m", s.target)
     spec_on = speculation(b)
     if s.target:  # /v1/models and every reply name the model by this, not by its path
@@ -126,7 +127,7 @@ def build_argv(settings: LaunchSettings, caps: EngineCaps) -> LaunchPlan:
 def _gpu_layers(b: Builder, setting: str, flags: tuple[str, ...], value: str) -> None:
     symbolic = b.caps.gpu_layers_values
     if not value.isdigit() and value not in ("auto", "all"):
-        b.refusals.append(f"GPU layers must be a number, 'auto' or 'all', not {value!r}.")
+        b.refuse(setting, f"GPU layers must be a number, 'auto' or 'all', not {value!r}.", "")
         return
     if not value.isdigit() and symbolic and value not in symbolic:
         if value == "all":
@@ -143,28 +144,26 @@ def _gpu_layers(b: Builder, setting: str, flags: tuple[str, ...], value: str) ->
 def _network(b: Builder) -> None:
     s = b.s
     if not is_loopback(s.host) and not s.api_key:
-        b.refusals.append(
-            f"Exposing on the LAN needs an API key: host {s.host} is reachable from other machines. "
-            "Set an API key, or use 127.0.0.1."
-        )
+        b.refuse("api_key", f"Exposing on the LAN needs an API key: host {s.host} is reachable from other machines.",
+                 "Set an API key, or use 127.0.0.1.")
     if b.caps.has("--host"):
         b.add("--host", s.host)
     elif not is_loopback(s.host):
-        b.refusals.append(
-            "This engine has no --host option, so it cannot listen on another address: use 127.0.0.1."
-        )
+        b.refuse("host", "This engine has no --host option, so it cannot listen on another address.",
+                 "Use 127.0.0.1.", code="unknown_argument")
     b.opt(
         "port",
         ("--port",),
         str(s.port),
-        refuse="This engine has no --port option: it is not a usable llama-server.",
+        refuse=("This engine has no --port option: it is not a usable llama-server.",
+                "Pick another llama-server binary."),
     )
     if s.api_key:
         b.opt(
             "api_key",
             ("--api-key",),
             s.api_key,
-            refuse="This engine has no --api-key option, so it cannot require a key: use 127.0.0.1 without a key.",
+            refuse=("This engine has no --api-key option, so it cannot require a key.", "Use 127.0.0.1 without a key."),
         )
 
 
@@ -215,10 +214,8 @@ def _memory(b: Builder, spec_on: bool) -> None:
     b.opt("ctx_size", ("--ctx-size", "-c"), str(_slot_context(b, spec_on)))
     _cache_types(b)
     if s.flash_attn not in caps.flash_attn_values and caps.flash_attn_values:
-        b.refusals.append(
-            f"Flash attention {s.flash_attn!r} is not accepted here: pick one of "
-            f"{', '.join(caps.flash_attn_values)}."
-        )
+        b.refuse("flash_attn", f"Flash attention {s.flash_attn!r} is not accepted here.",
+                 f"Pick one of {', '.join(caps.flash_attn_values)}.")
     else:
         b.opt("flash_attn", ("--flash-attn", "-fa"), s.flash_attn)
     if s.cache_ram is not None:
@@ -229,40 +226,34 @@ def _memory(b: Builder, spec_on: bool) -> None:
 
 def _cache_types(b: Builder) -> None:
     s, caps = b.s, b.caps
-    for value, flag in (
-        (s.cache_type_k, "--cache-type-k"),
-        (s.cache_type_v, "--cache-type-v"),
+    for setting, value, flag in (
+        ("cache_type_k", s.cache_type_k, "--cache-type-k"),
+        ("cache_type_v", s.cache_type_v, "--cache-type-v"),
     ):
         default = caps.defaults.get(flag, "f16")
         if value == default:
             continue  # the engine's default needs no flag (the guide's DFlash line passes none)
         if not caps.has(flag):
-            b.refusals.append(
-                f"This engine has no {flag} option, so the KV cache stays {default}: pick {default}."
-            )
+            b.refuse(setting, f"This engine has no {flag} option, so the KV cache stays {default}.",
+                     f"Pick {default}.", code="unsupported_cache_type")
             continue
         if value in caps.cache_types:
             b.add(flag, value)
             continue
         if value.startswith("turbo"):
             alt = "kvarn3/kvarn4 (KVarN) or q4_0/q8_0" if caps.has_kvarn else "q4_0 or q8_0"
-            b.refusals.append(
-                f"KV cache type {value} is TurboQuant, which only BeeLlama <= 0.3 has: use {alt}."
-            )
+            b.refuse(setting, f"KV cache type {value} is TurboQuant, which only BeeLlama <= 0.3 has.", f"Use {alt}.",
+                     code="unsupported_cache_type")
         else:
-            b.refusals.append(
-                f"KV cache type {value} is not supported by this engine: pick one of "
-                f"{', '.join(caps.cache_types)}."
-            )
+            b.refuse(setting, f"KV cache type {value} is not supported by this engine.",
+                     f"Pick one of {', '.join(caps.cache_types)}.", code="unsupported_cache_type")
     if (
         s.cache_type_v not in _FULL_PRECISION
         and not s.cache_type_v.startswith("turbo")
         and s.flash_attn == "off"
     ):
-        b.refusals.append(
-            f"A quantized V cache ({s.cache_type_v}) needs flash attention: set flash attention to "
-            "on or auto, or use an f16 V cache."
-        )
+        b.refuse("cache_type_v", f"A quantized V cache ({s.cache_type_v}) needs flash attention.",
+                 "Set flash attention to on or auto, or use an f16 V cache.")
 
 
 def _load_mode(b: Builder) -> None:
@@ -299,7 +290,7 @@ def _chat(b: Builder) -> None:
             "chat_template",
             ("--chat-template",),
             s.chat_template,
-            refuse="This engine has no --chat-template option: pick a model with a built-in chat template.",
+            refuse=("This engine has no --chat-template option.", "Pick a model with a built-in chat template."),
         )
     _load_mode(b)
     if s.no_host:
@@ -328,8 +319,6 @@ def _extra(b: Builder) -> None:
         if arg.startswith("-") and not _is_number(arg):
             name = arg.split("=", 1)[0]
             if not b.caps.has(name):
-                b.refusals.append(
-                    f"Extra argument {name} is not an option of this engine: remove it "
-                    "(see `llama-server --help` for what this build accepts)."
-                )
+                b.refuse("extra_args", f"Extra argument {name} is not an option of this engine.",
+                         "Remove it (see `llama-server --help` for what this build accepts).", code="unknown_argument")
     b.add(*b.s.extra_args)

@@ -17,8 +17,8 @@ def rpc_args(b: Builder, spec_on: bool) -> None:
     if not s.rpc_workers:
         return
     b.opt("rpc_workers", ("--rpc",), ",".join(s.rpc_workers),
-          refuse="This engine has no --rpc option, so it cannot use RPC workers: build it with RPC "
-                 "(GGML_RPC=ON) or clear the worker list.")
+          refuse=("This engine has no --rpc option, so it cannot use RPC workers.",
+                  "Build it with RPC (GGML_RPC=ON) or clear the worker list."))
     if spec_on and s.spec_mode.uses_draft_file:
         local = [line.split(":", 1)[0].strip() for line in b.caps.devices if ":" in line]
         flag = b.first("--spec-draft-device", "-devd", "--device-draft")

@@ -42,10 +42,8 @@ def speculation(b: Builder) -> bool:
             b.note("draft", "info", "The draft model is not loaded because speculative decoding is off.")
         return False
     if not caps.has("--spec-type"):
-        b.refusals.append(
-            "This engine has no --spec-type option, so it cannot do speculative decoding: "
-            "use BeeLlama or a recent mainline llama.cpp, or turn speculation off."
-        )
+        b.refuse("spec_mode", "This engine has no --spec-type option, so it cannot do speculative decoding.",
+                 "Use BeeLlama or a recent mainline llama.cpp, or turn speculation off.", code="unknown_argument")
         return False
     ok, n_min = _model_free(b) if s.spec_mode == SpecMode.MODEL_FREE else _with_model(b)
     if not ok:
@@ -79,10 +77,12 @@ def _with_model(b: Builder) -> tuple[bool, int | None]:
     label = LABELS[key]
     spelling, why = engine_spec_type(key, caps)
     if spelling is None:
-        b.refusals.append(f"{why[0].upper()}{why[1:]} Or pick another speculation mode.")
+        b.refuse("spec_mode", f"{why[0].upper()}{why[1:]}", "Or pick another speculation mode.",
+                 code="unknown_argument")
     needs_file = key in DRAFT_MODES
     if needs_file and not s.draft:
-        b.refusals.append(f"{label} needs a draft model: pick the {label} draft GGUF made for this target.")
+        b.refuse("draft", f"{label} needs a draft model.", f"Pick the {label} draft GGUF made for this target.",
+                 code="model_missing")
     if spelling is None or (needs_file and not s.draft):
         return False, None
     if needs_file:
@@ -120,10 +120,8 @@ def _model_free(b: Builder) -> tuple[bool, int | None]:
     s, caps = b.s, b.caps
     kind = s.spec_model_free_type
     if kind not in caps.model_free_spec_types:
-        b.refusals.append(
-            f"This engine has no N-gram speculation type {kind!r}: pick one of "
-            f"{', '.join(caps.model_free_spec_types) or '(none)'}."
-        )
+        b.refuse("spec_model_free_type", f"This engine has no N-gram speculation type {kind!r}.",
+                 f"Pick one of {', '.join(caps.model_free_spec_types) or '(none)'}.")
         return False, None
     if s.draft:
         b.note("draft", "info", f"The draft model is not loaded: {kind} needs none.")
