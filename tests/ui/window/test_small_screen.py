@@ -68,7 +68,7 @@ def test_menus_show_the_keys_of_start_stop_regenerate_and_the_mode_toggle(qtbot:
 
 
 def test_next_mode_goes_round_the_modes_this_setup_can_run(qtbot: QtBot, tmp_path: Path) -> None:
-    from beedeck.ui.engine.mode_toggle import ModeToggle
+    from beedeck.ui.speculation.mode_toggle import ModeToggle
 
     toggle = ModeToggle()
     qtbot.addWidget(toggle)

@@ -20,7 +20,7 @@ from beedeck.core import paths
 from beedeck.core.agents.clients import CLIENTS
 from beedeck.core.settings import THEMES
 from beedeck.ui.chat.chat_pane import ChatPane
-from beedeck.ui.engine.mode_toggle import ModeToggle
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.session import Session
 
 DOCS_URL = "https://github.com/beedeck/beedeck#readme"

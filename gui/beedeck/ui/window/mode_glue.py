@@ -15,9 +15,9 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.speculation.modes import option, uses_draft
 from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.ui.chat.chat_pane import ChatPane
-from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
-from beedeck.ui.engine.mode_toggle import ModeToggle
-from beedeck.ui.engine.switch_checker import SwitchChecker
+from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
+from beedeck.ui.speculation.mode_toggle import ModeToggle
+from beedeck.ui.speculation.switch_checker import SwitchChecker
 from beedeck.ui.session import Session
 
 

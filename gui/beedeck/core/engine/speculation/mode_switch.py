@@ -1,5 +1,5 @@
 """The Baseline | <modes> switch as rules, without Qt: which mode the next reply uses, what the server runs,
-and what a click does. The toolbar's toggle (``ui/engine/mode_toggle.py``) renders it and forwards clicks.
+and what a click does. The toolbar's toggle (``ui/speculation/mode_toggle.py``) renders it and forwards clicks.
 
 Inputs: :meth:`ModeSwitch.configure` (profile, engine caps, what is known of per-request switching, what
 the GGUF headers say), :meth:`ModeSwitch.request` (a click), :meth:`ModeSwitch.restart_done` /

@@ -20,7 +20,7 @@ from beedeck.core.engine.speculation.switching import (
     check_per_request,
 )
 from beedeck.ui.background import Runner, run_in_background
-from beedeck.ui.engine.mode_toggle import ModeToggle
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 
 
 class SwitchChecker(QObject):

@@ -43,7 +43,7 @@ from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import model_facts
 from beedeck.ui.background import Runner, run_in_background
-from beedeck.ui.engine.mode_popover import ModePopover, plain_html
+from beedeck.ui.speculation.mode_popover import ModePopover, plain_html
 
 WHAT: dict[str, str] = {BASELINE: "no speculation: the target decodes every token itself.",
         DFLASH: "a DFlash draft proposes a block of tokens that the target checks in one pass.",

@@ -17,9 +17,9 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode, settings_for_mode
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models import gguf
-from beedeck.ui.engine import mode_toggle as mode_toggle_module
-from beedeck.ui.engine.mode_toggle import ModeToggle
-from beedeck.ui.engine.switch_checker import SwitchChecker
+from beedeck.ui.speculation import mode_toggle as mode_toggle_module
+from beedeck.ui.speculation.mode_toggle import ModeToggle
+from beedeck.ui.speculation.switch_checker import SwitchChecker
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 
 WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192)
