@@ -18,9 +18,9 @@ from beedeck.core.engine.remote import KEY_WRONG, RemoteError, RemoteInfo
 from beedeck.core.engine.speculation.switching import NO_DRAFTS
 from beedeck.core.profile import Profile, remote_profile
 from beedeck.ui.engine.endpoint_label import EndpointLabel
-from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.engine.remote_binding import RemoteBinding, toggle_reason
 from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 from tests.fakes.inline_runner import run_inline
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 

@@ -23,8 +23,8 @@ from beedeck.core.engine.speculation.switching import PerRequestVerdict, check_p
 from beedeck.core.profile import Profile
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.engine.endpoint_label import EndpointLabel
-from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 
 NOT_OURS = "BeeDeck did not start this server, so it cannot restart it with or without a draft"
 # Speculation types whose drafts a per-request "no drafts" could switch off (a DFlash draft; a

@@ -22,8 +22,8 @@ from beedeck.core.engine.speculation.modes import LABELS
 from beedeck.core.engine.speculation.spec_guard import classify_prompt
 from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.chat_pane import ChatPane
-from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.session import Session
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 
 
 class AdviceHost(Protocol):

@@ -36,17 +36,17 @@ from beedeck.core.settings import AppSettings
 from beedeck.core.starter import is_starter
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.conversation_list import ConversationList
-from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.failure_panel import FailurePanel
 from beedeck.ui.engine.log_dock import LogDock
-from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.engine.remote_binding import RemoteBinding
 from beedeck.ui.engine.server_controller import ServerController
-from beedeck.ui.speculation.switch_checker import SwitchChecker
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
 from beedeck.ui.host import DialogFactory
 from beedeck.ui.session import Session, default_client, default_detect, default_probe
+from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
+from beedeck.ui.speculation.mode_toggle import ModeToggle
+from beedeck.ui.speculation.switch_checker import SwitchChecker
 from beedeck.ui.window.about_dialog import AboutDialog, session_facts
 from beedeck.ui.window.advice_glue import AdviceGlue
 from beedeck.ui.window.agent_dialog import open_agent_dialog

@@ -20,8 +20,8 @@ from beedeck.core import paths
 from beedeck.core.agents.clients import CLIENTS
 from beedeck.core.settings import THEMES
 from beedeck.ui.chat.chat_pane import ChatPane
-from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.session import Session
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 
 DOCS_URL = "https://github.com/beedeck/beedeck#readme"
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}

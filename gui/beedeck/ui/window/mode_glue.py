@@ -15,10 +15,10 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.speculation.modes import option, uses_draft
 from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.ui.chat.chat_pane import ChatPane
+from beedeck.ui.session import Session
 from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.speculation.switch_checker import SwitchChecker
-from beedeck.ui.session import Session
 
 
 def pair_text(settings: LaunchSettings) -> str:
