@@ -44,6 +44,22 @@ class ServerFailure:
         return f"{self.message} {self.remedy}".strip()
 
 
+def as_failure(failure: object) -> ServerFailure:
+    """Whatever stopped a server, as the one :class:`ServerFailure` the GUI is told of: a ServerFailure as it
+    is; an error with ``code``/``message``/``remedy`` (``RemoteError``: ``code`` "remote:<kind>") keeps them;
+    a launch refused with ``reasons`` (``LaunchRefused``) lists them, one a line, as the remedy; any other
+    exception is its own message."""
+    if isinstance(failure, ServerFailure):
+        return failure
+    reasons = getattr(failure, "reasons", None)
+    if reasons:
+        return ServerFailure("", "These settings cannot run on this engine.", "\n".join(f"• {r}" for r in reasons))
+    message = getattr(failure, "message", None)
+    if isinstance(message, str):
+        return ServerFailure(str(getattr(failure, "code", "") or ""), message, str(getattr(failure, "remedy", "") or ""))
+    return ServerFailure("", str(failure), "")
+
+
 _BIND = re.compile(r"couldn't bind HTTP server socket(?:, hostname: (?P<host>\S+?), port: (?P<port>\d+))?")
 _OPEN = re.compile(r"failed to open GGUF file '(?P<path>[^']*)' \((?P<why>[^)]*)\)")
 _MAGIC = re.compile(r"invalid magic characters")
