@@ -22,7 +22,7 @@ from PySide6.QtCore import QObject, Signal
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
-from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.logparse import ServerFailure, as_failure
 from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
 from beedeck.core.engine.rpc.probe import with_rpc_reason
 from beedeck.core.engine.speculation.modes import uses_draft
@@ -45,12 +45,12 @@ class ServerController(QObject, KeptServer):
     """Owns the running ``ServerProcess``.
 
     Signals: ``state_changed(str)`` (starting/loading/ready/failed/stopped), ``line_received(str)``,
-    ``failed(object)`` (a ServerFailure, or an exception before the process existed), ``ready(str)``
-    (base URL), ``stopped()``, ``memory_reported(object)`` (the process's memory report once ready),
-    ``caps_known(EngineCaps)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
+    ``failed(ServerFailure)`` (an exception before the process existed too: :func:`as_failure`), ``ready(str)``
+    (base URL), ``stopped()``, ``caps_known(EngineCaps)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
     (the port wanted, the port used instead, a line for the user) when another program held the port,
     ``remote_attached(RemoteInfo)`` once a running server BeeDeck did not start is attached;
-    ``refused(ServerFailure)`` when :meth:`replace` found the new launch refused (the running server kept).
+    ``refused(ServerFailure)`` when :meth:`replace` found the new launch refused (the running server kept),
+    ``replace_started(str)`` (the engine) when it passed: the running server stops now and the new one starts.
 
     ``launch`` (default: :func:`beedeck.core.launcher.launch`), ``inspect`` (default:
     :func:`beedeck.core.engine.remote.inspect_server`) and ``default_port`` are injectable for tests.
@@ -58,14 +58,14 @@ class ServerController(QObject, KeptServer):
 
     state_changed = Signal(str)
     line_received = Signal(str)
-    failed = Signal(object)
+    failed = Signal(ServerFailure)
     ready = Signal(str)
     stopped = Signal()
-    memory_reported = Signal(object)
     caps_known = Signal(EngineCaps)
     port_fallback_used = Signal(int, int, str)
     remote_attached = Signal(RemoteInfo)
     refused = Signal(ServerFailure)
+    replace_started = Signal(str)
 
     def __init__(
         self,
@@ -143,9 +143,9 @@ class ServerController(QObject, KeptServer):
         switch = (self.state == "ready" and self.settings is not None and not self.is_remote()
                   and self.settings.target == settings.target)
         if is_remote_engine(engine):
-            self.failed.emit(RemoteError(
+            self.failed.emit(as_failure(RemoteError(
                 "no-restart", "BeeDeck did not start this server, so it cannot restart it with other settings.",
-                "Restart it where it runs (with or without its draft), then connect again."))
+                "Restart it where it runs (with or without its draft), then connect again.")))
             return
 
         def job() -> None:
@@ -166,14 +166,16 @@ class ServerController(QObject, KeptServer):
             return None
         return self._expected_switch.get(with_draft)
 
-    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> bool:
         """Settings → Launch: start ``engine`` with ``settings`` whatever runs now, stopping the running server
         only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, host
-        RAM). A refused launch leaves the working server serving and emits ``refused``."""
+        RAM). A refused launch leaves the working server serving and emits ``refused``; one that passed emits
+        ``replace_started`` before the running server stops. Returns whether the preflight decides (False:
+        nothing of ours was serving, so it was stopped and the new one started at once)."""
         if is_remote_engine(engine) or is_remote_engine(self.engine) or not (self.is_running() or self.is_busy()):
             self.stop()  # nothing of ours that works to keep (stopped, failed, or a connection): start anew
             self.start(engine, settings, caps)
-            return
+            return False
 
         def job() -> None:
             try:
@@ -186,10 +188,12 @@ class ServerController(QObject, KeptServer):
             if checked is not None:
                 self.refused.emit(checked)
                 return
+            self.replace_started.emit(engine)
             self._do_stop()
             self._do_start(engine, settings, probed)
 
         self._spawn(job)
+        return True
 
     def _probe_engine(self, engine: str) -> EngineCaps:
         probe = self._probe
@@ -297,7 +301,7 @@ class ServerController(QObject, KeptServer):
             if self._closed:
                 return  # stopped by shutdown(): the window is gone, nothing to show
             self._set_state("failed")
-            self.failed.emit(self._explain(getattr(exc, "failure", None) or exc, proc))
+            self.failed.emit(as_failure(self._explain(getattr(exc, "failure", None) or exc, proc)))
             return
         self._ready(engine, settings, proc, time.monotonic() - t0, switch)
 
@@ -314,9 +318,6 @@ class ServerController(QObject, KeptServer):
         }
         self._set_state("ready")
         self.ready.emit(self.base_url)
-        memory = getattr(proc, "memory", None)
-        if memory is not None:
-            self.memory_reported.emit(memory)
 
     def _launcher(self) -> Callable[..., Any]:
         from beedeck.core import launcher  # imported lazily: the GUI opens without it
@@ -344,7 +345,7 @@ class ServerController(QObject, KeptServer):
                 return
             self.line_received.emit(f"BeeDeck: {exc}")
             self._set_state("failed")
-            self.failed.emit(exc)
+            self.failed.emit(as_failure(exc))
             return
         with self._lock:
             if self._closed:
@@ -371,7 +372,7 @@ class ServerController(QObject, KeptServer):
             self.base_url = ""
             self.line_received.emit(f"BeeDeck: {failure}")
             self._set_state("failed")
-            self.failed.emit(failure)
+            self.failed.emit(as_failure(failure))
 
     def _on_proc_state(self, state: object, failure: object = None) -> None:
         name = state_name(state)
@@ -379,7 +380,7 @@ class ServerController(QObject, KeptServer):
         if name in ("starting", "loading") or (name in ("failed", "stopped") and self.state == "ready"):
             self._set_state(name)
             if name == "failed" and failure is not None:
-                self.failed.emit(self._explain(failure))  # the server died while serving
+                self.failed.emit(as_failure(self._explain(failure)))  # the server died while serving
 
     def _do_stop(self) -> None:
         self._drop_parked()

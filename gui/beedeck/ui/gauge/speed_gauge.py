@@ -153,11 +153,12 @@ class SpeedPanel(QFrame):
 
     Inputs (the window connects the chat's signals): :meth:`reply_started` (mode), :meth:`pieces_arrived`
     (a batch's piece count; :meth:`delta_arrived` one piece),
-    :meth:`reply_finished` (the reply's stats dict), :meth:`record_figure` (a benchmark's or tune's
-    figure for a mode), :meth:`server_ready` (figures start over for another server), :meth:`set_gpu`.
+    :meth:`reply_finished` (the reply's stats dict), :meth:`record_figure` (a reply's figure for its mode),
+    :meth:`show_figures` (``figures`` changed elsewhere: a benchmark's or a tune's figure), :meth:`server_ready`
+    (figures start over for another server), :meth:`set_gpu`. ``figures``: the session's, shared.
     """
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, figures: ModeFigures | None = None) -> None:
         super().__init__(parent)
         self.gauge = SpeedGauge()
         self.sparkline = Sparkline()
@@ -192,7 +193,7 @@ class SpeedPanel(QFrame):
         layout.addWidget(self.compare_title)
         layout.addWidget(self.compare)
         layout.addWidget(self.gpu)
-        self.figures = ModeFigures()
+        self.figures = figures if figures is not None else ModeFigures()
         self.rate = LiveRate()
         self._mode = ""
         self._server: str | None = None
@@ -269,10 +270,14 @@ class SpeedPanel(QFrame):
 
     def record_figure(self, mode: str, tps: float, source: str = "chat") -> None:
         """A mode's latest speed (a whole reply, a benchmark's median, a tune's best point)."""
-        mode = mode_key(mode)
-        self.figures.record(mode, tps, source)
-        if mode == "baseline" and tps > 0:
-            self.gauge.set_baseline(tps)
+        self.figures.record(mode_key(mode), tps, source)
+        self.show_figures()
+
+    def show_figures(self) -> None:
+        """Show :attr:`figures` as they are now: the baseline's marker on the dial, the comparison lines."""
+        baseline = self.figures.get("baseline")
+        if baseline is not None:
+            self.gauge.set_baseline(baseline.tps)
         self._update_compare()
 
     def server_ready(self, identity: str) -> None:

@@ -1,18 +1,22 @@
-"""How the Baseline | DFlash toggle switches on this engine: checked once per build, then remembered.
+"""How Baseline switches on this engine: checked once per build, then remembered.
 
-When a server started with its draft becomes ready and nothing is known of its build, two short
-replies tell whether it honours a per-request "no drafts" (:func:`check_per_request`, off the GUI
-thread); the toggle then uses the per-request path or keeps restarting. A baseline reply that comes
-back drafted contradicts a remembered "yes": the build is marked as ignoring it and the toggle
-restarts the server without the draft.
+The switch decides when (:meth:`ModeSwitch.server_ready`: a server started with its DFlash draft whose
+build is not known yet; :meth:`ModeSwitch.attach`: a server BeeDeck did not start that may switch per
+request) and what a verdict changes. This runs the check itself, two short replies off the GUI thread
+(:func:`check_per_request`), hands the verdict to the switch, and keeps it per engine build
+(:class:`PerRequestMemory`), including a verdict a reply contradicts.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.remote import RemoteInfo
+from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch
 from beedeck.core.engine.speculation.switching import (
     ChatClient,
     PerRequestMemory,
@@ -20,45 +24,62 @@ from beedeck.core.engine.speculation.switching import (
     check_per_request,
 )
 from beedeck.ui.background import Runner, run_in_background
-from beedeck.ui.speculation.mode_toggle import ModeToggle
 
 
 class SwitchChecker(QObject):
-    """Feeds the toggle what this engine build does. ``runner`` runs the check (tests: inline)."""
+    """Runs the switch's per-request checks. ``runner`` runs a check (tests: inline).
 
-    def __init__(self, toggle: ModeToggle, parent: QObject | None = None, *,
-                 memory: PerRequestMemory | None = None, runner: Runner | None = None) -> None:
+    Signals: ``verdict_known()`` once a check told the switch how this build switches;
+    ``remote_checked(PerRequestVerdict)`` / ``remote_check_failed(str)`` when a check of a server BeeDeck
+    did not start ended.
+    """
+
+    verdict_known = Signal()
+    remote_checked = Signal(PerRequestVerdict)
+    remote_check_failed = Signal(str)
+
+    def __init__(self, switch: ModeSwitch, memory: PerRequestMemory, parent: QObject | None = None, *,
+                 runner: Runner | None = None) -> None:
         super().__init__(parent)
-        self.toggle = toggle
-        self.memory = memory or PerRequestMemory()
+        self.switch, self.memory = switch, memory
         self.runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
-        self.checked: set[str] = set()  # engines checked this session (an inconclusive check is not kept)
 
-    def server_ready(self, caps: EngineCaps | None, client: ChatClient) -> None:
-        """A server is ready: check it if it runs with its draft and its build is not known yet."""
-        if caps is None or not self.toggle.server_has_draft() or caps.path in self.checked:
+    def server_ready(self, caps: EngineCaps | None, client: Callable[[], ChatClient]) -> None:
+        """A server BeeDeck started is ready: checked here (with ``client()``) when the switch asks for it (a
+        remembered verdict is applied by the switch at once)."""
+        if caps is None or not self.switch.server_ready(caps, self.memory.get):
             return
-        known = self.memory.get(caps)
-        if known is not None:
-            self.toggle.set_per_request(known, "checked earlier on this engine build: it " + (
-                "honours a per-request 'no drafts'" if known else "ignores a per-request 'no drafts'"))
-            return
-        self.checked.add(caps.path)
-        self.toggle.set_status("checking how this engine switches to Baseline…")
+        chat = client()
 
         def done(verdict: PerRequestVerdict) -> None:
             self.memory.remember(caps, verdict)
-            self.toggle.set_per_request(verdict.honoured, verdict.describe())
+            self.switch.check_done(verdict)
+            self.verdict_known.emit()
 
         def failed(exc: BaseException) -> None:
-            self.toggle.set_per_request(None, f"the check failed ({exc}), so Baseline restarts the server")
+            self.switch.check_failed(str(exc))
+            self.verdict_known.emit()
+
+        self.runner(lambda: check_per_request(chat), done, failed)
+
+    def attached(self, info: RemoteInfo, client: ChatClient) -> None:
+        """A server BeeDeck did not start is attached: checked when the switch may switch it per request."""
+        if not self.switch.attach(info):
+            return
+
+        def done(verdict: PerRequestVerdict) -> None:
+            self.switch.remote_checked(info, verdict)
+            self.remote_checked.emit(verdict)
+
+        def failed(exc: BaseException) -> None:
+            self.switch.remote_check_failed(info, str(exc))
+            self.remote_check_failed.emit(str(exc))
 
         self.runner(lambda: check_per_request(client), done, failed)
 
-    def reply_finished(self, caps: EngineCaps | None, facts: ReplyFacts) -> None:
-        """A reply ended: the switch decides (ModeSwitch.reply_finished) whether it contradicts the verdict;
-        a contradiction is remembered for this engine build."""
-        before = self.toggle.per_request()
-        self.toggle.reply_finished(facts.mode, facts.draft_n)
-        if before and self.toggle.per_request() is False and caps is not None:
+    def reply_finished(self, caps: EngineCaps | None, facts: ReplyFacts) -> Decision | None:
+        """A reply ended: a contradicted verdict is remembered for this build; returns what the switch decided
+        (a restart into a true Baseline, or None)."""
+        if caps is not None and self.switch.contradicts(facts.mode, facts.draft_n):
             self.memory.contradicted(caps, facts.draft_n)
+        return self.switch.reply_finished(facts.mode, facts.draft_n)

@@ -248,6 +248,7 @@ def test_a_restart_is_timed_against_what_it_took_here_before() -> None:
     assert sw.progress(108.0) == 990  # a switch that runs long never fills the bar before the server is ready
     assert sw.restart_done(sw.elapsed(103.0)) == Mode.BASELINE
     assert sw.status == "Baseline: restarted the server without the draft in 3.0 s" and sw.began is None
+    assert sw.last_switch_s == 3.0
     sw.request("dflash")
     sw.timed(200.0, None)  # never measured: no promise, no bar
     assert sw.progress(201.0) is None and sw.restart_status(201.0) == "restarting with the draft… 1.0 s"

@@ -114,6 +114,7 @@ class ModeSwitch:
         self.checked: set[str] = set()  # engines checked this session (an inconclusive check is not kept)
         self.began: float | None = None  # when the restart under way began (the caller's clock)
         self.expected_s: float | None = None  # what such a restart took here before, if measured
+        self.last_switch_s: float | None = None  # what the last finished restart-path switch took
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
@@ -283,6 +284,7 @@ class ModeSwitch:
             return None
         mode, self.pending, self.began = self.pending, None, None
         before, self.served = self.served, mode
+        self.last_switch_s = took_s
         self.mode = mode
         self._refresh()
         label = next((o.label for o in self.options if o.key == mode), mode.label)
