@@ -141,3 +141,18 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     assert changed.args == ["model-free"] and restarts[-1].spec_mode == SpecMode.MODEL_FREE
     assert restarts[-1].spec_model_free_type == "ngram-mod" and restarts[-1].draft is None
     assert w.session.switching.launch_settings(profile).spec_mode == SpecMode.MODEL_FREE  # a later Start keeps it
+
+
+def test_the_menus_follow_the_one_settings_copy_whoever_saved_it(qtbot: QtBot, store: ChatStore) -> None:
+    """The session's settings_saved had no subscriber: a choice saved elsewhere (the wizard, another part of
+    the window) left the menu's check marks saying the old one."""
+    w = make(qtbot, store)
+    follow, standby = w.menu_actions["follow"], w.menu_actions["standby"]
+    assert not follow.isChecked() and standby.isChecked()
+    toggled: list[bool] = []
+    follow.toggled.connect(toggled.append)
+    w.session.app_settings.follow_advice, w.session.app_settings.standby = True, False
+    w.session.app_settings.theme = "dark"
+    assert w.session.save_settings() is None
+    assert follow.isChecked() and not standby.isChecked() and w.menu_actions["theme_dark"].isChecked()
+    assert toggled == []  # shown, not chosen again

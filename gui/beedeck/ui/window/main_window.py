@@ -34,7 +34,7 @@ from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, engine_display_name, pair_name
-from beedeck.core.settings import AppSettings
+from beedeck.core.settings import THEMES, AppSettings
 from beedeck.core.starter import is_starter
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.conversation_list import ConversationList
@@ -199,6 +199,7 @@ class MainWindow(QMainWindow):
         s.profile_changed.connect(self._show_profile)
         s.caps_known.connect(lambda _caps: self._show_engine())
         s.hardware_known.connect(self._show_hardware)
+        s.settings_saved.connect(self._show_settings)
         s.said.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         s.notice_changed.connect(self.chat.set_notice)
         s.failure_shown.connect(self._show_failure)
@@ -283,6 +284,17 @@ class MainWindow(QMainWindow):
     def _show_failure(self, failure: ServerFailure, title: str, local: bool) -> None:
         self._show_actions(self.session.controller.state)  # Start was held off while switching
         self.failure.show_failure(failure, title, local)
+
+    def _show_settings(self, settings: AppSettings) -> None:
+        """The one AppSettings copy was saved (by a menu, the wizard, a dialog): the views follow it."""
+        self.chat.set_enter_sends(settings.enter_sends)
+        for key, on in (("follow", settings.follow_advice), ("standby", settings.standby),
+                        *((f"theme_{name}", name == settings.theme) for name in THEMES)):
+            action = self.menu_actions[key]
+            if action.isChecked() != on:
+                blocked = action.blockSignals(True)  # showing the saved choice is no new choice
+                action.setChecked(on)
+                action.blockSignals(blocked)
 
     def _show_hardware(self, report: HardwareReport) -> None:
         """What detection found: the starter banner says why there is no GPU."""
