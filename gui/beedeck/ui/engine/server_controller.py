@@ -23,7 +23,14 @@ from PySide6.QtCore import QObject, Signal
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure, as_failure
-from beedeck.core.engine.remote import RemoteError, RemoteInfo, inspect_server, is_remote_engine, watch_health
+from beedeck.core.engine.remote import (
+    NO_RESTART,
+    RemoteError,
+    RemoteInfo,
+    inspect_server,
+    is_remote_engine,
+    watch_health,
+)
 from beedeck.core.engine.rpc.probe import with_rpc_reason
 from beedeck.core.engine.speculation.modes import uses_draft
 from beedeck.core.engine.speculation.restart import describe_fast_restart, fast_restart_settings
@@ -144,7 +151,7 @@ class ServerController(QObject, KeptServer):
                   and self.settings.target == settings.target)
         if is_remote_engine(engine):
             self.failed.emit(as_failure(RemoteError(
-                "no-restart", "BeeDeck did not start this server, so it cannot restart it with other settings.",
+                NO_RESTART, "BeeDeck did not start this server, so it cannot restart it with other settings.",
                 "Restart it where it runs (with or without its draft), then connect again.")))
             return
 

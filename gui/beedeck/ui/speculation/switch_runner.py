@@ -23,7 +23,7 @@ from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.remote import RemoteInfo
+from beedeck.core.engine.remote import NO_RESTART, RemoteInfo
 from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
 from beedeck.core.engine.speculation.modes import Mode, uses_draft
 from beedeck.core.engine.speculation.standby import RESTARTED
@@ -32,8 +32,6 @@ from beedeck.core.models.header_cache import HeaderCache, Read
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.speculation.switch_checker import SwitchChecker
-
-NO_RESTART = "remote:no-restart"  # the controller's refusal to restart a server BeeDeck did not start
 
 
 class SwitchRunner(QObject):
@@ -149,7 +147,7 @@ class SwitchRunner(QObject):
     def server_failed(self, failure: ServerFailure) -> None:
         """A start or a restart failed (or a restart was refused: a server BeeDeck did not start)."""
         self.switch.restart_failed()
-        if failure.code == NO_RESTART:
+        if failure.code == f"remote:{NO_RESTART}":  # RemoteError's code (as_failure keeps it)
             self.switch.restart_refused()
         self.changed.emit()
 
