@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gui" / "beedeck"
-CAP = 500  # lines; split along a real seam rather than raise it
-# Functions are capped by ruff (C901, PLR0912, PLR0915 in pyproject.toml); files only get this soft
-# report past SOFT lines, so a module near the cap is seen before a change has to split it in a hurry.
-SOFT = 450
+# Functions are capped by ruff, and that cap fails (C901, PLR0912, PLR0915 in pyproject.toml): a long
+# function is what makes a change hard. A file's length is only a hint, so past SOFT lines it is reported
+# (split it along a real seam when one shows), and it fails only far above, at HARD: a 500-line cap that
+# failed made files split along no seam (client.py re-exporting private names, two DeviceUses). HARD is
+# 30 % over SOFT: room for one more class of the size the larger widgets have here (150 lines), never room
+# for the 2,000-line window the house style warns of.
+SOFT = 500  # lines: reported
+HARD = 650  # lines: fails
 
 
 def _module_lines() -> dict[str, int]:
@@ -25,16 +29,16 @@ def _module_lines() -> dict[str, int]:
             for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def test_every_module_is_under_the_cap(capsys: pytest.CaptureFixture[str]) -> None:
+def test_modules_over_the_soft_limit_are_reported_and_none_is_far_above(capsys: pytest.CaptureFixture[str]) -> None:
     lines = _module_lines()
-    near = {name: n for name, n in lines.items() if SOFT < n <= CAP}
+    near = {name: n for name, n in lines.items() if SOFT < n <= HARD}
     if near:
         with capsys.disabled():
-            print(f"\n[layout] {len(near)} modules over the soft limit of {SOFT} lines (the cap is {CAP}):")
+            print(f"\n[layout] {len(near)} modules over the soft limit of {SOFT} lines (it fails at {HARD}):")
             for name, n in sorted(near.items(), key=lambda kv: -kv[1]):
                 print(f"[layout]   {n:4d} {name}")
-    over = {name: n for name, n in lines.items() if n > CAP}
-    assert not over, f"modules over {CAP} lines: {over}"
+    over = {name: n for name, n in lines.items() if n > HARD}
+    assert not over, f"modules over {HARD} lines (split them along a seam): {over}"
 
 
 def test_every_wing_says_what_it_owns() -> None:

@@ -29,36 +29,37 @@ def test_a_refused_launch_keeps_the_working_server(qtbot: QtBot, tmp_path: Path,
     window.show()
     engine = str(starter_engine_path)
     good = replace(StarterProfile(starter_engine_path, starter_model_path).settings(), port=free_port(), ctx_size=1024)
-    window.set_profile(Profile(engine, good, "starter (CPU)"))
-    with qtbot.waitSignal(window.controller.ready, timeout=240_000):
-        window.start_server()
-    pid, url = window.controller._proc.pid, window.controller.base_url
+    window.session.set_profile(Profile(engine, good, "starter (CPU)"))
+    with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
+        window.session.start_server()
+    pid, url = window.session.controller._proc.pid, window.session.controller.base_url
 
     fake = tmp_path / "fake.gguf"
     fake.write_text("this is a text file\n")
     for target, words in (("/nonexistent/model.gguf", "does not exist"), (str(fake), "is not a GGUF model")):
-        with qtbot.waitSignal(window.controller.refused, timeout=60_000) as blocker:
-            window.apply_profile(Profile(engine, replace(good, target=target), "starter (CPU)"), start=True)
+        with qtbot.waitSignal(window.session.controller.refused, timeout=60_000) as blocker:
+            window.session.apply_profile(Profile(engine, replace(good, target=target), "starter (CPU)"), start=True)
         assert words in blocker.args[0].message
         assert window.failure.isVisible() and "Not launched: the running server keeps serving" in window.failure.title.text()
         assert words in window.failure.what.text()
-        assert window.controller.state == "ready" and window.controller._proc.pid == pid  # never stopped
+        assert window.session.controller.state == "ready" and window.session.controller._proc.pid == pid  # never stopped
+        assert window.session.profile is not None and window.session.profile.settings is good  # still shown
         assert httpx2.get(url + "/health", timeout=5).status_code == 200
 
     # A launch that passes restarts the server, and the stale panel goes.
-    with qtbot.waitSignal(window.controller.ready, timeout=240_000):
-        window.apply_profile(Profile(engine, replace(good, ctx_size=2048), "starter (CPU)"), start=True)
-    assert not window.failure.isVisible() and window.controller._proc.pid != pid
+    with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
+        window.session.apply_profile(Profile(engine, replace(good, ctx_size=2048), "starter (CPU)"), start=True)
+    assert not window.failure.isVisible() and window.session.controller._proc.pid != pid
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
     # Launch when the server is stopped starts it (it used to do nothing).
-    with qtbot.waitSignal(window.controller.stopped, timeout=30_000):
-        window.stop_server()
-    with qtbot.waitSignal(window.controller.ready, timeout=240_000):
-        window.apply_profile(Profile(engine, good, "starter (CPU)"), start=True)
+    with qtbot.waitSignal(window.session.controller.stopped, timeout=30_000):
+        window.session.stop_server()
+    with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
+        window.session.apply_profile(Profile(engine, good, "starter (CPU)"), start=True)
     assert window.state_label.text() == "server: ready"
     window.close()
-    assert window.controller.state == "stopped"
+    assert window.session.controller.state == "stopped"
 
 
 @pytest.mark.engine
@@ -72,27 +73,27 @@ def test_back_to_the_local_server_after_disconnect_and_when_the_remote_dies(
     window.show()
     local = Profile(str(starter_engine_path), replace(StarterProfile(starter_engine_path, starter_model_path)
                                                       .settings(), port=free_port(), ctx_size=1024), "starter (CPU)")
-    window.set_profile(local)  # the last local profile, as a user who used the starter first has
+    window.session.set_profile(local)  # the last local profile, as a user who used the starter first has
     pod = start_server(port=free_port(), ctx_size=1024)
     pod.wait_ready(120)
-    with qtbot.waitSignal(window.controller.remote_attached, timeout=30_000):
-        window.apply_profile(remote_profile(pod.base_url, None, "pod"), start=True)
+    with qtbot.waitSignal(window.session.controller.remote_attached, timeout=30_000):
+        window.session.apply_profile(remote_profile(pod.base_url, None, "pod"), start=True)
 
-    with qtbot.waitSignal(window.controller.stopped, timeout=10_000):
+    with qtbot.waitSignal(window.session.controller.stopped, timeout=10_000):
         window.stop_action.trigger()  # Disconnect
     assert not window.failure.isHidden() and not window.failure.local_button.isHidden()
     assert "(running server)" not in window.engine_label.text() and "not connected" in window.engine_label.text()
 
-    with qtbot.waitSignal(window.controller.ready, timeout=30_000):
+    with qtbot.waitSignal(window.session.controller.ready, timeout=30_000):
         window.start_action.trigger()  # Connect again
     t0 = time.perf_counter()
-    with qtbot.waitSignal(window.controller.failed, timeout=20_000):
+    with qtbot.waitSignal(window.session.controller.failed, timeout=20_000):
         pod.stop(5.0)
     print(f"\n[measure] a dead remote noticed after {time.perf_counter() - t0:.2f} s (goal: within 2 s)")
     assert not window.failure.isHidden() and not window.failure.local_button.isHidden()
     assert "(running server)" not in window.engine_label.text()
 
-    with qtbot.waitSignal(window.controller.ready, timeout=240_000):
+    with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
         window.failure.local_button.click()  # "Use the local server"
-    assert window.profile is local and not window.controller.is_remote()
+    assert window.session.profile is local and not window.session.controller.is_remote()
     window.close()

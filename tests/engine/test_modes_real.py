@@ -126,18 +126,18 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
     window.open_latest_chat()
     window.show()
     window.session.controller.standby = False  # the restart path (kept loaded: tests/engine/test_ui_toggle_real.py)
-    window.set_profile(Profile(str(starter_engine_path), settings, "CPU engine + synthetic MTP target"))
+    window.session.set_profile(Profile(str(starter_engine_path), settings, "CPU engine + synthetic MTP target"))
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
     pids: list[int] = []
     try:
-        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+        with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
         pids.append(server_pid(window))
         assert _spec_type(pids[-1]) is None
         # The probed engine and the target's header (read off the GUI thread) decide the segments.
         qtbot.waitUntil(lambda: toggle.offered() == ["baseline", "mtp", "model-free"], timeout=10_000)
-        assert toggle.isEnabled() and toggle.mode() == "baseline"
+        assert toggle.isEnabled() and window.session.switch.mode == "baseline"
         # The toggle's tooltip keeps the technical reason; the ? popover says it in plain words.
         assert "• DFlash: No DFlash draft model is configured" in toggle.toolTip()
         assert "<b>DFlash</b>" in toggle.why_button.toolTip() and "Settings" in toggle.why_button.toolTip()
@@ -147,13 +147,13 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         mtp_button = toggle.button("mtp")
         assert mtp_button is not None
         t0 = time.monotonic()
-        with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as changed:
+        with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS) as changed:
             mtp_button.click()
-            assert toggle.is_switching() and "restarting with the target's MTP heads" in toggle.status.text()
+            assert window.session.switch.pending is not None and "restarting with the target's MTP heads" in toggle.status.text()
         wall = time.monotonic() - t0
-        assert changed.args == ["mtp"] and mtp_button.isChecked() and not toggle.is_switching()
+        assert changed.args == ["mtp"] and mtp_button.isChecked() and window.session.switch.pending is None
         assert "MTP: restarted the server with the target's MTP heads in" in toggle.status.text()
-        assert toggle.last_switch_s is not None and 0 < toggle.last_switch_s <= wall
+        assert window.session.switch.last_switch_s is not None and 0 < window.session.switch.last_switch_s <= wall
         pids.append(server_pid(window))
         assert pids[-1] != pids[-2] and not pid_alive(pids[-2]) and _spec_type(pids[-1]) == "draft-mtp"
         second = _send(qtbot, window, "Write python code.")
@@ -161,8 +161,8 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         assert second["draft_accepted"] == second["draft_n"], second  # the sticky head is always right
 
         # Back to Baseline through the public call the per-prompt advisor will use.
-        with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS):
-            assert toggle.request_mode("baseline") is True
+        with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS):
+            assert window.session.request_mode("baseline") is True
         pids.append(server_pid(window))
         assert _spec_type(pids[-1]) is None
         third = _send(qtbot, window, "hello")
@@ -172,11 +172,11 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         msgs = [m for m in store.messages(conv) if m.role == "assistant"]
         assert [m.stats["mode"] for m in msgs] == ["baseline", "mtp", "baseline"]
         assert all(m.content.split() == ["bee"] * MAX_TOKENS for m in msgs)  # identical greedy text
-        print(f"\ntoggle Baseline->MTP {toggle.last_switch_s:.2f} s; replies {first['tps']:.0f} / {second['tps']:.0f} / "
+        print(f"\ntoggle Baseline->MTP {window.session.switch.last_switch_s:.2f} s; replies {first['tps']:.0f} / {second['tps']:.0f} / "
               f"{third['tps']:.0f} tok/s (baseline / mtp / baseline), MTP drafts {second['draft_n']}, all accepted")
     finally:
         window.close()
         QApplication.processEvents()
         store.close()
-    assert window.controller.state == "stopped"
+    assert window.session.controller.state == "stopped"
     assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"

@@ -135,7 +135,7 @@ def test_controller_connects_disconnects_and_sees_the_server_go(
         controller.start(proc.base_url, LaunchSettings(api_key=KEY))
     with qtbot.waitSignal(controller.failed, timeout=20_000) as gone:
         proc.stop(5.0)
-    assert gone.args[0].kind == remote.REFUSED and "went away" in gone.args[0].message
+    assert gone.args[0].code == f"remote:{remote.REFUSED}" and "went away" in gone.args[0].message
     assert controller.state == "failed" and controller.remote is None
     controller.shutdown()
 
@@ -159,11 +159,11 @@ def test_window_connects_chats_with_a_live_gauge_and_disconnects(
     assert secrets.get_secret(secrets.remote_api_key_name(keyed_server.base_url)) == KEY
     loaded = load_saved_profile()
     assert loaded is not None and loaded.is_remote and loaded.settings.api_key == KEY
-    window.set_profile(loaded)
+    window.session.set_profile(loaded)
     assert window.start_action.text() == "Connect" and window.stop_action.text() == "Disconnect"
 
     t0 = time.perf_counter()
-    with qtbot.waitSignal(window.controller.remote_attached, timeout=30_000):
+    with qtbot.waitSignal(window.session.controller.remote_attached, timeout=30_000):
         window.start_action.trigger()
     assert window.state_label.text() == "server: ready"
     assert "smollm2" in window.pair_label.text() and "context 2,048" in window.pair_label.text()
@@ -190,7 +190,7 @@ def test_window_connects_chats_with_a_live_gauge_and_disconnects(
     print(f"\n[measure] window: Connect -> first streamed token {first[0] * 1000:.0f} ms "
           f"(includes typing the prompt programmatically; reply {stats['tps']:.0f} tok/s)")
 
-    with qtbot.waitSignal(window.controller.stopped, timeout=10_000):
+    with qtbot.waitSignal(window.session.controller.stopped, timeout=10_000):
         window.stop_action.trigger()
     assert window.state_label.text() == "server: stopped" and pid_alive(keyed_server.pid)
     pid = keyed_server.pid

@@ -325,18 +325,18 @@ def test_the_app_launches_over_workers_and_keeps_the_chat_when_one_dies(
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
-    window.set_profile(Profile(str(rpc_engine_path), settings, "split"))
-    with qtbot.waitSignal(window.controller.ready, timeout=120_000):
+    window.session.set_profile(Profile(str(rpc_engine_path), settings, "split"))
+    with qtbot.waitSignal(window.session.controller.ready, timeout=120_000):
         window.start_action.trigger()
-    pid = window.controller._proc.pid
-    _check_plan(mem, window.controller._proc, n_devices=2)  # the form's plan against the app's own server
+    pid = window.session.controller._proc.pid
+    _check_plan(mem, window.session.controller._proc, n_devices=2)  # the form's plan against the app's own server
     window.chat.max_tokens = 2000
     window.chat.input.setPlainText("Tell me a very long story about bees.")
     window.chat.send_button.click()
     deltas: list[str] = []
     window.chat.delta_received.connect(deltas.append)
     qtbot.waitUntil(lambda: len("".join(deltas)) > 20, timeout=60_000)
-    with qtbot.waitSignal(window.controller.failed, timeout=60_000) as failed:
+    with qtbot.waitSignal(window.session.controller.failed, timeout=60_000) as failed:
         os.kill(workers[0].pid or 0, signal.SIGKILL)
     assert failed.args[0].code == "rpc:worker-lost"
     assert f"The RPC worker at {workers[0].address} stopped answering" in failed.args[0].message

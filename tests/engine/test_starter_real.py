@@ -23,19 +23,23 @@ GUIDE = {p["id"]: p["text"] for p in json.loads((FIXTURES / "seed-bench-prompts.
 
 
 @pytest.mark.timeout(300)
-def test_the_starters_reply_to_a_guide_coding_prompt_ends_on_its_own(start_server: StartServer) -> None:
+def test_the_starters_replies_to_the_guides_three_coding_prompts_end_on_their_own(start_server: StartServer) -> None:
+    """All three, as the issue tried them (seed 1; measured 581, 1,327 and 536 tokens where each ran to the
+    cap before)."""
     proc = start_server()
     proc.wait_ready(120)
     client = LlamaClient(proc.base_url)
-    # As the chat asks: no sampling fields in the request, the profile's are the server's defaults.
-    stream = client.stream_chat([{"role": "user", "content": GUIDE["linked-list"]}], max_tokens=CAP, seed=1)
-    for _ in stream:
-        pass
-    r = stream.result
-    assert r.timings is not None
-    print(f"linked-list: {r.timings.predicted_n} tokens, finish {r.finish_reason}")
-    assert r.finish_reason == "stop" and r.timings.predicted_n < CAP, r.text[-400:]
-    assert "class" in r.text  # an answer to the question, not an empty stop
+    assert sorted(GUIDE) == ["kv-report", "linked-list", "task-store"]
+    for pid, prompt in GUIDE.items():
+        # As the chat asks: no sampling fields in the request, the profile's are the server's defaults.
+        stream = client.stream_chat([{"role": "user", "content": prompt}], max_tokens=CAP, seed=1)
+        for _ in stream:
+            pass
+        r = stream.result
+        assert r.timings is not None
+        print(f"{pid}: {r.timings.predicted_n} tokens, finish {r.finish_reason}")
+        assert r.finish_reason == "stop" and r.timings.predicted_n < CAP, (pid, r.text[-400:])
+        assert "def " in r.text or "class " in r.text, (pid, r.text[:400])  # an answer in code, not an empty stop
 
 
 @pytest.mark.timeout(300)

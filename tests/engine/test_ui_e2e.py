@@ -27,17 +27,17 @@ def test_window_chats_with_the_real_starter_engine(
     window.open_latest_chat()
     window.show()
     settings = StarterProfile(starter_engine_path, starter_model_path).settings()
-    window.set_profile(Profile(str(starter_engine_path), settings, "starter (CPU)"))
+    window.session.set_profile(Profile(str(starter_engine_path), settings, "starter (CPU)"))
     window.chat.max_tokens = 24  # keep the CPU run short
     states: list[str] = []
-    window.controller.state_changed.connect(states.append)
+    window.session.controller.state_changed.connect(states.append)
 
-    with qtbot.waitSignal(window.controller.ready, timeout=240_000):
+    with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
         window.start_action.trigger()
     assert "loading" in states or "starting" in states
     assert window.state_label.text() == "server: ready"
     assert window.endpoint.endpoint().startswith("http://127.0.0.1:")
-    pid = window.controller._proc.pid
+    pid = window.session.controller._proc.pid
     assert psutil.pid_exists(pid)
     qtbot.waitUntil(lambda: window.log.view.line_count() > 5, timeout=5000)  # the real log reached the dock
 
@@ -68,6 +68,6 @@ def test_window_chats_with_the_real_starter_engine(
 
     window.close()  # must stop the server
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert window.controller.state == "stopped"
+    assert window.session.controller.state == "stopped"
     QApplication.processEvents()
     store.close()

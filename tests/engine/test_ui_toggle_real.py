@@ -80,20 +80,20 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     button = toggle.baseline_button if mode == "baseline" else toggle.dflash_button
     old_pid = server_pid(window)
     t0 = time.monotonic()
-    with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as blocker:
+    with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS) as blocker:
         button.click()
-        assert toggle.is_switching()  # the restart path shows progress while the server restarts
+        assert window.session.switch.pending is not None  # the restart path shows progress while the server restarts
         assert not toggle.baseline_button.isEnabled() and not toggle.dflash_button.isEnabled()
         assert "restarting" in toggle.status.text()
     wall = time.monotonic() - t0
     assert blocker.args == [mode]
-    assert toggle.mode() == mode and button.isChecked() and not toggle.is_switching()
+    assert window.session.switch.mode == mode and button.isChecked() and window.session.switch.pending is None
     assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
     status = toggle.status.text()
     match = TOOK.search(status)
     assert match, status
     assert match.group(1) == ("without" if mode == "baseline" else "with"), status
-    reported = toggle.last_switch_s
+    reported = window.session.switch.last_switch_s
     assert reported is not None and 0 < reported <= wall, (reported, wall)  # the restart we waited for
     assert match.group(2) == f"{reported:.1f}", (status, reported)
     # A real restart: the old process is gone, a new one runs with (or without) the draft.
@@ -110,10 +110,10 @@ def _per_request_toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[fl
     toggle = window.mode
     pid = server_pid(window)
     t0 = time.monotonic()
-    with qtbot.waitSignal(toggle.mode_changed, timeout=5_000) as blocker:
+    with qtbot.waitSignal(window.session.switching.mode_changed, timeout=5_000) as blocker:
         (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
     wall = time.monotonic() - t0
-    assert blocker.args == [mode] and not toggle.is_switching() and server_pid(window) == pid
+    assert blocker.args == [mode] and window.session.switch.pending is None and server_pid(window) == pid
     assert ("asks for no drafts" if mode == "baseline" else "uses the draft") in toggle.status.text()
     return 0.0, wall
 
@@ -127,21 +127,21 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
     window.open_latest_chat()
     window.show()
     window.session.controller.standby = False  # the restart path (the other mode kept loaded: the last test)
-    window.set_profile(_sticky_profile(real_engine.path, real_engine.draft_format))
+    window.session.set_profile(_sticky_profile(real_engine.path, real_engine.draft_format))
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
-    assert toggle.isEnabled() and toggle.mode() == "dflash" and toggle.dflash_button.isChecked()
+    assert toggle.isEnabled() and window.session.switch.mode == "dflash" and toggle.dflash_button.isChecked()
     pids: list[int] = []
     try:
-        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+        with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
         pids.append(server_pid(window))
         assert _has_draft_on_command_line(pids[-1])
         # The check on ready: two short replies, as it is and asking for no drafts.
-        qtbot.waitUntil(lambda: window.switching.memory.get(window.controller.caps) is not None, timeout=REPLY_MS)
+        qtbot.waitUntil(lambda: window.session.per_request_memory.get(window.session.controller.caps) is not None, timeout=REPLY_MS)
         honours = real_engine.kind == "bee-a"
-        assert toggle.per_request() is honours, toggle.toolTip()
-        assert toggle.path() == (PER_REQUEST if honours else RESTART)
+        assert window.session.switch.per_request is honours, toggle.toolTip()
+        assert window.session.switch.path() == (PER_REQUEST if honours else RESTART)
         assert ("honours a per-request" if honours else "ignores a per-request") in toggle.toolTip()
         switch = _per_request_toggle if honours else _toggle
 
@@ -191,12 +191,12 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
         QApplication.processEvents()
         store.close()
 
-    assert window.controller.state == "stopped"
+    assert window.session.controller.state == "stopped"
     assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"
     leftover = [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()]
     assert not [p for p in leftover if p.status() != psutil.STATUS_ZOMBIE], leftover
     print(
-        f"\n{real_engine.kind}: {toggle.path()} toggle on the synthetic sticky pair: DFlash->Baseline {to_baseline[0]:.3f} s "
+        f"\n{real_engine.kind}: {window.session.switch.path()} toggle on the synthetic sticky pair: DFlash->Baseline {to_baseline[0]:.3f} s "
         f"(click to mode_changed {to_baseline[1]:.2f} s), Baseline->DFlash {to_dflash[0]:.3f} s "
         f"({to_dflash[1]:.2f} s); replies {first['tps']:.0f} / {second['tps']:.0f} / {third['tps']:.0f} tok/s "
         f"(dflash / baseline / dflash), drafts {first['draft_n']} and {third['draft_n']}, all accepted"
@@ -218,38 +218,38 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
     window.open_latest_chat()
     window.show()
     window.session.controller.standby = False  # the restart path: a switch whose start fails
-    window.set_profile(profile)
+    window.session.set_profile(profile)
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
     pids: list[int] = []
     try:
-        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+        with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
         pids.append(server_pid(window))
         _toggle(qtbot, window, "baseline")
         pids.append(server_pid(window))
 
         # Stop and Start again: the server comes back in the mode the toggle shows (baseline).
-        with qtbot.waitSignal(window.controller.stopped, timeout=START_MS):
+        with qtbot.waitSignal(window.session.controller.stopped, timeout=START_MS):
             window.stop_action.trigger()
-        assert toggle.mode() == "baseline" and toggle.baseline_button.isChecked()
-        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+        assert window.session.switch.mode == "baseline" and toggle.baseline_button.isChecked()
+        with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
         pids.append(server_pid(window))
         assert not _has_draft_on_command_line(pids[-1])
         _assert_baseline(_send(qtbot, window, "Say hello to the deck."))
 
         draft.unlink()
-        with qtbot.waitSignal(window.controller.failed, timeout=START_MS):
+        with qtbot.waitSignal(window.session.controller.failed, timeout=START_MS):
             toggle.dflash_button.click()
         assert (
-            not toggle.is_switching() and toggle.mode() == "baseline" and toggle.baseline_button.isChecked()
+            window.session.switch.pending is None and window.session.switch.mode == "baseline" and toggle.baseline_button.isChecked()
         )
         assert toggle.status.text() == "switch failed: see the server log"
         assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
-        assert window.controller.state == "failed" and not pid_alive(pids[-1])
+        assert window.session.controller.state == "failed" and not pid_alive(pids[-1])
         assert window.start_action.isEnabled(), "Start must work again after a failed switch"
-        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+        with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
         pids.append(server_pid(window))
         assert not _has_draft_on_command_line(pids[-1])
@@ -265,9 +265,9 @@ def _kept_toggle(qtbot: QtBot, window: MainWindow, mode: str, words: str) -> int
     """Click ``mode`` with the other mode kept loaded (core/engine/speculation/standby.py); returns the serving pid."""
     toggle = window.mode
     before = server_pid(window)
-    with qtbot.waitSignal(toggle.mode_changed, timeout=START_MS) as blocker:
+    with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS) as blocker:
         (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
-    assert blocker.args == [mode] and not toggle.is_switching()
+    assert blocker.args == [mode] and window.session.switch.pending is None
     assert words in toggle.status.text(), toggle.status.text()
     pid = server_pid(window)
     assert pid != before and pid_alive(before)  # the other server serves; the one before stays loaded
@@ -287,16 +287,16 @@ def test_toggle_keeps_the_other_mode_loaded_beside_when_it_fits(qtbot: QtBot, up
     window.open_latest_chat()
     window.show()
     assert window.session.controller.standby  # the default
-    window.set_profile(_sticky_profile(upstream_engine.path, upstream_engine.draft_format))
+    window.session.set_profile(_sticky_profile(upstream_engine.path, upstream_engine.draft_format))
     window.chat.max_tokens = MAX_TOKENS
     pids: list[int] = []
     try:
-        with qtbot.waitSignal(window.controller.ready, timeout=START_MS):
+        with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
         pids.append(server_pid(window))
-        qtbot.waitUntil(lambda: window.switching.memory.get(window.controller.caps) is not None, timeout=REPLY_MS)
+        qtbot.waitUntil(lambda: window.session.per_request_memory.get(window.session.controller.caps) is not None, timeout=REPLY_MS)
         # The check said the engine ignores per-request speculation: Baseline is loaded beside at once.
-        qtbot.waitUntil(lambda: window.controller._parked is not None, timeout=START_MS)
+        qtbot.waitUntil(lambda: window.session.controller._parked is not None, timeout=START_MS)
         _assert_dflash(_send(qtbot, window, "Say hello to the deck."))
         assert server_pid(window) == pids[0]  # the preload served nothing
         pids.append(_kept_toggle(qtbot, window, "baseline", "switched to the server kept loaded without the draft"))

@@ -268,8 +268,8 @@ def starter_window(qtbot: Any, starter_engine_path: Path, starter_model_path: Pa
         window.show()
         settings = StarterProfile(starter_engine_path, starter_model_path).settings(threads=1,
                                                                                    extra_args=extra_args or [])
-        window.set_profile(Profile(str(starter_engine_path), settings, "starter (CPU)"))
-        with qtbot.waitSignal(window.controller.ready, timeout=120_000):
+        window.session.set_profile(Profile(str(starter_engine_path), settings, "starter (CPU)"))
+        with qtbot.waitSignal(window.session.controller.ready, timeout=120_000):
             window.start_action.trigger()
         made.append((window, store))
         return window

@@ -51,7 +51,7 @@ def test_a_damaged_profile_is_kept_aside_and_the_window_opens(qtbot: QtBot, beed
     assert "saved launch profile could not be used" in notice and "kept as" in notice
     (kept,) = path.parent.glob("profile.json.corrupt-*")
     assert kept.read_text() == text  # the user's file, byte for byte
-    qtbot.waitUntil(lambda: window.profile is not None, timeout=30_000)  # the starter takes its place
+    qtbot.waitUntil(lambda: window.session.profile is not None, timeout=30_000)  # the starter takes its place
     window.close()
 
 

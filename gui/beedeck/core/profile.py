@@ -15,6 +15,7 @@ from beedeck.core import paths, secrets
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SettingsError
 from beedeck.core.engine.remote import RemoteError, normalize_url
+from beedeck.core.engine.speculation.modes import uses_draft
 
 LOCAL = "local"  # BeeDeck starts the engine binary
 REMOTE = "remote"  # BeeDeck connects to a llama-server that already runs
@@ -52,6 +53,15 @@ def engine_display_name(profile: Profile, caps: EngineCaps | None = None) -> str
         return name
     gen = getattr(caps.generation, "value", str(caps.generation))
     return f"{name} · {gen} {caps.version}".strip()
+
+
+def pair_name(settings: LaunchSettings) -> str:
+    """One name for the model pair (status bar, About): the target's file, and the draft's where the
+    settings load one ("—" without a target)."""
+    pair = Path(settings.target).name if settings.target else "—"
+    if settings.draft and uses_draft(settings):
+        pair += " + " + Path(settings.draft).name
+    return pair
 
 
 def profile_path() -> Path:

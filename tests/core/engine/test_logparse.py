@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.engine.logparse import classify_failure, listening_port, parse_memory, strip_prefix
+from beedeck.core.engine.argv import LaunchRefused
+from beedeck.core.engine.logparse import (
+    ServerFailure,
+    as_failure,
+    classify_failure,
+    listening_port,
+    parse_memory,
+    strip_prefix,
+)
+from beedeck.core.engine.remote import KEY_WRONG, RemoteError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "engines"
 BEE_LOG = FIXTURES / "beellama-0.1-cuda.gemma3-270m.server.log"
@@ -185,3 +194,17 @@ def test_the_real_mainline_log_of_a_draft_of_another_layout(tmp_path: Path) -> N
     # The file gone since: the words stay right, with the generic name for the loader.
     f = classify_failure(text.splitlines(), 1)
     assert f.issue == "draft-layout-mismatch" and "this engine's draft loader" in f.message
+
+
+def test_every_failure_the_controller_reports_is_one_server_failure() -> None:
+    same = ServerFailure("model_missing", "The model file does not exist.", "Pick it again.")
+    assert as_failure(same) is same
+    remote = as_failure(RemoteError(KEY_WRONG, "The server refused the API key (HTTP 401).", "Enter the key."))
+    assert (remote.code, remote.message, remote.remedy) == ("remote:key-wrong", "The server refused the API key "
+                                                             "(HTTP 401).", "Enter the key.")
+    refused = as_failure(LaunchRefused(["No draft is set: pick one.", "ctx 0: set a context size."]))
+    assert refused.message == "These settings cannot run on this engine."
+    assert refused.remedy == "• No draft is set: pick one.\n• ctx 0: set a context size."
+    plain = as_failure(RuntimeError("engine missing: install it"))
+    assert (plain.code, plain.message, plain.remedy, str(plain)) == ("", "engine missing: install it", "",
+                                                                     "engine missing: install it")

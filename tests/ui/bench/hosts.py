@@ -1,5 +1,6 @@
-"""A host that stands in for the main window in the Benchmark and Tune dialog tests, with a chat
-server controller that only records what it was asked."""
+"""The session the Benchmark and Tune dialog tests open their dialogs for: a real :class:`Session` over a chat
+server controller that only records what it was asked, with probing recorded, and a widget to be the
+dialogs' parent."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
-from beedeck.core.engine.speculation.spec_guard import SpecGuard
 from beedeck.core.profile import Profile
+from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.server_controller import ServerController
-from tests.core.bench.tune.test_search import CPU_CAPS, START
+from beedeck.ui.session import Session
+from tests.core.bench.tune.test_search import CPU_CAPS
 
 ENGINE = "/e/llama-server"
 
@@ -35,43 +37,34 @@ class Controller(ServerController):
         self._set_state("stopped")
 
 
-class Host:
-    """The WindowHost services the dialogs use; probing records the engine and gives CPU_CAPS."""
+class Host(Session):
+    """A session whose probe records the engine and gives CPU_CAPS (no GPU, no engine run here); ``widget``
+    is the parent the dialogs open over. Its advice is ``advice`` (None: a fresh one in the test's home)."""
 
-    def __init__(self, parent: QWidget, profile: Profile | None, advice: WorkloadAdvice | None = None) -> None:
-        self.parent = parent
-        self.profile: Profile | None = profile
-        self.known_caps: dict[str, EngineCaps] = {}
+    controller: Controller
+
+    def __init__(self, widget: QWidget, profile: Profile | None, advice: WorkloadAdvice | None = None) -> None:
+        loader = (lambda: advice) if advice is not None else None
+        super().__init__(AppSettings(), Controller(), saver=lambda s: None, advice_loader=loader)
+        self.widget = widget
         self.probed: list[str] = []
-        self.controller = Controller()
-        self.guard = SpecGuard(advice=advice)
-        self.closing = False
+        self.probe = self._record_probe
+        self.detect_hardware = self._no_detect
+        if profile is not None:
+            self.set_profile(profile)
 
-    def probe(self, path: str) -> EngineCaps:
+    def _record_probe(self, path: str) -> EngineCaps:
         self.probed.append(path)
         return CPU_CAPS
 
-    def detect_hardware(self) -> Any:
+    def _no_detect(self) -> Any:
         raise AssertionError("not used")
-
-    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
-        raise AssertionError("the dialogs never apply a profile themselves")
-
-    def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
-        raise AssertionError("the dialogs never save a profile themselves")
-
-    def start_server(self) -> None:
-        self.controller.start(ENGINE, START)
-
-    def stop_server(self) -> None:
-        self.controller.stop()
-
-    def dialog_parent(self) -> QWidget:
-        return self.parent
 
 
 def make_host(qtbot: QtBot, profile: Profile | None, advice: WorkloadAdvice | None = None) -> Host:
-    """A :class:`Host` over a parent widget qtbot cleans up."""
-    parent = QWidget()
-    qtbot.addWidget(parent)
-    return Host(parent, profile, advice)
+    """A :class:`Host` over a parent widget qtbot cleans up, its advice read."""
+    widget = QWidget()
+    qtbot.addWidget(widget)
+    host = Host(widget, profile, advice)
+    qtbot.waitUntil(lambda: host.advice is not None, timeout=5000)  # read off the GUI thread
+    return host

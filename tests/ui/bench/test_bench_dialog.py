@@ -1,4 +1,4 @@
-"""The Benchmark dialog over a host that stands in for the main window: a finished run teaches the
+"""The Benchmark dialog over a session (tests/ui/bench/hosts.py) and a parent widget: a finished run teaches the
 learnt workload advice (off the GUI thread), and a server BeeDeck did not start is only benchmarked
 as it runs (no "stop and compare", which would probe its URL as an engine binary)."""
 
@@ -34,7 +34,7 @@ def _report() -> BenchReport:
 def test_a_finished_run_teaches_the_learnt_advice(qtbot: QtBot, tmp_path: Any) -> None:
     advice = WorkloadAdvice(tmp_path / "advice.json")
     host = make_host(qtbot, Profile(ENGINE, START, "mine"), advice)
-    dialog = BenchDialog(host)
+    dialog = BenchDialog(host, host.widget)
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.view.run_button.isEnabled(), timeout=10_000)  # probed in the background
     assert host.probed == [ENGINE]
@@ -50,7 +50,7 @@ def test_a_failed_run_teaches_nothing_and_raises_nothing(qtbot: QtBot, tmp_path:
     """The view reports a failed run as None (and shows why): the dialog read report.suite and raised."""
     advice = WorkloadAdvice(tmp_path / "advice.json")
     host = make_host(qtbot, Profile(ENGINE, START, "mine"), advice)
-    dialog = BenchDialog(host)
+    dialog = BenchDialog(host, host.widget)
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.view.run_button.isEnabled(), timeout=10_000)
     dialog.view.run_finished.emit(None)
@@ -62,7 +62,7 @@ def test_a_remote_server_is_benchmarked_as_it_runs_without_stop_and_compare(qtbo
     host = make_host(qtbot, remote_profile(URL))
     c = host.controller
     c.engine, c.settings, c.base_url, c.state = URL, LaunchSettings(), URL, "ready"
-    dialog = BenchDialog(host)
+    dialog = BenchDialog(host, host.widget)
     qtbot.addWidget(dialog)
     dialog.show()
     assert dialog.compare_button.isHidden() and "did not start" in dialog.note.text()
@@ -74,7 +74,7 @@ def test_a_remote_server_is_benchmarked_as_it_runs_without_stop_and_compare(qtbo
 
 def test_a_remote_profile_not_connected_is_never_probed_as_an_engine(qtbot: QtBot) -> None:
     host = make_host(qtbot, remote_profile(URL))
-    dialog = BenchDialog(host)
+    dialog = BenchDialog(host, host.widget)
     qtbot.addWidget(dialog)
     dialog.configure()  # what "stop and compare" would have led to
     assert host.probed == [] and not dialog.view.run_button.isEnabled()
@@ -87,12 +87,13 @@ def test_a_finished_run_gives_the_speed_panel_each_modes_median(qtbot: QtBot) ->
     from beedeck.ui.gauge.speed_gauge import SpeedPanel
 
     host = make_host(qtbot, Profile(ENGINE, START, "mine"))
-    host.speed = SpeedPanel()  # type: ignore[attr-defined]  # the window's panel (ShowsSpeed)
-    qtbot.addWidget(host.speed)  # type: ignore[attr-defined]
-    dialog = BenchDialog(host)
+    speed = SpeedPanel(figures=host.figures)  # the window's panel, on the session's figures
+    host.figures_changed.connect(speed.show_figures)
+    qtbot.addWidget(speed)
+    dialog = BenchDialog(host, host.widget)
     qtbot.addWidget(dialog)
     dialog.view.run_finished.emit(_report())
-    lines = host.speed.compare.text().splitlines()  # type: ignore[attr-defined]
+    lines = speed.compare.text().splitlines()
     # medians over both prompts and 3 reps: baseline 50-52 -> 51, DFlash 40-42 and 120-122 -> 81
     assert lines == ["Baseline 51.0 tok/s (benchmark)", "DFlash 81.0 tok/s · ×1.59 (benchmark)"]
     dialog.reject()

@@ -1,4 +1,4 @@
-"""The Tune dialog over a host that stands in for the main window: it stops the chat server before a
+"""The Tune dialog over a session (tests/ui/bench/hosts.py) and a parent widget: it stops the chat server before a
 search and starts it again on close, hands "Save as profile" on as profile_chosen, teaches the
 guard's advice, and offers the user's conversations as prompts."""
 
@@ -35,7 +35,7 @@ def test_stops_the_chat_server_tunes_saves_and_restarts_it(qtbot: QtBot, store: 
     advice = WorkloadAdvice(tmp_path / "advice.json")
     host, view = make(qtbot, advice)
     host.controller.start(ENGINE, START)  # the chat server is up
-    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    dialog = TuneDialog(host, host.widget, store=store, view=view)
     assert dialog.stop_button.isVisibleTo(dialog) and not view.start_button.isEnabled()
     assert "stop it to tune" in dialog.note.text()
     dialog.stop_button.click()
@@ -59,7 +59,7 @@ def test_with_the_server_stopped_it_is_ready_at_once_and_lists_the_chats(qtbot: 
     store.add_message(conv.id, "user", "Write a Python deck shuffler.")
     host, view = make(qtbot)
     host.known_caps[ENGINE] = CPU_CAPS
-    dialog = TuneDialog(host, view=view)  # type: ignore[arg-type]  # its own store: the same data folder
+    dialog = TuneDialog(host, host.widget, view=view)  # its own store: the same data folder
     assert view.start_button.isEnabled() and not dialog.stop_button.isVisibleTo(dialog) and host.probed == []
     assert view.chat_box.count() == 1 and view.chat_box.itemData(0) == conv.id
     with qtbot.waitSignal(view.run_finished, timeout=20_000):
@@ -71,7 +71,7 @@ def test_with_the_server_stopped_it_is_ready_at_once_and_lists_the_chats(qtbot: 
 def test_without_a_profile_it_says_what_to_do(qtbot: QtBot, store: ChatStore) -> None:
     host, view = make(qtbot)
     host.profile = None
-    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    dialog = TuneDialog(host, host.widget, store=store, view=view)
     assert "open Settings or the setup wizard first" in dialog.note.text() and not view.start_button.isEnabled()
     dialog.reject()
 
@@ -81,7 +81,7 @@ def test_a_remote_profile_is_not_probed_and_says_what_tuning_needs(qtbot: QtBot,
 
     host, view = make(qtbot)
     host.profile = remote_profile("http://127.0.0.1:9")
-    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    dialog = TuneDialog(host, host.widget, store=store, view=view)
     assert "server BeeDeck did not start" in dialog.note.text() and "Settings" in dialog.note.text()
     assert not view.start_button.isEnabled() and host.probed == []  # its URL is not an engine binary
     dialog.reject()
@@ -94,18 +94,19 @@ def test_a_finished_search_gives_the_speed_panel_its_best_figure_and_a_known_spe
 
     host, view = make(qtbot)
     host.known_caps[ENGINE] = CPU_CAPS
-    host.speed = SpeedPanel()  # type: ignore[attr-defined]  # the window's panel (ShowsSpeed)
-    qtbot.addWidget(host.speed)  # type: ignore[attr-defined]
-    host.speed.record_figure("dflash", 2.0)  # type: ignore[attr-defined]  # a slow chat figure for this mode
-    dialog = TuneDialog(host, store=store, view=view)  # type: ignore[arg-type]
+    speed = SpeedPanel(figures=host.figures)  # the window's panel, on the session's figures
+    host.figures_changed.connect(speed.show_figures)
+    qtbot.addWidget(speed)
+    speed.record_figure("dflash", 2.0)  # a slow chat figure for this mode
+    dialog = TuneDialog(host, host.widget, store=store, view=view)
     assert view.min_budget_s() is not None and not view.start_button.isEnabled()  # 2 tok/s: 10 min is too short
     assert "too small for one candidate" in view.budget_note.text()
-    host.speed.record_figure("dflash", 5000.0)  # type: ignore[attr-defined]
+    speed.record_figure("dflash", 5000.0)
     dialog.configure()
     assert view.start_button.isEnabled()
     with qtbot.waitSignal(view.run_finished, timeout=20_000) as done:
         view.start_button.click()
     best = done.args[0].best
-    assert f"DFlash {best.gen_tps.median:.1f} tok/s" in host.speed.compare.text()  # type: ignore[attr-defined]
-    assert "(tune)" in host.speed.compare.text()  # type: ignore[attr-defined]
+    assert f"DFlash {best.gen_tps.median:.1f} tok/s" in speed.compare.text()
+    assert "(tune)" in speed.compare.text()
     dialog.reject()

@@ -8,6 +8,7 @@ from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QToolTip
 from pytestqt.qtbot import QtBot
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
 from beedeck.ui.chat import chat_view
 from beedeck.ui.chat.chat_view import ChatView
@@ -56,7 +57,7 @@ def test_a_streaming_reply_shows_single_newlines_as_line_breaks_before_it_ends(q
     # The live Markdown render (throttled) replaces the raw text: "**" is gone once it ran.
     qtbot.waitUntil(lambda: "**" not in view.toPlainText() and "red" in view.toPlainText(), timeout=3000)
     assert "Roses are red\nViolets are blue" in view.toPlainText()
-    view.end_reply(stats={})
+    view.end_reply(facts=ReplyFacts())
     assert "Roses are red\nViolets are blue" in view.toPlainText()
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from PySide6.QtGui import QTextCursor
 from pytestqt.qtbot import QtBot
 
+from beedeck.core.chat.reply_facts import ReplyFacts
+from beedeck.core.engine.speculation.modes import Mode
 from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.live_reply import LIVE_BUDGET, doc_len
 from beedeck.ui.chat.message_html import MessageView
@@ -61,7 +63,7 @@ def test_work_per_frame_is_bounded_for_a_160000_character_reply(qtbot: QtBot) ->
     # ...and in all, each character is rendered a small number of times (not once per frame).
     assert sum(work) < 4 * len(reply), sum(work) / len(reply)
     assert live.frozen_chars > len(reply) - 2 * len(PARAGRAPH)  # nearly all of it frozen as it went
-    view.end_reply(reply, {})
+    view.end_reply(reply, ReplyFacts())
     streamed = view.toPlainText()
     loaded = make_view(qtbot)
     loaded.set_messages([MessageView(1, "assistant", reply)])
@@ -110,7 +112,7 @@ def test_code_is_highlighted_while_it_streams_and_new_lines_go_into_its_frame(qt
     assert view.document().size().height() >= before
     view.append_delta("\n```\n\nDone.")
     live.render()
-    view.end_reply(None, {})
+    view.end_reply(None, ReplyFacts())
     assert view.toPlainText().count("Copy code") == 1 and "```" not in view.toPlainText()
 
 
@@ -131,7 +133,7 @@ def test_a_code_block_longer_than_the_budget_is_frozen_whole_once_it_closes(qtbo
     stream(view, "After the code.")
     assert live.frozen_chars == len("Intro.\n\n" + block)
     assert "Copy code" in view.toHtml() and "After the code." in view.toPlainText()
-    view.end_reply(None, {})
+    view.end_reply(None, ReplyFacts())
     assert view.toPlainText().count("Copy code") == 1
 
 
@@ -143,7 +145,7 @@ def test_a_reply_that_ends_behind_is_finished_in_bounded_steps_then_gets_its_sta
     reply = PARAGRAPH * 40  # ~13,000 characters arrive at once, just before the end
     view.append_delta(reply)
     before = len(live.work)
-    view.end_reply(reply, {"tokens": 3200, "mode": "baseline"})
+    view.end_reply(reply, ReplyFacts(mode=Mode.BASELINE, tokens=3200))
     assert not view.is_streaming() and view._finishing is not None  # the rest renders over the next frames
     assert view.toPlainText().count("return a") == 40  # all of it shows at once, partly as plain text
     qtbot.waitUntil(lambda: view._finishing is None, timeout=10_000)
@@ -152,7 +154,7 @@ def test_a_reply_that_ends_behind_is_finished_in_bounded_steps_then_gets_its_sta
     text = view.toPlainText()
     assert text.rstrip().endswith("3200 tokens · Baseline") and "```" not in text
     loaded = make_view(qtbot)
-    loaded.set_messages([MessageView(5, "assistant", reply, {"tokens": 3200, "mode": "baseline"})])
+    loaded.set_messages([MessageView(5, "assistant", reply, ReplyFacts(mode=Mode.BASELINE, tokens=3200))])
     assert text.split() == loaded.toPlainText().split()
 
 
@@ -161,7 +163,7 @@ def test_a_new_message_completes_a_reply_still_finishing(qtbot: QtBot) -> None:
     view.begin_reply(MessageView(6, "assistant", "", complete=False))
     reply = PARAGRAPH * 40
     view.append_delta(reply)
-    view.end_reply(reply, {"tokens": 3200})
+    view.end_reply(reply, ReplyFacts(tokens=3200))
     assert view._finishing is not None
     view.append_message(MessageView(7, "user", "Thanks"))
     assert view._finishing is None

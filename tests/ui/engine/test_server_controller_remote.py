@@ -1,6 +1,6 @@
 """A remote profile in the UI: the controller attaches instead of launching, the binding turns Start/Stop
-into Connect/Disconnect, and the Baseline | DFlash toggle is offered only where the per-request check
-proves a "no drafts" request honoured. The check talks HTTP to the protocol-level fake llama-server
+into Connect/Disconnect, and the session's switch (the toggle shows it) is offered only where the per-request
+check proves a "no drafts" request honoured. The check talks HTTP to the protocol-level fake llama-server
 (a real BeeLlama 0.1-0.3 DFlash server is what honours it; tests/engine covers real servers)."""
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.logparse import as_failure
 from beedeck.core.engine.remote import KEY_WRONG, RemoteError, RemoteInfo
+from beedeck.core.engine.speculation.remote_switch import toggle_reason
 from beedeck.core.engine.speculation.switching import NO_DRAFTS
 from beedeck.core.profile import Profile, remote_profile
+from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.endpoint_label import EndpointLabel
-from beedeck.ui.engine.mode_toggle import ModeToggle
-from beedeck.ui.engine.remote_binding import RemoteBinding, toggle_reason
+from beedeck.ui.engine.remote_binding import RemoteBinding
 from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.session import Session
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 from tests.fakes.inline_runner import run_inline
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 
@@ -31,37 +35,41 @@ INFO = RemoteInfo(url="", model="/m/Target.gguf", n_ctx=8192, n_ctx_train=None, 
 
 
 class Window:
-    """The parts of the window the binding needs."""
+    """The session over a real controller (what the server is: faked), with the remote labels and the toggle
+    bound as the window binds them."""
 
-    def set_notice(self, text: str) -> None:
-        self.notices.append(text)
-
-    def __init__(self, inspect_info: RemoteInfo | Exception) -> None:
+    def __init__(self, qtbot: QtBot, inspect_info: RemoteInfo | Exception, health_interval_s: float = 0.2) -> None:
         def inspect(url: str, key: str | None) -> RemoteInfo:
             if isinstance(inspect_info, Exception):
                 raise inspect_info
             return replace(inspect_info, url=url)
 
-        self.controller = ServerController(inspect=inspect, health_interval_s=0.2)
+        self.controller = ServerController(inspect=inspect, health_interval_s=health_interval_s)
+        self.session = Session(AppSettings(), self.controller, saver=lambda s: None, runner=run_inline)
+        self.session.client_factory = LlamaClient
         self.start_action, self.stop_action = QAction("Start"), QAction("Stop")
-        self.mode = ModeToggle(runner=run_inline)
         self.engine_label, self.pair_label, self.endpoint = QLabel(), QLabel(), EndpointLabel()
-        self.client_factory = LlamaClient
+        self.binding = RemoteBinding(self.controller, self.start_action, self.stop_action, self.engine_label,
+                                     self.pair_label, self.endpoint)
+        self.session.profile_changed.connect(self.binding.profile_set)
+        self.mode = ModeToggle(self.session.switch)
+        qtbot.addWidget(self.mode)
+        self.mode.mode_clicked.connect(self.session.request_mode)
+        self.session.switching.changed.connect(self.mode.show_switch)
         self.notices: list[str] = []
-        self.chat = self  # the chat pane's set_notice
-        self.binding = RemoteBinding.for_host(self)
-        self.binding.runner = run_inline
+        self.session.notice_changed.connect(self.notices.append)  # what the chat pane is told
         self.controller.ready.connect(self.endpoint.set_base_url)
 
 
 def _attach(qtbot: QtBot, w: Window, url: str) -> None:
-    w.binding.profile_set(remote_profile(url))
+    w.session.set_profile(remote_profile(url))
+    w.notices.clear()  # what connecting says, from here
     with qtbot.waitSignal(w.controller.remote_attached, timeout=5000):
         w.controller.start(url, LaunchSettings())
 
 
 def test_connect_disconnect_labels_follow_the_profile(qtbot: QtBot) -> None:
-    w = Window(INFO)
+    w = Window(qtbot, INFO)
     w.binding.profile_set(remote_profile("pod:8080"))
     assert (w.start_action.text(), w.stop_action.text()) == ("Connect", "Disconnect")
     assert "http://pod:8080" in w.start_action.toolTip()
@@ -72,14 +80,14 @@ def test_connect_disconnect_labels_follow_the_profile(qtbot: QtBot) -> None:
 def test_an_honoured_no_drafts_offers_the_toggle_per_request(qtbot: QtBot) -> None:
     script = SSEScript(tokens=["1, "] * 8, draft_n=12, draft_n_accepted=10, honours_no_drafts=True)
     with FakeLlamaServer(script) as fake:
-        w = Window(INFO)
+        w = Window(qtbot, INFO)
         _attach(qtbot, w, fake.base_url)
         assert len(fake.requests) >= 2  # the check's two replies
     assert w.mode.isEnabled() and w.mode.offered() == ["baseline", "dflash"]
-    assert w.binding.reason == "" and "Target.gguf" in w.pair_label.text()
+    assert w.session.switch.held == "" and "Target.gguf" in w.pair_label.text()
     assert "context 8,192" in w.pair_label.text() and "BeeLlama b1-x" in w.engine_label.text()
-    w.mode.request_mode("baseline")
-    assert w.mode.provider() == ("baseline", NO_DRAFTS)  # per request: no restart of a server not ours
+    w.session.request_mode("baseline")
+    assert w.session.switching.provider() == ("baseline", NO_DRAFTS)  # per request: no restart of a server not ours
     assert "Target.gguf" in w.endpoint.label.toolTip()
     w.controller.shutdown()
 
@@ -87,10 +95,10 @@ def test_an_honoured_no_drafts_offers_the_toggle_per_request(qtbot: QtBot) -> No
 def test_an_ignored_no_drafts_disables_the_toggle_with_the_reason(qtbot: QtBot) -> None:
     script = SSEScript(tokens=["1, "] * 8, draft_n=12, draft_n_accepted=10, honours_no_drafts=False)
     with FakeLlamaServer(script) as fake:
-        w = Window(INFO)
-        with qtbot.waitSignal(w.binding.toggle_checked, timeout=5000):
+        w = Window(qtbot, INFO)
+        with qtbot.waitSignal(w.session.switching.checker.remote_checked, timeout=5000):
             _attach(qtbot, w, fake.base_url)
-    assert not w.mode.isEnabled() and w.mode.provider() == ("dflash", {})  # labelled with what the server runs
+    assert not w.mode.isEnabled() and w.session.switching.provider() == ("dflash", {})  # labelled with what the server runs
     assert "did not start this server" in w.mode.toolTip() and "ignores a per-request" in w.mode.toolTip()
     w.controller.restart(LaunchSettings())  # what a contradicted per-request baseline asks for: refused
     assert not w.mode.isEnabled() and "still drafted" in w.mode.toolTip()
@@ -107,22 +115,22 @@ def test_servers_the_toggle_cannot_switch_are_not_asked(qtbot: QtBot, info: Remo
                                                         mode: str) -> None:
     assert toggle_reason(info) is not None
     with FakeLlamaServer() as fake:
-        w = Window(info)
+        w = Window(qtbot, info)
         _attach(qtbot, w, fake.base_url)
         assert not any(r.method == "POST" for r in fake.requests)  # no check replies were sent
-    assert not w.mode.isEnabled() and words in w.mode.toolTip() and w.mode.provider() == (mode, {})
+    assert not w.mode.isEnabled() and words in w.mode.toolTip() and w.session.switching.provider() == (mode, {})
     w.controller.shutdown()
 
 
 def test_a_refused_connect_is_a_failure_and_disconnect_keeps_nothing(qtbot: QtBot) -> None:
     err = RemoteError(KEY_WRONG, "The server refused the API key (HTTP 401).", "Enter the key.")
-    w = Window(err)
+    w = Window(qtbot, err)
     with qtbot.waitSignal(w.controller.failed, timeout=5000) as failed:
         w.controller.start("http://127.0.0.1:1", LaunchSettings(api_key="k"))
-    assert failed.args[0] is err and w.controller.state == "failed" and w.controller.remote is None
+    assert failed.args[0] == as_failure(err) and w.controller.state == "failed" and w.controller.remote is None
 
     with FakeLlamaServer() as fake:
-        w = Window(replace(INFO, speculative=False))
+        w = Window(qtbot, replace(INFO, speculative=False))
         _attach(qtbot, w, fake.base_url)
         assert w.controller.is_remote() and w.controller.is_running()
         with qtbot.waitSignal(w.controller.stopped, timeout=5000):
@@ -133,27 +141,24 @@ def test_a_refused_connect_is_a_failure_and_disconnect_keeps_nothing(qtbot: QtBo
 
 
 class ChatStub(QObject):
-    """The chat pane's part the binding uses: its notice line and its failed-reply signal."""
+    """The chat pane's failed-reply signal."""
 
     reply_failed = Signal(str)
-
-    def set_notice(self, text: str) -> None:
-        pass
 
 
 def test_a_chat_reply_that_fails_on_the_remote_reports_it_at_once(qtbot: QtBot) -> None:
     """Issue 22: a dead remote noticed at the next health poll or at the failing request. The watch polls
-    every 10 s here: only the failed reply (the chat pane's reply_failed, wired by the binding) can tell."""
-    w = Window(replace(INFO, speculative=False))
-    w.controller = ServerController(inspect=w.controller._inspect, health_interval_s=10.0)
-    w.chat = ChatStub()  # type: ignore[assignment]
-    w.binding = RemoteBinding.for_host(w)
+    every 10 s here: only the failed reply (the chat pane's reply_failed, wired to the controller as the main
+    window wires it) can tell."""
+    w = Window(qtbot, replace(INFO, speculative=False), health_interval_s=10.0)
+    chat = ChatStub()
+    chat.reply_failed.connect(w.controller.request_failed)
     with FakeLlamaServer() as fake:
         _attach(qtbot, w, fake.base_url)
     t0 = time.monotonic()
     with qtbot.waitSignal(w.controller.failed, timeout=5000) as failed:
-        w.chat.reply_failed.emit("The server closed the connection.")  # type: ignore[attr-defined]
-    assert time.monotonic() - t0 < 2.0 and failed.args[0].kind == "refused"
+        chat.reply_failed.emit("The server closed the connection.")
+    assert time.monotonic() - t0 < 2.0 and failed.args[0].code == "remote:refused"
     assert w.controller.state == "failed" and w.controller.remote is None
     w.controller.request_failed()  # nothing attached any more: nothing to check
     w.controller.shutdown()

@@ -70,9 +70,7 @@ def test_panel_live_then_final(qtbot: QtBot) -> None:
     assert panel.gauge.baseline == 31.5
     assert panel.ttft.text() == "0.12 s" and panel.prefill.text() == "800 tok/s"
     panel.reply_started("dflash")
-    panel.reply_finished(
-        {"mode": "dflash", "tps": 63.0, "tokens": 100, "draft_n": 80, "draft_accepted": 60, "ttft_s": 0.1}
-    )
+    panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=63.0, tokens=100, draft_n=80, draft_accepted=60, ttft_s=0.1))
     assert panel.acceptance.text() == "60/80 (75 %)" and panel.draft_share.text() == "60 %"
     assert "DFlash 63.0 tok/s · ×2.00" in panel.compare.text().splitlines()
     assert panel.sparkline.values() == [31.5, 63.0]
@@ -191,17 +189,17 @@ def test_a_burst_of_deltas_never_leaves_the_scale_high_and_each_reply_starts_fro
     figure, and another server starts from nothing."""
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.reply_finished({"mode": "baseline", "tps": 30.0, "tokens": 50})
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50))
     panel.reply_started("model-free")
     for _ in range(8):  # one network read of accepted drafts: eight pieces at once
         panel.delta_arrived("x")
     panel._on_live_tick()
     assert panel.gauge.value < 1000 and panel.gauge.scale <= 50
-    panel.reply_finished({"mode": "model-free", "tps": 420.0, "tokens": 300, "draft_n": 400, "draft_accepted": 280})
+    panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=420.0, tokens=300, draft_n=400, draft_accepted=280))
     assert panel.gauge.scale == 1000 and panel.gauge.value == 420.0
     panel.reply_started("baseline")
     assert panel.gauge.scale == 50  # the baseline reply's own scale, not the n-gram's
-    panel.reply_finished({"mode": "baseline", "tps": 31.0, "tokens": 40})
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=31.0, tokens=40))
     panel.clear_figures()  # connected to a remote server
     panel.reply_started("model-free")
     assert panel.gauge.scale == 50 and panel.gauge.baseline is None
@@ -210,7 +208,7 @@ def test_a_burst_of_deltas_never_leaves_the_scale_high_and_each_reply_starts_fro
 def test_ttft_shows_at_the_first_token_not_at_the_end(qtbot: QtBot) -> None:
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.reply_finished({"mode": "baseline", "tps": 30.0, "tokens": 50, "ttft_s": 0.9})
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50, ttft_s=0.9))
     panel.reply_started("baseline")
     assert panel.ttft.text() != "0.90 s" and "waiting" in panel.ttft.text()  # never the last reply's
     qtbot.wait(30)
@@ -219,7 +217,7 @@ def test_ttft_shows_at_the_first_token_not_at_the_end(qtbot: QtBot) -> None:
     assert first.endswith(" s") and float(first.split()[0]) >= 0.02
     panel.delta_arrived("y")
     assert panel.ttft.text() == first  # set once, by the first token
-    panel.reply_finished({"mode": "baseline", "tps": 30.0, "tokens": 2, "ttft_s": 0.031})
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=2, ttft_s=0.031))
     assert panel.ttft.text() == "0.03 s"  # the server's own figure replaces the client's
 
 
@@ -228,7 +226,7 @@ def test_the_last_figure_of_every_mode_shows_benchmark_and_tune_results_included
     qtbot.addWidget(panel)
     panel.record_figure("baseline", 30.0, "benchmark")
     panel.reply_started("mtp")
-    panel.reply_finished({"mode": "mtp", "tps": 45.0, "tokens": 100, "draft_n": 90, "draft_accepted": 60})
+    panel.reply_finished(ReplyFacts(mode=Mode.MTP, tps=45.0, tokens=100, draft_n=90, draft_accepted=60))
     panel.record_figure("model-free", 90.0, "tune")
     lines = panel.compare.text().splitlines()
     assert lines == ["Baseline 30.0 tok/s (benchmark)", "MTP 45.0 tok/s · ×1.50", "N-gram 90.0 tok/s · ×3.00 (tune)"]
@@ -245,8 +243,8 @@ def test_nothing_is_cut_off_in_the_narrowest_dock(qtbot: QtBot) -> None:
     panel.record_figure("baseline", 40.68, "benchmark")
     panel.record_figure("model-free", 131.2, "tune")
     panel.reply_started("dflash")
-    panel.reply_finished({"mode": "dflash", "tps": 137.4, "tokens": 1567, "draft_n": 1209, "draft_accepted": 846,
-                          "ttft_s": 0.21, "prompt_tps": 1234.0})
+    panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=137.4, tokens=1567, draft_n=1209, draft_accepted=846,
+                                    ttft_s=0.21, prompt_tps=1234.0))
     panel.set_gpu(20 * 2**30, 24 * 2**30, 97)
     panel.resize(170, 900)
     panel.show()

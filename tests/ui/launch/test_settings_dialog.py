@@ -18,9 +18,11 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.profile import Profile
+from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch import settings_dialog
 from beedeck.ui.launch.settings_dialog import FRAME_H, SettingsDialog
+from beedeck.ui.session import Session
 from tests.fakes.inline_runner import run_inline as sync
 from tests.ui.launch.test_launch_form import ml_caps
 
@@ -166,34 +168,36 @@ def test_launch_says_why_while_the_engine_is_probed_and_when_the_probe_fails(qtb
     assert "No engine is picked" in label.text() and not dialog.save_button.isEnabled()
 
 
-class FakeHost:
-    """Just what open_dialog uses of the main window."""
+class Recorder(ServerController):
+    """A chat server controller that records what it was asked (nothing is started here)."""
 
     def __init__(self) -> None:
-        self.profile: Profile | None = Profile(ENGINE, LaunchSettings(target="/m/t.gguf"), "mainline")
-        self.known_caps = {ENGINE: ml_caps()}
-        self.probe, self.detect_hardware = no_probe, HardwareReport
-        self.controller = ServerController()  # nothing runs: Launch gets nothing back
-        self.applied: list[Profile] = []
-        self.saved: list[Profile] = []
-        self.parent = QWidget()
+        super().__init__()
+        self.calls: list[str] = []
 
-    def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
-        self.saved.append(profile)
-
-    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
-        self.applied.append(profile)
-
-    def dialog_parent(self) -> QWidget:
-        return self.parent
+    def start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+        self.calls.append("start")
 
 
-def test_open_dialog_wires_save_to_the_window(qtbot: QtBot) -> None:
-    host = FakeHost()
-    qtbot.addWidget(host.parent)
-    dialog = settings_dialog.open_dialog(host)  # type: ignore[arg-type]
+def make_session(qtbot: QtBot) -> tuple[Session, QWidget, list[Profile]]:
+    """A session with a profile and its engine's caps, a parent widget, and the profiles it saved."""
+    session = Session(AppSettings(), Recorder(), saver=lambda s: None)
+    saved: list[Profile] = []
+    session.profile_saver = saved.append
+    session.probe, session.detect_hardware = no_probe, HardwareReport
+    session.known_caps[ENGINE] = ml_caps()
+    session.set_profile(Profile(ENGINE, LaunchSettings(target="/m/t.gguf"), "mainline"))
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    return session, parent, saved
+
+
+def test_open_dialog_wires_save_to_the_session(qtbot: QtBot) -> None:
+    session, parent, saved = make_session(qtbot)
+    dialog = settings_dialog.open_dialog(session, parent)
     dialog.save_button.click()
-    assert [p.settings for p in host.saved] == [LaunchSettings(target="/m/t.gguf")] and host.applied == []
+    assert [p.settings for p in saved] == [LaunchSettings(target="/m/t.gguf")]
+    assert session.controller.calls == []  # type: ignore[attr-defined]  # saved only: nothing (re)started
 
 
 URL = "http://127.0.0.1:9"
@@ -203,18 +207,17 @@ def test_a_remote_profile_starts_from_the_last_local_profile_without_probing_the
     from beedeck.core.profile import remote_profile
 
     probed: list[str] = []
-    host = FakeHost()
-    qtbot.addWidget(host.parent)
-    host.profile = remote_profile(URL)
-    host.last_local_profile = Profile(ENGINE, LaunchSettings(target="/m/t.gguf", threads=3), "mainline")
-    host.probe = lambda path: probed.append(path) or ml_caps()  # type: ignore[assignment,func-returns-value]
-    dialog = settings_dialog.open_dialog(host)  # type: ignore[arg-type]
-    assert probed == [] and dialog.engine_path() == ENGINE and dialog.caps is host.known_caps[ENGINE]
+    session, parent, saved = make_session(qtbot)
+    session.set_profile(Profile(ENGINE, LaunchSettings(target="/m/t.gguf", threads=3), "mainline"))
+    session.set_profile(remote_profile(URL))  # the session keeps the last local profile
+    session.probe = lambda path: probed.append(path) or ml_caps()  # type: ignore[assignment,func-returns-value]
+    dialog = settings_dialog.open_dialog(session, parent)
+    assert probed == [] and dialog.engine_path() == ENGINE and dialog.caps is session.known_caps[ENGINE]
     assert dialog.form.settings().threads == 3 and not dialog.origin_note.isHidden()
     assert "running server at http://127.0.0.1:9" in dialog.origin_note.text()
     assert "last local profile (mainline)" in dialog.origin_note.text()
     dialog.save_button.click()
-    assert [p.engine for p in host.saved] == [ENGINE] and not host.saved[0].is_remote
+    assert [p.engine for p in saved] == [ENGINE] and not saved[0].is_remote
 
 
 def test_a_remote_profile_without_a_local_one_starts_from_the_starter(qtbot: QtBot) -> None:

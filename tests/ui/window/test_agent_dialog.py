@@ -4,6 +4,7 @@ undoes, and offers tool-safe only where the known-issue table says the speculati
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings
 from beedeck.ui.session import Session
 from beedeck.ui.window.agent_dialog import AgentDialog, open_agent_dialog
-from beedeck.ui.window.menus import build_menus
+from beedeck.ui.window.menus import MenuCommands, ToolbarActions, build_menus
 from tests.fixtures.engines import MAINLINE, help_stdout
 
 
@@ -31,38 +32,22 @@ SETTINGS = LaunchSettings(target="/home/me/models/SmolLM2-135M-Instruct.Q4_1.ggu
 
 
 
-class Host:
-    """The window's side of the menus (menus.MenuHost), recording what was asked."""
-
-    def __init__(self) -> None:
-        self.start_action, self.stop_action = QAction("Start"), QAction("Stop")
-        self.bench_action, self.tune_action, self.settings_action = QAction("B"), QAction("T"), QAction("S")
-        self.follow_advice_action = QAction("Follow")
-        self.session = Session(AppSettings(), saver=lambda s: None)
-        self.agents: list[str] = []
-
-    def open_agent(self, client_id: str) -> None:
-        self.agents.append(client_id)
-
-    def new_chat(self) -> None: ...
-    def open_wizard(self) -> None: ...
-    def open_connect(self) -> None: ...
-    def show_shortcuts(self) -> None: ...
-    def show_about(self) -> None: ...
-    def set_theme(self, theme: str) -> None: ...
-
-
 def test_the_server_menu_has_use_with_each_agent(qtbot: QtBot) -> None:
     window = QMainWindow()
     qtbot.addWidget(window)
-    host = Host()
-    actions = build_menus(window, host, [], "system")  # type: ignore[arg-type]
+    agents: list[str] = []
+    toolbar = ToolbarActions(QAction("Start"), QAction("Stop"), QAction("B"), QAction("T"), QAction("S"))
+    nothing: Callable[[], None] = lambda: None  # noqa: E731
+    commands = MenuCommands(new_chat=nothing, open_wizard=nothing, open_connect=nothing, open_agent=agents.append,
+                            regenerate=nothing, stop_reply=nothing, show_shortcuts=nothing, show_about=nothing,
+                            set_theme=lambda theme: None)
+    actions = build_menus(window, Session(AppSettings(), saver=lambda s: None), toolbar, commands, [])
     server = window.menuBar().actions()[1].menu()
     use_with = next(a.menu() for a in server.actions() if a.text() == "Use with…")
     assert [a.text() for a in use_with.actions()][:5] == ["OpenCode…", "Aider…", "Codex CLI…",
                                                           "Continue (CLI and IDE)…", "Claude Code…"]
     actions["agent_opencode"].trigger()
-    assert host.agents == ["opencode"]
+    assert agents == ["opencode"]
 
 
 def test_the_dialog_shows_the_diff_writes_and_undoes(qtbot: QtBot, home: Path) -> None:

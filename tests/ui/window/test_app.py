@@ -38,9 +38,9 @@ def test_saved_profile_roundtrip_and_window(qtbot: QtBot, beedeck_home: Path) ->
     assert profile is not None and profile.settings.ctx_size == 16384 and profile.settings.draft == "/m/d.gguf"
     window = app_mod.build_window(no_autostart=True)
     qtbot.addWidget(window)
-    assert window.profile is not None and window.pair_label.text() == "model: q.gguf + d.gguf"
+    assert window.session.profile is not None and window.pair_label.text() == "model: q.gguf + d.gguf"
     assert window.mode.isEnabled()  # a draft is configured
-    assert window.controller.state == "stopped"  # a saved (non-starter) profile is not started by itself
+    assert window.session.controller.state == "stopped"  # a saved (non-starter) profile is not started by itself
 
 
 def test_a_corrupt_or_malformed_profile_is_kept_aside_under_a_new_name_each_time(beedeck_home: Path) -> None:
@@ -66,7 +66,7 @@ def test_a_malformed_profile_is_announced_and_the_window_still_opens(qtbot: QtBo
     window = app_mod.build_window(no_autostart=True, detect=detect_no_gpu)
     qtbot.addWidget(window)
     assert window.failure.isVisibleTo(window) and "saved launch profile could not be used" in window.failure.what.text()
-    qtbot.waitUntil(lambda: window.profile is starter, timeout=10_000)  # the starter takes its place
+    qtbot.waitUntil(lambda: window.session.profile is starter, timeout=10_000)  # the starter takes its place
     window.close()
 
 

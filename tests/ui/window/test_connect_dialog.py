@@ -37,8 +37,10 @@ def test_check_shows_the_server_or_the_reason(qtbot: QtBot) -> None:
     assert calls == [("http://pod:8080", "sk-1")] and isinstance(checked.args[0], RemoteInfo)
     assert "Target.gguf" in dialog.result_label.text() and "context 8192" in dialog.result_label.text()
     dialog.url_edit.setText("pod:1")
-    dialog.check_button.click()
+    with qtbot.waitSignal(dialog.check_failed) as failed:
+        dialog.check_button.click()
     assert "Nothing listens" in dialog.result_label.text() and "Start it." in dialog.result_label.text()
+    assert failed.args == ["Nothing listens at http://pod:1 (connection refused). Start it."]
     dialog.url_edit.setText("ftp://pod")
     dialog.check_button.click()
     assert "not an http(s) address" in dialog.result_label.text() and len(calls) == 2

@@ -27,7 +27,7 @@ from beedeck.core.profile import Profile
 from beedeck.core.starter import STARTER_MODEL_NAME, STARTER_PROMPTS, StarterProfile
 from beedeck.ui.window import app as app_mod
 from beedeck.ui.window import menus
-from beedeck.ui.window.about_dialog import AboutDialog
+from beedeck.ui.window.about_dialog import AboutDialog, session_facts
 from beedeck.ui.window.main_window import CHAT_MIN_WIDTH, MainWindow
 from beedeck.ui.window.shortcuts_dialog import ShortcutsDialog
 from tests.conftest import REPO
@@ -69,10 +69,10 @@ def test_the_starter_says_it_is_a_demo_model_and_why_there_is_no_gpu(qtbot: QtBo
     qtbot.addWidget(window)
     window.show()
     opened: list[str] = []
-    window.wizard_factory = lambda parent: (opened.append("wizard"), _Dialog())[1]  # type: ignore[assignment]
-    window.settings_factory = lambda parent: (opened.append("settings"), _Dialog())[1]  # type: ignore[assignment]
-    window.set_profile(starter_profile())
-    window.set_hardware(NO_GPU)
+    window.wizard_factory = lambda session, parent: (opened.append("wizard"), _Dialog())[1]  # type: ignore[assignment]
+    window.settings_factory = lambda session, parent: (opened.append("settings"), _Dialog())[1]  # type: ignore[assignment]
+    window.session.set_profile(starter_profile())
+    window.session.set_hardware(NO_GPU)
     banner = window.starter_banner
     assert banner.isVisible()
     assert "tiny demo model on the CPU" in banner.text.text() and "no GPU in use" in banner.text.text()
@@ -82,11 +82,11 @@ def test_the_starter_says_it_is_a_demo_model_and_why_there_is_no_gpu(qtbot: QtBo
     banner.wizard_button.click()
     banner.settings_button.click()
     assert opened == ["wizard", "settings"]
-    window.set_profile(Profile("/opt/bee/llama-server", LaunchSettings(target="/m/q.gguf"), "BeeLlama 0.4"))
+    window.session.set_profile(Profile("/opt/bee/llama-server", LaunchSettings(target="/m/q.gguf"), "BeeLlama 0.4"))
     assert not banner.isVisible()  # a real model: nothing to apologise for
-    window.set_profile(starter_profile())
+    window.session.set_profile(starter_profile())
     banner.dismiss_button.click()
-    window.set_profile(starter_profile())
+    window.session.set_profile(starter_profile())
     assert not banner.isVisible()  # dismissed stays dismissed for the session
     window.close()
 
@@ -98,7 +98,7 @@ def test_the_starters_prompt_chips_ask_their_question(qtbot: QtBot, beedeck_home
     window = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(window)
     window.show()
-    window.set_profile(starter_profile())
+    window.session.set_profile(starter_profile())
     window.chat.set_client(client)
     banner = window.starter_banner
     assert [c.text() for c in banner.chips] == [label for label, _prompt in STARTER_PROMPTS]
@@ -155,12 +155,12 @@ def test_keep_the_other_mode_loaded_is_on_by_default_and_its_menu_entry_is_remem
     window = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(window)
     action = window.menu_actions["standby"]
-    assert action.isCheckable() and action.isChecked() and window.controller.standby
+    assert action.isCheckable() and action.isChecked() and window.session.controller.standby
     action.trigger()
-    assert not settings.load_settings().standby and window.controller.standby is False  # saved, and in effect
+    assert not settings.load_settings().standby and window.session.controller.standby is False  # saved, and in effect
     again = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(again)
-    assert not again.menu_actions["standby"].isChecked() and again.controller.standby is False
+    assert not again.menu_actions["standby"].isChecked() and again.session.controller.standby is False
     window.close()
     again.close()
 
@@ -170,9 +170,9 @@ def test_the_help_menu_has_docs_shortcuts_and_about_with_versions(qtbot: QtBot, 
     window = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(window)
     profile = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434")
-    window.known_caps[profile.engine] = ml_caps()
-    window.set_profile(profile)
-    window.set_hardware(NO_GPU)
+    window.session.known_caps[profile.engine] = ml_caps()
+    window.session.set_profile(profile)
+    window.session.set_hardware(NO_GPU)
     opened: list[QUrl] = []
     monkeypatch.setattr(menus.QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
     window.menu_actions["docs"].trigger()
@@ -195,13 +195,13 @@ def test_the_engine_has_one_name_in_the_status_bar_and_about(qtbot: QtBot, beede
     window = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(window)
     profile = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434")
-    window.set_profile(profile)
+    window.session.set_profile(profile)
     assert window.engine_label.text() == "engine: mainline b11434"
-    window.controller.caps = ml_caps()
-    window._on_controller_caps(ml_caps())
+    window.session.controller.caps = ml_caps()
+    window.session.controller.caps_known.emit(ml_caps())
     named = window.engine_label.text().removeprefix("engine: ")
     assert named == "mainline b11434 · mainline 11434"
-    assert dict(window.about_facts())["Engine"].startswith(named)
+    assert dict(session_facts(window.session))["Engine"].startswith(named)
     window.close()
 
 
@@ -224,14 +224,14 @@ def test_settings_save_keeps_the_running_server_and_says_when_it_applies(qtbot: 
     controller = RecordingController()
     window = MainWindow(ChatStore(), controller)
     qtbot.addWidget(window)
-    window.set_profile(Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434"))
-    window.start_server()
+    window.session.set_profile(Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434"))
+    window.session.start_server()
     changed = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf", ctx_size=16384), "mainline b11434")
     calls = len(controller.calls)
-    window.save_profile(changed)
+    window.session.save_profile(changed)
     assert controller.calls[calls:] == []  # no stop, no restart
     assert profile_mod.load_saved_profile().settings.ctx_size == 16384  # type: ignore[union-attr]
     assert "apply when the server next starts" in window.statusBar().currentMessage()
-    window.apply_profile(changed)
+    window.session.apply_profile(changed)
     assert [c[0] for c in controller.calls[calls:]] == ["replace"]  # Launch restarts (after its preflight)
     window.close()

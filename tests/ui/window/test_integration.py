@@ -85,8 +85,8 @@ def make_window(qtbot: QtBot, store: ChatStore, detect: Callable[[], HardwareRep
     controller = RecordingController()
     w = MainWindow(store, controller)
     qtbot.addWidget(w)
-    w.detect_hardware = detect
-    w.probe = lambda path: pytest.fail(f"no probe expected here ({path})")  # caps are known below
+    w.session.detect_hardware = detect
+    w.session.probe = lambda path: pytest.fail(f"no probe expected here ({path})")  # caps are known below
     app_mod.plug_views(w)
     w.open_latest_chat()
     w.show()
@@ -102,15 +102,15 @@ def opened(w: MainWindow, cls: type[Any]) -> Any:
 
 def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> None:
     w, _ = make_window(qtbot, store, detect=gpu_detect)
-    w.known_caps[ENGINE] = ml_caps()
-    w.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf"), "mainline"))
+    w.session.known_caps[ENGINE] = ml_caps()
+    w.session.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf"), "mainline"))
 
     w.settings_action.trigger()
     dialog = opened(w, SettingsDialog)
     qtbot.waitUntil(lambda: dialog.devices is not None, timeout=10_000)
     assert dialog.devices == [gpu_detect().gpus[0].memory_free] and dialog.form.devices == dialog.devices
     assert "RTX 4090" in dialog.devices_label.text()
-    assert dialog.form.caps is w.known_caps[ENGINE] and dialog.engine_path() == ENGINE
+    assert dialog.form.caps is w.session.known_caps[ENGINE] and dialog.engine_path() == ENGINE
     assert dialog.form.settings().target == "/m/gemma.gguf"
     dialog.reject()
 
@@ -125,7 +125,7 @@ def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> No
     suite = BenchSuite("seed", (BenchPrompt("p1", "Write a Python function that sorts a list"),))
     samples = [Sample("baseline", "p1", r, 1, gen_tps=40.0 + r) for r in range(3)]
     bench.view.run_finished.emit(BenchReport(suite, ["baseline"], 3, 0, samples=samples))
-    assert w.guard.figure("baseline", "code") == (41.0, 3)
+    assert w.session.guard.figure("baseline", "code") == (41.0, 3)
     bench.reject()
 
     w.wizard_action.trigger()
@@ -141,7 +141,7 @@ def test_the_wizard_and_the_window_share_the_sessions_one_app_settings(qtbot: Qt
     w, _ = make_window(qtbot, store)
     w.wizard_action.trigger()
     wizard = opened(w, SetupWizard)
-    assert wizard.services.settings is w.app_settings is w.session.app_settings
+    assert wizard.services.settings is w.session.app_settings is w.session.app_settings
     wizard.services.settings.first_run_done = True  # what the run page does when setup completes
     w.follow_advice_action.setChecked(True)  # the window saves the one copy
     stored = settings.load_settings()
@@ -162,9 +162,9 @@ def test_wizard_without_gpu_says_why(qtbot: QtBot, store: ChatStore) -> None:
 def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: QtBot, store: ChatStore,
                                                                        tmp_path: Path) -> None:
     w, controller = make_window(qtbot, store)
-    w.known_caps[ENGINE] = ml_caps()
+    w.session.known_caps[ENGINE] = ml_caps()
     target = mg.tiny_model(tmp_path / "gemma.gguf", n_embd=128)  # a real file: the form's preflight reads it
-    w.set_profile(Profile(ENGINE, LaunchSettings(target=str(target), ctx_size=4096), "starter (CPU)"))
+    w.session.set_profile(Profile(ENGINE, LaunchSettings(target=str(target), ctx_size=4096), "starter (CPU)"))
     controller._set_state("ready")  # the chat server runs: Launch must restart it
     w.settings_action.trigger()
     dialog = opened(w, SettingsDialog)
@@ -180,9 +180,9 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     with qtbot.waitSignal(dialog.profile_applied):
         form.launch_button.click()
 
-    assert w.profile is not None and w.profile.settings.ctx_size == 8192
-    assert w.profile.settings.api_key == SECRET  # kept for this session's server
-    assert w.profile.label == "starter (CPU)"  # same engine: the label stays
+    assert w.session.profile is not None and w.session.profile.settings.ctx_size == 8192
+    assert w.session.profile.settings.api_key == SECRET  # kept for this session's server
+    assert w.session.profile.label == "starter (CPU)"  # same engine: the label stays
     text = profile_mod.profile_path().read_text()
     assert SECRET not in text and "api_key" not in json.loads(text)["settings"]
     saved = profile_mod.load_saved_profile()
@@ -190,7 +190,7 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     assert saved.settings.api_key == SECRET  # back from the (test) OS keyring, never from the file
     assert [c[0] for c in controller.calls] == ["replace"]  # preflight, then stop and start: the controller's
     _, engine, started, caps = controller.calls[0]
-    assert engine == ENGINE and started.ctx_size == 8192 and started.api_key == SECRET and caps is w.known_caps[ENGINE]
+    assert engine == ENGINE and started.ctx_size == 8192 and started.api_key == SECRET and caps is w.session.known_caps[ENGINE]
     assert not dialog.isVisible()
 
 
@@ -201,7 +201,7 @@ def test_wizard_result_sets_the_profile_and_starts(qtbot: QtBot, store: ChatStor
     qtbot.waitUntil(lambda: wizard.detect_page.report is not None, timeout=10_000)
     s = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, api_key=SECRET)
     wizard.setup_finished.emit(SetupResult("/opt/bee/llama-server", s, "BeeLlama 0.1", "bee-0.1"))
-    assert w.profile is not None and w.profile.engine == "/opt/bee/llama-server" and w.profile.label == "BeeLlama 0.1"
+    assert w.session.profile is not None and w.session.profile.engine == "/opt/bee/llama-server" and w.session.profile.label == "BeeLlama 0.1"
     assert w.pair_label.text() == "model: q.gguf + d.gguf" and w.mode.isEnabled()
     assert controller.calls == [("start", "/opt/bee/llama-server", s, None)]  # caps unknown: the controller probes
     data = json.loads(profile_mod.profile_path().read_text())
@@ -222,8 +222,8 @@ def test_first_start_picks_the_wizard_or_the_starter(qtbot: QtBot, monkeypatch: 
     controller = RecordingController()
     w = app_mod.build_window(detect=gpu_detect if gpu else no_gpu_detect, controller=controller)
     qtbot.addWidget(w)
-    qtbot.waitUntil(lambda: w.profile is not None, timeout=10_000)
-    assert w.profile is starter
+    qtbot.waitUntil(lambda: w.session.profile is not None, timeout=10_000)
+    assert w.session.profile is starter
     wizards = [d for d in w.findChildren(SetupWizard) if d.isVisible()]
     if wizard_shown:
         assert len(wizards) == 1 and controller.calls == []  # the starter waits behind the wizard
@@ -237,15 +237,15 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
 ) -> None:
     w, controller = make_window(qtbot, store)
     engine = "/opt/bee/llama-server"
-    w.known_caps[engine] = controller.caps = bee_caps(engine)
-    w.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)))
+    w.session.known_caps[engine] = controller.caps = bee_caps(engine)
+    w.session.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)))
     fake_server.script.tokens = [f"t{i} " for i in range(12)]
     # A server that honours a per-request "no drafts" (BeeLlama 0.1-0.3): the check on ready finds out,
     # and the mode then switches per request, without a restart.
     fake_server.script.draft_n = fake_server.script.draft_n_accepted = 8
     fake_server.script.honours_no_drafts = True
     controller.ready.emit(fake_server.base_url)
-    qtbot.waitUntil(lambda: w.mode.path() == PER_REQUEST, timeout=10_000)
+    qtbot.waitUntil(lambda: w.session.switch.path() == PER_REQUEST, timeout=10_000)
     advices: list[Advice] = []
     w.guard_monitor.advice_given.connect(advices.append)
     prompt = "Write a Python function that reverses a list."
@@ -257,11 +257,11 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
             w.chat.send()
         return blocker.args[0]
 
-    with qtbot.waitSignal(w.mode.mode_changed):
+    with qtbot.waitSignal(w.session.switching.mode_changed):
         w.mode.baseline_button.click()
     for _ in range(3):
         assert reply(0).mode == "baseline"  # as fast as the fake can go
-    with qtbot.waitSignal(w.mode.mode_changed):
+    with qtbot.waitSignal(w.session.switching.mode_changed):
         w.mode.dflash_button.click()
     for i in range(3):  # 3 replies make a figure; the guard then needs 2 slow ones in a row
         stats = reply(300)  # paced: at most 300 tok/s, far below the unpaced baseline
@@ -274,16 +274,16 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
         reply(300)
     assert len(advices) == 1
 
-    with qtbot.waitSignal(w.mode.mode_changed) as switched:
+    with qtbot.waitSignal(w.session.switching.mode_changed) as switched:
         w.banner.switch_button.click()
-    assert switched.args == ["baseline"] and w.mode.mode() == "baseline" and not w.banner.isVisible()
+    assert switched.args == ["baseline"] and w.session.switch.mode == "baseline" and not w.banner.isVisible()
     assert reply(0).mode == "baseline"
     assert fake_server.requests[-1].body.get("speculative.n_max") == 0
     assert controller.calls == []  # per-request switching: the server was never restarted
 
-    first = w.guard.conversation
+    first = w.session.guard.conversation
     w.new_chat()
-    assert w.guard.conversation not in (None, first) and not w.banner.isVisible()
+    assert w.session.guard.conversation not in (None, first) and not w.banner.isVisible()
 
 
 def test_benchmark_runs_against_the_running_server_then_stops_it_to_compare(
@@ -293,9 +293,9 @@ def test_benchmark_runs_against_the_running_server_then_stops_it_to_compare(
     from beedeck.core.bench.suites import BenchPrompt, BenchSuite
 
     w, controller = make_window(qtbot, store)
-    w.known_caps[ENGINE] = ml_caps()
-    w.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf")))
-    controller.base_url, controller.settings = fake_server.base_url, w.profile.settings  # type: ignore[union-attr]
+    w.session.known_caps[ENGINE] = ml_caps()
+    w.session.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf")))
+    controller.base_url, controller.settings = fake_server.base_url, w.session.profile.settings  # type: ignore[union-attr]
     controller._set_state("ready")
     w.bench_action.trigger()
     bench = opened(w, BenchDialog)

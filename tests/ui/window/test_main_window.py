@@ -4,12 +4,14 @@ geometry remembered, placeholder slots for the launch form and the benchmark."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QDialog
+from PySide6.QtWidgets import QApplication, QDialog, QWidget
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.logparse import as_failure
 from beedeck.core.profile import Profile
+from beedeck.ui.session import Session
 from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog
 from tests.fakes.sse_server import FakeLlamaServer
 
@@ -34,7 +36,7 @@ def test_composition(qtbot: QtBot, store: ChatStore) -> None:
     assert {s.key().toString() for s in w.shortcuts} >= {"Ctrl+Return", "Ctrl+Enter", "Esc", "Ctrl+N", "Ctrl+L"}
     assert w.state_label.text() == "server: stopped"
     assert not w.stop_action.isEnabled() and not w.chat.send_button.isEnabled()
-    w.set_profile(Profile("/opt/llama-server", LaunchSettings(target="/m/gemma-3-270m.gguf"), "starter (CPU)"))
+    w.session.set_profile(Profile("/opt/llama-server", LaunchSettings(target="/m/gemma-3-270m.gguf"), "starter (CPU)"))
     assert w.pair_label.text() == "model: gemma-3-270m.gguf"
     assert w.engine_label.text() == "engine: starter (CPU)"
     assert not w.mode.isEnabled()  # no draft in the starter profile
@@ -44,7 +46,7 @@ def test_chat_through_a_ready_server_with_shortcuts(
     qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer
 ) -> None:
     w = make(qtbot, store)
-    w.controller.ready.emit(fake_server.base_url)
+    w.session.controller.ready.emit(fake_server.base_url)
     assert w.endpoint.endpoint() == fake_server.base_url + "/v1"
     assert w.chat.send_button.isEnabled()
     w.chat.input.setPlainText("hello there")
@@ -88,9 +90,10 @@ def test_settings_and_benchmark_slots(qtbot: QtBot, store: ChatStore) -> None:
     dialog.reject()
     opened: list[str] = []
 
-    def bench_factory(win: MainWindow) -> QDialog:
+    def bench_factory(session: Session, parent: QWidget) -> QDialog:
         opened.append("bench")
-        return QDialog(win)
+        assert session is w.session and parent is w
+        return QDialog(parent)
 
     w.bench_factory = bench_factory
     w.bench_action.trigger()
@@ -99,7 +102,7 @@ def test_settings_and_benchmark_slots(qtbot: QtBot, store: ChatStore) -> None:
 
 def test_failure_shows_the_panel(qtbot: QtBot, store: ChatStore) -> None:
     w = make(qtbot, store)
-    w.controller.failed.emit(RuntimeError("engine missing: install it"))
+    w.session.controller.failed.emit(as_failure(RuntimeError("engine missing: install it")))
     assert w.failure.isVisible() and "engine missing" in w.failure.what.text()
 
 
@@ -111,8 +114,8 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
 
     w = make(qtbot, store)
     profile = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)
-    w.set_profile(Profile("/e/llama-server", profile))
-    w.controller.caps_known.emit(EngineCaps(path="/e/llama-server", generation=Generation.MAINLINE,
+    w.session.set_profile(Profile("/e/llama-server", profile))
+    w.session.controller.caps_known.emit(EngineCaps(path="/e/llama-server", generation=Generation.MAINLINE,
                                             spec_types=("draft-dflash", "draft-mtp", "ngram-mod"),
                                             flags=frozenset({"--spec-type"})))
     assert w.mode.offered() == ["baseline", "dflash", "model-free"]  # the target's header is not there to read
@@ -120,11 +123,11 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
 
     def fake_restart(settings: LaunchSettings) -> None:  # the real restart needs a real engine + pair
         restarts.append(settings)
-        w.controller.ready.emit(fake_server.base_url)
+        w.session.controller.ready.emit(fake_server.base_url)
 
-    w.controller.restart = fake_restart  # type: ignore[method-assign]
-    assert w.mode.mode() == "dflash"
-    with qtbot.waitSignal(w.mode.mode_changed):
+    w.session.controller.restart = fake_restart  # type: ignore[method-assign]
+    assert w.session.switch.mode == "dflash"
+    with qtbot.waitSignal(w.session.switching.mode_changed):
         w.mode.baseline_button.click()
     assert restarts[0].draft is None and restarts[0].spec_mode == SpecMode.OFF
     w.chat.input.setPlainText("hi")
@@ -133,8 +136,23 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     assert blocker.args[0].mode == "baseline"
     assert "speculative.n_max" not in fake_server.requests[-1].body
     # The speculation guard's banner switches through the same path (ModeToggle.request_mode).
-    with qtbot.waitSignal(w.mode.mode_changed) as changed:
+    with qtbot.waitSignal(w.session.switching.mode_changed) as changed:
         w.banner.switch_requested.emit("model-free")
     assert changed.args == ["model-free"] and restarts[-1].spec_mode == SpecMode.MODEL_FREE
     assert restarts[-1].spec_model_free_type == "ngram-mod" and restarts[-1].draft is None
-    assert w.mode_glue.launch_settings(profile).spec_mode == SpecMode.MODEL_FREE  # a later Start keeps it
+    assert w.session.switching.launch_settings(profile).spec_mode == SpecMode.MODEL_FREE  # a later Start keeps it
+
+
+def test_the_menus_follow_the_one_settings_copy_whoever_saved_it(qtbot: QtBot, store: ChatStore) -> None:
+    """The session's settings_saved had no subscriber: a choice saved elsewhere (the wizard, another part of
+    the window) left the menu's check marks saying the old one."""
+    w = make(qtbot, store)
+    follow, standby = w.menu_actions["follow"], w.menu_actions["standby"]
+    assert not follow.isChecked() and standby.isChecked()
+    toggled: list[bool] = []
+    follow.toggled.connect(toggled.append)
+    w.session.app_settings.follow_advice, w.session.app_settings.standby = True, False
+    w.session.app_settings.theme = "dark"
+    assert w.session.save_settings() is None
+    assert follow.isChecked() and not standby.isChecked() and w.menu_actions["theme_dark"].isChecked()
+    assert toggled == []  # shown, not chosen again

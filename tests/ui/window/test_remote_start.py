@@ -15,11 +15,11 @@ def test_a_saved_remote_profile_connects_at_start(qtbot: QtBot) -> None:
         save_profile(remote_profile(pod.base_url, "sk-pod", "GPU pod"))
         window = app_mod.build_window(no_autostart=False)
         qtbot.addWidget(window)
-        assert window.profile is not None and window.profile.is_remote
+        assert window.session.profile is not None and window.session.profile.is_remote
         assert window.start_action.text() == "Connect" and "GPU pod (running server)" in window.engine_label.text()
-        qtbot.waitUntil(lambda: window.controller.state == "ready", timeout=10_000)
+        qtbot.waitUntil(lambda: window.session.controller.state == "ready", timeout=10_000)
         qtbot.waitUntil(lambda: "Pod-Q4.gguf" in window.pair_label.text(), timeout=5000)
         assert window.endpoint.endpoint() == pod.base_url + "/v1"
         assert any(r.headers.get("Authorization") == "Bearer sk-pod" for r in pod.requests)
         window.close()
-        assert window.controller.state == "stopped"
+        assert window.session.controller.state == "stopped"

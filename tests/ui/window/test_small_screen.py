@@ -28,8 +28,8 @@ def laptop_window(qtbot: QtBot) -> MainWindow:
     window.resize(1366, 768 - 40 - 30)  # a 40-px taskbar and a title bar
     window.show()
     qtbot.waitExposed(window)
-    window.set_profile(starter_profile())
-    window.set_hardware(NO_GPU)
+    window.session.set_profile(starter_profile())
+    window.session.set_hardware(NO_GPU)
     QApplication.processEvents()
     return window
 
@@ -68,20 +68,20 @@ def test_menus_show_the_keys_of_start_stop_regenerate_and_the_mode_toggle(qtbot:
 
 
 def test_next_mode_goes_round_the_modes_this_setup_can_run(qtbot: QtBot, tmp_path: Path) -> None:
-    from beedeck.ui.engine.mode_toggle import ModeToggle
+    from tests.ui.speculation.sessions import bind, make_session, restart_done
 
-    toggle = ModeToggle()
-    qtbot.addWidget(toggle)
+    session = make_session(tmp_path)
+    toggle = bind(qtbot, session)
     binary = tmp_path / "llama-server"
     binary.write_text("#!/bin/sh\n")
     caps = EngineCaps(path=str(binary), generation=Generation.MAINLINE, spec_types=("draft-dflash", "ngram-mod"),
                       flags=frozenset({"--spec-type"}))
-    toggle.configure(LaunchSettings(target="/m/t.gguf"), caps)
-    assert toggle.offered() == ["baseline", "model-free"] and toggle.mode() == "baseline"
-    with qtbot.waitSignal(toggle.restart_requested):
-        assert next_mode(toggle) is True  # the same path as a click: a restart into N-gram
-    toggle.restart_finished()
-    assert toggle.mode() == "model-free"
+    session.switching.configure(LaunchSettings(target="/m/t.gguf"), caps)
+    assert toggle.offered() == ["baseline", "model-free"] and session.switch.mode == "baseline"
+    with qtbot.waitSignal(session.switching.restarting):
+        assert next_mode(session) is True  # the same path as a click: a restart into N-gram
+    restart_done(session)
+    assert session.switch.mode == "model-free"
 
 
 def test_the_connect_dialog_shows_all_of_its_text_and_fits_a_768_px_screen(qtbot: QtBot) -> None:

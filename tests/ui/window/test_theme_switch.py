@@ -36,8 +36,8 @@ def open_window(qtbot: QtBot, store: ChatStore, conversation: int) -> MainWindow
     window.resize(1100, 700)
     window.show()
     qtbot.waitExposed(window)
-    window.set_profile(starter_profile())
-    window.set_hardware(NO_GPU)
+    window.session.set_profile(starter_profile())
+    window.session.set_hardware(NO_GPU)
     window.chat.load_conversation(conversation)
     window.chat.input.setPlainText("Thanks")
     return window

@@ -22,14 +22,14 @@ def _open_dialogs() -> list[object]:
 def test_tune_opens_the_tuner_and_its_choice_is_saved_as_the_profile(qtbot: QtBot, store: ChatStore) -> None:
     w = make(qtbot, store)
     plug_views(w)
-    w.set_profile(Profile("/e/llama-server", LaunchSettings(target="/m/t.gguf", threads=1), "mine"))
+    w.session.set_profile(Profile("/e/llama-server", LaunchSettings(target="/m/t.gguf", threads=1), "mine"))
     assert w.tune_action in w.menuBar().actions()[1].menu().actions()  # Server → Tune
     w.tune_action.trigger()
     qtbot.waitUntil(lambda: any(isinstance(d, TuneDialog) for d in _open_dialogs()), timeout=5000)
     dialog = next(d for d in _open_dialogs() if isinstance(d, TuneDialog))
     tuned = LaunchSettings(target="/m/t.gguf", threads=1, ubatch_size=256)
     dialog.profile_chosen.emit(tuned)
-    assert w.profile is not None and w.profile.settings == tuned and w.profile.label == "mine"
+    assert w.session.profile is not None and w.session.profile.settings == tuned and w.session.profile.label == "mine"
     saved = load_saved_profile()
     assert saved is not None and saved.settings.ubatch_size == 256  # the next start uses it
     dialog.reject()

@@ -52,6 +52,25 @@ class ServerFailed(RuntimeError):
         self.failure = failure
 
 
+def as_failure(failure: object) -> ServerFailure:
+    """Whatever stopped a server, as the one :class:`ServerFailure` the GUI is told of: a ServerFailure as it
+    is; a :class:`ServerFailed` its failure (a launch refused for several reasons lists them, a line each); an
+    error with ``code``/``message``/``remedy`` (``RemoteError``: ``code`` "remote:<kind>") keeps them; any
+    other exception is its own message."""
+    if isinstance(failure, ServerFailure):
+        return failure
+    reasons = getattr(failure, "reasons", None)  # a LaunchRefused of several refusals: each on a line of its own
+    if isinstance(failure, ServerFailed) and reasons and len(reasons) > 1:
+        return ServerFailure(failure.failure.code, "These settings cannot run on this engine.",
+                             "\n".join(f"• {r}" for r in reasons))
+    if isinstance(failure, ServerFailed):
+        return failure.failure
+    message = getattr(failure, "message", None)
+    if isinstance(message, str):
+        return ServerFailure(str(getattr(failure, "code", "") or ""), message, str(getattr(failure, "remedy", "") or ""))
+    return ServerFailure("", str(failure), "")
+
+
 _BIND = re.compile(r"couldn't bind HTTP server socket(?:, hostname: (?P<host>\S+?), port: (?P<port>\d+))?")
 _OPEN = re.compile(r"failed to open GGUF file '(?P<path>[^']*)' \((?P<why>[^)]*)\)")
 _MAGIC = re.compile(r"invalid magic characters")

@@ -43,6 +43,7 @@ KEY_WRONG = "key-wrong"
 NOT_LLAMA = "not-llama"
 LOADING = "loading"
 HTTP_ERROR = "http-error"
+NO_RESTART = "no-restart"  # a restart was asked of a server BeeDeck did not start
 
 
 class RemoteError(RuntimeError):

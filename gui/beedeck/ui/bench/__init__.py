@@ -1,1 +1,1 @@
-"""The benchmark dialog, its results view and charts."""
+"""The benchmark and tune dialogs (they get the session and a parent widget), their views and charts."""

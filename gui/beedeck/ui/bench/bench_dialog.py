@@ -1,10 +1,10 @@
-"""The main window's Benchmark dialog: a :class:`BenchView` set up from the window's profile."""
+"""The main window's Benchmark dialog: a :class:`BenchView` set up from the session's profile."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QPushButton, QWidget
 
 from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.report import summarize
@@ -15,32 +15,33 @@ from beedeck.core.engine.speculation.modes import LABELS, mode_of
 from beedeck.core.engine.speculation.spec_guard import references_from_bench
 from beedeck.ui.bench.bench_view import BenchView
 from beedeck.ui.bench.server_dialog import ChatServerDialog
-from beedeck.ui.host import ShowsSpeed, WindowHost
+from beedeck.ui.session import Session
 
 
 class BenchDialog(ChatServerDialog):
-    """The main window's Benchmark dialog: a :class:`BenchView` set up from the window's profile.
+    """The main window's Benchmark dialog: a :class:`BenchView` set up from the session's profile.
 
     With the chat server ready it benchmarks that server in the one mode it runs; "Stop the chat
     server and compare" stops it so the view can start a server per chosen mode itself (baseline,
     DFlash, EAGLE-3, DSpark, MTP, n-gram: one model in memory at a time), and the chat server is
     started again when the dialog closes. A server BeeDeck did not start (a remote profile) is only
     benchmarked as it runs: BeeDeck cannot start it per mode.
-    A finished run teaches the guard's reference figures and, where the window gave it one, the learnt
-    advice (``guard.advice``, keyed by :func:`setup_key` of the engine's caps and the profile).
+    A finished run teaches the guard's reference figures, the speed panel's last figure per mode
+    (:meth:`Session.record_figure`) and, once read, the learnt advice (``guard.advice``, keyed by
+    :func:`setup_key` of the engine's caps and the profile).
     Closing cancels a run and waits for it (:meth:`BenchView.shutdown`).
     """
 
     view: BenchView
 
-    def __init__(self, window: WindowHost) -> None:
-        super().__init__(window, "Benchmark")
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(session, parent, "Benchmark")
         self.view = BenchView(self)
         self.compare_button = QPushButton("Stop the chat server and compare modes")
         self.compare_button.clicked.connect(self._on_compare_clicked)
         self._lay_out(self.compare_button, 720)
         self.view.run_finished.connect(self._on_run_finished)
-        c = window.controller
+        c = session.controller
         if self._remote() and not (c.state == "ready" and c.base_url):
             self.note.setText("This profile is a server BeeDeck did not start: connect to it first (Connect), then "
                               "benchmark it as it runs. Comparing modes needs BeeDeck to start the engine itself.")
@@ -57,8 +58,8 @@ class BenchDialog(ChatServerDialog):
             self.configure()
 
     def _remote(self) -> bool:
-        profile = self.window_.profile
-        return self.window_.controller.is_remote() or (profile is not None and profile.is_remote)
+        profile = self.session.profile
+        return self.session.controller.is_remote() or (profile is not None and profile.is_remote)
 
     def use_running_server(self, url: str, api_key: str | None, mode: str) -> None:
         self.view.set_server_url(url, api_key)
@@ -78,7 +79,7 @@ class BenchDialog(ChatServerDialog):
 
     def configure(self) -> None:
         """Let the view start the profile's engine per mode (probing it first if needed)."""
-        profile = self.window_.profile
+        profile = self.session.profile
         self.compare_button.hide()
         self.view.run_button.setEnabled(False)  # until the engine's capabilities are known
         if profile is not None and profile.is_remote:
@@ -91,7 +92,7 @@ class BenchDialog(ChatServerDialog):
         self._with_caps(profile.engine)
 
     def _use_caps(self, caps: EngineCaps) -> None:
-        profile = self.window_.profile
+        profile = self.session.profile
         assert profile is not None
         for box in self.view.mode_boxes.values():
             box.setEnabled(True)
@@ -114,26 +115,25 @@ class BenchDialog(ChatServerDialog):
         refs = references_from_bench((s.mode, texts.get(s.prompt_id, ""), s.gen_tps)
                                      for s in report.samples if s.error is None)
         for (mode, kind), values in refs.items():
-            self.window_.guard.add_reference(mode, kind, values)
-        if isinstance(self.window_, ShowsSpeed):  # the speed panel's last figure per mode
-            for mode, m in summarize(report).overall.items():
-                if m.gen_tps is not None:
-                    self.window_.speed.record_figure(mode, m.gen_tps.median, "benchmark")
+            self.session.guard.add_reference(mode, kind, values)
+        for mode, m in summarize(report).overall.items():  # the speed panel's last figure per mode
+            if m.gen_tps is not None:
+                self.session.record_figure(mode, m.gen_tps.median, "benchmark")
         self._teach_advice(report)
 
     def _teach_advice(self, report: BenchReport) -> None:
         """Teach the learnt advice which mode was fastest per prompt kind (off the GUI thread: it writes a
         file). Needs the engine's caps for the setup's key: a server BeeDeck did not start has none."""
-        advice, profile, c = self.window_.guard.advice, self.window_.profile, self.window_.controller
+        advice, profile, c = self.session.guard.advice, self.session.profile, self.session.controller
         if advice is None or profile is None or profile.is_remote or c.is_remote():
             return
-        caps = self.window_.known_caps.get(profile.engine) or (c.caps if c.engine == profile.engine else None)
+        caps = self.session.known_caps.get(profile.engine) or (c.caps if c.engine == profile.engine else None)
         samples = bench_advice_samples(report)
         if caps is None or not samples:
             return
         self._learn(advice, setup_key(caps, profile.settings), samples, "benchmark")
 
 
-def open_dialog(window: WindowHost) -> BenchDialog:
+def open_dialog(session: Session, parent: QWidget) -> BenchDialog:
     """The main window's Benchmark slot."""
-    return BenchDialog(window)
+    return BenchDialog(session, parent)

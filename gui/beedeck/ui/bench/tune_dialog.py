@@ -1,11 +1,11 @@
-"""The main window's Tune dialog: a :class:`TuneView` set up from the window's profile.
+"""The main window's Tune dialog: a :class:`TuneView` set up from the session's profile.
 
 The search starts its own servers, one per point, so the chat server must not hold the model (and the
 CPU) meanwhile: with it running, "Stop the chat server and tune" stops it first, and it is started
 again when the dialog closes. The result's "Save as profile" is re-emitted as
-``profile_chosen(LaunchSettings)`` (the best :class:`LaunchSettings`) for the window to save and apply; the
-figures of a finished search teach the speculation guard's advice when the window gave it one
-(``guard.advice`` and ``guard.setup``).
+``profile_chosen(LaunchSettings)`` (the best :class:`LaunchSettings`) for the session to save; the figures
+of a finished search teach the speed panel (:meth:`Session.record_figure`) and, once read, the speculation
+guard's advice (``guard.advice``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QPushButton, QWidget
 
 from beedeck.core.bench.advice_feed import tune_advice_samples
 from beedeck.core.bench.tune import TuneResult
@@ -22,15 +22,16 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.speculation.advice import setup_key
 from beedeck.core.engine.speculation.modes import mode_of
+from beedeck.core.profile import Profile
 from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.bench.tune_view import TuneView
-from beedeck.ui.host import ShowsSpeed, WindowHost
+from beedeck.ui.session import Session
 
 REMOTE_NOTE = ("This profile is a server BeeDeck did not start. Tuning starts the engine once per point, so it "
                "needs a local profile: pick an engine and a model in Settings (or the setup wizard), then Tune.")
 
 class TuneDialog(ChatServerDialog):
-    """Auto-tune the window's profile. Signal: ``profile_chosen(LaunchSettings)``, the best settings.
+    """Auto-tune the session's profile. Signal: ``profile_chosen(LaunchSettings)``, the best settings.
 
     ``store``: the chat history to offer prompts from (the window's; None opens the default one when
     the dialog opens and closes it with the dialog). ``view``: a prepared view (tests pass one with a
@@ -40,8 +41,9 @@ class TuneDialog(ChatServerDialog):
     profile_chosen = Signal(LaunchSettings)
     view: TuneView
 
-    def __init__(self, window: WindowHost, store: ChatStore | None = None, view: TuneView | None = None) -> None:
-        super().__init__(window, "Auto-tune")
+    def __init__(self, session: Session, parent: QWidget | None = None, store: ChatStore | None = None,
+                 view: TuneView | None = None) -> None:
+        super().__init__(session, parent, "Auto-tune")
         self._own_store: ChatStore | None = None
         self.view = view or TuneView(self)
         self.view.setParent(self)
@@ -51,10 +53,10 @@ class TuneDialog(ChatServerDialog):
         self.view.save_requested.connect(self.profile_chosen.emit)
         self.view.run_finished.connect(self._on_run_finished)
         self._offer_chats(store)
-        if window.profile is not None and window.profile.is_remote:
+        if session.profile is not None and session.profile.is_remote:
             self.note.setText(REMOTE_NOTE)
             self.view.start_button.setEnabled(False)
-        elif window.controller.is_running():
+        elif session.controller.is_running():
             self.note.setText("The chat server holds the model and the CPU: stop it to tune (each point of the "
                               "search starts its own server). It starts again when this dialog closes.")
             self.view.set_waiting("Stop the chat server first (the button above): every point of the search "
@@ -79,8 +81,8 @@ class TuneDialog(ChatServerDialog):
         self.view.set_chat_source(conversations, lambda cid: list(chats.messages(cid)))
 
     def configure(self) -> None:
-        """Set the view up from the window's profile, probing the engine first if needed."""
-        profile = self.window_.profile
+        """Set the view up from the session's profile, probing the engine first if needed."""
+        profile = self.session.profile
         self.stop_button.hide()
         if profile is None:
             self.note.setText("No engine or model is set up yet: open Settings or the setup wizard first.")
@@ -89,9 +91,9 @@ class TuneDialog(ChatServerDialog):
         self._with_caps(profile.engine)
 
     def _use_caps(self, caps: EngineCaps) -> None:
-        profile = self.window_.profile
+        profile = self.session.profile
         assert profile is not None
-        fig = self.window_.speed.figures.get(mode_of(profile.settings)) if isinstance(self.window_, ShowsSpeed) else None
+        fig = self.session.figures.get(mode_of(profile.settings))
         self.view.set_launch(Path(profile.engine), caps, profile.settings, tokens_per_s=fig.tps if fig else None)
         self.note.setText(f"BeeDeck tunes the current profile on {Path(profile.engine).name}: it starts the engine "
                           "once per point and stops it afterwards.")
@@ -103,11 +105,11 @@ class TuneDialog(ChatServerDialog):
         """Teach the guard's advice what this search measured (off the GUI thread: it writes a file), and
         the speed panel the best point's figure."""
         best = result.best if result is not None else None
-        if isinstance(self.window_, ShowsSpeed) and best is not None and best.gen_tps is not None:
-            self.window_.speed.record_figure(result.mode if result is not None else "", best.gen_tps.median, "tune")
-        advice = self.window_.guard.advice
-        profile = self.window_.profile
-        caps = self.window_.known_caps.get(profile.engine) if profile is not None else None
+        if result is not None and best is not None and best.gen_tps is not None:
+            self.session.record_figure(result.mode, best.gen_tps.median, "tune")
+        advice = self.session.guard.advice
+        profile = self.session.profile
+        caps = self.session.known_caps.get(profile.engine) if profile is not None else None
         if result is None or advice is None or profile is None or caps is None:
             return
         self._learn(advice, setup_key(caps, profile.settings), tune_advice_samples(result), "search")
@@ -122,6 +124,16 @@ def _raise(exc: Exception) -> list[tuple[int, str]]:
     raise exc
 
 
-def open_dialog(window: WindowHost) -> TuneDialog:
-    """The main window's Tune slot (the window connects ``profile_chosen``)."""
-    return TuneDialog(window)
+def open_dialog(session: Session, parent: QWidget, store: ChatStore | None = None) -> TuneDialog:
+    """The main window's Tune slot: the tuner on ``store``'s chats (the window's), its choice saved as the
+    profile (the dialog restarts the chat server it stopped, on the new profile)."""
+    dialog = TuneDialog(session, parent, store=store)
+
+    def chosen(settings: LaunchSettings) -> None:
+        profile = session.profile
+        if profile is not None:
+            session.save_profile(Profile(profile.engine, settings, label=profile.label))
+            session.say("The tuned settings are the profile now.", 15000)
+
+    dialog.profile_chosen.connect(chosen)
+    return dialog

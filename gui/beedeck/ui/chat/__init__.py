@@ -1,1 +1,2 @@
-"""The chat pane: conversation list, streamed Markdown view, worker thread, guard banner."""
+"""The chat pane: conversation list, streamed Markdown view, worker thread (the guard banner is in
+``ui/speculation``)."""

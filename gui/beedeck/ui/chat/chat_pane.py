@@ -201,7 +201,7 @@ class ChatPane(QWidget):
     @staticmethod
     def _view_of(m: Message, positions: dict[int, tuple[int, int]] | None = None) -> MessageView:
         version = (positions or {}).get(m.id)
-        return MessageView(m.id, m.role, m.content, dict(m.stats), m.complete, m.reasoning, version)
+        return MessageView(m.id, m.role, m.content, m.facts, m.complete, m.reasoning, version)
 
     def _on_system_prompt_edited(self) -> None:
         if self.conversation_id is not None:
@@ -438,7 +438,7 @@ class ChatPane(QWidget):
         stats = facts.to_json()
         if self._reply_id is not None:
             self._saver.save(self._reply_id, content, stats, complete=True, reasoning=reasoning)
-        self.view.end_reply(content, stats, complete=True, reasoning=reasoning)
+        self.view.end_reply(content, facts, complete=True, reasoning=reasoning)
         self._finish()
         self.reply_finished.emit(facts)
 
@@ -446,10 +446,10 @@ class ChatPane(QWidget):
         current = self.view.current_reply()
         content = current.content if current else ""
         reasoning = current.reasoning if current else ""
-        stats = self._with_thinking_time(ReplyFacts(mode=self._reply_mode, error=message), reasoning).to_json()
+        facts = self._with_thinking_time(ReplyFacts(mode=self._reply_mode, error=message), reasoning)
         if self._reply_id is not None:
-            self._saver.save(self._reply_id, content, stats, complete=False, reasoning=reasoning)
-        self.view.end_reply(content, stats, complete=False)
+            self._saver.save(self._reply_id, content, facts.to_json(), complete=False, reasoning=reasoning)
+        self.view.end_reply(content, facts, complete=False)
         self._finish()
         self.set_notice(f"The reply failed: {message}")
         self.reply_failed.emit(message)

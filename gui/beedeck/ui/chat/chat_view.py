@@ -22,7 +22,6 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtCore import QEvent, QRect, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -36,6 +35,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
+from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.ui.chat.live_reply import LiveReply
 from beedeck.ui.chat.markdown_render import code_blocks, render_html
 from beedeck.ui.chat.message_html import (
@@ -177,8 +177,7 @@ class ChatView(QTextBrowser):
     def _thinking_seconds_of(self, m: MessageView) -> float | None:
         if m is self._reply and self._think_s is not None:
             return self._think_s
-        secs = m.stats.get("reasoning_s")
-        return float(secs) if isinstance(secs, (int, float)) else None
+        return m.facts.reasoning_s
 
     def _thinking_html(self, m: MessageView) -> str:
         return thinking_html(m, self._thinking_seconds_of(m), m.id in self._expanded)
@@ -383,7 +382,7 @@ class ChatView(QTextBrowser):
     def end_reply(
         self,
         content: str | None = None,
-        stats: dict[str, Any] | None = None,
+        facts: ReplyFacts | None = None,
         complete: bool = True,
         reasoning: str | None = None,
     ) -> None:
@@ -395,17 +394,17 @@ class ChatView(QTextBrowser):
             return
         self._stop_stream_timers()
         m = self._reply
-        m.stats = dict(stats or {})
+        m.facts = facts or ReplyFacts()
         m.complete = complete
         if reasoning is not None and reasoning != m.reasoning:
             m.reasoning = reasoning
             self._thinking_stale = True
-        if self._think_s is None and isinstance(m.stats.get("reasoning_s"), (int, float)):
-            self._think_s = float(m.stats["reasoning_s"])  # the fold shows what was stored
+        if self._think_s is None and m.facts.reasoning_s is not None:
+            self._think_s = m.facts.reasoning_s  # the fold shows what was stored
         if self._thinking_live:
             self._fold_live_thinking()
-        if m.reasoning and self._think_s is not None:
-            m.stats.setdefault("reasoning_s", self._think_s)
+        if m.reasoning and self._think_s is not None and m.facts.reasoning_s is None:
+            m.facts = m.facts.with_reasoning(self._think_s)
         live = self._live_reply()
         if content is not None and content != m.content:
             # The server's text differs from what streamed (should not happen): render it all anew.

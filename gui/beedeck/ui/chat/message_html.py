@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any
 
 from PySide6.QtGui import QGuiApplication, QPalette
 
@@ -20,24 +19,15 @@ class MessageView:
     id: int
     role: str
     content: str
-    stats: dict[str, Any] = field(default_factory=dict)  # the stored form of its ReplyFacts
+    facts: ReplyFacts = field(default_factory=ReplyFacts)  # a reply's (empty for the user's messages)
     complete: bool = True
     reasoning: str = ""
     version: tuple[int, int] | None = None  # (1-based position, count) when the turn has other versions
-
-    @property
-    def facts(self) -> ReplyFacts:
-        return ReplyFacts.from_json(self.stats)
 
 
 def is_dark(palette: QPalette | None = None) -> bool:
     pal = palette or QGuiApplication.palette()
     return pal.color(QPalette.ColorRole.Base).lightness() < 128
-
-
-def format_stats(stats: dict[str, Any]) -> str:
-    """The per-message line: tokens, tok/s, TTFT, drafts accepted/drafted, the mode's own name."""
-    return ReplyFacts.from_json(stats).summary() if stats else ""
 
 
 def thinking_summary(reasoning: str, seconds: float | None, expanded: bool) -> str:

@@ -23,7 +23,6 @@ class _Host(Protocol):
 
     line_received: Any
     ready: Any
-    memory_reported: Any
     standby: bool
     state: str
     engine: str
@@ -141,8 +140,6 @@ class KeptServer:
         self.base_url, self.last_start_s, self.last_switch = parked.proc.base_url, 0.0, SWAPPED
         self._set_state("ready")
         self.ready.emit(self.base_url)
-        if getattr(parked.proc, "memory", None) is not None:
-            self.memory_reported.emit(parked.proc.memory)
         return True
 
     def _drop_parked(self: _Host) -> None:

@@ -23,9 +23,10 @@ from PySide6.QtCore import QObject, Signal
 from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
-from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.logparse import ServerFailure, as_failure
 from beedeck.core.engine.remote import (
     HEALTH_INTERVAL_S,
+    NO_RESTART,
     RemoteError,
     RemoteInfo,
     inspect_server,
@@ -56,12 +57,12 @@ class ServerController(QObject, KeptServer):
     """Owns the running ``ServerProcess``.
 
     Signals: ``state_changed(str)`` (starting/loading/ready/failed/stopped), ``line_received(str)``,
-    ``failed(object)`` (a ServerFailure, or an exception before the process existed), ``ready(str)``
-    (base URL), ``stopped()``, ``memory_reported(object)`` (the process's memory report once ready),
-    ``caps_known(EngineCaps)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
+    ``failed(ServerFailure)`` (an exception before the process existed too: :func:`as_failure`), ``ready(str)``
+    (base URL), ``stopped()``, ``caps_known(EngineCaps)`` (EngineCaps of the engine being launched), ``port_fallback_used(int, int, str)``
     (the port wanted, the port used instead, a line for the user) when another program held the port,
     ``remote_attached(RemoteInfo)`` once a running server BeeDeck did not start is attached;
-    ``refused(ServerFailure)`` when :meth:`replace` found the new launch refused (the running server kept).
+    ``refused(ServerFailure)`` when :meth:`replace` found the new launch refused (the running server kept),
+    ``replace_started(str)`` (the engine) when it passed: the running server stops now and the new one starts.
 
     ``launch`` (default: :func:`beedeck.core.launcher.launch`), ``inspect`` (default:
     :func:`beedeck.core.engine.remote.inspect_server`) and ``default_port`` are injectable for tests.
@@ -69,14 +70,14 @@ class ServerController(QObject, KeptServer):
 
     state_changed = Signal(str)
     line_received = Signal(str)
-    failed = Signal(object)
+    failed = Signal(ServerFailure)
     ready = Signal(str)
     stopped = Signal()
-    memory_reported = Signal(object)
     caps_known = Signal(EngineCaps)
     port_fallback_used = Signal(int, int, str)
     remote_attached = Signal(RemoteInfo)
     refused = Signal(ServerFailure)
+    replace_started = Signal(str)
 
     def __init__(
         self,
@@ -157,9 +158,9 @@ class ServerController(QObject, KeptServer):
         switch = (self.state == "ready" and self.settings is not None and not self.is_remote()
                   and self.settings.target == settings.target)
         if is_remote_engine(engine):
-            self.failed.emit(RemoteError(
-                "no-restart", "BeeDeck did not start this server, so it cannot restart it with other settings.",
-                "Restart it where it runs (with or without its draft), then connect again."))
+            self.failed.emit(as_failure(RemoteError(
+                NO_RESTART, "BeeDeck did not start this server, so it cannot restart it with other settings.",
+                "Restart it where it runs (with or without its draft), then connect again.")))
             return
 
         def job() -> None:
@@ -180,15 +181,17 @@ class ServerController(QObject, KeptServer):
             return None
         return self._expected_switch.get(with_draft)
 
-    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
+    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> bool:
         """Settings → Launch: start ``engine`` with ``settings`` whatever runs now, stopping the running server
         only once the new launch passed :func:`beedeck.core.launcher.preflight` (files, GGUF, mode, guard, RPC
         workers, host RAM and GPU memory, counting what the servers it stops hold as free). A refused launch
-        leaves the working server serving and emits ``refused``."""
+        leaves the working server serving and emits ``refused``; one that passed emits ``replace_started``
+        before the running server stops. Returns whether the preflight decides (False: nothing of ours was
+        serving, so it was stopped and the new one started at once)."""
         if is_remote_engine(engine) or is_remote_engine(self.engine) or not (self.is_running() or self.is_busy()):
             self.stop()  # nothing of ours that works to keep (stopped, failed, or a connection): start anew
             self.start(engine, settings, caps)
-            return
+            return False
 
         def job() -> None:
             try:
@@ -201,10 +204,12 @@ class ServerController(QObject, KeptServer):
             if checked is not None:
                 self.refused.emit(checked)
                 return
+            self.replace_started.emit(engine)
             self._do_stop()
             self._do_start(engine, settings, probed)
 
         self._spawn(job)
+        return True
 
     def _probe_engine(self, engine: str) -> EngineCaps:
         probe = self._probe
@@ -334,7 +339,7 @@ class ServerController(QObject, KeptServer):
                 return  # stopped by shutdown(): the window is gone, nothing to show
             self._set_state("failed")
             refused = isinstance(exc, LaunchRefused)  # the preflight's refusals, each with its remedy, as they are
-            self.failed.emit(exc if refused else self._explain(getattr(exc, "failure", None) or exc, proc))
+            self.failed.emit(as_failure(exc if refused else self._explain(getattr(exc, "failure", None) or exc, proc)))
             return
         self._ready(engine, settings, proc, time.monotonic() - t0, switch)
 
@@ -351,9 +356,6 @@ class ServerController(QObject, KeptServer):
         }
         self._set_state("ready")
         self.ready.emit(self.base_url)
-        memory = getattr(proc, "memory", None)
-        if memory is not None:
-            self.memory_reported.emit(memory)
 
     def _launcher(self) -> Callable[..., Any]:
         from beedeck.core import launcher  # imported lazily: the GUI opens without it
@@ -381,7 +383,7 @@ class ServerController(QObject, KeptServer):
                 return
             self.line_received.emit(f"BeeDeck: {exc}")
             self._set_state("failed")
-            self.failed.emit(exc)
+            self.failed.emit(as_failure(exc))
             return
         with self._lock:
             if self._closed:
@@ -415,7 +417,7 @@ class ServerController(QObject, KeptServer):
             self.base_url = ""
             self.line_received.emit(f"BeeDeck: {failure}")
             self._set_state("failed")
-            self.failed.emit(failure)
+            self.failed.emit(as_failure(failure))
 
     def _on_proc_state(self, state: object, failure: object = None) -> None:
         name = state_name(state)
@@ -423,7 +425,7 @@ class ServerController(QObject, KeptServer):
         if name in ("starting", "loading") or (name in ("failed", "stopped") and self.state == "ready"):
             self._set_state(name)
             if name == "failed" and failure is not None:
-                self.failed.emit(self._explain(failure))  # the server died while serving
+                self.failed.emit(as_failure(self._explain(failure)))  # the server died while serving
 
     def _do_stop(self) -> None:
         self._drop_parked()

@@ -17,14 +17,22 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, mode_key, mode_label, nice_scale
+from beedeck.core.chat.speed import (
+    DEFAULT_SCALE,
+    IN_SERVER_BASELINE,
+    LiveRate,
+    ModeFigures,
+    mode_key,
+    mode_label,
+    nice_scale,
+)
+from beedeck.core.engine.speculation.modes import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 
 __all__ = ["SpeedGauge", "SpeedPanel", "mode_color", "nice_scale"]
@@ -32,14 +40,15 @@ __all__ = ["SpeedGauge", "SpeedPanel", "mode_color", "nice_scale"]
 DFLASH_COLOR = QColor("#e0a100")  # bee amber
 BASELINE_COLOR = QColor("#6c8ebf")
 OTHER_COLOR = QColor("#4f9a6a")  # the other speculation modes
-MODE_COLORS = {"dflash": DFLASH_COLOR, "dspark": DFLASH_COLOR, "baseline": BASELINE_COLOR,
-               "baseline-draft-loaded": BASELINE_COLOR}
+MODE_COLORS: dict[str, QColor] = {Mode.DFLASH: DFLASH_COLOR, Mode.DSPARK: DFLASH_COLOR, Mode.BASELINE: BASELINE_COLOR,
+                                  IN_SERVER_BASELINE: BASELINE_COLOR}
 START_DEG, SPAN_DEG = 225.0, 270.0  # dial from bottom-left, clockwise to bottom-right
 
 
-def mode_color(mode: str) -> QColor:
-    """The colour a mode's figures are drawn in (the dial's arc, the sparkline's dots)."""
-    return MODE_COLORS.get(mode, OTHER_COLOR)
+def mode_color(mode: Mode | str | None) -> QColor:
+    """The colour a mode's figures are drawn in (the dial's arc, the sparkline's dots): a :class:`Mode`, or a
+    benchmark's mode key (its in-server baseline too)."""
+    return MODE_COLORS.get(mode or "", OTHER_COLOR)
 
 
 class SpeedGauge(QWidget):
@@ -77,8 +86,9 @@ class SpeedGauge(QWidget):
             self.scale = nice_scale(value)
         self.update()
 
-    def set_mode(self, mode: str) -> None:
-        self.mode = mode
+    def set_mode(self, mode: Mode | str) -> None:
+        """The mode whose colour and name the dial shows (a :class:`Mode`; "" for none)."""
+        self.mode = str(mode)
         self.update()
 
     def _angle(self, value: float) -> float:
@@ -153,11 +163,12 @@ class SpeedPanel(QFrame):
 
     Inputs (the window connects the chat's signals): :meth:`reply_started` (mode), :meth:`pieces_arrived`
     (a batch's piece count; :meth:`delta_arrived` one piece),
-    :meth:`reply_finished` (the reply's stats dict), :meth:`record_figure` (a benchmark's or tune's
-    figure for a mode), :meth:`server_ready` (figures start over for another server), :meth:`set_gpu`.
+    :meth:`reply_finished` (the reply's stats dict), :meth:`record_figure` (a reply's figure for its mode),
+    :meth:`show_figures` (``figures`` changed elsewhere: a benchmark's or a tune's figure), :meth:`server_ready`
+    (figures start over for another server), :meth:`set_gpu`. ``figures``: the session's, shared.
     """
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, figures: ModeFigures | None = None) -> None:
         super().__init__(parent)
         self.gauge = SpeedGauge()
         self.sparkline = Sparkline()
@@ -192,9 +203,9 @@ class SpeedPanel(QFrame):
         layout.addWidget(self.compare_title)
         layout.addWidget(self.compare)
         layout.addWidget(self.gpu)
-        self.figures = ModeFigures()
+        self.figures = figures if figures is not None else ModeFigures()
         self.rate = LiveRate()
-        self._mode = ""
+        self._mode: Mode | None = None
         self._server: str | None = None
         self._live_timer = QTimer(self, interval=100)
         self._live_timer.timeout.connect(self._on_live_tick)
@@ -206,10 +217,11 @@ class SpeedPanel(QFrame):
 
     # -- reply lifecycle -------------------------------------------------------------------
     def reply_started(self, mode: str) -> None:
-        self._mode = mode_key(mode)
+        """A reply began in ``mode`` (the chat's word for it: a :class:`Mode` value, "" without a toggle)."""
+        self._mode = Mode.parse(mode_key(mode))
         self.rate.start(time.perf_counter())
-        self.gauge.set_mode(self._mode)
-        self.gauge.reset_scale(self.figures.scale_for(self._mode))  # per reply: an old spike never stays
+        self.gauge.set_mode(self._mode or "")
+        self.gauge.reset_scale(self.figures.scale_for(self._mode or ""))  # per reply: an old spike never stays
         self.gauge.set_value(0.0, live=True)
         self.ttft.setText("waiting for the first token…")
         self.tokens.setText("0")
@@ -234,45 +246,40 @@ class SpeedPanel(QFrame):
         self.gauge.set_value(self.live_rate(), live=True)
         self.tokens.setText(str(self.rate.count))
 
-    def reply_finished(self, facts: ReplyFacts | dict[str, Any]) -> None:
-        """Replace the live estimate with the server's own figures for the reply (its typed facts; a
-        stored row's dict is read the same way)."""
-        stats = facts.to_json() if isinstance(facts, ReplyFacts) else facts
+    def reply_finished(self, facts: ReplyFacts) -> None:
+        """Replace the live estimate with the server's own figures for the reply."""
         self._live_timer.stop()
-        mode = mode_key(stats.get("mode") or self._mode)
-        tps = float(stats.get("tps") or 0.0)
-        self.gauge.reset_scale(nice_scale(tps) if tps > 0 else self.figures.scale_for(mode))
+        mode = facts.mode or self._mode  # a reply sent without a mode is labelled with the one it started in
+        tps = facts.tps or 0.0
+        self.gauge.reset_scale(nice_scale(tps) if tps > 0 else self.figures.scale_for(mode or ""))
         self.gauge.set_value(tps, live=False)
-        stopped = bool(stats.get("cancelled"))
-        count = stats["tokens"] if stats.get("tokens") is not None else self.rate.count
-        self.tokens.setText(f"{count} (stopped)" if stopped else str(count))
-        if stats.get("ttft_s") is not None:
-            self.ttft.setText(f"{stats['ttft_s']:.2f} s")
-        elif (ttft := self.rate.ttft()) is not None:
-            self.ttft.setText(f"{ttft:.2f} s")
-        else:
-            self.ttft.setText("—")
-        self.prefill.setText(f"{stats['prompt_tps']:.0f} tok/s" if stats.get("prompt_tps") else "—")
-        draft_n = int(stats.get("draft_n") or 0)
-        if draft_n:
-            acc = int(stats.get("draft_accepted") or 0)
+        count = facts.tokens if facts.tokens is not None else self.rate.count
+        self.tokens.setText(f"{count} (stopped)" if facts.cancelled else str(count))
+        ttft = facts.ttft_s if facts.ttft_s is not None else self.rate.ttft()
+        self.ttft.setText(f"{ttft:.2f} s" if ttft is not None else "—")
+        self.prefill.setText(f"{facts.prompt_tps:.0f} tok/s" if facts.prompt_tps else "—")
+        if facts.draft_n:
+            acc, draft_n = facts.draft_accepted, facts.draft_n
             self.acceptance.setText(f"{acc}/{draft_n} ({100 * acc / draft_n:.0f} %)")
-            share = acc / stats["tokens"] if stats.get("tokens") else None
-            self.draft_share.setText(f"{100 * share:.0f} %" if share is not None else "—")
+            self.draft_share.setText(f"{100 * acc / facts.tokens:.0f} %" if facts.tokens else "—")
         else:
-            self.acceptance.setText("— (no drafts)" if mode in ("baseline", "") else "0 drafted")
+            self.acceptance.setText("— (no drafts)" if mode in (Mode.BASELINE, None) else "0 drafted")
             self.draft_share.setText("—")
         if tps > 0:
-            self.sparkline.add_value(tps, mode_color(mode), stopped=stopped)
-        if tps > 0 and not stopped:
+            self.sparkline.add_value(tps, mode_color(mode), stopped=facts.cancelled)
+        if tps > 0 and not facts.cancelled and mode is not None:
             self.record_figure(mode, tps)
 
     def record_figure(self, mode: str, tps: float, source: str = "chat") -> None:
         """A mode's latest speed (a whole reply, a benchmark's median, a tune's best point)."""
-        mode = mode_key(mode)
-        self.figures.record(mode, tps, source)
-        if mode == "baseline" and tps > 0:
-            self.gauge.set_baseline(tps)
+        self.figures.record(mode_key(mode), tps, source)
+        self.show_figures()
+
+    def show_figures(self) -> None:
+        """Show :attr:`figures` as they are now: the baseline's marker on the dial, the comparison lines."""
+        baseline = self.figures.get("baseline")
+        if baseline is not None:
+            self.gauge.set_baseline(baseline.tps)
         self._update_compare()
 
     def server_ready(self, identity: str) -> None:

@@ -25,13 +25,13 @@ from beedeck.ui.wrap_label import WrapLabel
 class RpcWorkersEditor(QWidget):
     """A ``host:port, host:port`` field, a Check button and what the check found.
 
-    Signals: ``workers_changed()`` on an edit; ``devices_probed(object)`` with the list of RpcDevice
+    Signals: ``workers_changed()`` on an edit; ``devices_probed(list)`` with the list of RpcDevice
     (workers first) once a check succeeded, or an empty list when it failed or the list was cleared.
     ``probe`` (engine, workers) and ``runner`` are injectable for tests.
     """
 
     workers_changed = Signal()
-    devices_probed = Signal(object)
+    devices_probed = Signal(list)
 
     def __init__(self, parent: QWidget | None = None, *, runner: Runner | None = None,
                  probe: Callable[[str, Sequence[Worker]], list[RpcDevice]] = probe_workers) -> None:

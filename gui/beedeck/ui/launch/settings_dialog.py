@@ -1,11 +1,12 @@
 """Settings: the engine binary plus the launch form, fed with the engine's probed capabilities, the
-GPUs' free memory and the current profile. "Launch" hands a new :class:`Profile` to the main window,
-which saves it (profile.json, never the API key) and restarts the server if it runs; "Save" hands it
-over to be saved only (used at the next start); "Cancel" (Esc) changes nothing.
+GPUs' free memory and the current profile. "Launch" hands a new :class:`Profile` to the session, which
+saves it (profile.json, never the API key) and restarts the server if it runs (once the new launch passed
+its preflight); "Save" hands it over to be saved only (used at the next start); "Cancel" (Esc) changes
+nothing.
 
 Opened with a remote profile (a running server BeeDeck did not start), the dialog never probes the URL
-as an engine: it starts from the last local profile the window kept (``last_local_profile``, see
-:class:`LocalProfileMemory`) or else the starter profile (found off the GUI thread), and says so.
+as an engine: it starts from the last local profile the session kept (``Session.last_local_profile``) or
+else the starter profile (found off the GUI thread), and says so.
 
 The dialog fits a 1366x768 screen: the fields scroll inside the form, and the dialog's size is capped
 to the screen's available area, so the buttons are always on screen.
@@ -38,8 +39,8 @@ from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.starter import StarterMissing, StarterProfile, starter_engine, starter_model
 from beedeck.ui.background import Runner, run_in_background
-from beedeck.ui.host import LocalProfileMemory, WindowHost
 from beedeck.ui.launch.launch_form import LaunchForm
+from beedeck.ui.session import Session
 
 GiB = 1 << 30
 PREFERRED_SIZE = (1100, 700)  # fits a 768-px screen with a panel; the fields scroll
@@ -64,10 +65,10 @@ def caps_label(caps: EngineCaps) -> str:
 class SettingsDialog(QDialog):
     """The engine row and the :class:`LaunchForm`. Probing and GPU detection run in the background.
 
-    Signals: ``profile_applied(Profile, object)``: the new :class:`Profile` and the engine's
-    EngineCaps (None if unknown) when the user pressed Launch (save and restart).
-    ``profile_saved(Profile, object)``: the same when the user pressed Save (save, no restart).
-    ``caps_probed(EngineCaps)``, ``devices_detected(object)`` (list of free bytes per GPU) when those
+    Signals: ``profile_applied(Profile, EngineCaps)``: the new :class:`Profile` and the engine's
+    capabilities (None if unknown) when the user pressed Launch (save and restart).
+    ``profile_saved(Profile, EngineCaps)``: the same when the user pressed Save (save, no restart).
+    ``caps_probed(EngineCaps)``, ``devices_detected(list)`` (free bytes per GPU) when those
     background jobs end.
 
     ``held(free)``: what the running server holds on each GPU (``free``: each GPU's free bytes now), which
@@ -75,10 +76,10 @@ class SettingsDialog(QDialog):
     default: nothing runs). It runs off the GUI thread with the detection.
     """
 
-    profile_applied = Signal(Profile, object)
-    profile_saved = Signal(Profile, object)
+    profile_applied = Signal(Profile, EngineCaps)
+    profile_saved = Signal(Profile, EngineCaps)
     caps_probed = Signal(EngineCaps)
-    devices_detected = Signal(object)
+    devices_detected = Signal(list)
 
     def __init__(self, profile: Profile | None, caps: EngineCaps | None, parent: QWidget | None = None, *,
                  probe: Callable[[str], EngineCaps], detect: Callable[[], HardwareReport],
@@ -294,15 +295,16 @@ class SettingsDialog(QDialog):
         self.accept()
 
 
-def open_dialog(window: WindowHost) -> SettingsDialog:
-    """The main window's Settings slot: the dialog, fed from the window and wired back to it."""
-    profile = window.profile
-    caps = window.known_caps.get(profile.engine) if profile and not profile.is_remote else None
-    local = window.last_local_profile if isinstance(window, LocalProfileMemory) else None
-    local_caps = window.known_caps.get(local.engine) if local is not None else None
-    dialog = SettingsDialog(profile, caps, window.dialog_parent(), probe=window.probe, detect=window.detect_hardware,
-                            local=local, local_caps=local_caps, held=window.controller.held_gpu_memory)
+def open_dialog(session: Session, parent: QWidget) -> SettingsDialog:
+    """The main window's Settings slot: the dialog, fed from the session and wired back to it (the GPU memory
+    the running server holds counts as free for a launch that replaces it)."""
+    profile = session.profile
+    caps = session.known_caps.get(profile.engine) if profile and not profile.is_remote else None
+    local = session.last_local_profile
+    local_caps = session.known_caps.get(local.engine) if local is not None else None
+    dialog = SettingsDialog(profile, caps, parent, probe=session.probe, detect=session.detect_hardware,
+                            local=local, local_caps=local_caps, held=session.controller.held_gpu_memory)
     # Launch always starts or restarts, also when the server is stopped or has failed.
-    dialog.profile_applied.connect(lambda profile, caps: window.apply_profile(profile, caps, start=True))
-    dialog.profile_saved.connect(window.save_profile)  # saved for the next start; the server is left as it is
+    dialog.profile_applied.connect(lambda profile, caps: session.apply_profile(profile, caps, start=True))
+    dialog.profile_saved.connect(session.save_profile)  # saved for the next start; the server is left as it is
     return dialog

@@ -7,8 +7,8 @@ search makes an older answer stale: it is dropped when it arrives. The setups th
 a list, the fast path first; "Use this setup" hands the picked one on as the wizard's choice, so the
 next page downloads exactly that target and drafter.
 
-Signals: ``sized(object)`` with the RepoRecommendation, ``failed(str)`` with the message shown,
-``chosen(object)`` with the picked row as a :class:`~beedeck.core.models.recommend.Choice`.
+Signals: ``sized(RepoRecommendation)``, ``failed(str)`` with the message shown, ``chosen(Choice)`` with
+the picked row as a :class:`~beedeck.core.models.recommend.Choice`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
+from beedeck.core.chat.repo_recommend import RepoRecommendation
+from beedeck.core.models.live_plan import LiveRow
+from beedeck.core.models.recommend import Choice
 from beedeck.ui.background import Runner
 from beedeck.ui.wrap_label import WrapLabel
 
@@ -25,16 +28,16 @@ from beedeck.ui.wrap_label import WrapLabel
 class HubSearch(QWidget):
     """A repo name field, a button, and the sized result (plain text)."""
 
-    sized = Signal(object)
+    sized = Signal(RepoRecommendation)
     failed = Signal(str)
-    chosen = Signal(object)
+    chosen = Signal(Choice)
 
-    def __init__(self, size_repo: Callable[[str], object], report: Callable[[object], list[str]],
-                 runner: Runner) -> None:
+    def __init__(self, size_repo: Callable[[str], RepoRecommendation],
+                 report: Callable[[RepoRecommendation], list[str]], runner: Runner) -> None:
         super().__init__()
         self._size_repo, self._report, self._runner = size_repo, report, runner
         self._serial = 0
-        self._rec: object = None
+        self._rec: RepoRecommendation | None = None
         self.field = QLineEdit()
         self.field.setPlaceholderText("Any GGUF repo on the Hub, e.g. unsloth/Qwen3.8-27B-GGUF")
         self.field.setToolTip("BeeDeck reads only the GGUF headers (a few MB) to size every quant and draft: "
@@ -80,19 +83,19 @@ class HubSearch(QWidget):
         self.result_label.setText(text)
         self.result_label.setVisible(True)
 
-    def _on_sized(self, serial: int, rec: object) -> None:
+    def _on_sized(self, serial: int, rec: RepoRecommendation) -> None:
         if serial != self._serial:
             return  # a newer search is under way
         self.button.setEnabled(True)
         self._show("\n".join(self._report(rec)))
         self._rec = rec
-        self._show_rows(list(getattr(rec, "offered", list)()))
+        self._show_rows(rec.offered())
         self.sized.emit(rec)
 
-    def _show_rows(self, rows: list[object]) -> None:
+    def _show_rows(self, rows: list[LiveRow]) -> None:
         self.rows.clear()
         for r in rows:
-            self.rows.addItem(r.line(), r)  # type: ignore[attr-defined]
+            self.rows.addItem(r.line(), r)
         self.rows.setVisible(bool(rows))
         self.use_button.setVisible(bool(rows))
 
@@ -100,7 +103,7 @@ class HubSearch(QWidget):
         row = self.rows.currentData()
         if row is None or self._rec is None:
             return
-        self.chosen.emit(self._rec.choice_of(row))  # type: ignore[attr-defined]
+        self.chosen.emit(self._rec.choice_of(row))
 
     def _on_failed(self, serial: int, exc: BaseException) -> None:
         if serial != self._serial:

@@ -79,7 +79,7 @@ class RecommendPage(QWizardPage):
         layout.addLayout(runner_row)
         # Any repo on the Hub, sized from its headers in the background (nothing is downloaded).
         self.hub_search = HubSearch(lambda repo: services.size_repo(repo, self.detect_page.free_vram(), self.card()),
-                                    lambda rec: rec.report(self.detect_page.free_vram()),  # type: ignore[attr-defined]
+                                    lambda rec: rec.report(self.detect_page.free_vram()),
                                     services.runner)
         self.hub_search.chosen.connect(self.use_hub_choice)
         layout.addWidget(QLabel("Or size any GGUF repo on the Hub, with every draft kind, before downloading:"))

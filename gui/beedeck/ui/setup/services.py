@@ -39,9 +39,12 @@ class WizardServices:
     size_catalog: Callable[[str | None], catalog_sizing.CatalogSizing] = field(
         default=lambda endpoint: catalog_sizing.refresh(endpoint=endpoint))
     extra: dict[str, Any] = field(default_factory=dict)  # overrides for the run page (see setup_run_page)
-    # The session's one AppSettings copy, changed and saved when setup completes (None: the saved file's,
-    # for a wizard without a window). A copy of its own would be overwritten by the window's next save.
+    # The session's one AppSettings copy, changed when setup completes (None: the saved file's, for a wizard
+    # without a window), and how it is saved: Session.save_settings (None when saved, else why not), so the
+    # session says it was saved; without a window, written to the file. A copy of its own would be overwritten
+    # by the window's next save.
     settings: AppSettings | None = None
+    save_settings: Callable[[], str | None] | None = None
 
 
 @dataclass

@@ -469,7 +469,13 @@ class RunPage(QWizardPage):
         app.last_engine = self.engine.binary
         app.default_engine_id = self.engine.id
         app.goal = self.recommend_page.goal()
-        save_settings(app)
+        if self.services.save_settings is not None:  # the session's copy: it saves it, and says so
+            problem = self.services.save_settings()
+            if problem:
+                self.log.appendPlainText(f"BeeDeck's settings could not be saved ({problem}): the setup applies to "
+                                         "this session, and the wizard opens again next time.")
+        else:
+            save_settings(app)
         self.result = SetupResult(self.engine.binary, settings, self.engine.name or self.engine.id, self.engine.id)
         self._done = True
         self._idle()

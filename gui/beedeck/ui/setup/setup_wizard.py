@@ -3,7 +3,7 @@
 Page 1 shows the GPU (or why none was found, with a path straight to the starter profile). Page 2
 shows the recommended pair for the chosen goal, its download size, its memory plan and the
 runner-up. Page 3 (``setup_run_page.py``) gets an engine, downloads the models, smoke-tests and
-hands the result to the main window through :attr:`SetupWizard.setup_finished`.
+hands the result to the session through :attr:`SetupWizard.setup_finished`.
 """
 
 
@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.profile import Profile
-from beedeck.ui.host import WindowHost
+from beedeck.ui.session import Session
 from beedeck.ui.setup.detect_page import DetectPage
 from beedeck.ui.setup.recommend_page import RecommendPage
 from beedeck.ui.setup.services import SetupResult, WizardServices
@@ -51,11 +51,13 @@ class SetupWizard(QWizard):
         super().reject()
 
 
-def open_dialog(window: WindowHost) -> SetupWizard:
-    """The main window's wizard slot: detection through the window's hook, the result into
-    window's ``apply_profile`` (saves the profile and starts the server)."""
-    services = WizardServices(detect=window.detect_hardware, settings=window.app_settings)
-    wizard = SetupWizard(services, window.dialog_parent())
+def open_dialog(session: Session, parent: QWidget) -> SetupWizard:
+    """The main window's wizard slot: detection through the session's hook, its one AppSettings copy (changed
+    and saved by the session when setup completes), the result into :meth:`Session.apply_profile` (saves
+    the profile and starts the server)."""
+    services = WizardServices(detect=session.detect_hardware, settings=session.app_settings,
+                              save_settings=session.save_settings)
+    wizard = SetupWizard(services, parent)
     wizard.setup_finished.connect(
-        lambda result: window.apply_profile(Profile(result.engine, result.settings, result.label), start=True))
+        lambda result: session.apply_profile(Profile(result.engine, result.settings, result.label), start=True))
     return wizard

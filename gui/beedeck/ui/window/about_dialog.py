@@ -13,21 +13,19 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QV
 
 from beedeck import __version__
 from beedeck.core import paths
-from beedeck.core.machine.report import HardwareReport
-from beedeck.core.profile import engine_display_name
+from beedeck.core.profile import engine_display_name, pair_name
 from beedeck.ui.session import Session
-from beedeck.ui.window.mode_glue import pair_text
 
 
-def session_facts(session: Session, hardware: HardwareReport | None) -> list[tuple[str, str]]:
+def session_facts(session: Session) -> list[tuple[str, str]]:
     """What the dialog lists: versions, the session's engine and model, the GPU, the data folder."""
-    profile, caps = session.profile, session.controller.caps
+    profile, caps, hardware = session.profile, session.controller.caps, session.hardware
     facts = [("BeeDeck", __version__), ("Python", platform.python_version()),
              ("Qt", f"PySide6 {PySide6.__version__}")]
     if profile is not None:
         facts.append(("Engine", f"{engine_display_name(profile, caps or session.known_caps.get(profile.engine))} "
                                 f"({profile.engine})"))
-        facts.append(("Model", pair_text(profile.settings).removeprefix("model: ")))
+        facts.append(("Model", pair_name(profile.settings)))
     if hardware is not None:
         facts.append(("GPU", ", ".join(g.name for g in hardware.gpus) if hardware.has_gpu
                       else f"none ({hardware.reason})" if hardware.reason else "none"))

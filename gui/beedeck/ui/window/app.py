@@ -19,13 +19,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication, QDialog
+from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
 from beedeck.core.chat.recovery import fallback as chat_fallback
 from beedeck.core.chat.recovery import open_store
 from beedeck.core.chat.store import ChatStoreError
-from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineError, EngineRegistry
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile
@@ -33,8 +32,8 @@ from beedeck.core.settings import load_settings_checked
 from beedeck.ui.background import run_in_background
 from beedeck.ui.chat.markdown_render import warm_up
 from beedeck.ui.engine.server_controller import ServerController
-from beedeck.ui.host import DialogFactory, WindowHost
-from beedeck.ui.window.main_window import MainWindow
+from beedeck.ui.session import Session
+from beedeck.ui.window.main_window import DialogFactory, MainWindow
 from beedeck.ui.window.theme import apply_theme
 
 
@@ -86,8 +85,9 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         store, notice = chat_fallback(exc)
     app_settings, settings_notice = load_settings_checked()  # a damaged file is kept aside and said
     window = MainWindow(store, controller, app_settings)
+    session = window.session
     if detect is not None:
-        window.detect_hardware = detect
+        session.detect_hardware = detect
     plug_views(window)
     window.open_latest_chat()
     try:
@@ -101,12 +101,12 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
                                    "Nothing else to do: the damaged or invalid copies are kept beside the originals.")
         window.statusBar().showMessage(notice)
     if saved is not None:
-        window.set_profile(saved)
-        if window.app_settings.autostart and not no_autostart:
-            window.start_server()  # as it was left: the saved profile serves again
+        session.set_profile(saved)
+        if session.app_settings.autostart and not no_autostart:
+            session.start_server()  # as it was left: the saved profile serves again
     detecting = saved is None and _first_start(window, no_autostart)
     if not detecting:  # what the GPU is (or why there is none), for the starter banner and About
-        run_in_background(window.detect_hardware, window.set_hardware, lambda exc: None, owner=window)
+        run_in_background(session.detect_hardware, session.set_hardware, lambda exc: None, owner=window)
     _start_gpu_sampler(window)
     return window
 
@@ -125,16 +125,17 @@ def _engine_registry_notice() -> str:
 def _first_start(window: MainWindow, no_autostart: bool) -> bool:
     """No saved profile: the wizard when a GPU is found and it never finished, else the starter.
     Returns whether it detects the hardware itself."""
+    session = window.session
     window.chat.set_notice("Preparing the starter model (first run only)…")
 
     def load_starter(autostart: bool) -> None:
         def on_starter(profile: object) -> None:
             assert isinstance(profile, Profile)
-            if window.profile is not None:
+            if session.profile is not None:
                 return  # the wizard finished first: its profile wins
-            window.set_profile(profile)
+            session.set_profile(profile)
             if autostart and not no_autostart:
-                window.start_server()
+                session.start_server()
 
         def on_starter_error(exc: BaseException) -> None:
             window.chat.set_notice("")
@@ -146,19 +147,19 @@ def _first_start(window: MainWindow, no_autostart: bool) -> bool:
         run_in_background(lambda: load_starter_profile(progress.changed.emit), on_starter, on_starter_error,
                           owner=window)
 
-    if window.app_settings.first_run_done:
+    if session.app_settings.first_run_done:
         load_starter(autostart=True)
         return False
 
     def on_report(report: object) -> None:
         has_gpu = isinstance(report, HardwareReport) and report.has_gpu
         if isinstance(report, HardwareReport):
-            window.set_hardware(report)
+            session.set_hardware(report)
         if has_gpu:
             window.open_wizard()  # the starter stays loaded behind it, for a user who cancels
         load_starter(autostart=not has_gpu)
 
-    run_in_background(window.detect_hardware, on_report, lambda exc: load_starter(autostart=True), owner=window)
+    run_in_background(session.detect_hardware, on_report, lambda exc: load_starter(autostart=True), owner=window)
     return True
 
 
@@ -166,53 +167,44 @@ def _lazy_dialog(module: str) -> DialogFactory:
     """A factory that imports its dialog's module when first opened, not while the window starts
     (the dialogs and their charts cost a good part of a cold start: benchmarks/app_start.py)."""
 
-    def open_dialog(host: WindowHost) -> QDialog:
+    def open_dialog(session: Session, parent: QWidget) -> QDialog:
         factory: DialogFactory = importlib.import_module(module).open_dialog
-        return factory(host)
+        return factory(session, parent)
 
     return open_dialog
 
 
 def plug_views(window: MainWindow) -> None:
-    """Fill the window's dialog slots: Settings, the setup wizard, the benchmark and the tuner."""
+    """Fill the window's dialog slots: Settings, the setup wizard, the benchmark and the tuner (on the window's
+    chats)."""
     window.settings_factory = _lazy_dialog("beedeck.ui.launch.settings_dialog")
     window.wizard_factory = _lazy_dialog("beedeck.ui.setup.setup_wizard")
     window.bench_factory = _lazy_dialog("beedeck.ui.bench.bench_dialog")
-    window.tune_factory = lambda _host: _tune_dialog(window)
 
+    def tune(session: Session, parent: QWidget) -> QDialog:
+        from beedeck.ui.bench import tune_dialog  # imported when first opened, like the others
 
-def _tune_dialog(window: MainWindow) -> QDialog:
-    """Tune on the window's chats; the result saved as the profile (the dialog restarts the chat server
-    it stopped, on the new profile). The search teaches the guard's advice itself."""
-    from beedeck.ui.bench.tune_dialog import TuneDialog
+        return tune_dialog.open_dialog(session, parent, window.store)
 
-    dialog = TuneDialog(window, store=window.store)
-
-    def chosen(settings: object) -> None:
-        if window.profile is not None and isinstance(settings, LaunchSettings):
-            window.save_profile(Profile(window.profile.engine, settings, label=window.profile.label))
-            window.statusBar().showMessage("The tuned settings are the profile now.", 15000)
-
-    dialog.profile_chosen.connect(chosen)
-    return dialog
+    window.tune_factory = tune
 
 
 def _start_gpu_sampler(window: MainWindow) -> None:
     """Live GPU memory/utilisation from core.hardware's sampler (its thread), relayed to the GUI thread."""
     try:
-        from beedeck.core.machine.sampler import GpuSampler
+        from beedeck.core.machine.sampler import GpuSample, GpuSampler
     except ImportError:
         window.on_gpu_sample(None, None, None)
         return
     from PySide6.QtCore import QObject, Signal
 
     class _Relay(QObject):
-        sampled = Signal(object)
+        sampled = Signal(list)  # the GpuSample of each GPU, from the sampler's thread
 
     relay = _Relay(window)
 
-    def on_samples(samples: object) -> None:
-        gpus = list(samples or [])  # type: ignore[call-overload]
+    def on_samples(samples: list[GpuSample]) -> None:
+        gpus = list(samples or [])
         if not gpus:
             window.on_gpu_sample(None, None, None)
             return

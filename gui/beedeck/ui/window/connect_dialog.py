@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -34,12 +33,14 @@ DIALOG_WIDTH = 520  # the note on two or three lines; the dialog stays well insi
 class ConnectDialog(QDialog):
     """Asks for a server URL, an optional API key and a label; checks the server on request.
 
-    Signals: ``profile_chosen(Profile)`` (the remote profile) on Connect; ``checked(object)`` with the
-    RemoteInfo or RemoteError of a check. ``inspect`` and ``runner`` are injectable for tests.
+    Signals: ``profile_chosen(Profile)`` (the remote profile) on Connect; ``checked(RemoteInfo)`` when a check
+    found the server, ``check_failed(str)`` with what it said when not. ``inspect`` and ``runner`` are
+    injectable for tests.
     """
 
     profile_chosen = Signal(Profile)
-    checked = Signal(object)
+    checked = Signal(RemoteInfo)
+    check_failed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, current: Profile | None = None, *,
                  inspect: Callable[..., RemoteInfo] = inspect_server, runner: Runner | None = None) -> None:
@@ -95,29 +96,35 @@ class ConnectDialog(QDialog):
         try:
             url = normalize_url(self.url_edit.text())
         except RemoteError as exc:
-            self._show(exc)
+            self._show_failure(exc)
             return
         self.check_button.setEnabled(False)
         self.result_label.setText(f"Checking {html.escape(url)}…")
         key = self._key()
-        self._runner(lambda: self._inspect(url, key), self._show, self._show)
+        self._runner(lambda: self._inspect(url, key), self._show_info, self._show_failure)
 
-    def _show(self, outcome: Any) -> None:
+    def _show_info(self, info: RemoteInfo) -> None:
         self.check_button.setEnabled(True)
-        if isinstance(outcome, RemoteInfo):
-            self.result_label.setText("✔ " + html.escape(outcome.summary()))
-        elif isinstance(outcome, RemoteError):
-            self.result_label.setText(f"<b>{html.escape(outcome.message)}</b><br>{html.escape(outcome.remedy)}")
-        else:
-            self.result_label.setText(html.escape(f"The check failed: {outcome}"))
+        self.result_label.setText("✔ " + html.escape(info.summary()))
         self.adjustSize()  # room for the result's lines
-        self.checked.emit(outcome)
+        self.checked.emit(info)
+
+    def _show_failure(self, exc: BaseException) -> None:
+        self.check_button.setEnabled(True)
+        if isinstance(exc, RemoteError):
+            said = f"{exc.message} {exc.remedy}"
+            self.result_label.setText(f"<b>{html.escape(exc.message)}</b><br>{html.escape(exc.remedy)}")
+        else:
+            said = f"The check failed: {exc}"
+            self.result_label.setText(html.escape(said))
+        self.adjustSize()  # room for the result's lines
+        self.check_failed.emit(said)
 
     def accept(self) -> None:
         try:
             profile = self.profile()
         except RemoteError as exc:
-            self._show(exc)
+            self._show_failure(exc)
             return
         self.profile_chosen.emit(profile)
         super().accept()
@@ -125,8 +132,8 @@ class ConnectDialog(QDialog):
 
 def open_connect_dialog(parent: QWidget, on_profile: Callable[[Profile], None],
                         current: Profile | None = None) -> ConnectDialog:
-    """Open the dialog (non-modal); ``on_profile`` gets the remote profile on Connect. The lead's menu
-    action: ``open_connect_dialog(window, lambda p: window.apply_profile(p, start=True), window.profile)``."""
+    """Open the dialog (non-modal); ``on_profile`` gets the remote profile on Connect. File → Connect:
+    ``open_connect_dialog(window, lambda p: session.apply_profile(p, start=True), session.profile)``."""
     from PySide6.QtCore import Qt
 
     dialog = ConnectDialog(parent, current)

@@ -1,14 +1,17 @@
-"""The main window: composition only. Toolbar (Start/Stop, Baseline | <modes>, Benchmark, Settings,
-endpoint), conversations on the left, the speculation-guard banner and the chat in the middle, the
-speed gauge on the right, the server log below, a status bar. The widgets hold the behaviour; this
-module wires their signals. The Settings, Benchmark and Setup-wizard dialogs plug into factory slots
-(``app.build_window`` fills them) and report back through :meth:`MainWindow.apply_profile`.
+"""The main window: it lays out views and renders the session. Toolbar (Start/Stop, Baseline | <modes>,
+Benchmark, Settings, endpoint), conversations on the left, the speculation-guard banner and the chat in
+the middle, the speed gauge on the right, the server log below, a status bar.
+
+What happens (a profile applied, a server started or replaced, a mode switched, the advice followed) is
+the :class:`~beedeck.ui.session.Session`'s: the window forwards clicks to it and updates its views from
+its signals (and the server controller's, for the views that show the server). The Settings, Benchmark,
+Tune and Setup-wizard dialogs plug into factory slots (``app.build_window`` fills them) and get the session
+and the window as their parent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
@@ -27,36 +30,34 @@ from PySide6.QtWidgets import (
 from beedeck import APP_DISPLAY_NAME
 from beedeck.core import paths
 from beedeck.core.chat.store import ChatStore, ChatStoreError
-from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.speculation.spec_guard import SpecGuard
+from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.profile import Profile, engine_display_name, save_profile
-from beedeck.core.settings import AppSettings
+from beedeck.core.profile import Profile, engine_display_name, pair_name
+from beedeck.core.settings import THEMES, AppSettings
 from beedeck.core.starter import is_starter
 from beedeck.ui.chat.chat_pane import ChatPane
 from beedeck.ui.chat.conversation_list import ConversationList
-from beedeck.ui.chat.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.failure_panel import FailurePanel
 from beedeck.ui.engine.log_dock import LogDock
-from beedeck.ui.engine.mode_toggle import ModeToggle
 from beedeck.ui.engine.remote_binding import RemoteBinding
 from beedeck.ui.engine.server_controller import ServerController
-from beedeck.ui.engine.switch_checker import SwitchChecker
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
-from beedeck.ui.host import DialogFactory
-from beedeck.ui.session import Session, default_client, default_detect, default_probe
+from beedeck.ui.session import Session
+from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
+from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.window.about_dialog import AboutDialog, session_facts
-from beedeck.ui.window.advice_glue import AdviceGlue
 from beedeck.ui.window.agent_dialog import open_agent_dialog
 from beedeck.ui.window.connect_dialog import open_connect_dialog
-from beedeck.ui.window.menus import build_menus
-from beedeck.ui.window.mode_glue import ModeGlue, pair_text
+from beedeck.ui.window.menus import MenuCommands, ToolbarActions, build_menus
 from beedeck.ui.window.placeholder_dialog import PlaceholderDialog
 from beedeck.ui.window.shortcuts_dialog import ShortcutsDialog
 from beedeck.ui.window.starter_banner import StarterBanner
 from beedeck.ui.window.theme import apply_theme
+
+DialogFactory = Callable[[Session, QWidget], QDialog]
+"""A dialog slot: the dialog made for the session, with the window as its parent."""
 
 
 def ui_settings() -> QSettings:
@@ -65,13 +66,8 @@ def ui_settings() -> QSettings:
 
 
 class MainWindow(QMainWindow):
-    """BeeDeck's window. ``settings_factory`` / ``bench_factory`` / ``wizard_factory`` are the slots
-    the settings dialog, benchmark view and setup wizard plug into.
-
-    ``probe`` (engine path -> EngineCaps), ``detect_hardware`` and ``profile_saver`` are the core
-    calls the dialogs and :meth:`apply_profile` make; tests replace the ones that need a GPU.
-    ``known_caps`` maps engine paths to their probed capabilities.
-    """
+    """BeeDeck's window over a :class:`Session`. ``settings_factory`` / ``bench_factory`` / ``wizard_factory``
+    / ``tune_factory`` are the slots the settings dialog, benchmark view, setup wizard and tuner plug into."""
 
     def __init__(self, store: ChatStore, controller: ServerController | None = None,
                  app_settings: AppSettings | None = None, session: Session | None = None) -> None:
@@ -84,60 +80,29 @@ class MainWindow(QMainWindow):
         self.bench_factory: DialogFactory | None = None
         self.wizard_factory: DialogFactory | None = None
         self.tune_factory: DialogFactory | None = None
-        self.client_factory: Callable[[str, str | None], Any] = default_client
-        self.probe: Callable[[str], EngineCaps] = default_probe
-        self.detect_hardware: Callable[[], HardwareReport] = default_detect
-        self.profile_saver: Callable[[Profile], object] = save_profile
         self.close_hooks: list[Callable[[], None]] = []  # e.g. the GPU sampler's stop()
-        self.closing = False  # set in closeEvent: dialogs closing with the window start nothing
-        self._served = False  # the current server became ready once (a later failure is a crash, not a start)
 
-        self.chat = ChatPane(store, enter_sends=self.app_settings.enter_sends)
+        self.chat = ChatPane(store, enter_sends=self.session.app_settings.enter_sends)
         self.failure = FailurePanel()
         self.conversations = ConversationList(store)
-        self.speed = SpeedPanel()
+        self.speed = SpeedPanel(figures=self.session.figures)
         self.log = LogDock(self)
-        self.mode = ModeToggle(switch=self.session.switch)  # the view of the session's switch
-        self.switching = SwitchChecker(self.mode, self, memory=self.session.per_request_memory)
+        self.mode = ModeToggle(self.session.switch)  # the view of the session's switch
         self.endpoint = EndpointLabel()
-        self.guard_monitor = GuardMonitor(self.guard, store, self)
+        self.guard_monitor = GuardMonitor(self.session.guard, store, self)
         self.banner = GuardBanner()
         self.starter_banner = StarterBanner()
-        self.hardware: HardwareReport | None = None
-        self.advice_glue = AdviceGlue.for_host(self)  # learnt fastest mode per prompt kind, opt-in follow
         self._build_toolbar()
         self._build_layout()
         self._build_status_bar()
         self._build_shortcuts()
-        self._wire()
-        self.remote = RemoteBinding.for_host(self)  # Start/Stop read Connect/Disconnect for a running server
+        self.remote = RemoteBinding(self.session.controller, self.start_action, self.stop_action, self.engine_label,
+                                    self.pair_label, self.endpoint, self)  # Start/Stop read Connect/Disconnect
+        self._wire_session()
+        self._wire_views()
         self._restore_view()
-        self._on_controller_state("stopped")
-
-    # The session's state, read and written where the window and the dialogs always did.
-    @property
-    def profile(self) -> Profile | None:
-        return self.session.profile
-
-    @property
-    def last_local_profile(self) -> Profile | None:
-        return self.session.last_local_profile
-
-    @property
-    def known_caps(self) -> dict[str, EngineCaps]:
-        return self.session.known_caps
-
-    @property
-    def app_settings(self) -> AppSettings:
-        return self.session.app_settings
-
-    @property
-    def controller(self) -> ServerController:
-        return self.session.controller
-
-    @property
-    def guard(self) -> SpecGuard:
-        return self.session.guard
+        self._on_state(self.session.controller.state)
+        self.chat.set_notice(self.session.notice)
 
     # -- building --------------------------------------------------------------------------
     def _build_toolbar(self) -> None:
@@ -188,8 +153,15 @@ class MainWindow(QMainWindow):
         self.chats_dock, self.speed_dock = left, right
         self.resizeDocks([left, right], [220, 270], Qt.Orientation.Horizontal)
         self.resizeDocks([self.log], [160], Qt.Orientation.Vertical)
-        self.menu_actions = build_menus(self, self, [left, right, self.log], self.app_settings.theme)
+        toolbar = ToolbarActions(self.start_action, self.stop_action, self.bench_action, self.tune_action,
+                                 self.settings_action)
+        commands = MenuCommands(new_chat=self.new_chat, open_wizard=self.open_wizard, open_connect=self.open_connect,
+                                open_agent=self.open_agent, regenerate=lambda: self.chat.regenerate(),
+                                stop_reply=lambda: self.chat.stop(), show_shortcuts=self.show_shortcuts,
+                                show_about=self.show_about, set_theme=self.set_theme)
+        self.menu_actions = build_menus(self, self.session, toolbar, commands, [left, right, self.log])
         self.wizard_action = self.menu_actions["wizard"]
+        self.follow_advice_action = self.menu_actions["follow"]
         # A small window squeezes the side panels, never the chat below a readable width.
         central.setMinimumWidth(CHAT_MIN_WIDTH)
         self.conversations.setMinimumWidth(150)
@@ -221,161 +193,134 @@ class MainWindow(QMainWindow):
             sc("Ctrl+L", self.chat.focus_input),
         ]
 
-    def _wire(self) -> None:
-        c = self.controller
-        c.state_changed.connect(self._on_controller_state)
+    def _wire_session(self) -> None:
+        """The session says what happened; the window shows it."""
+        s, c = self.session, self.session.controller
+        s.profile_changed.connect(self._show_profile)
+        s.caps_known.connect(lambda _caps: self._show_engine())
+        s.hardware_known.connect(self._show_hardware)
+        s.settings_saved.connect(self._show_settings)
+        s.said.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
+        s.notice_changed.connect(self.chat.set_notice)
+        s.failure_shown.connect(self._show_failure)
+        s.notice_shown.connect(lambda title, what, remedy, local: self.failure.show_notice(title, what, remedy, local))
+        s.failure_cleared.connect(self.failure.hide)
+        s.serving_interrupted.connect(self.chat.stop)
+        s.setup_wanted.connect(lambda: self._open(self.wizard_factory or self.settings_factory, "Set up BeeDeck"))
+        s.settings_wanted.connect(self.settings_action.trigger)
+        s.figures_changed.connect(self.speed.show_figures)
+        s.switching.changed.connect(self._show_switch)
+        s.advice_follower.held_released.connect(self._send_held)
+        self.chat.mode_provider = s.switching.provider
+        self.chat.before_send = s.advice_follower.before_send
+        c.state_changed.connect(self._on_state)
         c.line_received.connect(self.log.append_line)
-        c.ready.connect(self._on_controller_ready)
-        c.failed.connect(self._on_controller_failed)
-        c.refused.connect(lambda why: self.failure.show_failure(why, "Not launched: the running server keeps serving"))
-        c.caps_known.connect(self._on_controller_caps)
-        self.chat.copied.connect(lambda text: self.statusBar().showMessage(text, 2000))
+        c.ready.connect(self._on_ready)
         c.port_fallback_used.connect(lambda _wanted, _used, message: self.statusBar().showMessage(message, 20000))
-        self.start_action.triggered.connect(self.start_server)
-        self.stop_action.triggered.connect(self.stop_server)
+        # The speed figures belong to one server: a remote one by its address, the local one by its model.
+        c.ready.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
+
+    def _wire_views(self) -> None:
+        s = self.session
+        self.mode.mode_clicked.connect(s.request_mode)
+        # The ? popover's actions: what gets a mode that cannot run here.
+        self.mode.popover.action_requested.connect(
+            lambda action: self.open_wizard() if action == "wizard" else self.settings_action.trigger())
+        self.start_action.triggered.connect(s.start_server)
+        self.stop_action.triggered.connect(s.stop_server)
         self.settings_action.triggered.connect(lambda: self._open(self.settings_factory, "Settings"))
         self.bench_action.triggered.connect(lambda: self._open(self.bench_factory, "Benchmark"))
         self.tune_action.triggered.connect(lambda: self._open(self.tune_factory, "Auto-tune"))
+        self.chat.copied.connect(lambda text: self.statusBar().showMessage(text, 2000))
         self.chat.reply_started.connect(self.guard_monitor.reply_started)
         self.chat.reply_finished.connect(self.guard_monitor.reply_finished)
         self.chat.conversation_changed.connect(self.guard_monitor.conversation_changed)
         self.guard_monitor.conversation_switched.connect(self.banner.hide)
+        self.guard_monitor.advice_given.connect(self._on_guard_advice)
+        self.banner.switch_requested.connect(s.request_mode)  # the same path as a click: per request or by restart
         self.starter_banner.wizard_requested.connect(self.open_wizard)
         self.starter_banner.settings_requested.connect(self.settings_action.trigger)
         self.starter_banner.prompt_chosen.connect(self.chat.input.setPlainText)  # a prompt chip: typed, then sent
         self.starter_banner.prompt_chosen.connect(lambda _text: self.chat.send())
-        self.failure.retry_requested.connect(self.start_server)
-        self.failure.local_requested.connect(self.use_local_server)
+        self.failure.retry_requested.connect(s.start_server)
+        self.failure.local_requested.connect(s.use_local_server)
         self.failure.log_requested.connect(self._show_log)
         self.chat.reply_started.connect(self.speed.reply_started)
         self.chat.pieces_arrived.connect(self.speed.pieces_arrived)  # thinking pieces are generated tokens too
         self.chat.reply_finished.connect(self.speed.reply_finished)
-        # The speed figures belong to one server: a remote one by its address, the local one by its model.
-        c.ready.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
+        # a failed reply makes the controller check an attached server now (a dead remote noticed within 2 s)
+        self.chat.reply_failed.connect(s.controller.request_failed)
         self.chat.conversations_edited.connect(self.conversations.refresh)
         self.chat.conversation_changed.connect(self.conversations.set_current)
         self.conversations.conversation_selected.connect(self.chat.load_conversation)
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
-        self.mode_glue = ModeGlue(self.session, self.mode, self.chat, self.switching, self.banner, self.guard_monitor,
-                                  self)  # the toggle's chat, restart, checker and banner wiring
-        # The ? popover's actions: what gets a mode that cannot run here.
-        self.mode.popover.action_requested.connect(
-            lambda action: self.open_wizard() if action == "wizard" else self.settings_action.trigger())
+        self.chat.reply_finished.connect(s.switching.reply_finished)  # a "baseline" reply that drafted: restart
 
     def _show_log(self) -> None:
         self.log.show()
         self.log.raise_()
 
-    # -- profile and server ----------------------------------------------------------------
-    def set_profile(self, profile: Profile) -> None:
-        self.session.set_profile(profile)
-        s = profile.settings
-        self.pair_label.setText(pair_text(s))
-        caps = self.known_caps.get(profile.engine)
-        self.engine_label.setText(f"engine: {engine_display_name(profile, caps)}")
+    # -- rendering the session -------------------------------------------------------------
+    def _show_profile(self, profile: Profile) -> None:
+        self.pair_label.setText(f"model: {pair_name(profile.settings)}")
+        self._show_engine()
         self.starter_banner.show_for_starter(is_starter(profile.settings))
-        self.mode.configure(s, caps, self.session.per_request_memory.get(caps))
         self.remote.profile_set(profile)
-        self.advice_glue.refresh()
-        self._on_controller_state(self.controller.state)
+        self._on_state(self.session.controller.state)
 
-    def save_profile(self, profile: Profile, caps: EngineCaps | None = None) -> None:
-        """Settings' Save: show and save the profile (profile.json, without the API key) for the next
-        start; a running server keeps its settings until it is restarted."""
-        self._store_profile(profile, caps)
-        if self.controller.is_running():
-            self.statusBar().showMessage("Saved: the new settings apply when the server next starts.", 15000)
+    def _show_engine(self) -> None:
+        profile = self.session.profile
+        if profile is not None:
+            self.engine_label.setText(f"engine: {engine_display_name(profile, self.session.caps())}")
 
-    def _store_profile(self, profile: Profile, caps: EngineCaps | None) -> None:
-        if caps is not None:
-            self.known_caps[profile.engine] = caps
-        self.set_profile(profile)
-        try:
-            self.profile_saver(profile)
-        except OSError as exc:
-            self.failure.show_failure(OSError(f"The profile could not be saved ({exc}): check that BeeDeck's "
-                                              "config folder is writable. It is used for this session only."),
-                                      title="The profile could not be saved")
+    def _show_switch(self) -> None:
+        self.mode.show_switch()
+        self._show_actions(self.session.controller.state)
 
-    def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
-        """A new profile from Settings or the wizard: show it, save it (profile.json, without the API
-        key), and restart the server if it runs (``start``: start it even if it was stopped)."""
-        self._store_profile(profile, caps)
-        self.failure.hide()  # an old failure panel is stale now
-        if self.controller.is_running() or self.controller.is_busy():
-            self.chat.stop()  # the preflight runs before the working server is stopped (controller.replace)
-            self.controller.replace(profile.engine, self._launch_settings(), self.known_caps.get(profile.engine))
-        elif start:
-            self.start_server()
-
-    def use_local_server(self) -> None:
-        """Back from a server BeeDeck did not start (disconnected, or gone) to the last local profile."""
-        local = self.last_local_profile
-        if local is not None:
-            self.apply_profile(local, self.known_caps.get(local.engine), start=True)
-        else:
-            self.settings_action.trigger()  # Settings opens on the starter profile
-
-    def start_server(self) -> None:
-        if self.profile is None:
-            self._open(self.wizard_factory or self.settings_factory, "Set up BeeDeck")
-            return
-        if self.controller.is_running() or self.controller.is_busy():
-            return
-        self.failure.hide()
-        self.controller.start(self.profile.engine, self._launch_settings(), self.known_caps.get(self.profile.engine))
-
-    def _launch_settings(self) -> LaunchSettings:
-        assert self.profile is not None
-        return self.mode_glue.launch_settings(self.profile.settings)  # in the mode the toggle shows
-
-    def stop_server(self) -> None:
-        self.chat.stop()
-        self.controller.stop()
-
-    def _on_controller_state(self, state: str) -> None:
-        if state == "starting":
-            self._served = False
-        self.state_label.setText(f"server: {state}")
+    def _show_actions(self, state: str) -> None:
         running = state in ("starting", "loading", "ready")
-        self.start_action.setEnabled(not running and not self.mode.is_switching())
+        self.start_action.setEnabled(not running and self.session.switch.pending is None)
         self.stop_action.setEnabled(running)
+
+    def _show_failure(self, failure: ServerFailure, title: str, local: bool) -> None:
+        self._show_actions(self.session.controller.state)  # Start was held off while switching
+        self.failure.show_failure(failure, title, local)
+
+    def _show_settings(self, settings: AppSettings) -> None:
+        """The one AppSettings copy was saved (by a menu, the wizard, a dialog): the views follow it."""
+        self.chat.set_enter_sends(settings.enter_sends)
+        for key, on in (("follow", settings.follow_advice), ("standby", settings.standby),
+                        *((f"theme_{name}", name == settings.theme) for name in THEMES)):
+            action = self.menu_actions[key]
+            if action.isChecked() != on:
+                blocked = action.blockSignals(True)  # showing the saved choice is no new choice
+                action.setChecked(on)
+                action.blockSignals(blocked)
+
+    def _show_hardware(self, report: HardwareReport) -> None:
+        """What detection found: the starter banner says why there is no GPU."""
+        self.starter_banner.set_no_gpu_reason("" if report.has_gpu else report.reason or "none was found.")
+
+    def _on_state(self, state: str) -> None:
+        self.state_label.setText(f"server: {state}")
+        self._show_actions(state)
         if state != "ready":
             self.chat.set_client(None)
             self.endpoint.set_base_url("")
-            if state in ("starting", "loading"):
-                self.chat.set_notice("Starting the server and loading the model…")
-            elif state == "stopped" and not self.mode.is_switching():
-                self.chat.set_notice("The server is stopped. Press Start to chat." if self.profile else
-                                     "No engine or model is set up yet: open Settings.")
-                if self.profile is not None and self.profile.is_remote and self._served:  # after Disconnect
-                    self.failure.show_notice("Disconnected", f"The server at {self.profile.engine} keeps running "
-                                             "where it is.", "Connect again, or go back to BeeDeck's own server.", local=True)
 
-    def _on_controller_caps(self, caps: object) -> None:
-        # The session has learnt them already (it is connected first).
-        if self.profile is not None and isinstance(caps, EngineCaps):
-            self.mode.configure(self.profile.settings, caps, self.session.per_request_memory.get(caps))
-            self.engine_label.setText(f"engine: {engine_display_name(self.profile, caps)}")
+    def _on_ready(self, base_url: str) -> None:
+        self.chat.set_client(self.session.client(base_url))
+        self.endpoint.set_base_url(base_url, self.session.controller.port_note)
 
-    def _on_controller_ready(self, base_url: str) -> None:
-        self._served = True
-        api_key = self.controller.settings.api_key if self.controller.settings else None
-        self.chat.set_client(self.client_factory(base_url, api_key))
-        self.chat.set_notice("")
-        self.endpoint.set_base_url(base_url, self.controller.port_note)
-        self.failure.hide()
-        self.mode.restart_finished(self.controller.last_switch)
-        self.switching.server_ready(self.controller.caps, self.client_factory(base_url, api_key))
+    def _on_guard_advice(self, advice: Advice) -> None:
+        if self.session.switching.offers(advice.suggested_mode):
+            self.banner.show_advice(advice)
 
-    def _on_controller_failed(self, failure: object) -> None:
-        was_serving = self._served
-        self.mode.restart_failed()
-        self._on_controller_state(self.controller.state)  # Start was held off while switching
-        self.failure.show_failure(failure, "The server stopped while running" if was_serving
-                                  else "The server could not start", local=bool(self.profile and self.profile.is_remote))
-        self.chat.set_notice("")
+    def _send_held(self, text: str) -> None:
+        """The advice's held message, sent now the server is ready, if the box still holds it."""
+        if self.chat.input.toPlainText().strip() == text:
+            self.chat.send()
 
     # -- chats -----------------------------------------------------------------------------
     def new_chat(self) -> None:
@@ -402,24 +347,18 @@ class MainWindow(QMainWindow):
     def open_wizard(self) -> None:
         self._open(self.wizard_factory, "Set up BeeDeck")
 
-    @property
-    def follow_advice_action(self) -> QAction:
-        return self.advice_glue.follow_action
-
     def open_connect(self) -> None:
-        open_connect_dialog(self, lambda p: self.apply_profile(p, start=True), self.profile)
+        open_connect_dialog(self, lambda p: self.session.apply_profile(p, start=True), self.session.profile)
 
     def open_agent(self, client_id: str) -> None:
-        running = self.controller.settings if self.controller.is_running() else None
-        open_agent_dialog(self, client_id, self.profile, running or (self._launch_settings() if self.profile else None),
-                          self.controller.caps, lambda p: self.apply_profile(p, start=True))
-
-    def dialog_parent(self) -> QWidget:
-        return self
+        s, c = self.session, self.session.controller
+        running = c.settings if c.is_running() else None
+        open_agent_dialog(self, client_id, s.profile, running or (s.launch_settings() if s.profile else None),
+                          c.caps, lambda p: s.apply_profile(p, start=True))
 
     def _open(self, factory: DialogFactory | None, title: str) -> None:
         if factory is not None:
-            dialog = factory(self)
+            dialog = factory(self.session, self)
         else:
             dialog = PlaceholderDialog(
                 title, f"{title} is not available in this build yet. The starter profile is used meanwhile.", self
@@ -429,32 +368,21 @@ class MainWindow(QMainWindow):
 
     # -- help, theme -------------------------------------------------------------------------
     def show_shortcuts(self) -> None:
-        dialog = ShortcutsDialog(self.app_settings.enter_sends, self)
+        dialog = ShortcutsDialog(self.session.app_settings.enter_sends, self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
 
-    def about_facts(self) -> list[tuple[str, str]]:
-        return session_facts(self.session, self.hardware)
-
     def show_about(self) -> None:
-        dialog = AboutDialog(self.about_facts(), self)
+        dialog = AboutDialog(session_facts(self.session), self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
 
     def set_theme(self, theme: str) -> None:
-        """Apply a theme now and remember it (View → Theme)."""
+        """Apply a theme now; the session remembers it (View → Theme)."""
         app = QApplication.instance()
         if isinstance(app, QApplication):
             apply_theme(app, theme)
-        self.app_settings.theme = theme
-        problem = self.session.save_settings()
-        if problem:
-            self.statusBar().showMessage(f"The theme could not be saved ({problem}); it applies to this session.")
-
-    def set_hardware(self, report: HardwareReport) -> None:
-        """What detection found: the starter banner says why there is no GPU."""
-        self.hardware = report
-        self.starter_banner.set_no_gpu_reason("" if report.has_gpu else report.reason or "none was found.")
+        self.session.set_theme(theme)
 
     # -- GPU -------------------------------------------------------------------------------
     def on_gpu_sample(self, used: int | None, total: int | None, util: int | None) -> None:
@@ -486,11 +414,11 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.save_view()
-        self.closing = True
+        self.session.closing = True  # dialogs closing with the window start nothing
         for dialog in self.findChildren(QDialog):
             dialog.close()  # their reject/done stop their own workers (benchmark, wizard downloads)
         self.chat.wait_idle()
-        self.controller.shutdown()  # nothing is left running after the window closes
+        self.session.shutdown()  # nothing is left running after the window closes
         while self.close_hooks:
             self.close_hooks.pop()()
         event.accept()

@@ -45,8 +45,8 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
     window.resize(1280, 800)
     window.show()
     started = time.monotonic()
-    ready = _wait(app, lambda: window.controller.state in ("ready", "failed"), 300)
-    ok = ready and window.controller.state == "ready"
+    ready = _wait(app, lambda: window.session.controller.state in ("ready", "failed"), 300)
+    ok = ready and window.session.controller.state == "ready"
     if not ok:
         print("the starter server did not become ready; screenshots show the failure instead")
     _save(app, window, out_dir / "main-start.png")

@@ -8,12 +8,22 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.mode_switch import FIRST_NOTE, NO_SPECULATION, ModeSwitch, Outcome
+from beedeck.core.engine.remote import RemoteInfo
+from beedeck.core.engine.speculation.mode_switch import (
+    CHECKING,
+    FIRST_NOTE,
+    NO_SPECULATION,
+    ModeSwitch,
+    Outcome,
+)
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode, ModelFacts
-from beedeck.core.engine.speculation.switching import NO_DRAFTS
+from beedeck.core.engine.speculation.remote_switch import toggle_reason
+from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
 DFLASH_PROFILE = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH,
@@ -180,3 +190,113 @@ def test_the_other_server_to_keep_loaded_once_the_restart_path_is_known() -> Non
     plain = ModeSwitch()
     plain.configure(LaunchSettings(target="/m/t.gguf"), caps("mainline"), False)
     assert plain.standby_settings() is None  # a Baseline profile: nothing else of its own to keep
+
+
+# ---------------------------------------------------------------- when to check, and a restart's clock
+
+
+def _verdict(honoured: bool | None, normal: int = 33, asked: int = 0) -> PerRequestVerdict:
+    return PerRequestVerdict(honoured, normal, asked, 0.0)
+
+
+def test_a_server_with_its_draft_is_checked_once_per_engine_unless_a_verdict_is_remembered() -> None:
+    sw = dflash_switch(per_request=None)
+    engine = caps("bee-a")
+    remembered: dict[str, bool | None] = {}
+    assert sw.server_ready(None, lambda c: None) is False  # nothing known of the engine
+    assert sw.server_ready(engine, lambda c: remembered.get(c.path)) is True
+    assert sw.status == CHECKING and engine.path in sw.checked
+    assert sw.server_ready(engine, lambda c: None) is False  # checked this session: not again
+    sw.check_done(_verdict(True))
+    assert sw.path() == PER_REQUEST and "honours a per-request" in sw.tooltip()
+    assert sw.status == "Baseline switches per request: the draft stays loaded, no restart"
+    # A remembered verdict is used instead of a check, and said.
+    again = dflash_switch(per_request=None)
+    assert again.server_ready(engine, lambda c: False) is False
+    assert again.path() == RESTART and "Checked earlier on this engine build: it ignores" in again.tooltip()
+    # A server without its draft has nothing to check: the field would change nothing.
+    plain = dflash_switch(per_request=None)
+    plain.request("baseline")
+    plain.restart_done(1.0)
+    assert plain.server_ready(engine, lambda c: pytest.fail("not looked up")) is False
+
+
+def test_a_failed_or_inconclusive_check_keeps_restarting() -> None:
+    sw = dflash_switch(per_request=None)
+    sw.server_ready(caps("bee-a"), lambda c: None)
+    sw.check_failed("connection reset")
+    assert sw.path() == RESTART and "The check failed (connection reset)" in sw.tooltip()
+    sw.check_done(_verdict(None, normal=0))
+    assert sw.path() == RESTART and "inconclusive" in sw.tooltip()
+
+
+def test_a_contradiction_is_told_apart_from_a_reply_that_drafted_as_asked() -> None:
+    sw = dflash_switch(per_request=None)
+    assert not sw.contradicts(Mode.BASELINE, 12)  # not checked yet: Baseline restarts, nothing to contradict
+    sw = dflash_switch(per_request=True)
+    sw.request("baseline")
+    assert sw.contradicts(Mode.BASELINE, 12) and not sw.contradicts(Mode.BASELINE, 0)
+    assert not sw.contradicts(Mode.DFLASH, 12)
+
+
+def test_a_restart_is_timed_against_what_it_took_here_before() -> None:
+    sw = dflash_switch(per_request=False)
+    assert sw.progress(10.0) is None  # nothing under way
+    sw.request("baseline")
+    sw.timed(100.0, 4.2)
+    assert sw.progress(102.1) == 475 and sw.restart_status(102.1) == "restarting without the draft… 2.1 s of about 4 s"
+    assert sw.progress(108.0) == 990  # a switch that runs long never fills the bar before the server is ready
+    assert sw.restart_done(sw.elapsed(103.0)) == Mode.BASELINE
+    assert sw.status == "Baseline: restarted the server without the draft in 3.0 s" and sw.began is None
+    assert sw.last_switch_s == 3.0
+    sw.request("dflash")
+    sw.timed(200.0, None)  # never measured: no promise, no bar
+    assert sw.progress(201.0) is None and sw.restart_status(201.0) == "restarting with the draft… 1.0 s"
+
+
+# ---------------------------------------------------------------- a server BeeDeck did not start
+
+REMOTE = RemoteInfo(url="http://pod:8080", model="/m/Target.gguf", n_ctx=8192, n_ctx_train=None, total_slots=1,
+                    build_info="b1-x", engine="BeeLlama", speculative=True, spec_types="", metrics=True, slots=True,
+                    needs_key=False)
+
+
+def test_an_attached_dflash_server_is_checked_and_switched_per_request_where_it_honours_it() -> None:
+    sw = ModeSwitch()
+    assert sw.attach(REMOTE) is True
+    assert not sw.enabled and sw.status == "checking…" and "checking whether it honours" in sw.tooltip()
+    sw.remote_checked(REMOTE, _verdict(True))
+    assert sw.enabled and sw.held == "" and [o.key for o in sw.shown()] == ["baseline", "dflash"]
+    assert not sw.local_files  # its paths are the server's: no header is read here
+    d = sw.request("baseline")
+    assert d.outcome == Outcome.SWITCHED and d.extra == NO_DRAFTS  # per request: no restart of a server not ours
+
+
+def test_an_attached_server_that_ignores_no_drafts_is_held_on_what_it_runs() -> None:
+    sw = ModeSwitch()
+    sw.attach(REMOTE)
+    sw.remote_checked(REMOTE, _verdict(False, asked=12))
+    assert not sw.enabled and sw.mode == Mode.DFLASH and sw.request_extra() == {}
+    assert "did not start this server" in sw.tooltip() and "ignores a per-request" in sw.tooltip()
+    assert sw.status == "the server's own speculation; no switching here"
+    sw.restart_refused()  # what a contradicted per-request baseline asks for: refused by the controller
+    assert not sw.enabled and "still drafted" in sw.held
+    sw.detach()
+    sw.remote_check_failed(REMOTE, "late")  # a verdict or failure for a server gone is ignored
+    assert "still drafted" in sw.held
+    sw.configure(DFLASH_PROFILE, caps("bee-a"))  # a local profile again: nothing held
+    assert sw.held == "" and sw.enabled and sw.local_files
+
+
+@pytest.mark.parametrize(("info", "words", "mode"), [
+    (dataclasses.replace(REMOTE, speculative=False), "runs without speculation", Mode.BASELINE),
+    (dataclasses.replace(REMOTE, speculative=None), "does not tell whether it speculates", Mode.BASELINE),
+    (dataclasses.replace(REMOTE, spec_types="ngram-mod"), "speculates with ngram-mod", Mode.MODEL_FREE),
+    (dataclasses.replace(REMOTE, spec_types="draft-mtp"), "speculates with draft-mtp", Mode.MTP),
+])
+def test_servers_the_switch_cannot_switch_are_not_checked(info: RemoteInfo, words: str, mode: Mode) -> None:
+    assert toggle_reason(info) is not None
+    sw = ModeSwitch()
+    assert sw.attach(info) is False
+    assert not sw.enabled and words in sw.tooltip() and sw.mode == mode and sw.request_extra() == {}
+

@@ -1,5 +1,5 @@
 """The Baseline | <modes> switch as rules, without Qt: which mode the next reply uses, what the server runs,
-and what a click does. The toolbar's toggle (``ui/engine/mode_toggle.py``) renders it and forwards clicks.
+and what a click does. The toolbar's toggle (``ui/speculation/mode_toggle.py``) renders it and forwards clicks.
 
 Inputs: :meth:`ModeSwitch.configure` (profile, engine caps, what is known of per-request switching, what
 the GGUF headers say), :meth:`ModeSwitch.request` (a click), :meth:`ModeSwitch.restart_done` /
@@ -18,17 +18,24 @@ Two ways to switch, chosen by what this engine build was measured to do
 
 An engine that ignores the per-request field (a check said so, or a "baseline" reply came back drafted:
 :meth:`ModeSwitch.reply_finished`) gets the restart path; a baseline reply drafting on a server with the
-draft restarts it without the draft at once.
+draft restarts it without the draft at once. When to check an engine build is the switch's rule too
+(:meth:`ModeSwitch.server_ready`); the session runs the check off the GUI thread and reports its verdict.
+
+A server BeeDeck did not start (:meth:`ModeSwitch.attach`) is switched per request only where a check
+proves it honours "no drafts"; otherwise the switch is *held* on what the server runs, with the reason
+(:mod:`beedeck.core.engine.speculation.remote_switch`). Only the switch writes its status line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.speculation.modes import (
     BASELINE,
     DFLASH,
@@ -45,11 +52,23 @@ from beedeck.core.engine.speculation.modes import (
     settings_for_mode,
     switch_path,
 )
+from beedeck.core.engine.speculation.remote_switch import (
+    CHECKING_REASON,
+    CHECKING_STATUS,
+    HELD_STATUS,
+    NO_RESTART_REASON,
+    OFF_STATUS,
+    check_failed_reason,
+    served_settings,
+    toggle_reason,
+    verdict_reason,
+)
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED
-from beedeck.core.engine.speculation.switching import NO_DRAFTS
+from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 
 NO_SPECULATION = "no speculation here"
 FIRST_NOTE = "Baseline restarts the server without the draft until BeeDeck has checked this engine."
+CHECKING = "checking how this engine switches to Baseline…"
 
 
 class Outcome(StrEnum):
@@ -75,7 +94,8 @@ class Decision:
 
 class ModeSwitch:
     """The switching state: the mode of the next reply, what the server was started with, a restart under
-    way, and what this engine build does with a per-request "no drafts"."""
+    way (and when it began), what this engine build does with a per-request "no drafts", and, on a server
+    BeeDeck did not start, why the switch is held (:attr:`held`)."""
 
     def __init__(self) -> None:
         self.profile: LaunchSettings | None = None
@@ -88,14 +108,25 @@ class ModeSwitch:
         self.path_note = FIRST_NOTE
         self.options: list[ModeOption] = [ModeOption(BASELINE, LABELS[BASELINE], True)]
         self.status = ""
+        self.local_files = True  # the profile's files are on this machine (their headers may be read here)
+        self.held = ""  # why the switch is held on a server BeeDeck did not start ("" when it is not)
+        self.attached: RemoteInfo | None = None  # that server, while attached
+        self.checked: set[str] = set()  # engines checked this session (an inconclusive check is not kept)
+        self.began: float | None = None  # when the restart under way began (the caller's clock)
+        self.expected_s: float | None = None  # what such a restart took here before, if measured
+        self.last_switch_s: float | None = None  # what the last finished restart-path switch took
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
-                  facts: ModelFacts | None = None) -> None:
+                  facts: ModelFacts | None = None, local_files: bool = True) -> None:
         """A profile, the engine's capabilities and what is known of its per-request switching (None: not
         checked yet, so restart). A new profile starts in its own mode; the same profile (new caps after a
-        restart) keeps the chosen mode."""
+        restart) keeps the chosen mode. ``local_files=False``: the profile's paths are on another machine (a
+        server BeeDeck did not start), so no header is read for them here. Releases a hold."""
         same_profile = profile is not None and profile is self.profile
+        self.local_files, self.held = local_files, ""
+        if not local_files:
+            facts = ModelFacts()
         if caps is None or self.caps is None or caps.path != self.caps.path:
             self.per_request = per_request
         elif per_request is not None:
@@ -123,8 +154,8 @@ class ModeSwitch:
     # -- what the view shows ---------------------------------------------------------------
     @property
     def enabled(self) -> bool:
-        """More than one mode can run: the switch is worth showing as enabled."""
-        return sum(o.available for o in self.options) > 1
+        """More than one mode can run and the switch is not held: worth showing as enabled."""
+        return not self.held and sum(o.available for o in self.options) > 1
 
     def shown(self) -> list[ModeOption]:
         """The segments to show: every mode that runs, and the profile's own, the current and the pending
@@ -144,6 +175,8 @@ class ModeSwitch:
         return self.profile is not None and mode_of(self.profile) == DFLASH and bool(dflash and dflash.available)
 
     def tooltip(self) -> str:
+        if self.held:
+            return self.held
         usable = [o for o in self.options if o.available]
         if len(usable) > 1:
             lines = [" | ".join(o.label for o in usable) + ": the mode of the next reply."]
@@ -215,6 +248,26 @@ class ModeSwitch:
         chosen = option(self.options, mode)
         return f"with {chosen.spec_type if chosen and chosen.spec_type else 'n-gram'} speculation"
 
+    def timed(self, began: float, expected_s: float | None) -> None:
+        """The restart under way began at ``began`` (the caller's monotonic clock); ``expected_s``: what such a
+        switch took here before (core/engine/speculation/switch_cost.py), or None when never measured."""
+        self.began, self.expected_s = began, expected_s
+
+    def elapsed(self, now: float) -> float:
+        return now - self.began if self.began is not None else 0.0
+
+    def progress(self, now: float) -> int | None:
+        """How far the restart under way is, in thousandths of the bar, against what such a switch took here
+        before: never full before the server is (95 % at the expected time, then slower, at most 99 %).
+        None: no restart, or nothing to measure against (no bar)."""
+        if self.pending is None or not self.expected_s:
+            return None
+        return min(990, round(950 * self.elapsed(now) / self.expected_s))
+
+    def restart_status(self, now: float) -> str:
+        """The status line at ``now`` while a restart is under way: :meth:`restarting` on the timed clock."""
+        return self.restarting(self.elapsed(now), self.expected_s)
+
     def restarting(self, elapsed_s: float, expected_s: float | None = None) -> str:
         """The status line while a restart is under way; ``expected_s``: what such a switch took here
         before (core/engine/speculation/switch_cost.py), said beside the seconds so far."""
@@ -229,8 +282,9 @@ class ModeSwitch:
         to the server kept loaded."""
         if self.pending is None:
             return None
-        mode, self.pending = self.pending, None
+        mode, self.pending, self.began = self.pending, None, None
         before, self.served = self.served, mode
+        self.last_switch_s = took_s
         self.mode = mode
         self._refresh()
         label = next((o.label for o in self.options if o.key == mode), mode.label)
@@ -247,7 +301,7 @@ class ModeSwitch:
     def restart_failed(self) -> None:
         if self.pending is None:
             return
-        self.pending = None
+        self.pending = self.began = None
         self._refresh()
         self.status = "switch failed: see the server log"
 
@@ -270,12 +324,88 @@ class ModeSwitch:
             return self._restart(Mode.BASELINE)
         return None
 
+    def contradicts(self, mode: Mode | None, drafted: int) -> bool:
+        """Whether a reply (its mode and draft count) contradicts the per-request verdict: sent as baseline per
+        request, it came back drafted. The session then forgets the remembered verdict for this build."""
+        return mode == BASELINE and bool(drafted) and self.path() == PER_REQUEST
+
     def reply_finished(self, mode: Mode | None, drafted: int) -> Decision | None:
         """A reply ended (its mode and draft count). A per-request baseline reply that drafted contradicts
         the verdict: see :meth:`contradicted`. Returns the restart it asks for, if any."""
-        if mode == BASELINE and drafted and self.path() == PER_REQUEST:
+        if self.contradicts(mode, drafted):
             return self.contradicted(drafted)
         return None
+
+    # -- the per-request check ---------------------------------------------------------------
+    def server_ready(self, caps: EngineCaps | None, remembered: Callable[[EngineCaps], bool | None]) -> bool:
+        """A server is ready: True when its engine build must be checked now (it runs with its DFlash draft,
+        was not checked this session and no verdict is remembered for it; the status says a check is under
+        way). A remembered verdict (``remembered(caps)``) is used instead of a check."""
+        if caps is None or not self.server_has_draft() or caps.path in self.checked:
+            return False
+        known = remembered(caps)
+        if known is not None:
+            self.set_per_request(known, "checked earlier on this engine build: it " + (
+                "honours a per-request 'no drafts'" if known else "ignores a per-request 'no drafts'"))
+            return False
+        self.checked.add(caps.path)
+        self.status = CHECKING
+        return True
+
+    def check_done(self, verdict: PerRequestVerdict) -> None:
+        self.set_per_request(verdict.honoured, verdict.describe())
+
+    def check_failed(self, why: str) -> None:
+        self.set_per_request(None, f"the check failed ({why}), so Baseline restarts the server")
+
+    # -- a server BeeDeck did not start -------------------------------------------------------
+    def attach(self, info: RemoteInfo) -> bool:
+        """A server BeeDeck did not start is attached. True: a per-request check must decide (see
+        :meth:`remote_checked`; meanwhile the switch is off and says it checks). False: the switch is held on
+        what the server runs (or off, without speculation), with the reason as :attr:`held`."""
+        self.attached = info
+        reason = toggle_reason(info)
+        if reason is None:
+            self._off(CHECKING_REASON, CHECKING_STATUS)
+            return True
+        if info.speculative:
+            self._hold(info, reason)
+        else:
+            self._off(reason)
+        return False
+
+    def remote_checked(self, info: RemoteInfo, verdict: PerRequestVerdict) -> None:
+        """The check's verdict on an attached server (ignored once it is detached or replaced)."""
+        if self.attached is not info:
+            return
+        if verdict.honoured:
+            self.configure(served_settings(info), None, per_request=True, local_files=False)
+            self.set_per_request(True, verdict.describe())
+        else:
+            self._hold(info, verdict_reason(verdict))
+
+    def remote_check_failed(self, info: RemoteInfo, why: str) -> None:
+        if self.attached is info:
+            self._hold(info, check_failed_reason(why))
+
+    def restart_refused(self) -> None:
+        """A restart was asked of a server BeeDeck did not start (a "baseline" reply drafted after all): the
+        per-request path is wrong there, so the switch is held on what the server runs."""
+        if self.attached is not None:
+            self._hold(self.attached, NO_RESTART_REASON)
+
+    def detach(self) -> None:
+        """The attached server is gone (disconnected, or it stopped answering)."""
+        self.attached = None
+
+    def _hold(self, info: RemoteInfo, reason: str) -> None:
+        """On the mode the server runs, disabled: replies are labelled with what made them."""
+        self.configure(served_settings(info), None, per_request=False, local_files=False)
+        self.held, self.status = reason, HELD_STATUS
+
+    def _off(self, reason: str, status: str = OFF_STATUS) -> None:
+        self.configure(None, None)
+        self.held, self.status = reason, status
 
     def standby_settings(self) -> LaunchSettings | None:
         """The other server worth keeping loaded beside this one (core/engine/speculation/standby.py): on the

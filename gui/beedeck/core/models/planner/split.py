@@ -9,20 +9,21 @@ from typing import Protocol, TypeVar
 from beedeck.core.engine.launch_settings import LaunchSettings
 
 
-class DeviceUse(Protocol):
-    """A device of the plan (``planner.DeviceUse``), as far as the compute needs it."""
+class Chargeable(Protocol):
+    """A device the compute buffers are charged to; the plan's
+    :class:`~beedeck.core.models.planner.memory.DeviceUse` (the planner's one ``DeviceUse``) is one."""
 
     def add(self, key: str, nbytes: float) -> None: ...
 
 
-D = TypeVar("D", bound=DeviceUse)
+D = TypeVar("D", bound=Chargeable)
 
 _NO_PIPELINE = ("-nkvo", "--no-kv-offload", "-ot", "--override-tensor", "-cmoe", "--cpu-moe", "-ncmoe",
                 "--n-cpu-moe")
 
 
-def pipeline(settings: LaunchSettings, layer_dev: Sequence[DeviceUse | None], out_dev: DeviceUse | None,
-              layer_devs: Sequence[DeviceUse], workers: Sequence[DeviceUse], rpc_async: bool) -> bool:
+def pipeline(settings: LaunchSettings, layer_dev: Sequence[Chargeable | None], out_dev: Chargeable | None,
+              layer_devs: Sequence[Chargeable], workers: Sequence[Chargeable], rpc_async: bool) -> bool:
     """Whether llama.cpp runs the layers as a pipeline (``llama-context.cpp``: several devices, every
     layer and the output offloaded, ``-sm layer``, the KV offloaded, no tensor overrides, and every
     device with async compute and events); its scheduler then keeps 4 copies of every split's inputs

@@ -1,6 +1,7 @@
-"""The learnt advice in the window: the guard consults it for the running setup, and, only when the
-user opts in, a message goes out in the mode this setup measured fastest for its kind of prompt (a
-restart holds the message until the server is ready, then sends it; nothing is lost)."""
+"""The learnt advice in the session (ui/speculation/advice_follow.py, through the window): the guard consults
+it for the running setup, and, only when the user opts in, a message goes out in the mode this setup measured
+fastest for its kind of prompt (a restart holds the message until the server is ready, then sends it;
+nothing is lost)."""
 
 from __future__ import annotations
 
@@ -35,17 +36,17 @@ def _teach(prose_baseline: float, prose_dflash: float) -> None:
 
 def _window(qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer) -> tuple:  # type: ignore[type-arg]
     w = make(qtbot, store)
-    qtbot.waitUntil(lambda: w.advice_glue.advice is not None, timeout=5000)  # read off the GUI thread
-    w.set_profile(Profile("/e/llama-server", PROFILE))
-    w.controller.caps_known.emit(CAPS)
+    qtbot.waitUntil(lambda: w.session.advice is not None, timeout=5000)  # read off the GUI thread
+    w.session.set_profile(Profile("/e/llama-server", PROFILE))
+    w.session.controller.caps_known.emit(CAPS)
     restarts: list[LaunchSettings] = []
 
     def fake_restart(settings: LaunchSettings) -> None:  # a real restart needs a real engine and pair
         restarts.append(settings)
-        QTimer.singleShot(200, lambda: w.controller.ready.emit(fake_server.base_url))
+        QTimer.singleShot(200, lambda: w.session.controller.ready.emit(fake_server.base_url))
 
-    w.controller.restart = fake_restart  # type: ignore[method-assign]
-    w.controller.ready.emit(fake_server.base_url)
+    w.session.controller.restart = fake_restart  # type: ignore[method-assign]
+    w.session.controller.ready.emit(fake_server.base_url)
     return w, restarts
 
 
@@ -55,7 +56,7 @@ def test_following_is_off_by_default_and_the_toggle_stays_where_the_user_put_it(
     w, restarts = _window(qtbot, store, fake_server)
     assert not w.follow_advice_action.isChecked()
     assert w.menu_actions and w.follow_advice_action in w.menuBar().actions()[1].menu().actions()
-    assert w.guard.learned_mode("prose") == "baseline"  # the guard consults the advice for this setup
+    assert w.session.guard.learned_mode("prose") == "baseline"  # the guard consults the advice for this setup
     w.chat.input.setPlainText(PROSE)
     with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as done:
         w.chat.send()
@@ -74,7 +75,7 @@ def test_opted_in_a_prose_prompt_goes_out_in_the_learnt_fastest_mode_after_the_r
         assert w.chat.input.toPlainText() == PROSE  # held, not lost, while the server restarts
         assert "Baseline for this prose prompt" in w.chat.notice.text()
     assert len(restarts) == 1 and restarts[0].spec_mode == SpecMode.OFF and restarts[0].draft is None
-    assert done.args[0].mode == "baseline" and w.mode.mode() == "baseline"
+    assert done.args[0].mode == "baseline" and w.session.switch.mode == "baseline"
     assert w.chat.input.toPlainText() == "" and fake_server.requests[-1].body["messages"][-1]["content"] == PROSE
     # The next prose prompt is already in the right mode: no second restart.
     w.chat.input.setPlainText(PROSE + " Keep it brief.")
@@ -98,7 +99,7 @@ def test_the_advice_is_read_off_the_gui_thread_and_applies_to_caps_probed_before
         qtbot: QtBot, store: ChatStore, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from beedeck.ui.window import advice_glue
+    from beedeck.ui.speculation import advice_follow
 
     _teach(prose_baseline=100, prose_dflash=40)
     gate, threads = threading.Event(), []
@@ -108,13 +109,13 @@ def test_the_advice_is_read_off_the_gui_thread_and_applies_to_caps_probed_before
         gate.wait(5)
         return load_advice()
 
-    monkeypatch.setattr(advice_glue, "load_advice", slow_load)
+    monkeypatch.setattr(advice_follow, "load_advice", slow_load)
     w = make(qtbot, store)
-    w.set_profile(Profile("/e/llama-server", PROFILE))
-    w.controller.caps_known.emit(CAPS)  # the probe answers before the file is read
-    assert w.guard.learned_mode("prose") is None
+    w.session.set_profile(Profile("/e/llama-server", PROFILE))
+    w.session.controller.caps_known.emit(CAPS)  # the probe answers before the file is read
+    assert w.session.guard.learned_mode("prose") is None
     gate.set()
-    qtbot.waitUntil(lambda: w.guard.learned_mode("prose") == "baseline", timeout=5000)
+    qtbot.waitUntil(lambda: w.session.guard.learned_mode("prose") == "baseline", timeout=5000)
     assert threads and threads[0] is not threading.main_thread()
 
 
@@ -124,11 +125,11 @@ def test_a_failed_restart_keeps_the_message_in_the_box(
 
     _teach(prose_baseline=100, prose_dflash=40)
     w, _restarts = _window(qtbot, store, fake_server)
-    w.controller.restart = lambda settings: QTimer.singleShot(  # type: ignore[method-assign]
-        100, lambda: w.controller.failed.emit(ServerFailure("crash", "llama-server crashed.", "See its log.")))
+    w.session.controller.restart = lambda settings: QTimer.singleShot(  # type: ignore[method-assign]
+        100, lambda: w.session.controller.failed.emit(ServerFailure("crash", "llama-server crashed.", "See its log.")))
     w.follow_advice_action.setChecked(True)
     w.chat.input.setPlainText(PROSE)
     w.chat.send()
     qtbot.waitUntil(lambda: w.failure.isVisible(), timeout=5000)
-    assert w.chat.input.toPlainText() == PROSE and w.advice_glue._held is None
+    assert w.chat.input.toPlainText() == PROSE and w.session.advice_follower.held is None
     assert not any(PROSE in str(r.body) for r in fake_server.requests)

@@ -1,0 +1,171 @@
+"""The session's half of the mode switch: the Qt-free
+:class:`~beedeck.core.engine.speculation.mode_switch.ModeSwitch` decides, this carries it out.
+
+A click (or the advice's pick, or the guard banner's) goes through :meth:`SwitchRunner.request`: a switch
+per request is in effect for the next reply (:meth:`provider` gives the chat its mode and request fields);
+a restart goes to the server controller, timed against what such a switch took here before, and the other
+mode's server is loaded beside the running one as soon as the restart path is known, when memory allows
+(core/engine/speculation/standby.py). The model files' GGUF headers are read off the GUI thread
+(:class:`~beedeck.core.models.header_cache.HeaderCache`), and the per-request checks run in a
+:class:`SwitchChecker`. The session feeds it the controller's events in order; views render
+:attr:`switch` on ``changed``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from beedeck.core.chat.reply_facts import ReplyFacts
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.remote import NO_RESTART, RemoteInfo
+from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
+from beedeck.core.engine.speculation.modes import Mode, uses_draft
+from beedeck.core.engine.speculation.standby import RESTARTED
+from beedeck.core.engine.speculation.switching import PerRequestMemory
+from beedeck.core.models.header_cache import HeaderCache, Read
+from beedeck.ui.background import Runner, run_in_background
+from beedeck.ui.engine.server_controller import ServerController
+from beedeck.ui.speculation.switch_checker import SwitchChecker
+
+
+class SwitchRunner(QObject):
+    """Carries out :attr:`switch`'s decisions with the server ``controller``.
+
+    Signals: ``changed()`` whenever the switch's state changed (views render it again); ``mode_changed(str)``
+    once a new mode is in effect (a :class:`Mode` value); ``restarting(LaunchSettings)`` just before a switch
+    restarts the server with these settings (a reply in flight stops).
+    ``client_factory(url, api_key)`` makes the checks' clients; ``runner`` runs the header reads and checks
+    (tests: inline); ``clock`` times a restart.
+    """
+
+    changed = Signal()
+    mode_changed = Signal(str)
+    restarting = Signal(LaunchSettings)
+
+    def __init__(self, switch: ModeSwitch, controller: ServerController, memory: PerRequestMemory,
+                 client_factory: Callable[[str, str | None], Any], parent: QObject | None = None, *,
+                 runner: Runner | None = None, headers: HeaderCache | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(parent)
+        self.switch, self.controller, self.memory = switch, controller, memory
+        self._client = client_factory
+        self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
+        self.headers = headers or HeaderCache()
+        self.clock = clock
+        self.checker = SwitchChecker(switch, memory, self, runner=self._runner)
+        self.checker.verdict_known.connect(self._on_verdict_known)
+        self.checker.remote_checked.connect(self.changed)
+        self.checker.remote_check_failed.connect(self.changed)
+
+    # -- configuration ---------------------------------------------------------------------
+    def configure(self, settings: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
+                  local_files: bool = True) -> None:
+        """The shown profile's settings, its engine's capabilities and what is remembered of the build's
+        per-request switching (:meth:`ModeSwitch.configure`). ``local_files=False``: a server BeeDeck did not
+        start, whose paths are not read here. No file is touched on this thread: the headers are read by the
+        runner."""
+        self.switch.configure(settings, caps, per_request, self.headers.facts(settings), local_files)
+        self._read_headers()
+        self.changed.emit()
+
+    def _read_headers(self) -> None:
+        """Check the target's and the draft's files off the GUI thread; a header is read again only when its
+        file changed (a re-download)."""
+        if not self.switch.local_files:
+            return
+        for path in self.headers.to_read(self.switch.profile):
+            def done(result: Read, path: str = path) -> None:
+                if self.headers.store(path, result) and self.switch.local_files:
+                    self.switch.set_facts(self.headers.facts(self.switch.profile))
+                    self.changed.emit()
+
+            def failed(_exc: BaseException, path: str = path) -> None:
+                self.headers.forget(path)
+
+            self._runner(self.headers.reader(path), done, failed)
+
+    # -- the chat ----------------------------------------------------------------------------
+    def provider(self) -> tuple[Mode | None, dict[str, Any]]:
+        """For ChatPane.mode_provider: the next reply's mode and its extra request fields."""
+        return self.switch.mode, self.switch.request_extra()
+
+    def launch_settings(self, settings: LaunchSettings) -> LaunchSettings:
+        """:meth:`ModeSwitch.launch_settings`: what to start ``settings``' server with (in the mode shown)."""
+        return self.switch.launch_settings(settings)
+
+    def reply_finished(self, facts: ReplyFacts) -> None:
+        """A reply ended: a "baseline" reply that drafted may send the switch to restarts."""
+        self._carry_out(self.checker.reply_finished(self.controller.caps, facts))
+
+    # -- switching -------------------------------------------------------------------------
+    def request(self, key: str) -> bool:
+        """Switch to mode ``key`` as a click on its segment would (per request or by restart).
+
+        True when the switch is done or under way (or ``key`` is the mode already); False when the mode
+        cannot run here, is unknown, or another switch is under way."""
+        before = self.switch.mode
+        decision = self.switch.request(key)
+        self._carry_out(decision)
+        if decision.outcome == Outcome.SWITCHED and decision.mode != before:
+            self.mode_changed.emit(decision.mode.value)
+        return decision.accepted
+
+    def _carry_out(self, decision: Decision | None) -> None:
+        if decision is None or decision.outcome != Outcome.RESTART:
+            self.changed.emit()
+            return
+        assert decision.settings is not None
+        self.switch.timed(self.clock(), self.controller.expected_switch_s(uses_draft(decision.settings)))
+        self.changed.emit()
+        self.restarting.emit(decision.settings)
+        self.controller.restart(decision.settings)
+
+    def offers(self, mode: str) -> bool:
+        """Whether the guard's banner may suggest ``mode`` now: the switch is on, elsewhere, and it runs here."""
+        chosen = next((o for o in self.switch.options if o.key == mode), None)
+        return self.switch.enabled and self.switch.mode != mode and chosen is not None and chosen.available
+
+    # -- the controller's events, fed in order by the session --------------------------------
+    def server_ready(self, base_url: str, api_key: str | None) -> None:
+        """The controller's server is ready: a restart under way is done, its build may need a check, and the
+        other mode may be loaded beside it now."""
+        if self.switch.pending is not None:
+            mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.controller.last_switch or RESTARTED)
+            if mode is not None:
+                self.mode_changed.emit(mode.value)
+        if not self.controller.is_remote():
+            self.checker.server_ready(self.controller.caps, lambda: self._client(base_url, api_key))
+        self.changed.emit()
+        self._keep_other_mode_loaded()
+
+    def server_failed(self, failure: ServerFailure) -> None:
+        """A start or a restart failed (or a restart was refused: a server BeeDeck did not start)."""
+        self.switch.restart_failed()
+        if failure.code == f"remote:{NO_RESTART}":  # RemoteError's code (as_failure keeps it)
+            self.switch.restart_refused()
+        self.changed.emit()
+
+    def attached(self, info: RemoteInfo, api_key: str | None) -> None:
+        self.checker.attached(info, self._client(info.url, api_key))
+        self.changed.emit()
+
+    def state_changed(self, state: str) -> None:
+        if state not in ("ready", "starting", "loading") and self.switch.attached is not None:
+            self.switch.detach()  # disconnected, or it stopped answering
+
+    def _on_verdict_known(self) -> None:
+        self.changed.emit()
+        self._keep_other_mode_loaded()
+
+    def _keep_other_mode_loaded(self) -> None:
+        """Load the other mode beside the running server as soon as the restart path is known, when memory
+        allows (the controller decides): the first switch then loads nothing either."""
+        other = self.switch.standby_settings()
+        if other is not None and self.controller.standby:
+            self.controller.preload(other)
