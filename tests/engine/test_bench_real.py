@@ -140,7 +140,7 @@ def test_cli_bench_synthetic_writes_every_report(tmp_path: Path) -> None:
     assert {"report.md", "report.json", "samples.csv"} <= set(names)
     assert [n for n in names if n.endswith(".png")], names  # PySide6 is installed: charts are drawn
     md = (out / "report.md").read_text()
-    assert "![" in md and "| dflash |" in md
+    assert "![" in md and "| DFlash |" in md
 
 
 def test_cli_bench_fails_clearly_on_a_bad_suite(tmp_path: Path) -> None:
