@@ -21,9 +21,9 @@ from pathlib import Path
 from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fixtures import hub_models, meta_gguf
 
-from beedeck.core.chat import mode_choice
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.models import mode_choice
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.hub_sizing import size_repo, summary
 from beedeck.core.models.live_plan import plan_live

@@ -46,7 +46,7 @@ def test_recommend_repo_sizes_every_quant_with_the_catalogs_drafts(hub: FakeHub,
                      "--offline"]) == 0
     text = capsys.readouterr().out
     assert "from this machine's cache of its headers" in text and "DFlash2 costs about" in text
-    assert "Fast path: 24 GB Ampere (3090), bee-b: mtp (published:" in text
+    assert "Fast path: 24 GB Ampere (3090), bee-b: mtp (published figures:" in text
 
 
 def test_recommend_repo_errors_are_one_clear_line(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:

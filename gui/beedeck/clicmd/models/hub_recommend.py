@@ -8,11 +8,11 @@ import json
 import sys
 from typing import Any
 
-from beedeck.core.chat import mode_choice
 from beedeck.core.chat.repo_recommend import recommend_repo
 from beedeck.core.download import DownloadError
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import load_advice
+from beedeck.core.models import mode_choice
 from beedeck.core.models.hub_sizing import summary
 from beedeck.core.models.live_plan import LiveRow
 from beedeck.core.models.planner import GiB

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from beedeck.core.chat.mode_choice import card_class
+from beedeck.core.models.mode_choice import card_class
 from beedeck.core.models.recommend import SIDECAR_NOTE_PREFIXES as SIDECAR_PREFIXES
 from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.launch.memory_bar import MemoryBar
