@@ -111,7 +111,7 @@ def main() -> int:
             runnable = sorted({r.kind for r in rows if r.fits})
             version = mode_choice.engine_version(caps)
             c = mode_choice.choose(card, gen, version, "qwen3.8-27b", runnable, ev)
-            print(f"\n{mode_choice.CLASS_LABEL[card]} ({free} GiB free, {gen.value} {version}"
+            print(f"\n{mode_choice.CLASS_LABEL[card]} ({free} GiB free, {gen.value}" + (f" {version}" if version else "")
                   + (f", -ubd {ubd}" if ubd else "") + "):")
             for r in rows:
                 if r.target.quant == "Q4_K_M":
