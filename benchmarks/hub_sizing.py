@@ -4,10 +4,12 @@
 
 Builds metadata-only GGUFs with real tensor layouts (tests/fixtures: Qwen3.8 27B Q4_K_M with its MTP
 head, a 3-part Q8_0 split, DFlash2 and DSpark drafts; Gemma 4 31B Q4_K_S), serves them from the
-protocol-level fake Hub, sizes each repo live and prints, per repo, the bytes read, the range
-requests, the time and the share of the files' bytes; then checks that every live plan equals the
-same files' plan from disk, and prints the mode recommendation for the four card classes with its
-evidence. The goal: under 0.1% of a repo's bytes read, and equal plans.
+protocol-level fake Hub, sizes each repo live and prints three sections: per repo, the bytes read, the
+requests the fake Hub saw (API calls, HEADs, range GETs), the time and the share of the files' bytes;
+then whether every live plan equals the same files' plan from disk; then the card-class table: each
+class's Q4_K_M rows with the fast path chosen and its evidence, and the full mode table
+(mode_choice.table: every card class x engine generation). The goal: under 0.1% of a repo's bytes
+read, and equal plans.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fixtures import hub_models, meta_gguf
+from tests.fixtures.engines import help_stdout
 
-from beedeck.core.chat import mode_choice
-from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.caps import Generation
+from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.models import mode_choice
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.hub_sizing import size_repo, summary
 from beedeck.core.models.live_plan import plan_live
@@ -55,14 +60,21 @@ def main() -> int:
             for repo, files in repos.items():
                 hub.add_repo(repo, {n: FakeFile.sparse_gguf(p) for n, p in files.items()})
             sized = {}
-            print(f"\n{'repo':36} {'models':>6} {'read MB':>9} {'requests':>8} {'seconds':>8} {'of GB':>8} "
-                  f"{'fraction':>9}  vs goal {GOAL_FRACTION:.1%}")
+            print("\n== 1. bytes, requests and time per repo, sized live against the fake Hub ==")
+            print(f"{'repo':34} {'models':>6} {'read MB':>8} {'CDN MB':>7} {'API':>4} {'HEAD':>4} {'range':>5} "
+                  f"{'seconds':>7} {'of GB':>6} {'fraction':>9}  vs goal {GOAL_FRACTION:.1%}")
             for repo in repos:
+                before = len(hub.requests), hub.bytes_sent
                 s = size_repo(repo, endpoint=hub.endpoint, cache_dir=d / "cache")
                 sized[repo] = s
                 m = summary(s)
-                print(f"{repo:36} {m['models']:>6} {m['bytes_read'] / 1e6:>9.2f} {m['requests']:>8} "
-                      f"{m['seconds']:>8.2f} {m['file_bytes'] / 1e9:>8.2f} {m['fraction_read']:>9.5%}  "
+                seen = hub.requests[before[0]:]
+                api = sum(r.server == "hub" and r.path.startswith("/api/") for r in seen)
+                head = sum(r.method == "HEAD" for r in seen)
+                ranged = sum(r.method == "GET" and "range" in {k.lower() for k in r.headers} for r in seen)
+                print(f"{repo:34} {m['models']:>6} {m['bytes_read'] / 1e6:>8.2f} "
+                      f"{(hub.bytes_sent - before[1]) / 1e6:>7.2f} {api:>4} {head:>4} {ranged:>5} "
+                      f"{m['seconds']:>7.2f} {m['file_bytes'] / 1e9:>6.2f} {m['fraction_read']:>9.5%}  "
                       f"{m['fraction_read'] / GOAL_FRACTION:.3f}x of the goal")
         equal, total = 0, 0
         q4 = next(m for m in sized["unsloth/Qwen3.8-27B-GGUF"].models if m.quant == "Q4_K_M")
@@ -80,24 +92,27 @@ def main() -> int:
                         a, b = plan(lt, ld, s, gen, [24 * GiB]), plan(ft, fd, s, gen, [24 * GiB])
                         total += 1
                         equal += [x.items for x in a.devices] == [x.items for x in b.devices]
-        print(f"\nlive-header plans equal to the files' own plans: {equal}/{total}")
+        print("\n== 2. plans from the live headers against the same files' full-download plans ==")
+        print(f"live-header plans equal to the files' own plans (every device item, to the byte): {equal}/{total}")
+        print("\n== 3. the card-class table: the fast path per class and engine, with its evidence ==")
         q = sized["unsloth/Qwen3.8-27B-GGUF"]
         drafts = [sized["incoai/Qwen3.8-27B-DFlash2-GGUF"], sized["Anbeeld/Qwen3.8-27B-DSpark-GGUF"]]
-        for card, free, gen, version, ubd in (
-                ("24gb-ampere", 23.5, Generation.MAINLINE, "", None), ("24gb-ada", 23.5, Generation.MAINLINE, "", None),
-                ("24gb-ada", 23.5, Generation.BEE_B, "0.4.7", 64), ("32gb-blackwell", 31.3, Generation.MAINLINE, "", None),
-                ("larger", 94.0, Generation.MAINLINE, "", None)):
-            # the BeeLlama v0.4.7 row: an engine whose probe found -ubd and KVarN for draft caches
-            caps = EngineCaps(path="bee", generation=gen, version=version, spec_types=("draft-dflash", "draft-mtp"),
-                              cache_types=("f16", "q8_0", "q5_0", "q4_1", "kvarn4", "kvarn5"),
-                              draft_cache_types=("f16", "q8_0", "kvarn4", "kvarn5"),
-                              flags=frozenset({"--spec-type", "--spec-draft-type-k", "--spec-draft-type-v", "-ubd"})
-                              ) if version else None
+        ev = mode_choice.load_evidence()
+        # BeeLlama engines as their probes see them: v0.4.3's real --help, v0.4.7's derived one (-ubd, KVarN
+        # draft caches; tests/fixtures/engines/README.md), each with the release recorded beside the binary
+        bee = {v: replace(caps_from_texts(f"beellama-{v}", "version: 0 (unknown)", help_stdout(f"beellama-{v[1:]}-cpu")),
+                          release=v) for v in ("v0.4.3", "v0.4.7")}
+        for card, free, gen, caps in (
+                ("24gb-ampere", 23.5, Generation.MAINLINE, None), ("24gb-ada", 23.5, Generation.MAINLINE, None),
+                ("24gb-ada", 23.5, Generation.BEE_B, bee["v0.4.3"]), ("24gb-ada", 23.5, Generation.BEE_B, bee["v0.4.7"]),
+                ("32gb-blackwell", 31.3, Generation.MAINLINE, None), ("larger", 94.0, Generation.MAINLINE, None)):
+            ubd = mode_choice.ubd_for(card, caps, ev)
             rows, _notes = plan_live(q, drafts, [int(free * GiB)], gen, caps, ubd=ubd)
             runnable = sorted({r.kind for r in rows if r.fits})
-            c = mode_choice.choose(card, gen, version, "qwen3.8-27b", runnable, mode_choice.load_evidence())
-            print(f"\n{mode_choice.CLASS_LABEL[card]} ({free} GiB free, {gen.value} {version}"
-                  + (f", -ubd {ubd}, kvarn5 draft caches" if ubd else "") + "):")
+            version = mode_choice.engine_version(caps)
+            c = mode_choice.choose(card, gen, version, "qwen3.8-27b", runnable, ev)
+            print(f"\n{mode_choice.CLASS_LABEL[card]} ({free} GiB free, {gen.value}" + (f" {version}" if version else "")
+                  + (f", -ubd {ubd}" if ubd else "") + "):")
             for r in rows:
                 if r.target.quant == "Q4_K_M":
                     print(f"  {r.line()}")
@@ -105,6 +120,9 @@ def main() -> int:
         print("\nBeeLlama v0.4.3 on a 24 GB Ada card: "
               + mode_choice.choose("24gb-ada", Generation.BEE_B, "v0.4.3", "qwen3.8-27b", ("none", "mtp", "dflash2"),
                                    mode_choice.load_evidence()).line())
+        print("\nThe mode table (beedeck recommend --table), every kind assumed to fit:")
+        for row in mode_choice.table("qwen3.8-27b", mode_choice.load_evidence()):
+            print(f"  {row.line()}")
     return 0 if equal == total else 1
 
 

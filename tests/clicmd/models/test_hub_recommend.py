@@ -46,7 +46,7 @@ def test_recommend_repo_sizes_every_quant_with_the_catalogs_drafts(hub: FakeHub,
                      "--offline"]) == 0
     text = capsys.readouterr().out
     assert "from this machine's cache of its headers" in text and "DFlash2 costs about" in text
-    assert "Fast path: 24 GB Ampere (3090), bee-b: mtp (published:" in text
+    assert "Fast path: 24 GB Ampere (3090), bee-b: MTP (published figures:" in text
 
 
 def test_recommend_repo_errors_are_one_clear_line(hub: FakeHub, capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,3 +57,29 @@ def test_recommend_repo_errors_are_one_clear_line(hub: FakeHub, capsys: pytest.C
     assert "was not found on the Hub" in capsys.readouterr().err
     assert cli.main(["recommend", "--repo", "not a repo", "--vram", "24"]) == 1
     assert "OWNER/NAME" in capsys.readouterr().err
+
+
+def test_recommend_table_prints_every_card_class_and_generation_with_its_evidence(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["recommend", "--table", "--card", "24gb-ada", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 4 * 4 and {r["family"] for r in rows} == {"qwen3.8-27b"}
+    by = {(r["card_class"], r["engine"]): r for r in rows}
+    assert by[("24gb-ampere", "mainline")]["mode"] == "mtp" and by[("24gb-ampere", "mainline")]["evidence"] == "published"
+    assert by[("24gb-ada", "mainline")]["mode"] == "dflash2" and "zedong-peng" in by[("24gb-ada", "mainline")]["source"]
+    old = by[("24gb-ada", "bee-b v0.4.3")]
+    assert old["mode"] == "mtp" and "v0.4.4" in old["why"] and "issues/134" in old["source"]
+    # BeeDeck's own measurements on this machine (a 4090 here) win for its card class only, and say so
+    from beedeck.core.engine.speculation.advice import load_advice
+
+    advice = load_advice()
+    for tps in (80.0, 81.0, 82.0):
+        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", "mtp", tps)
+        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", "dflash",
+                      tps - 20)
+    assert cli.main(["recommend", "--table", "--card", "24gb-ada"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("qwen3.8-27b (every kind assumed to fit")
+    assert "  24 GB Ada (4090), mainline: MTP (measured here: BeeDeck's own advice: MTP 81.0 tok/s" in text
+    assert "  24 GB Ampere (3090), mainline: MTP (published figures:" in text
+    assert "  32 GB Blackwell (5090), bee-b v0.4.7: MTP (published figures:" in text

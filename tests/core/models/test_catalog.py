@@ -63,6 +63,8 @@ def test_guide_pair_facts() -> None:
     (lambda d: d["pairs"][0].update(generations=["bee-a"]), "none of its drafts' formats"),
     (lambda d: d["pairs"][0].update(generations=["bee-z"]), "unknown engine generation"),
     (lambda d: d["pairs"][0].update(recommended={"target_quant": "Q9", "draft_quant": "Q5_K_M"}), "does not list"),
+    (lambda d: d["pairs"][0].update(recommended={"target_quant": "Q4_K_S", "draft_quant": "Q9"}), "does not list"),
+    (lambda d: d["pairs"][0].update(recommended={"target_quant": "Q4_K_S", "mode": "medusa"}), "unknown mode 'medusa'"),
     (lambda d: d["pairs"].append(d["pairs"][0]), "appears twice"),
 ])
 def test_validation_names_the_problem(mutate: Any, match: str) -> None:
@@ -131,9 +133,13 @@ def test_2026_drafts_have_their_format_engines_and_source() -> None:
     for key, fmt in NEW_DRAFTS.items():
         d = found[key]
         assert d.fmt == fmt and ("anchors.md" in d.source or "engine-facts.md" in d.source), key
-    # what runs where: DFlash2 like DFlash, DSpark and MTP on mainline only, Lucebox's Gemma format nowhere
-    assert found[("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DFlash2-GGUF")].generations == (Generation.BEE_B, Generation.MAINLINE)
-    assert found[("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DSpark-GGUF")].generations == (Generation.MAINLINE,)
+    # what runs where: DFlash2 like DFlash; DSpark, EAGLE-3 and MTP on mainline and on BeeLlama >= 0.4 (v0.4.3's own
+    # --help lists draft-eagle3, draft-mtp and draft-dspark); an MTP head file alone only where a source says
+    # so (mainline); Lucebox's Gemma format nowhere
+    both = (Generation.BEE_B, Generation.MAINLINE)
+    assert found[("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DFlash2-GGUF")].generations == both
+    assert found[("qwen3.8-27b", "Anbeeld/Qwen3.8-27B-DSpark-GGUF")].generations == both
+    assert catalog.DRAFT_FORMAT_GENERATIONS["eagle3"] == catalog.DRAFT_FORMAT_GENERATIONS["mtp"] == both
     mtp = found[("qwen3.8-27b", "ggml-org/Qwen3.8-27B-GGUF")]
     assert mtp.generations == (Generation.MAINLINE,) and [f.file for f in mtp.files] == ["mtp-Qwen3.8-27B-Q4_0.gguf"]
     assert found[("gemma-4-31b", "Lucebox/gemma-4-31B-it-DFlash-GGUF")].generations == ()
@@ -144,9 +150,14 @@ def test_2026_drafts_have_their_format_engines_and_source() -> None:
                                                                    "Radamanthys11/Gemma-4-31B-it-DFlash-GGUF"]
     assert g.drafts[0].file("BF16") is not None
     q38 = cat.pair("qwen3.8-27b")
-    assert q38.recommended is None and q38.target.quants is None  # every GGUF in the repo is sized
+    assert q38.target.quants is None  # every GGUF in the repo is sized
+    # the guide's pick, like Gemma 4's: the field notes' default, UD-Q4_K_XL with its own MTP head (DFlash2's
+    # Q4_K_M drafter as the code profile), with the guide's flags and their sources
+    assert q38.recommended == {"target_quant": "UD-Q4_K_XL", "mode": "mtp", "draft_quant": "Q4_K_M"}
+    assert "draft-mtp" in q38.flags["guide"] and "sudoingX" in q38.flags["guide_source"]
+    assert "7" in q38.flags["dflash2"] and "zedong-peng" in q38.flags["dflash2_source"]
     assert {d.fmt for d in q38.drafts_for(Generation.MAINLINE)} == {"dflash2", "dspark", "mtp"}
-    assert {d.fmt for d in q38.drafts_for(Generation.BEE_B)} == {"dflash2"}
+    assert {d.fmt for d in q38.drafts_for(Generation.BEE_B)} == {"dflash2", "dspark"}
 
 
 def test_the_library_knows_catalog_sidecar_files() -> None:

@@ -235,8 +235,11 @@ def test_every_quant_with_every_draft_kind_for_a_24_gb_card(hub: FakeHub, tmp_pa
     assert q8 and all(not r.fits for r in q8)  # 28 GB of weights: no context fits a 24 GB card
     bee = {r.kind: r for r in plan_live(target, drafts, [int(23.5 * GiB)], Generation.BEE_B)[0]
            if r.target.quant == "Q4_K_M"}
-    assert bee["dspark"].problem == "DSpark does not run on bee-b engines" and bee["dflash2"].fits
-    assert bee["eagle3"].problem == "EAGLE-3 does not run on bee-b engines"
+    # BeeLlama >= 0.4 runs DSpark and EAGLE-3 too: its own --help lists draft-eagle3, draft-mtp, draft-dspark
+    assert not bee["dspark"].problem and not bee["eagle3"].problem and bee["dflash2"].fits and bee["dspark"].fits
+    gen_a = {r.kind: r for r in plan_live(target, drafts, [int(23.5 * GiB)], Generation.BEE_A)[0]
+             if r.target.quant == "Q4_K_M"}
+    assert gen_a["dspark"].problem == "DSpark does not run on bee-a engines" and gen_a["mtp"].problem
     # BeeLlama >= 0.4.7 offering -ubd and KVarN draft caches: the drafters get kvarn5 caches and -ubd 64,
     # which buys context back
     from beedeck.core.engine.caps import EngineCaps

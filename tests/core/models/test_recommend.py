@@ -5,6 +5,7 @@ against the fake Hub read into this test's cache: the offline-with-cache case; `
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,6 @@ def test_unknown_goal() -> None:
 
 
 def test_cli_recommend_and_plan(catalog_sized: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import json
 
     from beedeck.cli import main
 
@@ -117,7 +117,6 @@ def test_cli_recommend_offline_on_a_first_run_says_to_connect(capsys: pytest.Cap
 
 def test_cli_refresh_reads_the_catalogs_headers_then_recommends_offline(
         catalog_hub: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import json
 
     from beedeck.cli import main
 
@@ -193,3 +192,28 @@ def test_a_pick_from_hub_headers_plans_as_the_full_files_do(vram_gib: float, cat
     bigger = plan(target, draft, dataclasses.replace(c.settings, ctx_size=c.settings.ctx_size + 256), c.generation,
                   vram)
     assert not bigger.fits or c.settings.ctx_size + 256 > target.context_length  # the largest context that fits
+
+
+def test_cli_recommend_without_engine_tunes_for_the_registrys_default_engine(
+        catalog_sized: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`beedeck recommend` without --engine: -ubd 64 (24 GB card) and KVarN draft caches where the default engine's
+    probe found them (a BeeLlama v0.4.7 here), and the card class and mode evidence in the JSON."""
+    from beedeck.cli import main
+    from beedeck.core.engine.help_text import caps_from_texts
+    from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin
+    from tests.fixtures.engines import HERE, help_stdout
+
+    assert main(["recommend", "--vram", "23.5", "--generation", "bee-b", "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)["primary"]
+    assert before["settings"]["draft_ubatch_size"] is None  # no engine registered: nothing to tune for
+    caps = dataclasses.replace(caps_from_texts("/e/bee", (HERE / "beellama-0.4.3-cpu.version.txt").read_text(),
+                                               help_stdout("beellama-0.4.7-cpu")), release="v0.4.7")
+    registry = EngineRegistry()
+    registry.save(EngineRecord("bee-047", Origin.DOWNLOADED, caps.path, generation="bee-b", caps=caps.to_dict()))
+    registry.set_default("bee-047")
+    assert main(["recommend", "--vram", "23.5", "--generation", "bee-b", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    p = d["primary"]
+    assert d["card_class"] == "24gb-ada" and p["pair"] == before["pair"] and p["kind"] == "dflash"
+    assert p["settings"]["draft_ubatch_size"] == 64 and p["settings"]["draft_cache_type"] == "kvarn5"
+    assert p["mode"]["evidence"] == "rule" and p["cost_tokens"] is not None

@@ -47,7 +47,7 @@ def _run_page(qtbot: QtBot, tree: Path, calls: list[dict[str, Any]]) -> tuple[Se
         return builder.build_engine(tree, **kw)
 
     w = make_wizard(qtbot, gpu_detect, build_engine=build_engine, registry=EngineRegistry())
-    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.services.recommend = lambda vram, goal, **_kw: _fake_choice()
     w.next()
     w.next()
     run = w.run_page

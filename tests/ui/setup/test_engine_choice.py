@@ -45,7 +45,7 @@ def _wizard_at_run_page(qtbot: QtBot, detect: Any, generation: Generation, **ext
     """The wizard on its run page, the engine list and offers in. Keep the wizard: qtbot holds it weakly."""
     extra.setdefault("missing_build_tools", lambda report, root: [])
     w: SetupWizard = make_wizard(qtbot, detect, **extra)
-    w.services.recommend = lambda vram, goal: _pair(generation)
+    w.services.recommend = lambda vram, goal, **_kw: _pair(generation)
     w.next()
     w.next()
     run = w.run_page

@@ -4,7 +4,7 @@ quant and draft kind and the fast path; a missing repo's own message; a stale an
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,10 @@ def hub() -> Iterator[FakeHub]:
 
 
 def test_the_wizard_sizes_a_typed_repo_with_its_drafts(qtbot: QtBot, hub: FakeHub, tmp_path: Path) -> None:
-    calls: list[tuple[str, list[int], str]] = []
+    calls: list[tuple[str, list[int], str, Sequence[str]]] = []
 
-    def size(repo: str, vram: list[int], card: str) -> Any:
-        calls.append((repo, vram, card))
+    def size(repo: str, vram: list[int], card: str, drafts: Sequence[str]) -> Any:
+        calls.append((repo, vram, card, drafts))
         return recommend_repo(repo, vram, card, draft_repos=[DRAFTS], endpoint=hub.endpoint,
                               cache_dir=tmp_path / "c")
 
@@ -52,6 +52,7 @@ def test_the_wizard_sizes_a_typed_repo_with_its_drafts(qtbot: QtBot, hub: FakeHu
         search.button.click()
     text = search.result_label.text()
     assert calls and calls[0][2] == "24gb-ada" and calls[0][1]  # the detected 4090's free memory and class
+    assert calls[0][3] == []  # no draft repo typed: the catalog's drafts
     assert "Q4_K_M (" in text and "+ MTP (its own head)" in text and "+ DFlash2 Q4_K_M" in text
     assert "tokens of context here" in text and "Fast path: 24 GB Ada (4090)" in text and "published" in text
     assert search.button.isEnabled()
@@ -68,8 +69,8 @@ def test_a_search_result_becomes_the_setup_the_wizard_downloads(qtbot: QtBot, hu
 
     w = SetupWizard(WizardServices(
         detect=gpu_detect, runner=sync,
-        size_repo=lambda repo, vram, card: recommend_repo(repo, vram, card, draft_repos=[DRAFTS],
-                                                          endpoint=hub.endpoint, cache_dir=tmp_path / "c"),
+        size_repo=lambda repo, vram, card, _drafts: recommend_repo(repo, vram, card, draft_repos=[DRAFTS],
+                                                                   endpoint=hub.endpoint, cache_dir=tmp_path / "c"),
         extra={"registry": EngineRegistry(), "download_model": download, "find_local": lambda repo, f: None}))
     qtbot.addWidget(w)
     w.restart()
@@ -110,7 +111,7 @@ def test_a_search_result_becomes_the_setup_the_wizard_downloads(qtbot: QtBot, hu
 def test_a_missing_repo_shows_its_message_and_a_stale_answer_is_dropped(qtbot: QtBot, hub: FakeHub,
                                                                         tmp_path: Path) -> None:
     pending: list[tuple[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]]] = []
-    search = HubSearch(lambda repo: recommend_repo(repo, [], "smaller", endpoint=hub.endpoint, cache_dir=tmp_path),
+    search = HubSearch(lambda repo, _d: recommend_repo(repo, [], "smaller", endpoint=hub.endpoint, cache_dir=tmp_path),
                        lambda rec: rec.report([]), lambda fn, ok, err: pending.append((fn, ok, err)))
     qtbot.addWidget(search)
     search.field.setText("nobody/missing-GGUF")
@@ -141,3 +142,47 @@ def test_a_missing_repo_shows_its_message_and_a_stale_answer_is_dropped(qtbot: Q
     search.field.setText("")
     search.search()
     assert "OWNER/NAME" in search.result_label.text()
+
+
+def test_the_default_search_reads_the_services_hub_for_the_default_engine_with_the_typed_drafts(
+        qtbot: QtBot, hub: FakeHub, tmp_path: Path) -> None:
+    """No ``size_repo`` injected: the services size live from their own endpoint (HF_ENDPOINT is a dead port
+    here, tests/ui/setup/conftest.py), for the registry's default engine (BeeLlama v0.4.7 as its probe sees it:
+    -ubd 64 on this 24 GB card, KVarN draft caches), with the draft repo typed in the search's second field."""
+    import dataclasses
+
+    from beedeck.core.engine.caps import Generation
+    from beedeck.core.engine.help_text import caps_from_texts
+    from beedeck.core.engine.registry import EngineRecord, Origin
+    from tests.fixtures.engines import HERE, help_stdout
+
+    caps = dataclasses.replace(caps_from_texts("/engines/bee/llama-server", (HERE / "beellama-0.4.3-cpu.version.txt")
+                                               .read_text(), help_stdout("beellama-0.4.7-cpu")), release="v0.4.7")
+    registry = EngineRegistry(tmp_path / "engines")
+    registry.save(EngineRecord("bee-047", Origin.DOWNLOADED, caps.path, generation="bee-b", caps=caps.to_dict()))
+    registry.set_default("bee-047")
+    services = WizardServices(detect=gpu_detect, runner=sync, endpoint=hub.endpoint, extra={"registry": registry})
+    assert services.size_repo is None and services.tune_caps() == caps
+    w = SetupWizard(services)
+    qtbot.addWidget(w)
+    w.restart()
+    w.next()
+    search = w.recommend_page.hub_search
+    before = len(hub.requests)  # the page's catalog read went to this Hub too, and cached what it read
+    with qtbot.waitSignal(search.sized) as sized:
+        search.field.setText(REPO)
+        search.drafts_field.setText(f"{DRAFTS},")
+        search.button.click()
+    rec = sized.args[0]
+    assert [s.repo for s in rec.drafts] == [DRAFTS]
+    asked = [r.path for r in hub.requests[before:] if r.path.startswith("/api/models/")]
+    assert any(REPO in p for p in asked) and any(DRAFTS in p for p in asked)  # this Hub, not HF_ENDPOINT's dead port
+    assert rec.generation == Generation.BEE_B and rec.ubd == 64 and rec.card == "24gb-ada"
+    d2 = next(r for r in rec.rows if r.kind == "dflash2")
+    assert d2.settings.draft_ubatch_size == 64 and d2.settings.draft_cache_type == "kvarn5" and d2.fits
+    assert "-ubd 64" in search.result_label.text()
+    # a typed draft repo that is not on the Hub is the search's error, not a silent note
+    with qtbot.waitSignal(search.failed) as failed:
+        search.drafts_field.setText("nobody/no-drafts-GGUF")
+        search.button.click()
+    assert "nobody/no-drafts-GGUF" in failed.args[0] and "not found" in failed.args[0]

@@ -12,8 +12,10 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from beedeck.core import paths
+from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import SpecMode
 from beedeck.core.engine.registry import EngineRegistry
+from beedeck.core.engine.speculation.modes import engine_label
 from beedeck.ui.setup.services import WizardServices
 from beedeck.ui.setup.setup_wizard import SetupWizard
 from tests.core.models import sidecar_files as sf
@@ -67,3 +69,115 @@ def test_the_page_recommends_the_model_with_its_sidecar_and_lists_the_reasons(qt
     (folder / "dflash-Synth-Q4_K_M.gguf").unlink()
     with pytest.raises(FileNotFoundError, match="is gone since the recommendation: go Back"):
         run._get_model("draft", **kw)
+
+
+def _detect_rtx3090() -> Any:
+    from beedeck.core.machine import hardware
+    from tests.fakes.fake_nvml import FakeNvml, rtx3090
+
+    def no_smi(argv: Any, timeout: float) -> str:
+        raise FileNotFoundError("nvidia-smi")
+
+    return hardware.detect(nvml_module=FakeNvml([rtx3090()]), smi_runner=no_smi)
+
+
+@pytest.mark.parametrize(("detect", "kind", "evidence"), [(_detect_rtx3090, "mtp", "gilesknap"),
+                                                          (gpu_detect, "dflash2", "zedong-peng")])
+def test_the_page_shows_the_mode_by_evidence_and_an_mtp_pick_downloads_no_draft(
+        qtbot: QtBot, catalog_sized: Path, tmp_path: Path, detect: Any, kind: str, evidence: str) -> None:
+    """Qwen3.8 27B from the catalog on a 3090 (MTP, published) and a 4090 (DFlash2, published): the page names
+    the mode and its evidence; the MTP pick has no draft to download and the run page skips that step."""
+    import dataclasses
+
+    from beedeck.core.models import catalog
+    from beedeck.core.models.recommend import recommend
+
+    cat = catalog.load()
+    only = dataclasses.replace(cat, pairs=tuple(p for p in cat.pairs if p.id == "qwen3.8-27b"))
+    seen: dict[str, Any] = {}
+
+    def rec(vram: list[int], goal: str, **kw: Any) -> Any:
+        seen.update(kw)
+        return recommend(vram, goal, cat=only, local=[], **kw)
+
+    fetched: list[tuple[str, str]] = []
+
+    def download(repo: str, filename: str, **_kw: Any) -> list[Path]:
+        fetched.append((repo, filename))
+        return [tmp_path / filename]
+
+    w = SetupWizard(WizardServices(detect=detect, runner=sync, recommend=rec, engine_caps=lambda: None,
+                                   extra={"registry": EngineRegistry(), "download_model": download,
+                                          "find_local": lambda repo, f: None}))
+    qtbot.addWidget(w)
+    w.restart()
+    w.next()
+    page = w.recommend_page
+    c = page.choice
+    assert c is not None and c.pair_id == "qwen3.8-27b" and c.draft_kind == kind
+    assert seen["card"] == ("24gb-ampere" if kind == "mtp" else "24gb-ada") and "advice" in seen
+    mode = page.mode_label.text()
+    assert not page.mode_label.isHidden() and mode.startswith(f"Speculation: {'MTP (its own head)' if kind == 'mtp' else 'DFlash2'}, the fast path")
+    assert "by published figures:" in mode and evidence in mode and "tokens of context here" in mode
+    run = w.run_page
+    kw: dict[str, Any] = {"on_progress": lambda *_: None, "on_line": lambda _l: None, "cancel_event": threading.Event()}
+    if kind == "mtp":
+        assert c.draft_file is None and "its MTP head is inside it: no draft to download" in page.size_label.text()
+        assert [s.key for s in run._active_steps()] == ["engine", "target", "smoke"]
+        run._get_model("target", **kw)
+        assert fetched == [("unsloth/Qwen3.8-27B-GGUF", c.target_file)]
+        s = run.launch_settings()
+        assert s.spec_mode == SpecMode.MTP and s.draft is None and s.target == str(tmp_path / c.target_file)
+    else:
+        assert c.draft_repo == "incoai/Qwen3.8-27B-DFlash2-GGUF" and "draft" in [s.key for s in run._active_steps()]
+
+
+def test_the_run_page_replans_ubd_and_kvarn_for_the_engine_it_got(
+        qtbot: QtBot, catalog_sized: Path, catalog_files: dict[str, dict[str, Path]]) -> None:
+    """Recommended for the default engine (BeeLlama v0.4.7: -ubd 64, KVarN draft caches, its 2048-token draft
+    window), set up on a BeeLlama v0.4.4 (none of those): the run page re-plans from the downloaded files'
+    headers, drops -ubd and KVarN and lowers the context to what fits; back on v0.4.7 it keeps them."""
+    import dataclasses
+
+    from beedeck.core.engine.help_text import caps_from_texts
+    from beedeck.core.models import catalog
+    from beedeck.core.models.recommend import recommend
+    from tests.fixtures.engines import BEE_B, HERE, help_stdout
+
+    text = (HERE / "beellama-0.4.3-cpu.version.txt").read_text()
+    v047 = dataclasses.replace(caps_from_texts("/e/047", text, help_stdout("beellama-0.4.7-cpu")), release="v0.4.7")
+    v044 = dataclasses.replace(caps_from_texts("/e/044", text, help_stdout(BEE_B)), release="v0.4.4")
+    cat = catalog.load()
+    only = dataclasses.replace(cat, pairs=tuple(p for p in cat.pairs if p.id == "qwen3.8-27b"))
+    w = SetupWizard(WizardServices(
+        detect=gpu_detect, runner=sync, engine_caps=lambda: v047,
+        recommend=lambda vram, goal, **kw: recommend(vram, goal, Generation.BEE_B, cat=only, local=[], **kw),
+        extra={"registry": EngineRegistry(), "find_local": lambda repo, f: None,
+               "download_model": lambda repo, filename, **_kw: [catalog_files[repo][filename]]}))
+    qtbot.addWidget(w)
+    w.restart()
+    w.next()
+    c = w.recommend_page.choice
+    assert c is not None and c.draft_kind == "dflash2" and c.settings.draft_ubatch_size == 64
+    assert c.settings.draft_cache_type == "kvarn5"
+    run = w.run_page
+    kw: dict[str, Any] = {"on_progress": lambda *_: None, "on_line": lambda _l: None, "cancel_event": threading.Event()}
+    for which in ("target", "draft"):
+        run._get_model(which, **kw)
+    lines: list[str] = []
+    run._retune(v044, lines.append)
+    s = run.launch_settings()
+    assert s.draft_ubatch_size is None and s.draft_cache_type is None and s.ctx_size < c.settings.ctx_size
+    assert lines and lines[0].startswith("Re-planned for ") and "tokens of context fit" in lines[0]
+    lines.clear()
+    run._retune(v047, lines.append)
+    s = run.launch_settings()
+    assert (s.draft_ubatch_size, s.draft_cache_type, s.ctx_size) == (64, "kvarn5", c.settings.ctx_size)
+    assert lines == [f"Tuned for {engine_label(v047)}: -ubd 64, kvarn5 drafter cache."]
+    # a file whose header cannot be read: the recommended settings stay, and the line says why
+    bad = Path(run.paths["target"]).with_name("not-a-model.gguf")
+    run.paths["draft"] = str(bad)
+    lines.clear()
+    run._retune(v044, lines.append)
+    assert lines[0].startswith("The settings were not re-planned for this engine:")
+    assert run.launch_settings().ctx_size == c.settings.ctx_size

@@ -151,7 +151,7 @@ def test_download_step_fetches_both_models_then_a_cpu_engine_fails_the_gpu_smoke
         hub.add_repo("org/target-GGUF", {"target-Q4_K_M.gguf": target})
         hub.add_repo("org/draft-GGUF", {"draft-Q4_K_M.gguf": draft})
         w = make_wizard(qtbot, gpu_detect, starter_engine_path)
-        w.services.recommend = lambda vram, goal: _fake_choice()
+        w.services.recommend = lambda vram, goal, **_kw: _fake_choice()
         w.services.endpoint = hub.endpoint
         w.next()
         assert w.recommend_page.choice is not None and w.recommend_page.choice.pair_id == "fake"
@@ -196,7 +196,7 @@ def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBo
         raise AssertionError("the fake build only ends by cancel")
 
     w = make_wizard(qtbot, gpu_detect, build_engine=build_engine)
-    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.services.recommend = lambda vram, goal, **_kw: _fake_choice()
     w.next()
     w.next()
     run = w.run_page
@@ -231,7 +231,7 @@ def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
 
     w = make_wizard(qtbot, gpu_detect, starter_engine=None)
     w.run_page.locate_starter = locate
-    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.services.recommend = lambda vram, goal, **_kw: _fake_choice()
     w.next()
     w.services.runner = run_in_background  # the app's real background runner from here on
     w.next()
@@ -253,7 +253,7 @@ def test_the_engine_can_be_downloaded_from_the_wizard(qtbot: QtBot) -> None:
         raise RuntimeError("no network in this test: the call is what is checked")
 
     w = make_wizard(qtbot, gpu_detect, download_engine=download_engine)
-    w.services.recommend = lambda vram, goal: _fake_choice()
+    w.services.recommend = lambda vram, goal, **_kw: _fake_choice()
     w.next()
     w.next()
     run = w.run_page

@@ -109,8 +109,12 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from beedeck.core.models.recommend import recommend
+    from beedeck.clicmd.models.hub_recommend import gpus_and_card, print_table
+    from beedeck.core.engine.speculation.advice import load_advice
+    from beedeck.core.models.recommend import default_engine_caps, recommend
 
+    if args.table:
+        return print_table(args)
     gen = Generation(args.generation) if args.generation else None
     caps = None
     if args.engine:
@@ -121,10 +125,11 @@ def run_recommend(args: argparse.Namespace) -> int:
             caps = probe_engine(args.engine)
         except ProbeError as exc:
             return _fail(f"{args.engine} could not be probed: {exc}")
+    tune = caps or default_engine_caps()  # without --engine: -ubd and KVarN drafts for the default engine
     if args.repo:
         from beedeck.clicmd.models.hub_recommend import run_hub_recommend
 
-        return run_hub_recommend(args, caps)
+        return run_hub_recommend(args, caps, tune)
     sizing = None
     if args.refresh:
         if args.offline:
@@ -136,13 +141,17 @@ def run_recommend(args: argparse.Namespace) -> int:
         if not args.json:
             print("Sizing the catalog from its GGUF headers (range requests, nothing downloaded):")
             print("\n".join(f"  {printable(x, 400)}" for x in sizing.lines()))
-    r = recommend(_vram(args), args.goal, gen, caps=caps)
+    vram, card = gpus_and_card(args)
+    r = recommend(vram, args.goal, gen, caps=caps, card=card, advice=load_advice(), tune_caps=tune)
     c = r.primary
     if args.json:
+        mode = None if c.mode is None else {"mode": c.mode.mode, "evidence": c.mode.evidence, "why": c.mode.why,
+                                            "source": c.mode.source}
         print(json.dumps({"sizing": None if sizing is None else sizing.to_dict(),
-                          "sized_from": c.sized_from or None, "download_bytes": c.download_bytes,
+                          "sized_from": c.sized_from or None, "download_bytes": c.download_bytes, "card_class": card,
             "primary": {"pair": c.pair_id, "generation": c.generation.value, "target_repo": c.target_repo,
                         "target_file": c.target_file, "draft_repo": c.draft_repo, "draft_file": c.draft_file,
+                        "kind": c.draft_kind or None, "mode": mode, "cost_tokens": c.cost_tokens,
                         "target_path": str(c.target_path) if c.target_path else None,
                         "draft_path": str(c.draft_path) if c.draft_path else None,
                         "settings": c.settings.to_dict()},
@@ -183,8 +192,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_plan)
 
-    p = sub.add_parser("recommend", help="pick a DFlash pair, quants and context for this machine (from the "
-                                         "GGUF headers: --refresh reads them)")
+    p = sub.add_parser("recommend", help="pick a model, its speculation mode (by evidence), quants and context for "
+                                         "this machine (from the GGUF headers: --refresh reads them)")
     p.add_argument("--vram", type=float, help="free GPU memory in GiB (default: detected; 0: CPU only)")
     p.add_argument("--goal", default="quality", choices=("quality", "speed", "context"))
     p.add_argument("--generation", choices=[g.value for g in Generation if g != Generation.UNKNOWN])
@@ -203,5 +212,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                         "cached by revision): the catalog holds no sizes, so a first run needs this once")
     p.add_argument("--offline", action="store_true",
                    help="only what was read before (the cache); without --repo or --refresh nothing is read anyway")
+    p.add_argument("--table", action="store_true",
+                   help="print the fast speculation mode for every card class and engine generation, with the "
+                        "evidence behind each (BeeDeck's own measurements, else the published figures it cites)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_recommend)

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from beedeck.core.chat import mode_choice
 from beedeck.core.download import DownloadError
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog as catalog_mod
+from beedeck.core.models import mode_choice
 from beedeck.core.models.hub_sizing import RepoSizing, size_repo, summary
 from beedeck.core.models.live_plan import LiveRow, plan_live
 from beedeck.core.models.planner import GiB
@@ -62,7 +62,8 @@ class RepoRecommendation:
         return Choice(f"hub:{self.target.repo}", title, row.generation, self.target.repo, t.filename, t.quant,
                       draft_repo, d.filename if d else None, d.quant if d else None, replace(row.settings), row.plan,
                       sized_from=f"headers @ {self.target.revision[:12]}",
-                      download_bytes=t.size + (d.size if d else 0))
+                      download_bytes=t.size + (d.size if d else 0), draft_kind=row.kind, mode=self.choice,
+                      cost_tokens=row.cost_tokens)
 
     def report(self, vram: list[int]) -> list[str]:
         """The human-readable report: the CLI prints it, the wizard's search box shows it."""
@@ -102,9 +103,11 @@ def recommend_repo(repo: str, vram: list[int], card: str, *, draft_repos: Sequen
                    revision: str | None = None, offline: bool = False, endpoint: str | None = None,
                    cache_dir: Path | None = None, quants: Sequence[str] | None = None,
                    advice: WorkloadAdvice | None = None, cancel_event: threading.Event | None = None,
-                   ) -> RepoRecommendation:
+                   tune_caps: EngineCaps | None = None) -> RepoRecommendation:
     """Raises the hub errors (gated, missing, offline without a cache) and SizingError for the target repo;
-    a catalog draft repo that cannot be sized becomes a note (one the caller named is an error)."""
+    a catalog draft repo that cannot be sized becomes a note (one the caller named is an error).
+    ``caps``: the probed engine (what it runs); ``tune_caps``: without one, the engine the drafter is tuned
+    for (-ubd 64 on 24 GB cards where its probe found the flag; the registry's default engine)."""
     kw = {"offline": offline, "endpoint": endpoint, "cache_dir": cache_dir, "cancel_event": cancel_event}
     target = size_repo(repo, revision=revision, **kw)  # type: ignore[arg-type]
     notes: list[str] = []
@@ -117,13 +120,14 @@ def recommend_repo(repo: str, vram: list[int], card: str, *, draft_repos: Sequen
                 raise
             notes.append(f"The catalog's draft repo {d} was not sized: {exc}")
     evidence = mode_choice.load_evidence()
-    ubd = mode_choice.ubd_for(card, caps, evidence)
-    rows, left_out = plan_live(target, drafts, vram, generation, caps, ubd=ubd, quants=quants)
     gen = caps.generation if caps is not None and caps.generation != Generation.UNKNOWN else generation
-    version = (caps.release or caps.version) if caps is not None else ""
+    tune = caps or (tune_caps if tune_caps is not None and tune_caps.generation == gen else None)
+    ubd = mode_choice.ubd_for(card, tune, evidence)
+    rows, left_out = plan_live(target, drafts, vram, generation, caps, ubd=ubd, quants=quants, tune=tune)
     family = mode_choice.family_of(repo, evidence) or next(
         (f for t in target.targets() if (f := mode_choice.family_of(t.info.name, evidence))), None)
     runnable = sorted({r.kind for r in rows if r.fits})
     own = mode_choice.measured(advice, [t.filename for t in target.targets()])
-    choice = mode_choice.choose(card, gen, version, family, runnable, evidence, own)
-    return RepoRecommendation(target, drafts, rows, choice, card, gen, ubd, notes + left_out)
+    choice = mode_choice.choose(card, gen, mode_choice.engine_version(caps), family, runnable, evidence, own)
+    greyed = [f"{r.target.quant} + {r.label}: {r.problem}" for r in rows if r.problem and r.kind == "dflash2"]
+    return RepoRecommendation(target, drafts, rows, choice, card, gen, ubd, notes + left_out + greyed[:1])

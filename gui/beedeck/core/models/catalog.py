@@ -22,16 +22,18 @@ from beedeck.core.engine.known_issues import dflash_target_archs
 
 # Draft formats and the engine generations that load them (engine-facts.md §5.1, §7.1; anchors.md
 # Refresh §5-6): upstream DFlash and DFlash2 (architecture "dflash", DFlash2 adds selector/conv
-# tensors) on BeeLlama >= 0.4 and mainline; BeeLlama 0.1-0.3's fork format; DSpark, EAGLE-3 and MTP
-# heads (an ``mtp-`` sidecar, or heads inside the target) on mainline; Lucebox's Gemma 4 format on
-# none of BeeDeck's engines.
+# tensors) on BeeLlama >= 0.4 and mainline (DFlash2 from BeeLlama v0.4.4: live_plan.dflash2_problem);
+# BeeLlama 0.1-0.3's fork format; DSpark, EAGLE-3 and MTP heads (an ``mtp-`` sidecar, or heads inside
+# the target) on mainline and on BeeLlama >= 0.4, whose own --help lists draft-eagle3, draft-mtp and
+# draft-dspark (v0.4.3: tests/fixtures/engines/beellama-0.4.3-cpu.help.txt); Lucebox's Gemma 4 format on
+# none of BeeDeck's engines. Where an engine is probed, its --help decides instead (live_plan.kind_problem).
 DRAFT_FORMAT_GENERATIONS: dict[str, tuple[Generation, ...]] = {
     "dflash": (Generation.BEE_B, Generation.MAINLINE),
     "dflash2": (Generation.BEE_B, Generation.MAINLINE),
     "dflash-draft": (Generation.BEE_A,),
-    "dspark": (Generation.MAINLINE,),
-    "eagle3": (Generation.MAINLINE,),
-    "mtp": (Generation.MAINLINE,),
+    "dspark": (Generation.BEE_B, Generation.MAINLINE),
+    "eagle3": (Generation.BEE_B, Generation.MAINLINE),
+    "mtp": (Generation.BEE_B, Generation.MAINLINE),
     "gemma4-dflash-draft": (),
 }
 DFLASH_FORMATS = frozenset({"dflash", "dflash2", "dflash-draft"})  # what SpecMode.DFLASH launches
@@ -162,6 +164,26 @@ def _spec(d: dict[str, Any], where: str, draft: bool) -> ModelSpec:
     return ModelSpec(repo, files, fmt, engines, str(d.get("source", "")), str(d.get("note", "")))
 
 
+GUIDE_MODES = ("dflash", "dflash2", "dspark", "eagle3", "mtp")  # a guide's "mode" (live_plan kinds)
+
+
+def _check_recommended(pid: str, rec: dict[str, Any], target: ModelSpec, drafts: tuple[ModelSpec, ...]) -> None:
+    """The guide's pick names quants the pair lists (a repo that lists none is sized whole, so any quant name
+    is checked against its headers instead) and, optionally, its ``mode`` (the target's own MTP head needs
+    no draft quant)."""
+    mode = rec.get("mode", "dflash")
+    if mode not in GUIDE_MODES:
+        raise CatalogError(f"catalog.json: pair {pid} recommends an unknown mode {mode!r} (one of "
+                           f"{', '.join(GUIDE_MODES)}).")
+
+    def listed(spec: ModelSpec, quant: Any) -> bool:
+        return isinstance(quant, str) and bool(quant) and (not spec.files or spec.file(quant.upper()) is not None)
+
+    if not listed(target, rec.get("target_quant")) or (
+            (mode != "mtp" or "draft_quant" in rec) and not listed(drafts[0], rec.get("draft_quant"))):
+        raise CatalogError(f"catalog.json: pair {pid} recommends a quant it does not list.")
+
+
 def parse(data: dict[str, Any]) -> Catalog:
     """Validate and convert catalog data; raises CatalogError naming the bad entry."""
     pairs = []
@@ -182,8 +204,7 @@ def parse(data: dict[str, Any]) -> Catalog:
                 raise CatalogError(f"catalog.json: pair {pid} claims {g.value}, but none of its drafts' formats runs there.")
         rec = p.get("recommended")
         if rec:
-            if target.file(rec.get("target_quant", "")) is None or drafts[0].file(rec.get("draft_quant", "")) is None:
-                raise CatalogError(f"catalog.json: pair {pid} recommends a quant it does not list.")
+            _check_recommended(pid, rec, target, drafts)
         pairs.append(Pair(pid, p.get("title", pid), target, drafts, gens, rec, p.get("flags") or {}, p.get("notes", "")))
     return Catalog(tuple(pairs), data.get("starter") or {})
 

@@ -173,8 +173,10 @@ def _check_dspark_p_min(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]
 def _check_dflash2(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
     if not (ctx.dflash and ctx.draft_arch == "dflash"):
         return
-    # The selector key is in the metadata; only without it is the tensor table read (for selector_* names).
-    if "dflash.selector_rank" not in read_header(str(ctx.settings.draft)).metadata:
+    # The selector key is in the metadata; only without it is the tensor table read (for selector_* names). A
+    # header already read (a Hub file sized by range requests, the launch form's) is used as it is.
+    meta = ctx._draft_info.metadata if ctx._draft_info is not None else read_header(str(ctx.settings.draft)).metadata
+    if "dflash.selector_rank" not in meta:
         try:
             if not is_dflash2(ctx.draft):
                 return

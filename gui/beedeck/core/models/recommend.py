@@ -1,162 +1,104 @@
-"""The pair / quant / context recommender: the best DFlash setup that fits the GPU(s) with 1 GiB spare.
+"""The pair / quant / context recommender: the best setup of the catalog that fits the GPU(s) with 1 GiB spare.
 
 Every candidate is sized by the memory planner (core/models/planner), from the files' own GGUF
 headers: read from the Hub by range requests and cached by repo revision (:mod:`catalog_sizing`,
 :mod:`hub_sizing`), or, for models already on disk, read from the files. The catalog types no sizes
 or architecture numbers, so a pair whose headers were never read is not considered (the reasons
 name it and say how to read them). A recommendation never exceeds what the planner says fits; its
-parameter counts and bits per weight are counted from the tensor tables. Pairs whose draft format
-the chosen engine generation cannot load, or whose draft fails the pair check against the target's
-header, are never considered. A target on disk with a usable DFlash draft next to
-it (a sidecar, :mod:`beedeck.core.models.sidecars`) is preferred over anything to download; a
-sidecar that is found but not used is named with the reason.
+parameter counts and bits per weight are counted from the tensor tables.
+
+Like ``recommend --repo`` (:mod:`beedeck.core.chat.repo_recommend`), each catalog pair is planned with
+every draft kind the engine runs (:mod:`catalog_plan`: DFlash, DFlash2, DSpark, EAGLE-3, the target's own
+MTP head) and offered in the fast mode :mod:`mode_choice` picks on its evidence, named in the reasons with
+the context the drafter costs. A kind the engine cannot run is named with the reason (DFlash2 on BeeLlama
+before v0.4.4: the upgrade). A target on disk with a usable DFlash draft next to it (a sidecar,
+:mod:`beedeck.core.models.sidecars`) is preferred over anything to download; a sidecar that is found but
+not used is named with the reason.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.registry import EngineRegistry
+from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.engine.speculation.modes import engine_label, engine_spec_type
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import hub_sizing, library
+from beedeck.core.models import library, live_plan, mode_choice
+from beedeck.core.models.catalog_plan import PlanContext, pair_choices
+from beedeck.core.models.choice import GOALS, Choice, Recommendation, bits_of, params_of, quant_bits, score
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
-from beedeck.core.models.hub_sizing import RemoteModel
-from beedeck.core.models.paircheck import check_pair
-from beedeck.core.models.planner import GiB, MemoryPlan, pad, plan
+from beedeck.core.models.planner import GiB, MemoryPlan, draft_defaults, pad, plan
 from beedeck.core.models.sidecars import Sidecar
 
-GOALS = ("quality", "speed", "context")
-MIN_CTX = 32768  # the guide's context; quality and speed goals want at least this
 LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name
 SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
 MAX_NOTES = 6
-DRAFT_QUANTS = ("Q4_K_M", "Q5_K_M", "IQ4_XS")  # the DFlash draft quants the recommender plans
 NOT_SIZED = ("Sizes not read yet: BeeDeck sizes its catalog's pairs from their GGUF headers (no sizes are typed "
              "into the catalog), and this machine has not read them. Connect once (or run `beedeck recommend "
              "--refresh`): only the headers are read, a few MB per file, nothing is downloaded. Until then the "
              "starter profile is what BeeDeck can vouch for.")
-DFLASH2_BLOCK_MAX = 7  # DFlash2's fixed trained block of 8 (z-lab/dflash#170): at most 7 drafted tokens
-UBD_24GB = 64  # the drafter's -ubd on 24 GB cards (draft_ubatch_for)
-DRAFT_KVARN = "kvarn5"  # the drafter's own cache where the engine offers KVarN for it (draft_cache_for)
 SIDECAR_NOTE_PREFIXES = ("Found ", "Draft found next to the model")  # the reasons about drafts beside targets
-CACHES = {  # per generation, best precision first (docs/reference/engine-facts.md §1.3, §9)
-    Generation.MAINLINE: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("q4_0", "q4_0")],
-    Generation.BEE_B: [("q8_0", "q8_0"), ("q5_0", "q4_1"), ("kvarn4", "kvarn4")],
-    Generation.BEE_A: [("turbo4", "turbo3_tcq"), ("turbo3_tcq", "turbo2_tcq")],
-}
+Tune = tuple[int | None, str | None]  # the drafter's -ubd and KV type
 
 
-def quant_bits(quant: str) -> float:
-    """Rough bits per weight of a quant name, for ordering and embedding-size estimates."""
-    q = quant.upper().removeprefix("UD-")
-    for prefix, bits in (("IQ4_XS", 4.25), ("Q3", 3.9), ("Q4_K_S", 4.5), ("Q4", 4.8), ("Q5_K_S", 5.5),
-                         ("Q5", 5.7), ("Q6", 6.56), ("Q8", 8.5), ("BF16", 16), ("F16", 16)):
-        if q.startswith(prefix):
-            return bits
-    return 4.5
+def tune_for(card: str, caps: EngineCaps | None) -> Tune:
+    """(-ubd, the drafter's KV type) for this card on this engine: 64 on 24 GB cards where the probe found -ubd
+    (mode_choice.ubd_for, BeeLlama >= 0.4.7), kvarn5 where it offers KVarN for draft caches
+    (live_plan.engine_draft_cache); None where it does not (the engine's own default)."""
+    return mode_choice.ubd_for(card, caps), live_plan.engine_draft_cache(caps)
 
 
-@dataclass
-class Choice:
-    """One concrete configuration: files, engine generation, settings and its memory plan."""
-
-    pair_id: str
-    title: str
-    generation: Generation
-    target_repo: str
-    target_file: str
-    target_quant: str
-    draft_repo: str | None
-    draft_file: str | None
-    draft_quant: str | None
-    settings: LaunchSettings
-    plan: MemoryPlan | None
-    score: tuple[float, ...] = ()
-    target_path: Path | None = None  # set when both files are on disk already (a sidecar pair)
-    draft_path: Path | None = None
-    draft_kind: str = ""  # sidecars: dflash or dflash-draft
-    sized_from: str = ""  # "headers @ <revision>" when planned from headers read from the Hub (hub_sizing)
-    download_bytes: int | None = None  # target + draft bytes, when the headers' file list gave them
-
-    def summary(self) -> str:
-        if self.pair_id == "starter":
-            return f"{self.title} ({self.target_file}), {self.settings.ctx_size} context on the CPU"
-        if self.draft_file is None:  # a Hub search's pick: the target's own MTP head, or no speculation
-            return (f"{self.title}: {self.target_quant}, {self.settings.ctx_size:,} context, K/V cache "
-                    f"{self.settings.cache_type_k}/{self.settings.cache_type_v} ({self.generation.value})")
-        on_disk = " (both on disk)" if self.draft_path is not None else ""
-        return (f"{self.title}: {self.target_quant} + {self.draft_quant} draft{on_disk}, "
-                f"{self.settings.ctx_size:,} context, "
-                f"K/V cache {self.settings.cache_type_k}/{self.settings.cache_type_v}, -ub {self.settings.ubatch_size} "
-                f"({self.generation.value})")
-
-
-@dataclass
-class Recommendation:
-    primary: Choice
-    runner_up: Choice | None
-    reasons: list[str] = field(default_factory=list)
-
-    @property
-    def plan(self) -> MemoryPlan | None:
-        return self.primary.plan
-
-
-def params_of(info: ModelInfo) -> tuple[float, float]:
-    """(total, active) billions of parameters, counted from the header's tensor table: every tensor's
-    elements; an MoE's expert tensors (``*_exps``) count for active at ``expert_used_count / expert_count``."""
-    total = experts = 0
-    for t in info.tensors:
-        n = _elements(t.dims)
-        total += n
-        if "_exps" in t.name:
-            experts += n
-    md = info.metadata
-    used, count = md.get(f"{info.architecture}.expert_used_count"), md.get(f"{info.architecture}.expert_count")
-    share = (int(used) / int(count)) if isinstance(used, int) and isinstance(count, int) and count > 0 else 1.0
-    active = total - experts + experts * share
-    if total == 0:  # no tensor table (a hand-made ModelInfo): the name's size label, else the file size
-        return _local_params(info)
-    return total / 1e9, active / 1e9
-
-
-def bits_of(info: ModelInfo) -> float:
-    """Bits per weight of a file, from its header: its tensor bytes over its parameters."""
-    elems = sum(_elements(t.dims) for t in info.tensors)
-    return info.tensor_bytes * 8 / elems if elems else quant_bits(info.file_type or "Q4_K_M")
-
-
-def _elements(dims: tuple[int, ...] | list[int]) -> int:
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
-
-
-def draft_ubatch_for(caps: EngineCaps | None, vram: list[int]) -> int | None:
-    """-ubd 64 on a 24 GB card where the probe found the flag (BeeLlama >= 0.4.7): about 400 MiB less than 256
-    at 96K context with DFlash2 on a 4090 (field-2026-12.md section 1, Escha's v0.4.7 notes); else None."""
-    if caps is None or not (caps.has("--spec-draft-ubatch-size") or caps.has("-ubd")) or not vram:
+def default_engine_caps(registry: EngineRegistry | None = None) -> EngineCaps | None:
+    """The probe of the registry's default engine: what the drafter is tuned for (-ubd, KVarN draft caches) when
+    no engine is named (``recommend`` without --engine, the wizard before its run page). None without one."""
+    try:
+        record = (registry or EngineRegistry()).default()
+    except (OSError, ValueError):
         return None
-    return UBD_24GB if 18 * GiB <= max(vram) <= 24.5 * GiB else None
+    return record.engine_caps() if record is not None else None
 
 
-def draft_cache_for(caps: EngineCaps | None) -> str | None:
-    """kvarn5 for the drafter's own cache where the probe offers --spec-draft-type-k and KVarN (BeeLlama >= 0.4.4,
-    field-2026-12.md section 1). Safe for output quality: a draft's cache only changes which tokens are
-    proposed, the target verifies every one; it saves about 70% of the draft's f16 cache."""
-    if caps is None or not caps.has("--spec-draft-type-k") or DRAFT_KVARN not in caps.draft_cache_types:
-        return None
-    return DRAFT_KVARN
+def tune_for_engine(s: LaunchSettings, caps: EngineCaps, card: str, target: ModelInfo, draft: ModelInfo | None,
+                    vram: list[int]) -> tuple[LaunchSettings, str]:
+    """The chosen settings re-planned for the engine the setup picked (the recommendation may have been made
+    before it was known): -ubd 64 on 24 GB cards where its probe found the flag, else its own default; KVarN for
+    the drafter's cache where it offers one (never for Gemma 4's MTP, which shares the target's cache); and,
+    when that engine needs more memory than planned, the context lowered to what fits. Returns the settings
+    and a line saying what changed ("" when nothing did)."""
+    if s.spec_mode == SpecMode.OFF:
+        return s, ""
+    ubd, kv = tune_for(card, caps)
+    if s.spec_mode == SpecMode.MTP and target.architecture == "gemma4":
+        kv = None
+    out = dataclasses.replace(s, draft_ubatch_size=ubd, draft_cache_type=kv)
+    what = [f"-ubd {ubd}" if ubd else "", f"{kv} drafter cache" if kv else ""]
+    said = ", ".join(w for w in what if w)
+    defaults = draft_defaults(caps)
+    if not vram or plan(target, draft, out, caps.generation, vram, draft_defaults=defaults).fits:
+        return out, (f"Tuned for {engine_label(caps)}: {said}." if said else "")
+    ctx, fit = live_plan.max_context(target, draft, out, caps.generation, vram, defaults)
+    if fit is None:
+        return out, f"On {engine_label(caps)} this setup does not fit at {live_plan.LEAST_CTX:,} context or more."
+    out.ctx_size = min(s.ctx_size, ctx)
+    return out, (f"Re-planned for {engine_label(caps)}" + (f" ({said})" if said else "") +
+                 f": {out.ctx_size:,} tokens of context fit with 1 GiB to spare.")
 
 
-Tune = tuple[int | None, str | None]  # the drafter's -ubd and KV type (draft_ubatch_for, draft_cache_for)
+def tune_for_files(s: LaunchSettings, caps: EngineCaps, card: str, target: str, draft: str | None,
+                   vram: list[int]) -> tuple[LaunchSettings | None, str]:
+    """:func:`tune_for_engine` on the files on disk (their headers are read here); (None, why) when a header
+    cannot be read: the recommended settings stay, and the launch's own checks name the bad file."""
+    try:
+        t_info, d_info = inspect(target), (inspect(draft) if draft else None)
+    except (GGUFError, OSError) as exc:
+        return None, f"The settings were not re-planned for this engine: {exc}"
+    return tune_for_engine(s, caps, card, t_info, d_info, vram)
 
 
 def _settings(target_file: str, draft_file: str, gen: Generation, ctk: str, ctv: str, ctx: int,
@@ -185,101 +127,9 @@ def _max_ctx(target: ModelInfo, draft: ModelInfo, s: LaunchSettings, gen: Genera
     return lo * 256, best
 
 
-def _score(goal: str, total: float, active: float, bits: float, dbits: float, cache_rank: int, ctx: int,
-           on_disk: float = 0.0) -> tuple[float, ...]:
-    """``bits``/``dbits``: the target's and the draft's bits per weight (their headers' bytes over parameters)."""
-    # A common rule of thumb (not a measurement): an MoE model is worth about sqrt(total x active)
-    # dense parameters, so a 35B-A3B ranks below a dense 27B.
-    params = (total * active) ** 0.5
-    good_quant = 1.0 if bits >= 4.25 else 0.0
-    enough = 1.0 if ctx >= MIN_CTX else 0.0
-    first = on_disk  # a pair already on disk (a sidecar draft) beats any download (1: current engines, 0.5: Gen A)
-    bits = round(bits, 2)
-    if goal == "quality":
-        return (first, enough, round(params, 1), bits, -cache_rank, round(dbits, 2), ctx)
-    if goal == "speed":
-        # Decoding is memory-bound: fewer bytes read per token is faster; then prefer the bigger model.
-        return (first, enough, good_quant, -round(active * bits), params, -cache_rank, ctx)
-    return (first, float(ctx >= 4 * MIN_CTX), good_quant, round(params, 1), ctx, bits)
-
-
-def _header_candidates(pair: catalog_mod.Pair, vram: list[int], goal: str, gens: list[Generation],
-                       tune: Tune = (None, None), cache_dir: Path | None = None,
-                       caps: EngineCaps | None = None) -> list[Choice] | None:
-    """Choices from the pair's GGUF headers read from the Hub (this machine's hub_sizing cache, or a shipped
-    record set): the files' names, sizes and layouts, planned like files on disk. None when the target's
-    headers have not been read yet."""
-    tcache = hub_sizing.load_cached(pair.target.repo, cache_dir=cache_dir)
-    if tcache is None or not tcache.targets():
-        return None
-    out: list[Choice] = []
-    for t in tcache.targets():
-        if t.size > sum(vram):
-            continue
-        total, active = params_of(t.info)
-        tbits = bits_of(t.info)
-        for gen in gens:
-            for dspec in pair.drafts_for(gen, t.info.architecture):
-                if dspec.fmt not in catalog_mod.DFLASH_FORMATS:
-                    continue  # DSpark, EAGLE-3 and MTP drafts are not DFlash launches (recommend --repo plans them)
-                dcache = hub_sizing.load_cached(dspec.repo, cache_dir=cache_dir)
-                if dcache is None:
-                    continue
-                drafts = [m for m in dcache.drafts() if m.kind in catalog_mod.DFLASH_FORMATS
-                          and m.quant.upper() in DRAFT_QUANTS and _pairs(t.info, m, gen, caps)]
-                for d in drafts:
-                    for rank, (ctk, ctv) in enumerate(CACHES[gen]):
-                        s = _settings(t.filename, d.filename, gen, ctk, ctv, 4096, tune)
-                        if d.kind == "dflash2":
-                            s.draft_n_max = DFLASH2_BLOCK_MAX
-                        ctx, p = _max_ctx(t.info, d.info, s, gen, vram)
-                        if p is None or ctx < 8192:
-                            continue
-                        s.ctx_size = ctx
-                        out.append(Choice(pair.id, pair.title, gen, pair.target.repo, t.filename, t.quant, dspec.repo,
-                                          d.filename, d.quant, s, p,
-                                          _score(goal, total, active, tbits, bits_of(d.info), rank, ctx),
-                                          sized_from=f"{'shipped ' if tcache.source == 'shipped' else ''}headers @ "
-                                                     f"{tcache.revision[:12]}", download_bytes=t.size + d.size))
-    return out
-
-
-def _pairs(target: ModelInfo, draft: RemoteModel, gen: Generation, caps: EngineCaps | None) -> bool:
-    """The draft's own format (its header's, not the catalog's word) loads on this generation, and the pair
-    check (hidden size, target layers, vocabulary) passes on the two headers."""
-    if gen not in catalog_mod.DRAFT_FORMAT_GENERATIONS.get(draft.kind, ()):
-        return False
-    return check_pair(target, draft.info, caps).ok
-
-
-def _candidates(cat: catalog_mod.Catalog, vram: list[int], goal: str, gens: list[Generation],
-                tune: Tune = (None, None), cache_dir: Path | None = None,
-                caps: EngineCaps | None = None) -> tuple[list[Choice], list[str]]:
-    """Every sized pair's choices, and the ids of the pairs whose headers have not been read yet."""
-    out: list[Choice] = []
-    unsized: list[str] = []
-    for pair in cat.pairs:
-        if not any(pair.drafts_for(g) for g in gens):
-            continue
-        got = _header_candidates(pair, vram, goal, gens, tune, cache_dir, caps)
-        if got is None:
-            unsized.append(pair.id)
-        else:
-            out.extend(got)
-    return out, unsized
-
-
-def _local_params(info: ModelInfo) -> tuple[float, float]:
-    """(total, active) billions of parameters: from general.size_label ("27B", "35B-A3B"), else the file size."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)B(?:-A(\d+(?:\.\d+)?)B)?", info.size_label.strip(), re.IGNORECASE)
-    if m:
-        return float(m[1]), float(m[2] or m[1])
-    total = info.file_size * 8 / quant_bits(info.file_type or "Q4_K_M") / 1e9
-    return total, total
-
-
 def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalModel], vram: list[int], goal: str,
-                        gens: list[Generation], caps: EngineCaps | None = None) -> tuple[list[Choice], list[str]]:
+                        gens: list[Generation], caps: EngineCaps | None = None,
+                        tune: Tune = (None, None)) -> tuple[list[Choice], list[str]]:
     """Choices for targets on disk with a DFlash draft beside them (per engine generation the one
     :func:`sidecars.pick` offers), and a line for each found draft that is not used, with the reason."""
     out: list[Choice] = []
@@ -300,7 +150,7 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
                 why = why or ("" if usable_here else "this engine cannot run it.")
             if ok and not why:
                 got = _sidecar_choices(cat, entries, t, side, ok, vram, goal, only=len(gens) == 1,
-                                       tune=(draft_ubatch_for(caps, vram), draft_cache_for(caps)))
+                                       tune=tune)
                 if not got:
                     notes.append(f"Found {where}, but that pair does not fit {sum(vram) / GiB:.1f} GiB with 1 GiB "
                                  "to spare at 8k context or more.")
@@ -311,11 +161,13 @@ def _sidecar_candidates(cat: catalog_mod.Catalog, local: Sequence[library.LocalM
                 notes.append(f"Found {where} too ({side.quant or '?'}); the draft offered is the one whose quant is "
                              f"closest to the target's {t.file_type_name or '?'} (llama.cpp's own rule).")
             elif side.kind == MTP:
-                notes.append(f"Found {where}, a separate MTP head (mainline --spec-type draft-mtp); the recommended "
-                             "setups launch DFlash drafts, and BeeDeck's MTP mode uses heads inside the target file.")
+                notes.append(f"Found {where}, a separate MTP head (mainline --spec-type draft-mtp); the setups on "
+                             "disk BeeDeck recommends are DFlash drafts beside their target: pick it in Settings with "
+                             "the MTP mode to use it.")
             else:
-                notes.append(f"Found {where}, a {side.label} draft; the recommended setups launch DFlash drafts: "
-                             f"pick it in Settings with the {side.label} mode to use it.")
+                notes.append(f"Found {where}, a {side.label} draft; the setups on disk BeeDeck recommends are "
+                             f"DFlash drafts beside their target: pick it in Settings with the {side.label} mode "
+                             "to use it.")
     return out, notes
 
 
@@ -338,14 +190,14 @@ def _sidecar_choices(cat: catalog_mod.Catalog, entries: list[tuple[str, str]], t
         # BeeLlama 0.1-0.3 is superseded: its fork-format sidecar ranks below one a current engine runs
         # (still above any download), unless it is the only engine asked about.
         weight = 0.5 if gen == Generation.BEE_A and not only else 1.0
-        for rank, (ctk, ctv) in enumerate(CACHES[gen]):
+        for rank, (ctk, ctv) in enumerate(live_plan.CACHES[gen]):
             s = _settings(str(t.path), str(side.path), gen, ctk, ctv, 4096, tune)
             ctx, p = _max_ctx(target, draft, s, gen, vram)
             if p is None or ctx < 8192:
                 continue
             s.ctx_size = ctx
             out.append(Choice(pid, title, gen, repo, t.filename, tquant, repo, side.filename, dquant, s, p,
-                              _score(goal, total, active, tbits, dbits, rank, ctx, on_disk=weight),
+                              score(goal, total, active, tbits, dbits, rank, ctx, on_disk=weight),
                               t.path, side.path, side.kind))
     return out
 
@@ -368,8 +220,10 @@ def _scan() -> list[library.LocalModel]:
 def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generation | None = None,
               cat: catalog_mod.Catalog | None = None,
               local: Sequence[library.LocalModel] | None = None, caps: EngineCaps | None = None,
-              cache_dir: Path | None = None) -> Recommendation:
-    """Recommend a pair, quants, context, cache types and batch sizes for GPUs with these free bytes.
+              cache_dir: Path | None = None, *, card: str | None = None, advice: WorkloadAdvice | None = None,
+              tune_caps: EngineCaps | None = None) -> Recommendation:
+    """Recommend a pair, quants, speculation mode, context, cache types and batch sizes for GPUs with these
+    free bytes.
 
     Each catalog pair is planned from its files' GGUF headers as read from the Hub earlier
     (:mod:`catalog_sizing` reads them; ``cache_dir``: hub_sizing's cache, None: this machine's); this
@@ -377,7 +231,10 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     reasons (:data:`NOT_SIZED`), never sized from typed figures.
     ``local``: the models on disk (``library.scan()``); None scans the usual places, ``[]`` ignores
     the disk. A target there with a usable DFlash draft beside it wins over every download.
-    ``caps``: the probed engine; only pairs it runs are offered (its generation, and DFlash at all).
+    ``caps``: the probed engine; only what it runs is offered (its generation, its spec types, its release).
+    ``card``: the card class of the mode evidence (mode_choice.card_class; None: guessed from the memory);
+    ``advice``: BeeDeck's own measured advice, which wins over published figures; ``tune_caps``: without
+    ``caps``, the engine -ubd and the drafter's KVarN cache are tuned for (the registry's default).
     """
     if goal not in GOALS:
         raise ValueError(f"Unknown goal {goal!r}: use one of {', '.join(GOALS)}.")
@@ -387,35 +244,78 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
         starter = _starter_choice(cat)  # core.starter sits above core.models: its name comes from the catalog
         return Recommendation(starter, None, [
             f"No GPU memory was given or detected: the starter profile runs anywhere ({starter.title}). "
-            "DFlash pairs need a GPU with at least 8 GB."])
+            "Speculative pairs need a GPU with at least 8 GB."])
+    refused = _engine_refusal(caps)
+    if refused:
+        return Recommendation(_starter_choice(cat), None, refused)
     if caps is not None:
         generation = caps.generation
-        _spelling, no_dflash = engine_spec_type("dflash", caps)
-        if no_dflash or generation == Generation.UNKNOWN:
-            return Recommendation(_starter_choice(cat), None, [
-                no_dflash or f"BeeDeck cannot tell which DFlash drafts {engine_label(caps)} loads: pick BeeLlama or "
-                "mainline llama.cpp.", "Every recommended pair is a DFlash pair, so none is offered for this engine."])
     gens: list[Generation] = ([generation] if generation and generation != Generation.UNKNOWN
                               else [Generation.BEE_B, Generation.MAINLINE, Generation.BEE_A])
-    on_disk, notes = _sidecar_candidates(cat, _scan() if local is None else local, vram, goal, gens, caps)
-    tune = (draft_ubatch_for(caps, vram), draft_cache_for(caps))
-    from_headers, unsized = _candidates(cat, vram, goal, gens, tune, cache_dir, caps)
+    ctx = PlanContext(vram, goal, card or mode_choice.card_class(max(vram) + GiB, None), caps, tune_caps, advice,
+                      cache_dir)
+    disk_tune = tune_for(ctx.card, caps or tune_caps)
+    on_disk, notes = _sidecar_candidates(cat, _scan() if local is None else local, vram, goal, gens, caps, disk_tune)
+    from_headers, unsized = _candidates(cat, gens, ctx)
     cands = sorted(from_headers + on_disk, key=lambda c: c.score, reverse=True)
     notes = notes[:MAX_NOTES]
     pending = _not_sized_note(cat, unsized)
     if not cands:
-        if pending and len(unsized) == len([p for p in cat.pairs if any(p.drafts_for(g) for g in gens)]):
+        if pending and len(unsized) == len(cat.pairs):
             return Recommendation(_starter_choice(cat), None, [NOT_SIZED, pending, *notes])
         return Recommendation(_starter_choice(cat), None, [
             f"No catalog pair fits {sum(vram) / GiB:.1f} GiB with 1 GiB to spare at 8k context or more: "
             "use the starter profile, or a smaller model you pick yourself.", *([pending] if pending else []),
-            *notes])
+            *ctx.greyed[:MAX_NOTES], *notes])
     best = cands[0]
     runner = next((c for c in cands[1:] if (c.pair_id, c.target_quant) != (best.pair_id, best.target_quant)), None)
+    reasons = _reasons(cat, best, cands, goal)
+    reasons += ctx.greyed[:MAX_NOTES]
+    if pending:
+        reasons.append(pending)
+    reasons.extend(notes)
+    if runner is not None:
+        reasons.append(f"Runner-up: {runner.summary()}.")
+    return Recommendation(best, runner, reasons)
+
+
+def _engine_refusal(caps: EngineCaps | None) -> list[str]:
+    """Why no pair can be offered for this engine at all ([] when some can)."""
+    if caps is None:
+        return []
+    if caps.generation == Generation.UNKNOWN:
+        _spelling, no_dflash = engine_spec_type("dflash", caps)
+        return [no_dflash or f"BeeDeck cannot tell which drafts {engine_label(caps)} loads: pick BeeLlama or "
+                "mainline llama.cpp.",
+                "Every recommended setup speculates with a draft or an MTP head, so none is offered for this engine."]
+    if not caps.has("--spec-type"):
+        return [f"{engine_label(caps)} has no --spec-type option, so it cannot run speculative decoding: use "
+                "BeeLlama or a recent mainline llama.cpp.",
+                "Every recommended setup speculates with a draft or an MTP head, so none is offered for this engine."]
+    return []
+
+
+def _candidates(cat: catalog_mod.Catalog, gens: list[Generation], ctx: PlanContext) -> tuple[list[Choice], list[str]]:
+    """Every sized pair's choices (its fast mode, per generation), and the ids of the pairs whose headers have not
+    been read yet."""
+    out: list[Choice] = []
+    unsized: list[str] = []
+    for pair in cat.pairs:
+        for gen in gens:
+            got = pair_choices(pair, gen, ctx)
+            if got is None:
+                unsized.append(pair.id)
+                break
+            out.extend(got)
+    return out, unsized
+
+
+def _reasons(cat: catalog_mod.Catalog, best: Choice, cands: list[Choice], goal: str) -> list[str]:
     assert best.plan is not None
     left = min((d.left or 0) for d in best.plan.gpus)
     reasons = [f"{best.summary()}: the planner puts it at {best.plan.gpu_total / GiB:.2f} GiB on the GPU, "
                f"{left / GiB:.2f} GiB left (at least 1 GiB is kept free)."]
+    reasons += _mode_lines(best)
     if best.draft_path is not None:
         reasons.append(f"Draft found next to the model: {best.draft_file} ({best.draft_kind}, {best.draft_quant}), "
                        f"beside {best.target_file}: nothing to download, and it is preferred over catalog downloads.")
@@ -439,14 +339,32 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
         reasons.append(f"The guide's choice ({guide.summary()}) also fits; the pick ranks above it because {why}.")
     if best.sized_from:
         where = "BeeDeck ships" if best.sized_from.startswith("shipped") else "BeeDeck read from the Hub"
-        reasons.append(f"Sized from the GGUF headers {where} ({best.target_repo} and {best.draft_repo}, "
-                       f"{best.sized_from}): the files' own layouts, nothing estimated.")
-    if pending:
-        reasons.append(pending)
-    reasons.extend(notes)
-    if runner is not None:
-        reasons.append(f"Runner-up: {runner.summary()}.")
-    return Recommendation(best, runner, reasons)
+        repos = best.target_repo + (f" and {best.draft_repo}" if best.draft_repo else "")
+        reasons.append(f"Sized from the GGUF headers {where} ({repos}, {best.sized_from}): the files' own "
+                       "layouts, nothing estimated.")
+    return reasons
+
+
+def _mode_lines(c: Choice) -> list[str]:
+    """The chosen speculation mode with its evidence, and what its drafter costs in context."""
+    out = []
+    label = live_plan.LABEL.get(c.draft_kind, c.draft_kind)
+    m = c.mode
+    if m is not None:
+        where = f"{mode_choice.CLASS_LABEL.get(m.card_class, m.card_class)} with {m.engine}"
+        out.append(f"Speculation: {label}, the fast path on {where} by "
+                   f"{mode_choice.EVIDENCE_LABEL.get(m.evidence, m.evidence)}: {m.why}"
+                   + (f" (source: {m.source})." if m.source else "."))
+    if c.cost_tokens is not None:
+        cost = (f"{label} costs about {round(c.cost_tokens / 1000)}k tokens of context here" if c.cost_tokens >= 500
+                else f"{label} costs no context here (the model's own limit is reached either way)")
+        if c.draft_kind == "mtp":
+            out.append(f"{cost} (its context and compute, against no speculation at the same K/V cache); its heads "
+                       "are inside the target file, so nothing more is downloaded.")
+        else:
+            out.append(f"{cost} (the drafter's weights, its context and its compute, against no speculation at "
+                       "the same K/V cache).")
+    return out
 
 
 def _not_sized_note(cat: catalog_mod.Catalog, unsized: list[str]) -> str:
@@ -462,4 +380,6 @@ def _is_guide(cat: catalog_mod.Catalog, c: Choice) -> bool:
         rec = cat.pair(c.pair_id).recommended or {}
     except KeyError:
         return False  # a pair on disk that is not in the catalog
-    return rec.get("target_quant") == c.target_quant and rec.get("draft_quant") == c.draft_quant
+    if rec.get("target_quant") != c.target_quant:
+        return False
+    return c.draft_file is None or rec.get("draft_quant") == c.draft_quant

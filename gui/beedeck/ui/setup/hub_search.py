@@ -1,8 +1,9 @@
 """The recommend page's search box: size any Hub GGUF repo from its headers, in the background.
 
-Type ``OWNER/NAME`` (or paste its Hub address), press Enter or "Size it": the services' ``size_repo``
-call (:func:`beedeck.core.chat.repo_recommend.recommend_repo`) runs through the services' runner, off
-the GUI thread, and the result lists every quant with every draft kind and the fast path. A newer
+Type ``OWNER/NAME`` (or paste its Hub address), optionally the drafter repos to plan with it (as the
+CLI's ``--draft-repo``; empty: the catalog's drafts for that target), press Enter or "Size it": the
+services' ``size`` call (:func:`beedeck.core.chat.repo_recommend.recommend_repo`) runs through the
+services' runner, off the GUI thread, and the result lists every quant with every draft kind and the fast path. A newer
 search makes an older answer stale: it is dropped when it arrives. The setups that fit are offered in
 a list, the fast path first; "Use this setup" hands the picked one on as the wizard's choice, so the
 next page downloads exactly that target and drafter.
@@ -13,6 +14,7 @@ the picked row as a :class:`~beedeck.core.models.recommend.Choice`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
@@ -32,7 +34,7 @@ class HubSearch(QWidget):
     failed = Signal(str)
     chosen = Signal(Choice)
 
-    def __init__(self, size_repo: Callable[[str], RepoRecommendation],
+    def __init__(self, size_repo: Callable[[str, list[str]], RepoRecommendation],
                  report: Callable[[RepoRecommendation], list[str]], runner: Runner) -> None:
         super().__init__()
         self._size_repo, self._report, self._runner = size_repo, report, runner
@@ -43,6 +45,12 @@ class HubSearch(QWidget):
         self.field.setToolTip("BeeDeck reads only the GGUF headers (a few MB) to size every quant and draft: "
                               "nothing is downloaded.")
         self.field.returnPressed.connect(self.search)
+        self.drafts_field = QLineEdit()  # optional, as the CLI's --draft-repo
+        self.drafts_field.setPlaceholderText("Draft repos (optional): OWNER/NAME, comma-separated")
+        self.drafts_field.setToolTip("The drafter repos to plan with this target (DFlash, DFlash2, DSpark, EAGLE-3, "
+                                     "MTP head files). Empty: the catalog's drafts for it; the target's own MTP head "
+                                     "is always planned.")
+        self.drafts_field.returnPressed.connect(self.search)
         self.button = QPushButton("Size it")
         self.button.clicked.connect(self.search)
         self.result_label = WrapLabel()
@@ -54,7 +62,8 @@ class HubSearch(QWidget):
         self.use_button.setToolTip("Make it the recommendation: the next page downloads this target and drafter.")
         self.use_button.clicked.connect(self.use_selected)
         row = QHBoxLayout()
-        row.addWidget(self.field, 1)
+        row.addWidget(self.field, 2)
+        row.addWidget(self.drafts_field, 1)
         row.addWidget(self.button)
         pick = QHBoxLayout()
         pick.addWidget(self.rows, 1)
@@ -75,9 +84,14 @@ class HubSearch(QWidget):
         serial = self._serial
         self.button.setEnabled(False)
         self._show_rows([])
-        self._show(f"Reading the GGUF headers of {repo}…")
-        self._runner(lambda: self._size_repo(repo), lambda rec: self._on_sized(serial, rec),
+        drafts = self.draft_repos()
+        self._show(f"Reading the GGUF headers of {repo}" + (f" and {', '.join(drafts)}" if drafts else "") + "…")
+        self._runner(lambda: self._size_repo(repo, drafts), lambda rec: self._on_sized(serial, rec),
                      lambda exc: self._on_failed(serial, exc))
+
+    def draft_repos(self) -> list[str]:
+        """The typed draft repos (commas or spaces between them); the core checks each name."""
+        return [x for x in re.split(r"[,\s]+", self.drafts_field.text().strip()) if x]
 
     def _show(self, text: str) -> None:
         self.result_label.setText(text)

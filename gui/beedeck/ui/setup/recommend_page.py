@@ -1,4 +1,5 @@
-"""Setup page 2: the recommended pair for the chosen goal, its download size, memory plan and runner-up."""
+"""Setup page 2: the recommended pair for the chosen goal, its speculation mode with the evidence behind it,
+its download size, memory plan and runner-up."""
 
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from beedeck.core.chat.mode_choice import card_class
+from beedeck.core.models.live_plan import LABEL
+from beedeck.core.models.mode_choice import EVIDENCE_LABEL, card_class
 from beedeck.core.models.recommend import SIDECAR_NOTE_PREFIXES as SIDECAR_PREFIXES
 from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.launch.memory_bar import MemoryBar
@@ -34,7 +36,8 @@ class RecommendPage(QWizardPage):
         self.choice: Choice | None = None
         self.catalog_read = False  # the catalog's headers were read (or tried) for this wizard run
         self.setTitle("Recommended setup")
-        self.setSubTitle("A target model and its DFlash draft, sized by BeeDeck's memory planner.")
+        self.setSubTitle("A target model and how it speculates (a draft, or its own MTP head), sized by BeeDeck's "
+                         "memory planner.")
         goals = QHBoxLayout()
         goals.addWidget(QLabel("Goal:"))
         self.goal_group = QButtonGroup(self)
@@ -54,6 +57,10 @@ class RecommendPage(QWizardPage):
         self.title_label.setStyleSheet("font-size: 15px; font-weight: 600;")
         self.title_label.setWordWrap(True)
         self.size_label = QLabel()
+        # The speculation mode and the evidence it was chosen on (BeeDeck's own measurements, or published figures)
+        self.mode_label = WrapLabel()
+        self.mode_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.mode_label.setVisible(False)
         self.reasons_label = WrapLabel()
         self.reasons_label.setTextFormat(Qt.TextFormat.PlainText)
         # Drafts found next to models on disk: the one offered, and why the others are not (sidecars).
@@ -73,12 +80,14 @@ class RecommendPage(QWizardPage):
         layout.addLayout(goals)
         layout.addWidget(self.title_label)
         layout.addWidget(self.size_label)
+        layout.addWidget(self.mode_label)
         layout.addWidget(self.reasons_label)
         layout.addWidget(self.drafts_label)
         layout.addWidget(self.memory_bar)
         layout.addLayout(runner_row)
         # Any repo on the Hub, sized from its headers in the background (nothing is downloaded).
-        self.hub_search = HubSearch(lambda repo: services.size_repo(repo, self.detect_page.free_vram(), self.card()),
+        self.hub_search = HubSearch(lambda repo, drafts: services.size(repo, self.detect_page.free_vram(), self.card(),
+                                                                    drafts),
                                     lambda rec: rec.report(self.detect_page.free_vram()),
                                     services.runner)
         self.hub_search.chosen.connect(self.use_hub_choice)
@@ -111,10 +120,14 @@ class RecommendPage(QWizardPage):
         self.title_label.setText("Reading the catalog's GGUF headers (a few MB, nothing is downloaded)…" if first
                                  else "Working out what fits…")
 
+        card = self.card()
+
         def work() -> Recommendation:
             if first:  # the catalog types no sizes: they come from the headers, read live or from the cache
                 self.services.size_catalog(self.services.endpoint)
-            return self.services.recommend(vram, goal)
+            # The mode by evidence for this card class; -ubd and the drafter's KVarN for the default engine
+            return self.services.recommend(vram, goal, card=card, tune_caps=self.services.tune_caps(),
+                                           advice=self.services.advice())
 
         self.services.runner(work, self.show_recommendation,
                              lambda exc: self.title_label.setText(f"No recommendation: {exc}"))
@@ -143,12 +156,13 @@ class RecommendPage(QWizardPage):
             self.title_label.setText(choice.title if choice.title.lower().startswith("starter")
                                      else f"Starter profile: {choice.title}")
             self.size_label.setText("Download: nothing (installed with BeeDeck).")
-        elif choice.draft_file is None:  # a Hub search's pick: its own MTP head, or no speculation
+        elif choice.draft_file is None:  # the target's own MTP head (no draft to download), or no speculation
             self.title_label.setText(f"{choice.title}: {choice.target_quant}, "
                                      f"{choice.settings.ctx_size:,} tokens of context")
             size = choice.download_bytes
-            self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file})" if size
-                                    else f"Download: {choice.target_file}")
+            inside = "; its MTP head is inside it: no draft to download" if choice.draft_kind == "mtp" else ""
+            self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file}{inside})" if size
+                                    else f"Download: {choice.target_file}{inside}")
         else:
             self.title_label.setText(f"{choice.title}: {choice.target_quant} + {choice.draft_quant} draft, "
                                      f"{choice.settings.ctx_size:,} tokens of context")
@@ -159,6 +173,9 @@ class RecommendPage(QWizardPage):
                 size = choice.download_bytes
                 self.size_label.setText(f"Download: {gib_text(size)} ({choice.target_file} + {choice.draft_file})"
                                         if size else f"Download: {choice.target_file} + {choice.draft_file}")
+        mode = mode_text(choice)
+        self.mode_label.setText(mode)
+        self.mode_label.setVisible(bool(mode))
         # Plain text: WrapLabel sizes itself from plain-text metrics (the runner-up has its own row).
         drafts = [r for r in reasons if r.startswith(SIDECAR_PREFIXES)]
         self.reasons_label.setText("\n".join(f"• {r}" for r in reasons
@@ -179,3 +196,21 @@ class RecommendPage(QWizardPage):
 
     def isComplete(self) -> bool:
         return self.choice is not None
+
+
+def mode_text(choice: Choice) -> str:
+    """The choice's speculation mode and the evidence it was chosen on ("" for a choice without a mode: the
+    starter, a draft found on disk)."""
+    m = choice.mode
+    if m is None or choice.pair_id == "starter":
+        return ""
+    label = LABEL.get(choice.draft_kind, choice.draft_kind)
+    evidence = f"{EVIDENCE_LABEL.get(m.evidence, m.evidence)}: {m.why}" + (f" (source: {m.source})" if m.source else "")
+    cost = ""
+    if choice.cost_tokens is not None and choice.draft_kind not in ("", "none"):
+        cost = (f" It costs about {round(choice.cost_tokens / 1000)}k tokens of context here." if
+                choice.cost_tokens >= 500 else " It costs no context here.")
+    if choice.draft_kind == m.mode:
+        return f"Speculation: {label}, the fast path on this card and engine by {evidence}.{cost}"
+    return (f"Speculation: {label} (your pick).{cost} The fast path here would be "
+            f"{LABEL.get(m.mode, m.mode)}, by {evidence}.")

@@ -30,12 +30,14 @@ from beedeck.core import starter
 from beedeck.core.engine import engine_offers
 from beedeck.core.engine import registry as engines
 from beedeck.core.engine.build import build_engine, minutes_text
+from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import download_engine, resolve_release
 from beedeck.core.launcher import preflight
 from beedeck.core.models import hub, library
+from beedeck.core.models.recommend import tune_for_files
 from beedeck.core.settings import load_settings, save_settings
 from beedeck.ui.setup.build_preview import BuildPreview
 from beedeck.ui.setup.engine_choice import EngineChoice
@@ -90,6 +92,7 @@ class RunPage(QWizardPage):
         self.runner.cancelled.connect(self._on_runner_cancelled)
         self.engine: EngineRecord | None = None
         self.paths: dict[str, str] = {}
+        self._tuned: LaunchSettings | None = None  # the choice re-planned for the engine (_retune)
         self.result: Any = None
         self._index = 0
         self._done = False
@@ -436,9 +439,20 @@ class RunPage(QWizardPage):
             return starter.StarterProfile(Path(self.engine.binary if self.engine else ""),
                                           Path(self.paths["target"])).settings()
         assert choice is not None
-        s = LaunchSettings.from_dict(choice.settings.to_dict())
+        s = LaunchSettings.from_dict((self._tuned or choice.settings).to_dict())
         s.target, s.draft = self.paths["target"], self.paths.get("draft")
         return s
+
+    def _retune(self, caps: EngineCaps | None, on_line: Callable[[str], None]) -> None:
+        """Re-plan -ubd and the drafter's KVarN cache for the engine now known, from the downloaded files' own
+        headers (worker thread; the recommendation may have been made for another engine or none)."""
+        choice = self.recommend_page.choice
+        if self._starter_mode() or caps is None or choice is None:
+            return
+        self._tuned, line = tune_for_files(choice.settings, caps, self.recommend_page.card(), self.paths["target"],
+                                           self.paths.get("draft"), self.detect_page.free_vram())
+        if line:
+            on_line(line)
 
     def _smoke(self, *, on_progress: Callable[[int, int | None], None], on_line: Callable[[str], None],
                cancel_event: threading.Event) -> str:
@@ -450,6 +464,8 @@ class RunPage(QWizardPage):
         if not res.ok:
             raise engines.EngineError(res.message)
         caps = self.engine.engine_caps()
+        self._tuned = None
+        self._retune(caps, on_line)
         if caps is not None:  # the launch's own preflight (files, mode, guard, kernels, memory the wizard detected)
             checked = preflight(caps, replace(self.launch_settings(), port=DEFAULT_PORT),
                                 devices=[g.memory_free for g in report.gpus] or None if report else None,

@@ -8,85 +8,39 @@ context and fork buffers are published estimates.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.slots import slot_context
-from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.planner.drafts import (
+    DraftDefaults,
+    loads_other_draft,
+    plan_draft,
+    plan_mtp_heads,
+    plan_other_draft,
+)
 from beedeck.core.models.planner.split import device_masks, split_compute, staging
 from beedeck.core.models.planner.split import pipeline as split_pipeline
+from beedeck.core.models.planner.units import (
+    DeviceUse,
+    GiB,
+    MiB,
+    PlanError,
+    cache_geometry,
+    layer_of,
+    ngl_of,
+    pad,
+    row_bytes,
+)
 
-MiB = 1024 * 1024
-GiB = 1024 * MiB
 CUDA_CONTEXT = 350 * MiB  # §1.8: ~0.1-0.6 GiB, 350 MiB on a 3090/4090 under Linux
 DFLASH_FORMAT_MODES = (SpecMode.DFLASH, SpecMode.DSPARK)  # drafts in the dflash architecture
-DRAFT_COMPUTE = 150 * MiB  # §1.9: BeeLlama <= 0.3 draft compute, not measured; estimate
 DEFAULT_MARGIN = GiB  # llama.cpp's own --fit-target default
-
-# Cache type -> (values per block, bytes per block). kvarnN is a fit (§1.4): N + 0.375 bits.
-CACHE_TYPES: dict[str, tuple[int, float]] = {
-    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q5_1": (32, 24), "q5_0": (32, 22),
-    "q4_1": (32, 20), "q4_0": (32, 18), "iq4_nl": (32, 18), "turbo4": (128, 66), "turbo3_tcq": (128, 52),
-    "turbo3": (128, 50), "turbo2_tcq": (128, 36), "turbo2": (128, 34),
-    "q2_0": (32, 10), "q2_1": (32, 12), "q3_0": (32, 14), "q3_1": (32, 16), "q6_0": (32, 26), "q6_1": (32, 28),
-    **{f"kvarn{n}": (128, (n + 0.375) * 16) for n in (2, 3, 4, 5, 6, 8)},
-}
-
-
 _REPACKED = frozenset({2, 12, 20})  # Q4_0, Q4_K, IQ4_NL
 
-
-class PlanError(ValueError):
-    """The settings cannot be planned (unknown cache type, a draft given as target...)."""
-
-
-def bits_per_value(cache_type: str) -> float:
-    block, size = _cache(cache_type)
-    return size * 8 / block
-
-
-def _cache(cache_type: str) -> tuple[int, float]:
-    try:
-        return CACHE_TYPES[cache_type]
-    except KeyError:
-        raise PlanError(
-            f"Unknown KV cache type {cache_type!r}: pick one of {', '.join(CACHE_TYPES)}."
-        ) from None
-
-
-def row_bytes(cache_type: str, n: int) -> int:
-    """Bytes of one cache row of ``n`` values: ceil(n / block) x block bytes."""
-    block, size = _cache(cache_type)
-    return math.ceil(math.ceil(n / block) * size)
-
-
-def pad(n: int, to: int = 256) -> int:
-    return (n + to - 1) // to * to
-
-
-@dataclass
-class DeviceUse:
-    """What one device (a GPU, or the host) holds, component by component, in bytes."""
-
-    name: str
-    free: int | None  # free bytes before launch; None for the host
-    items: dict[str, int] = field(default_factory=dict)
-
-    def add(self, key: str, nbytes: float) -> None:
-        if nbytes:
-            self.items[key] = self.items.get(key, 0) + int(nbytes)
-
-    @property
-    def total(self) -> int:
-        return sum(self.items.values())
-
-    @property
-    def left(self) -> int | None:
-        return None if self.free is None else self.free - self.total
 
 
 @dataclass
@@ -142,17 +96,6 @@ class MemoryPlan:
         return lines + self.notes
 
 
-def _ngl(value: str | None, n_layer: int) -> int:
-    if value is None or value in ("all", "auto", "-1", "-2") or not value.lstrip("-").isdigit():
-        return n_layer + 1
-    return max(0, min(int(value), n_layer + 1))
-
-
-def _layer_of(name: str) -> int | None:
-    if name.startswith("blk."):
-        return int(name.split(".", 2)[1])
-    return None
-
 
 def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUse, key: str,
                    split: Sequence[float] | None = None) -> tuple[list[DeviceUse | None], list[str], DeviceUse | None]:
@@ -184,7 +127,7 @@ def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUs
         out_dev = device(n)
     cpu_names: list[str] = []
     for t in m.tensors:
-        layer = _layer_of(t.name)
+        layer = layer_of(t.name)
         if layer is not None and layer >= n:
             continue  # MTP / NextN blocks are skipped unless MTP is on
         if layer is not None:
@@ -249,7 +192,7 @@ def _place_kv(target: ModelInfo, settings: LaunchSettings, cx: _Cells, layer_dev
     """The KV cache (§1.4) per layer; return the bytes of an f16 copy of its largest layer (CUDA FA's)."""
     fa = settings.flash_attn != "off"
     ctk, ctv = settings.cache_type_k, settings.cache_type_v
-    if not fa and _cache(ctv)[0] > 1:
+    if not fa and cache_geometry(ctv)[0] > 1:
         raise PlanError(f"A quantized V cache ({ctv}) needs flash attention: set flash attention on.")
     kv_layers = target.kv_layers()
     v_max = max((target.n_head_kv[i] * target.head_dim_v[i] for i in kv_layers), default=0)
@@ -311,7 +254,7 @@ def _place_compute(target: ModelInfo, settings: LaunchSettings, generation: Gene
     scores = 0 if fa else 4 * n_tok * cx.n_ctx_seq * max(target.n_head or [0])  # f32 KQ of the widest layer
     compute_dev = out_dev or host  # the output layer's device computes the logits
     gpu_kv = bool(gpus) and any(layer_dev[i] is not None for i in kv_layers)
-    quant_kv = _cache(ctk)[0] > 1 or _cache(ctv)[0] > 1
+    quant_kv = cache_geometry(ctk)[0] > 1 or cache_geometry(ctv)[0] > 1
     turbo = ctk.startswith("turbo") or ctv.startswith("turbo")
     in_graph = gpu_kv and quant_kv and fa and not gen_a and not turbo
     # Recent mainline (and Bee >= 0.4) reserves that copy inside the compute graph, next to the
@@ -353,8 +296,10 @@ def _place_compute(target: ModelInfo, settings: LaunchSettings, generation: Gene
 def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, generation: Generation,
          devices: list[int], margin: int = DEFAULT_MARGIN, *, names: Sequence[str] | None = None,
          split: Sequence[float] | None = None, local: Sequence[bool] | None = None,
-         rpc_async: bool = True) -> MemoryPlan:
-    """Plan the memory of one launch. ``devices``: free bytes per GPU (empty: CPU only).
+         rpc_async: bool = True, draft_defaults: DraftDefaults | None = None) -> MemoryPlan:
+    """Plan the memory of one launch. ``devices``: free bytes per GPU (empty: CPU only). ``draft_defaults``:
+    what this engine gives the drafter when the settings do not say (:func:`planner.drafts.draft_defaults` of
+    its caps; None: the target's -ub and a draft context as large as the target's, the larger of the two rules).
 
     Several machines (RPC workers, ``planner.devices.plan_across``): ``names`` are the engine's device
     names in its order (workers first), ``split`` the ``--tensor-split`` proportions (None: by free
@@ -370,10 +315,10 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     host = DeviceUse("CPU", None)
     notes: list[str] = []
     # DFlash-format drafts (DFlash, DSpark: a DFlash file with a Markov head) get the measured DFlash formulas;
-    # an EAGLE-3 draft or an MTP head file only what is known of them (_plan_other_draft).
+    # an EAGLE-3 draft or an MTP head file only what is known of them (planner.drafts).
     use_draft = draft is not None and settings.spec_mode in DFLASH_FORMAT_MODES
-    other_draft = draft if draft is not None and not use_draft and _loads_other_draft(draft, settings) else None
-    ngl = _ngl(settings.n_gpu_layers, target.n_layer) if gpus else 0
+    other_draft = draft if draft is not None and not use_draft and loads_other_draft(draft, settings) else None
+    ngl = ngl_of(settings.n_gpu_layers, target.n_layer) if gpus else 0
     layer_dev, cpu_names, out_dev = _place_weights(target, ngl, gpus, host, "weights", split)
     if gpus and settings.n_gpu_layers == "auto":
         notes.append("-ngl auto: llama.cpp's --fit may move layers to the CPU if this does not fit.")
@@ -383,118 +328,14 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     _place_compute(target, settings, generation, use_draft, cx, fa_copy, gpus, host, layer_dev, out_dev,
                    (here, rpc_async), names, notes)
     # --- the draft (§1.9)
-    ub = settings.draft_ubatch_size or cx.ub
+    # -ubd when set; else the engine's own default for the drafter (BeeLlama >= 0.4.5: 128), else the target's -ub
+    ub = settings.draft_ubatch_size or (draft_defaults.ubatch if draft_defaults else None) or cx.ub
     if use_draft and draft is not None:
-        _plan_draft(target, draft, settings, generation, mine, host, cx.n_ctx_seq, ub, cx.np_, notes)
+        plan_draft(target, draft, settings, generation, mine, host, cx.n_ctx_seq, ub, cx.np_, notes, draft_defaults)
     elif other_draft is not None:
-        _plan_other_draft(other_draft, settings, mine, host, cx.n_ctx_seq, notes)
+        plan_other_draft(other_draft, settings, mine, host, cx.n_ctx_seq, notes)
     elif settings.spec_mode == SpecMode.MTP and draft is None and target.n_layer_all > target.n_layer:
-        _plan_mtp_heads(target, settings, out_dev or host, cx.n_ctx_seq, ub, notes)
+        plan_mtp_heads(target, settings, out_dev or host, cx.n_ctx_seq, ub, notes)
     return MemoryPlan(gpus + [host], cx.n_ctx, cx.n_ctx_seq, cx.cells_swa, cpu_names, notes, margin)
 
 
-def _plan_mtp_heads(target: ModelInfo, settings: LaunchSettings, dev: DeviceUse, n_ctx_seq: int, ub: int,
-                    notes: list[str]) -> None:
-    """The target's own MTP (NextN) heads under --spec-type draft-mtp: their weights (skipped otherwise),
-    an f16 KV cache per head layer over the slot's context and a logits-sized compute buffer (the MTP
-    context is a second context on the target: common/speculative.cpp). Mainline logs its estimate
-    ("estimated memory usage of MTP context is 648.06 MiB"); this formula is not calibrated against it."""
-    for t in target.tensors:
-        layer = _layer_of(t.name)
-        if layer is not None and layer >= target.n_layer:
-            dev.add("mtp_weights", t.nbytes)
-    dt = settings.draft_cache_type or "f16"
-    for i in range(target.n_layer, target.n_layer_all):
-        nk, nv = target.n_head_kv[i] * target.head_dim_k[i], target.n_head_kv[i] * target.head_dim_v[i]
-        dev.add("mtp_kv", n_ctx_seq * (row_bytes(dt, nk) + row_bytes(dt, nv)))
-    dev.add("mtp_compute", 4 * ub * (target.vocab_size + target.n_embd))
-    notes.append("The MTP heads' context (f16 KV and a logits-sized compute buffer) is estimated, not measured: "
-                 "mainline prints its own figure at start ('estimated memory usage of MTP context').")
-
-
-def _loads_other_draft(draft: ModelInfo, settings: LaunchSettings) -> bool:
-    """An EAGLE-3 draft in EAGLE-3 mode, or an MTP head file (no trunk layers) in MTP mode."""
-    if settings.spec_mode == SpecMode.EAGLE3:
-        return draft.architecture == "eagle3"
-    return settings.spec_mode == SpecMode.MTP and is_mtp_only(draft)
-
-
-def _plan_other_draft(draft: ModelInfo, settings: LaunchSettings, gpus: list[DeviceUse], host: DeviceUse,
-                      n_ctx_seq: int, notes: list[str]) -> None:
-    """EAGLE-3 drafts and MTP head files: docs/reference/memory-model.md has no formula for their contexts,
-    so only their weights (all of them, where -ngld puts the draft) and, for EAGLE-3, an f16 KV cache as
-    large as the target's per-slot context over the layers its header declares, are counted."""
-    on_gpu = bool(gpus) and _ngl(settings.draft_n_gpu_layers, draft.n_layer) > 0
-    dev = gpus[-1] if on_gpu else host
-    dev.add("draft_weights", draft.tensor_bytes)
-    what = "MTP head file" if settings.spec_mode == SpecMode.MTP else "EAGLE-3 draft"
-    kv = 0
-    if settings.spec_mode == SpecMode.EAGLE3:
-        for i in draft.kv_layers():
-            if i < len(draft.n_head_kv) and i < len(draft.head_dim_k) and i < len(draft.head_dim_v):
-                nk, nv = draft.n_head_kv[i] * draft.head_dim_k[i], draft.n_head_kv[i] * draft.head_dim_v[i]
-                kv += n_ctx_seq * (row_bytes(settings.draft_cache_type or "f16", nk)
-                                   + row_bytes(settings.draft_cache_type or "f16", nv))
-        if kv:
-            dev.add("draft_kv", kv)
-    counted = "its weights and f16 KV cache" if kv else "its weights"
-    notes.append(f"The {what}'s memory is {counted} only: its compute buffer (and, for an MTP head, its cache) "
-                 "has no measured formula yet, so leave some room beyond this plan.")
-
-
-def _plan_draft(target: ModelInfo, draft: ModelInfo, settings: LaunchSettings, generation: Generation,
-                gpus: list[DeviceUse], host: DeviceUse, n_ctx_seq: int, ub: int, np_: int,
-                notes: list[str]) -> None:
-    on_gpu = bool(gpus) and _ngl(settings.draft_n_gpu_layers, draft.n_layer) > 0
-    dev = gpus[-1] if on_gpu else host
-    dev.add("draft_weights", draft.tensor_bytes)
-    if generation == Generation.BEE_A:
-        dev.add("draft_compute", DRAFT_COMPUTE)
-    else:
-        # The draft's own context reserves the larger of two peaks per ubatch row:
-        # - logits, 4 x ub x (n_vocab + n_embd): 522.50 MiB to the byte for the Gemma 4 31B draft at
-        #   -ub 512 on an H200 (mainline);
-        # - its f16 attention mask over its whole (target-sized) context plus the encoder
-        #   activations, ub x (2 x n_ctx + 4 x (n_target_layers + 2) x n_embd): exact on the CPU builds
-        #   of mainline and BeeLlama v0.4.3 with the synthetic pair at -c 1024..16384, -ub 128..512
-        #   (tests/engine/test_planner_real.py), where the vocabulary is tiny.
-        n_tl = len(draft.dflash.target_layer_ids) if draft.dflash else 0
-        logits = 4 * ub * (target.vocab_size + target.n_embd)
-        attention = ub * (2 * n_ctx_seq + 4 * (n_tl + 2) * target.n_embd)
-        draft_compute = max(logits, attention)
-        dev.add("draft_compute", draft_compute)
-        if generation == Generation.MAINLINE:
-            # Mainline reserves a second graph for the drafter (a third compute buffer line): the same size
-            # on the CPU builds, and on CUDA with a full vocabulary 4 x ub x (2 n_vocab + n_embd + ub):
-            # 1,035.50 MiB to the byte for the Gemma 4 31B pair at -ub 512 on an H200.
-            runtime = 4 * ub * (2 * target.vocab_size + target.n_embd + ub)
-            dev.add("draft_runtime", max(draft_compute, runtime) if on_gpu else draft_compute)
-    n_tl = len(draft.dflash.target_layer_ids) if draft.dflash else 0
-    if generation == Generation.BEE_A:
-        cross = settings.dflash_cross_ctx or 512
-        if on_gpu and len(gpus) == 1:
-            dev.add("dflash_ring", cross * n_tl * target.n_embd * 4 * 2)
-            d_kv = max(draft.n_head_kv or [0]) * max(draft.head_dim_k or [0])
-            dev.add("dflash_kv_proj", draft.n_layer * 2 * d_kv * cross * 4)
-            rec = [i for i in range(target.n_layer) if target.is_recurrent[i]]
-            if rec:
-                s = target.ssm
-                hk, hv, st = s["group_count"], s["time_step_rank"], s["state_size"]
-                conv_ch = 2 * hk * st + hv * st
-                dev.add("dflash_tape", np_ * 25 * len(rec) * (st * hk + st * hv + 2 * hv + conv_ch) * 4)
-            dev.add("dflash_capture", n_tl * target.n_embd * 25 * 4)
-        host.add("dflash_cpu_ring", n_tl * 4096 * target.n_embd * 4)
-        notes.append("Draft compute (150 MiB) is an estimate: not measured on a GPU.")
-        return
-    # Gen B / mainline: the draft is an ordinary context with its own (f16 by default) KV cache.
-    cells_swa = pad(min(n_ctx_seq, draft.sliding_window + ub)) if any(draft.is_swa) else 0
-    for i in draft.kv_layers():
-        cells = cells_swa if draft.is_swa[i] else n_ctx_seq
-        nk = draft.n_head_kv[i] * draft.head_dim_k[i]
-        nv = draft.n_head_kv[i] * draft.head_dim_v[i]
-        dt = settings.draft_cache_type or "f16"  # --spec-draft-type-k/v (BeeLlama >= 0.4.4), else f16
-        dev.add("draft_kv", cells * (row_bytes(dt, nk) + row_bytes(dt, nv)))
-    if on_gpu and generation == Generation.BEE_B:
-        notes.append("BeeLlama >= 0.4's drafter gets a context as large as the target's (it has no -cd): its "
-                     "KV and compute grow with the context (measured on an H200 at full size: the plan within 0.1 % "
-                     "of the engine's buffers, docs/gpu-runs/2026-12-01-h200-fullsize).")

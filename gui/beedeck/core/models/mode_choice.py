@@ -4,8 +4,10 @@ Order of evidence: BeeDeck's own measured advice for this setup (:mod:`beedeck.c
 speed advice that tune runs and benchmarks feed, code prompts first: BeeDeck is a coding assistant);
 else the published figures in ``resources/mode-evidence.json`` for the model family and card class
 (each with its source); else a rule (the target's own MTP head is free, so it comes first). Engine
-rules remove what an engine cannot run (BeeLlama before v0.4.4 and DFlash2, issue #134). The mode
-must also be among the kinds the live plan found runnable and fitting.
+rules remove what an engine cannot run (BeeLlama before v0.4.4 and DFlash2, issue #134; a BeeLlama whose
+release is unknown is not trusted with DFlash2 either). The mode must also be among the kinds the plan
+found runnable and fitting. It sits in the models wing because both recommenders use it: the catalog's
+(:mod:`recommend`) and a Hub repo's (:mod:`beedeck.core.chat.repo_recommend`).
 """
 
 from __future__ import annotations
@@ -18,14 +20,28 @@ from typing import Any
 
 from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.known_issues import parse_version
 from beedeck.core.engine.speculation.advice import CODE, KINDS, WorkloadAdvice
 
 CLASSES = ("24gb-ampere", "24gb-ada", "32gb-blackwell", "larger")
 CLASS_LABEL = {"24gb-ampere": "24 GB Ampere (3090)", "24gb-ada": "24 GB Ada (4090)",
                "32gb-blackwell": "32 GB Blackwell (5090)", "larger": "larger cards", "smaller": "smaller cards"}
-ADVICE_MODE = {"dflash": ("dflash", "dflash2", "dflash-draft"), "mtp": ("mtp", "mtp-head"), "dspark": ("dspark",),
+# An advice mode key (core.engine.speculation.modes) -> the plan kinds (live_plan.LABEL) it stands for: the
+# advice measures "dflash" whichever DFlash file the setup ran, DFlash 1 or DFlash2.
+ADVICE_MODE = {"dflash": ("dflash2", "dflash", "dflash-draft"), "mtp": ("mtp", "mtp-head"), "dspark": ("dspark",),
                "eagle3": ("eagle3",), "baseline": ("none",)}
 RULE_ORDER = ("mtp", "dflash2", "dflash", "dspark", "eagle3", "mtp-head", "dflash-draft", "none")
+EVIDENCE_LABEL = {"measured": "measured here", "published": "published figures", "rule": "rule"}
+# A plan kind in the user's words (the toggle's names: core.engine.speculation.modes.LABELS; DFlash2 and the
+# fork format are DFlash drafts of another layout).
+KIND_LABEL = {"none": "no speculation", "mtp": "MTP", "mtp-head": "MTP (head file)", "dflash": "DFlash",
+              "dflash2": "DFlash2", "dflash-draft": "DFlash (fork format)", "dspark": "DSpark", "eagle3": "EAGLE-3"}
+# The kinds an engine generation runs, for the table (every one assumed to fit): BeeLlama >= 0.4's own --help
+# lists draft-dflash, draft-eagle3, draft-mtp and draft-dspark (tests/fixtures/engines/beellama-0.4.3-cpu.help.txt)
+TABLE_KINDS = {Generation.MAINLINE: ("mtp", "dflash2", "dspark", "eagle3"),
+               Generation.BEE_B: ("mtp", "dflash2", "dspark", "eagle3"), Generation.BEE_A: ("dflash-draft",)}
+TABLE_ENGINES = ((Generation.MAINLINE, ""), (Generation.BEE_B, "v0.4.3"), (Generation.BEE_B, "v0.4.7"),
+                 (Generation.BEE_A, "v0.3.1"))
 
 
 @dataclass(frozen=True)
@@ -38,8 +54,9 @@ class ModeChoice:
     source: str = ""
 
     def line(self) -> str:
-        head = f"{CLASS_LABEL.get(self.card_class, self.card_class)}, {self.engine}: {self.mode}"
-        return f"{head} ({self.evidence}: {self.why}" + (f"; source: {self.source})" if self.source else ")")
+        head = f"{CLASS_LABEL.get(self.card_class, self.card_class)}, {self.engine}: {KIND_LABEL.get(self.mode, self.mode)}"
+        label = EVIDENCE_LABEL.get(self.evidence, self.evidence)
+        return f"{head} ({label}: {self.why}" + (f"; source: {self.source})" if self.source else ")")
 
 
 def card_class(memory_total: int, compute_capability: tuple[int, int] | None, name: str = "") -> str:
@@ -69,30 +86,40 @@ def family_of(model_name: str, evidence: dict[str, Any]) -> str | None:
     return None
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for piece in v.lstrip("v").split("-")[0].split("."):
-        if not piece.isdigit():
-            break
-        out.append(int(piece))
-    return tuple(out)
+def engine_version(caps: EngineCaps | None) -> str:
+    """The version the engine rules read: the release recorded beside the binary (EngineCaps.release) where
+    known, else what ``--version`` printed ("" without an engine)."""
+    if caps is None:
+        return ""
+    return caps.release or caps.version or "0"
 
 
 def engine_excludes(generation: Generation, version: str, evidence: dict[str, Any]) -> tuple[set[str], str, str]:
-    """Modes this engine cannot run, with the reason and its source."""
+    """Modes this engine cannot run, with the reason and its source. ``version`` "" means no engine is known
+    (a generation-wide answer); a version that is no release number ("11207", BeeLlama v0.4.3's own
+    ``version: 11207 (ba27edad2)``, or "0" from a source-archive build) is an unknown release."""
     rules = evidence.get("engine_rules", {})
     if generation == Generation.BEE_A:
         r = rules.get("bee-a", {})
         return set(r.get("no", ())), r.get("why", ""), r.get("source", "")
-    v = _version_tuple(version)
-    if generation == Generation.BEE_B and v and v < (0, 4, 4):
-        r = rules.get("bee-b-before-0.4.4", {})
-        return set(r.get("no", ())), r.get("why", ""), r.get("source", "")
+    if generation != Generation.BEE_B or not version:
+        return set(), "", ""
+    v = parse_version(version)
+    r = rules.get("bee-b-before-0.4.4", {})
+    if v is None:
+        # BeeLlama printed "version: <build> (<commit>)" up to v0.4.4 and "0.4.5-dev build N" since (field notes
+        # §1): a bare build number is v0.4.4 or older, so DFlash2 may not load.
+        why = (f"this BeeLlama's release is unknown (its --version says {version!r}; BeeDeck's builder and "
+               f"downloader record it beside the binary): {r.get('why', '')}")
+        return set(r.get("no", ())), why + "; upgrade to BeeLlama v0.4.4 or later", r.get("source", "")
+    if v < (0, 4, 4):
+        return set(r.get("no", ())), r.get("why", "") + "; upgrade to BeeLlama v0.4.4 or later", r.get("source", "")
     return set(), "", ""
 
 
 def measured(advice: WorkloadAdvice | None, target_files: Iterable[str]) -> tuple[str, str] | None:
-    """(mode kind, why) from BeeDeck's own advice for a setup running one of these target files."""
+    """(advice mode key, why) from BeeDeck's own advice for a setup running one of these target files; the
+    key is the advice's ("dflash" for either DFlash), :func:`choose` finds the plan kind it stands for."""
     if advice is None:
         return None
     names = {Path(f).name for f in target_files}
@@ -103,8 +130,13 @@ def measured(advice: WorkloadAdvice | None, target_files: Iterable[str]) -> tupl
         for kind in (CODE, *[k for k in KINDS if k != CODE]):
             v = advice.verdict(setup, kind)
             if v.best is not None:
-                return ADVICE_MODE.get(v.best, (v.best,))[0], f"{v.why}, {kind} prompts on {setup}"
+                return v.best, f"{v.why}, {kind} prompts on {setup}"
     return None
+
+
+def _own_kind(own: str, usable: Sequence[str]) -> str | None:
+    """The plan kind among ``usable`` (or "none") that an advice mode key stands for."""
+    return next((k for k in ADVICE_MODE.get(own, (own,)) if k in (*usable, "none")), None)
 
 
 def choose(card: str, generation: Generation, version: str, family: str | None, runnable: Sequence[str],
@@ -113,8 +145,9 @@ def choose(card: str, generation: Generation, version: str, family: str | None, 
     no, no_why, no_src = engine_excludes(generation, version, evidence)
     engine = generation.value + (f" {version}" if version else "")
     usable = [k for k in runnable if k not in no and k != "none"]
-    if own is not None and own[0] in usable + ["none"]:
-        return ModeChoice(card, engine, own[0], "measured", f"BeeDeck's own advice: {own[1]}")
+    kind = _own_kind(own[0], usable) if own is not None else None
+    if own is not None and kind is not None:
+        return ModeChoice(card, engine, kind, "measured", f"BeeDeck's own advice: {own[1]}")
     fam = evidence.get("families", {}).get(family or "", {})
     pub = fam.get("classes", {}).get(card)
     if pub is not None:
@@ -140,15 +173,29 @@ def choose(card: str, generation: Generation, version: str, family: str | None, 
     return ModeChoice(card, engine, "none", "rule", "no speculation kind runs and fits on this setup")
 
 
-def table(family: str, evidence: dict[str, Any], engines: Sequence[tuple[Generation, str]],
-          kinds: Sequence[str] = ("mtp", "dflash2", "dspark")) -> list[ModeChoice]:
-    """The recommendation for the four card classes x these engines, every kind assumed to fit."""
-    return [choose(c, g, v, family, kinds, evidence) for c in CLASSES for g, v in engines]
+def table(family: str, evidence: dict[str, Any], engines: Sequence[tuple[Generation, str]] = TABLE_ENGINES,
+          kinds: Sequence[str] | None = None, classes: Sequence[str] = CLASSES,
+          own: tuple[str, str] | None = None, own_card: str = "") -> list[ModeChoice]:
+    """The recommendation for the card classes x these engines, every kind assumed to fit (``kinds``: the
+    same for every engine; None: what each generation runs, :data:`TABLE_KINDS`). ``own``: BeeDeck's measured
+    advice on this machine (:func:`measured_family`), which holds for its card class ``own_card`` only."""
+    return [choose(c, g, v, family, kinds if kinds is not None else TABLE_KINDS.get(g, ()), evidence,
+                   own if c == own_card else None)
+            for c in classes for g, v in engines]
 
 
-def ubd_for(card: str, caps: EngineCaps | None, evidence: dict[str, Any]) -> int | None:
+def measured_family(advice: WorkloadAdvice | None, family: str, evidence: dict[str, Any]) -> tuple[str, str] | None:
+    """BeeDeck's own advice for any setup whose target file belongs to ``family`` (:func:`measured`)."""
+    if advice is None:
+        return None
+    files = [parts[1] for setup in advice.setups()
+             if len(parts := [x.strip() for x in setup.split("|")]) > 1 and family_of(parts[1], evidence) == family]
+    return measured(advice, files) if files else None
+
+
+def ubd_for(card: str, caps: EngineCaps | None, evidence: dict[str, Any] | None = None) -> int | None:
     """-ubd to pass: 64 on 24 GB cards where the probe found the flag; None: leave the engine's default."""
-    rule = evidence.get("ubd", {})
+    rule = (evidence if evidence is not None else load_evidence()).get("ubd", {})
     if caps is None or not (caps.has("--spec-draft-ubatch-size") or caps.has("-ubd")):
         return None
     return int(rule.get("value", 64)) if card in rule.get("classes", ()) else None
