@@ -35,6 +35,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "dry-default": {"extra_args": []},  # DRY with llama.cpp's default breakers (newline among them), 64 back
     "dry-no-breakers": {"extra_args": ["--dry-sequence-breaker", "none"]},  # still only 64 tokens back
     "after": {},
+    # stronger penalties, tried when the portable engine build (2026-12-04) ran 3 of 15 replies to the cap
+    "dry-1.5": {"dry_multiplier": 1.5},
+    "rp-1.15": {"repeat_penalty": 1.15},
+    "dry-1.5-rp-1.15": {"dry_multiplier": 1.5, "repeat_penalty": 1.15},
 }
 
 
