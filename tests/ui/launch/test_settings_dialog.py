@@ -21,7 +21,8 @@ from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch import settings_dialog
-from beedeck.ui.launch.settings_dialog import FRAME_H, SettingsDialog
+from beedeck.ui.launch.settings_dialog import SettingsDialog
+from beedeck.ui.screen_fit import FRAME_H
 from beedeck.ui.session import Session
 from tests.fakes.inline_runner import run_inline as sync
 from tests.ui.launch.test_launch_form import ml_caps

@@ -12,6 +12,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.ui.background import run_in_background
 from beedeck.ui.bench.run_view import RunView
+from beedeck.ui.screen_fit import available_area, fit_to
 from beedeck.ui.session import Session
 
 
@@ -38,7 +39,7 @@ class ChatServerDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addWidget(self.view, 1)
-        self.resize(1040, height)
+        fit_to(self, (1040, height), available_area(self, self.parentWidget()))
 
     def configure(self) -> None:
         raise NotImplementedError

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import shiboken6
 from PySide6.QtCore import QRect, Signal
-from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -40,12 +39,11 @@ from beedeck.core.profile import Profile
 from beedeck.core.starter import StarterMissing, StarterProfile, starter_engine, starter_model
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch.launch_form import LaunchForm
+from beedeck.ui.screen_fit import available_area, fit_to
 from beedeck.ui.session import Session
 
 GiB = 1 << 30
 PREFERRED_SIZE = (1100, 700)  # fits a 768-px screen with a panel; the fields scroll
-# Room the window manager adds around the client area (title bar, borders): resize() sets the client size.
-FRAME_W, FRAME_H = 16, 48
 
 
 def starter_local_profile() -> Profile:
@@ -146,15 +144,13 @@ class SettingsDialog(QDialog):
         if self.remote is not None:
             self._from_remote(profile, starter)
         runner(lambda: self._room(detect, held), self._on_detected, self._on_detect_failed)
-        screen = (parent.screen() if parent is not None else None) or QGuiApplication.primaryScreen()
-        self.fit_to(screen.availableGeometry())
+        self.fit_to(available_area(self, parent))
         self._update_save()
 
     def fit_to(self, available: QRect) -> None:
         """Size the dialog for a screen whose free area (without panels and taskbars) is ``available``:
         the preferred size, capped so the whole window, buttons included, is on screen."""
-        self.resize(min(PREFERRED_SIZE[0], available.width() - FRAME_W),
-                    min(PREFERRED_SIZE[1], available.height() - FRAME_H))
+        fit_to(self, PREFERRED_SIZE, available)
 
     def _from_remote(self, local: Profile | None, starter: Callable[[], Profile]) -> None:
         assert self.remote is not None
