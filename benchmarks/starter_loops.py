@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "gui"))
 from beedeck.core.engine.client import LlamaClient  # noqa: E402
 from beedeck.core.engine.probe import probe_engine  # noqa: E402
 from beedeck.core.launcher import launch  # noqa: E402
-from beedeck.core.starter import StarterProfile, starter_engine, starter_model  # noqa: E402
+from beedeck.core.starter import STARTER_EXTRA_ARGS, StarterProfile, starter_engine, starter_model  # noqa: E402
 
 # Launch-setting overrides per config: "before" is the model card's sampling alone (temperature 0.2,
 # top-p 0.9, min-p 0), "after" the starter profile as it ships, the rest what was tried between.
@@ -39,6 +39,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "dry-1.5": {"dry_multiplier": 1.5},
     "rp-1.15": {"repeat_penalty": 1.15},
     "dry-1.5-rp-1.15": {"dry_multiplier": 1.5, "repeat_penalty": 1.15},
+    "dry-2": {"dry_multiplier": 2.0},
+    "dry-1.5-base-2.5": {"dry_multiplier": 1.5, "extra_args": [*STARTER_EXTRA_ARGS, "--dry-base", "2.5"]},
 }
 
 

@@ -76,7 +76,7 @@ def test_cli_tune_beats_a_poor_start_on_the_synthetic_pair_and_saves_it(
     assert saved["settings"]["draft_n_max"] == best["settings"]["draft_n_max"]
     assert saved["settings"]["spec_mode"] == "dflash" and saved["settings"]["draft"] == str(draft)
     # The speed advice learnt the baseline and the best point on this prompt kind (code).
-    assert "learnt" in data["advice"] and "code: dflash" in data["advice"], data["advice"]
+    assert "learnt" in data["advice"] and "code: DFlash" in data["advice"], data["advice"]
     advice = json.loads((beedeck_home / "data" / "advice.json").read_text())
     (key, kinds), = advice["setups"].items()
     assert key.endswith(f"| {target.name} | {draft.name}") and set(kinds["code"]) == {"baseline", "dflash"}

@@ -125,6 +125,16 @@ def print_refusal(exc: LaunchRefused) -> None:
                   file=sys.stderr)
 
 
+# Refusals of the arguments themselves (a value or flag this engine does not take): exit status 2, as a bad
+# command line; any other refusal (a model file, a draft, the machine's memory, a known crash) means this run
+# could not go: exit status 1, as a server that failed to start.
+ARGUMENT_CODES = frozenset({"bad_value", "unknown_argument", "unsupported_cache_type"})
+
+
+def refusal_status(exc: LaunchRefused) -> int:
+    return 2 if all(r.code in ARGUMENT_CODES for r in exc.refusals) else 1
+
+
 def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerProcess | int:
     """Launch for these arguments; on a refusal print why and return the exit status instead."""
     try:
@@ -141,7 +151,7 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
         return launch(engine, caps, settings, on_line=on_line, on_checked=checked)
     except LaunchRefused as exc:  # the preflight's refusals (a ServerFailed too: caught first)
         print_refusal(exc)
-        return 2
+        return refusal_status(exc)
     except ServerFailed as exc:
         print_failure(exc.failure)
         return 1
