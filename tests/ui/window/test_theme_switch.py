@@ -1,5 +1,5 @@
 """A theme switch applies to every widget at once (issue 22): the starter banner, the message box and
-the open transcript's code colours look, right after View → Theme, exactly as in a window that was
+the open transcript's code colours, and the whole window with them, look, right after View → Theme, exactly as in a window that was
 started in that theme. Proved by screenshots (offscreen grabs) compared pixel by pixel."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.ui.window.test_first_hour import NO_GPU, starter_profile
 from tests.ui.window.test_integration import RecordingController
 
 REPLY = "Reverse it with a slice:\n\n```python\ndef reverse(s: str) -> str:\n    return s[::-1]\n```\n\nDone."
-PARTS = ("starter_banner", "composer", "transcript")
+PARTS = ("starter_banner", "composer", "transcript", "window")
 
 
 @pytest.fixture
@@ -45,7 +45,8 @@ def open_window(qtbot: QtBot, store: ChatStore, conversation: int) -> MainWindow
 
 def shots(window: MainWindow) -> dict[str, QImage]:
     QApplication.processEvents()
-    widgets = {"starter_banner": window.starter_banner, "composer": window.chat.input, "transcript": window.chat.view}
+    widgets = {"starter_banner": window.starter_banner, "composer": window.chat.input, "transcript": window.chat.view,
+               "window": window}  # the whole window: toolbar, toggle, gauge, sidebar, status bar too
     return {name: w.grab().toImage().convertToFormat(QImage.Format.Format_RGB32) for name, w in widgets.items()}
 
 
