@@ -216,16 +216,16 @@ def main() -> int:
     args = parser.parse_args()
     app = QApplication([sys.argv[0]])
     from beedeck.core.chat.store import ChatStore
-    from beedeck.ui.chat.markdown_render import warm_up
+    from beedeck.ui.window.app import settle_now
     from beedeck.ui.window.main_window import MainWindow
     from beedeck.ui.window.theme import apply_theme
 
     apply_theme(app, "light")
-    warm_up()  # as the app does at idle time after showing the window
     window = MainWindow(ChatStore())
     window.resize(1200, 800)
     window.show()
     app.processEvents()
+    settle_now()  # as the app does at idle time after showing the window
     results = [run_rate(app, window, float(r), args.seconds, args.chars) for r in args.rates.split(",")]
     window.close()
     if args.json:
