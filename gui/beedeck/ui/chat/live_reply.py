@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 LIVE_BUDGET = 4000  # characters of new text one render takes at most
 MIN_BUDGET = 1000  # ...and at least (rendered every frame when behind: 60,000 chars/s, above 10,000 tokens/s)
 LIVE_LIMIT = 1000  # a live block longer than this has its finished part frozen (a list's items...)
-RENDER_TARGET_S = 0.005  # the budget adapts so that one render takes about this long (a frame is 16 ms)
+RENDER_TARGET_S = 0.0035  # the budget adapts so that one render takes about this long (a frame is 16 ms)
 
 
 def display_text(text: str) -> str:
