@@ -24,7 +24,7 @@ PARAGRAPH = (
     "    return a\n```\n\n"
 )
 
-SAMPLE = '''Here is the **plan**:
+SAMPLE = '''Here is the **plan** 🙂 (café):
 
 1. Read the file.
 2. Parse it
@@ -37,7 +37,7 @@ def parse(text: str) -> list[str]:
 
     Lines that are blank are dropped.
     """
-    out = []  # the result
+    out = []  # the résult 🙂
     for line in text.splitlines():
         if line.strip():
             out.append(line)

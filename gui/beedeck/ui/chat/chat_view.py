@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QRect, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -37,7 +37,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from beedeck.ui.chat.blocks import insert_blocks
-from beedeck.ui.chat.live_reply import LiveReply
 from beedeck.ui.chat.markdown_render import code_blocks, render_html
 from beedeck.ui.chat.message_html import (
     DIM,
@@ -48,6 +47,9 @@ from beedeck.ui.chat.message_html import (
     stats_html,
     thinking_html,
 )
+
+if TYPE_CHECKING:
+    from beedeck.ui.chat.live_reply import LiveReply
 
 FRAME_MS = 16  # append throttle: one document edit per frame, however fast the pieces come
 RENDER_MIN_MS = 33  # markdown re-render of the current reply's live part, at most 30 times a second
@@ -228,6 +230,8 @@ class ChatView(QTextBrowser):
         self._thinking_live = self._thinking_stale = False
         self._think_t0 = self._think_s = None
         self._lay_out_reply_start(m)
+        from beedeck.ui.chat.live_reply import LiveReply  # with the first reply, not the window's start
+
         self._live = LiveReply(self.document(), str(m.id), is_dark(self.palette()), self._body_start)
         self._scroll_to_end()
 

@@ -32,12 +32,14 @@ from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile
 from beedeck.core.settings import load_settings_checked
 from beedeck.ui.background import run_in_background
-from beedeck.ui.chat.live_reply import warm_up_render
 from beedeck.ui.chat.markdown_render import warm_up
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.host import DialogFactory, WindowHost
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.theme import apply_theme
+
+BACKGROUND_AFTER_MS = 100  # hardware detection and the GPU sampler, after the window's first paint
+SETTLE_AFTER_MS = 300  # the renderer's warm-up and gc.freeze (settle), once the window is up
 
 
 def load_starter_profile(on_progress: Callable[[int, int | None], None] | None = None) -> Profile:
@@ -76,10 +78,12 @@ def set_identity(app: QApplication) -> None:
 
 
 def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareReport] | None = None,
-                 controller: ServerController | None = None) -> MainWindow:
+                 controller: ServerController | None = None, background_after_ms: int | None = None) -> MainWindow:
     """The main window with its profile and dialogs; on first run, the setup wizard (a GPU was
     found) or the starter profile, started at once (no GPU). ``detect`` replaces GPU detection and
-    ``controller`` the server controller (tests)."""
+    ``controller`` the server controller (tests). ``background_after_ms``: hardware detection and the GPU
+    sampler start that long after the event loop does (their imports, pynvml's among them, would hold
+    the interpreter while the window is built and first painted), else at once."""
     notice = ""
     try:
         store, recovery = open_store()  # a damaged file is kept aside and what it holds recovered
@@ -107,10 +111,17 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
         if window.app_settings.autostart and not no_autostart:
             window.start_server()  # as it was left: the saved profile serves again
     detecting = saved is None and _first_start(window, no_autostart)
+    if background_after_ms is None:
+        _start_background(window, detecting)
+    else:
+        QTimer.singleShot(background_after_ms, window, lambda: _start_background(window, detecting))
+    return window
+
+
+def _start_background(window: MainWindow, detecting: bool) -> None:
     if not detecting:  # what the GPU is (or why there is none), for the starter banner and About
         run_in_background(window.detect_hardware, window.set_hardware, lambda exc: None, owner=window)
     _start_gpu_sampler(window)
-    return window
 
 
 def _engine_registry_notice() -> str:
@@ -250,6 +261,8 @@ def _settle_gui() -> None:
     then ``gc.freeze()``: the objects start-up made leave the cyclic GC's generations, so a full
     collection while a reply streams walks only what streaming made (one took 42 ms at 10,000 tokens/s,
     frozen: none over 20 ms; benchmarks/ui_stream.py)."""
+    from beedeck.ui.chat.live_reply import warm_up_render
+
     warm_up_render()
     gc.freeze()
 
@@ -288,10 +301,23 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def _report_start(app: QApplication) -> None:
-    import psutil
-
-    print(f"window shown {time.time() - psutil.Process().create_time():.3f} s after the process started", flush=True)
+    """For benchmarks/app_start.py, which reads the epoch time (it spawned the process, so it knows when
+    it began); the age is what this process can tell of itself."""
+    print(f"window shown at {time.time():.4f} (epoch), {_process_age():.3f} s after the process started", flush=True)
     app.quit()
+
+
+def _process_age() -> float:
+    """Seconds since this process started. On Linux from its start tick against the boot clock: psutil's
+    create_time adds the boot time rounded to the second, up to 1 s off."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):  # not Linux
+        import psutil
+
+        return time.time() - psutil.Process().create_time()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -307,13 +333,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         window = build_window()
         install_signal_handlers(app, window)
         return take_screenshots(app, window, Path(args.screenshot), args.screenshot_prompt, args.theme)
-    window = build_window(no_autostart=args.no_autostart)
+    window = build_window(no_autostart=args.no_autostart, background_after_ms=BACKGROUND_AFTER_MS)
     install_signal_handlers(app, window)
     window.show()
     if args.measure_start:
         QTimer.singleShot(0, lambda: _report_start(app))
     QTimer.singleShot(0, window.chat.focus_input)
-    QTimer.singleShot(300, lambda: settle(window))
+    QTimer.singleShot(SETTLE_AFTER_MS, lambda: settle(window))
     return app.exec()
 
 

@@ -49,7 +49,6 @@ from beedeck.ui.host import DialogFactory
 from beedeck.ui.session import Session, default_client, default_detect, default_probe
 from beedeck.ui.window.about_dialog import AboutDialog, session_facts
 from beedeck.ui.window.advice_glue import AdviceGlue
-from beedeck.ui.window.agent_dialog import open_agent_dialog
 from beedeck.ui.window.connect_dialog import open_connect_dialog
 from beedeck.ui.window.menus import build_menus
 from beedeck.ui.window.mode_glue import ModeGlue, pair_text
@@ -410,6 +409,8 @@ class MainWindow(QMainWindow):
         open_connect_dialog(self, lambda p: self.apply_profile(p, start=True), self.profile)
 
     def open_agent(self, client_id: str) -> None:
+        from beedeck.ui.window.agent_dialog import open_agent_dialog  # not on the start path (~20 ms)
+
         running = self.controller.settings if self.controller.is_running() else None
         open_agent_dialog(self, client_id, self.profile, running or (self._launch_settings() if self.profile else None),
                           self.controller.caps, lambda p: self.apply_profile(p, start=True))
