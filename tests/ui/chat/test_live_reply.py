@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtGui import QColor, QPalette, QTextCursor
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from beedeck.ui.chat.chat_view import ChatView
@@ -253,21 +254,48 @@ def test_document_positions_count_utf16_units() -> None:
     assert doc_len("abc") == 3 and doc_len("é") == 1 and doc_len("🙂") == 2
 
 
-def test_a_long_list_is_frozen_a_few_items_at_a_time(qtbot: QtBot) -> None:
-    """One Markdown block longer than the live limit (a 300-item list): its finished items are frozen
-    in pieces, so a render never parses the whole list again; the numbering carries on."""
-    items = "".join(f"{i}. Item number {i} of the long list\n" for i in range(1, 301))
-    view, live = streamed_reply(qtbot, items + "\nEnd.", piece=8, per_frame=20, render_every=1)
-    assert max(live.parsed) <= LIVE_LIMIT + 160  # the live part of the list and a frame's new text
-    tenth = len(live.parsed) // 10
-    assert max(live.parsed[-tenth:]) <= max(live.parsed[:tenth]) + 160  # the same at item 300 as at item 30
+LONG_BLOCKS = {
+    "numbered": "".join(f"{i}. Item number {i} of the long list\n" for i in range(1, 301)),
+    "bullets": "".join(f"- Item number {i} of the long list\n" for i in range(1, 301)),
+    "paragraph": "".join(f"Line number {i} of one long paragraph with breaks\n" for i in range(1, 200)),
+    "quote": "".join(f"> Line {i} of a long quote\n>\n" for i in range(1, 150)),
+    "loose": "".join(f"- Item number {i} of a loose list\n\n" for i in range(1, 200)),
+}
+
+
+@pytest.mark.parametrize("kind", LONG_BLOCKS)
+def test_a_long_block_is_frozen_a_piece_at_a_time_and_reads_as_one(qtbot: QtBot, kind: str) -> None:
+    """One Markdown block longer than the live limit (a 300-item list, a 200-line paragraph): its finished
+    part is frozen in pieces, so a render never parses the whole block again, and the pieces join without
+    a seam: the same pixels as the reply loaded (the numbering carries on)."""
+    reply = "Intro.\n\n" + LONG_BLOCKS[kind] + "\nEnd."
+    view = make_view(qtbot, height=300)
+    view.begin_reply(MessageView(1, "assistant", "", complete=False))
+    live = live_of(view)
+    stream(view, reply, piece=8, per_frame=20, render_every=1)
+    # The live part of the block and a frame's new text, though the block is 4,000-11,000 characters long:
+    assert max(live.parsed) <= LIVE_LIMIT + 160 < len(LONG_BLOCKS[kind]) / 3
     view.end_reply(None, {})
-    blocks, numbers = view.document().begin(), []
-    while blocks.isValid():
-        if blocks.textList() is not None:
-            numbers.append(blocks.textList().itemNumber(blocks) + blocks.textList().format().start())
-        blocks = blocks.next()
-    assert numbers == list(range(1, 301))
+    loaded = make_view(qtbot, height=300)
+    loaded.set_messages([MessageView(1, "assistant", reply)])
+    assert view.toPlainText() == loaded.toPlainText()
+    assert view.document().size() == loaded.document().size()
+    for at in (0.0, 0.5, 1.0):  # top, middle and end of the transcript, pixel for pixel
+        for v in (view, loaded):
+            v.verticalScrollBar().setValue(int(at * v.verticalScrollBar().maximum()))
+        QApplication.processEvents()  # the scroll's repaint
+        assert view.verticalScrollBar().value() == loaded.verticalScrollBar().value()
+        assert view.grab().toImage() == loaded.grab().toImage(), at
+
+
+def test_a_long_table_stays_one_table(qtbot: QtBot) -> None:
+    """A table longer than the live limit is not cut (its rows need its header): it renders whole."""
+    table = "| n | square |\n|---|---|\n" + "".join(f"| {i} | {i * i} |\n" for i in range(120)) + "\nAfter."
+    view, live = streamed_reply(qtbot, table, piece=6, per_frame=10, render_every=1)
+    view.end_reply(None, {})
+    loaded = make_view(qtbot)
+    loaded.set_messages([MessageView(1, "assistant", table)])
+    assert view.toPlainText() == loaded.toPlainText() and "|" not in view.toPlainText()
 
 
 def test_a_reply_that_ends_behind_is_finished_in_bounded_steps_then_gets_its_stats(qtbot: QtBot) -> None:

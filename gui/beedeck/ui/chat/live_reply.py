@@ -15,8 +15,10 @@ Between renders the view only types the new pieces in (:meth:`LiveReply.flush`).
 every block but the last, and renders the last one again; a code frame restyles only the lines that
 completed. So a render costs about the new text plus the live block, whatever the reply's length: a
 block longer than :data:`LIVE_LIMIT` has its finished part frozen (whole list items, quoted paragraphs,
-a paragraph's lines), and a render takes at most ``budget`` characters of new text, oldest first (the
-rest shows as plain text meanwhile; it is never shown rendered, then plain again). The budget follows
+a paragraph's lines), and a render takes about ``budget`` characters from the frozen part on, oldest
+first, at least half a budget of new text (the rest shows as plain text meanwhile; nothing is ever shown
+rendered, then plain again). A table is not cut (its rows need its header): a long one is rendered
+again whole while it grows, its cost the table's length. The budget follows
 the measured cost per character so that a render takes about :data:`RENDER_TARGET_S`, within
 [:data:`MIN_BUDGET`, :data:`LIVE_BUDGET`].
 
@@ -63,18 +65,27 @@ def doc_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
 
-def split_point(tokens: list[Token], text: str, lines: list[int], first_line: int) -> int:
+def split_point(tokens: list[Token], text: str, lines: list[int], first_line: int) -> tuple[int, bool]:
     """Where a live block longer than :data:`LIVE_LIMIT` can be cut so that its head renders on its own
     as it does inside the block: the latest child start (a list item, a quoted block) or, in a top-level
-    paragraph or indented code, line start, that leaves about half the limit live; 0: nowhere."""
+    paragraph or indented code, line start, that leaves about half the limit live; 0: nowhere (a table:
+    its rows need its header, so a long table is rendered again whole while it grows). And whether the
+    two pieces join without a margin between them (lines of one paragraph, items of a tight list)."""
+    first = tokens[0].type
+    if first == "table_open":
+        return 0, False
     want = len(text) - LIVE_LIMIT // 2
     base = lines[first_line]
-    cuts = [lines[t.map[0]] - base for t in tokens
-            if t.level == 1 and t.nesting in (0, 1) and t.map is not None and t.type != "inline"]
-    if tokens[0].type in ("paragraph_open", "code_block"):
+    if first in ("paragraph_open", "code_block"):
         cuts = [lines[i] - base for i in range(first_line + 1, len(lines) - 1)]
+        joins = True
+    else:
+        cuts = [lines[t.map[0]] - base for t in tokens
+                if t.level == 1 and t.nesting in (0, 1) and t.map is not None and t.type != "inline"]
+        joins = first in ("bullet_list_open", "ordered_list_open") and all(
+            t.hidden for t in tokens if t.type == "paragraph_open")  # tight: no margins between items
     cuts = [c for c in cuts if 0 < c <= want]
-    return max(cuts) if cuts else 0
+    return (max(cuts) if cuts else 0), joins
 
 
 class LiveReply:
@@ -102,6 +113,7 @@ class LiveReply:
         self.frozen_chars = self.frozen_blocks = self.rendered_to = self.shown = self.seen = 0
         self.pending[:] = [self.src] if self.src else []
         self.code: CodeFrame | None = None  # the open fenced block being typed into its frame
+        self._seam = False  # the text at frozen_chars continues a block whose head is frozen (split_point)
         self._fmt = QTextCharFormat()
 
     def add(self, text: str) -> None:
@@ -115,8 +127,8 @@ class LiveReply:
         return self.seen < len(self.src)
 
     def backlog(self) -> int:
-        """Characters not rendered for good yet."""
-        return len(self.src) - (self.code.done if self.code is not None else self.frozen_chars)
+        """Characters no render has looked at yet (what the view finishes a reply with, a budget a frame)."""
+        return len(self.src) - self.seen
 
     # -- the two edits a frame can make ------------------------------------------------------
     def flush(self) -> None:
@@ -172,7 +184,9 @@ class LiveReply:
 
     def _blocks_step(self, cursor: QTextCursor, limit: int | None, final: bool) -> int:
         start = self.frozen_chars
-        end = len(self.src) if limit is None else min(len(self.src), max(start + max(limit, LIVE_LIMIT), self.rendered_to))
+        # About ``limit`` characters from the frozen part on, and at least half of it that no render has
+        # seen, so that a live block longer than the limit (a long table) still moves on.
+        end = len(self.src) if limit is None else min(len(self.src), max(start + limit, self.rendered_to + limit // 2))
         text = self.src[start:end]
         tokens = parse(text)
         self.parsed.append(len(text))
@@ -183,23 +197,25 @@ class LiveReply:
         self._remove(cursor, self.tail_start, self._pos(end))
         if last > 0:
             self._freeze(cursor, tokens[:last], live_off)
+            self._seam = False  # the live block is a block of its own
         self.seen = end
         if tops and tokens[last].type == "fence":
             return live_off + self._open_code(cursor, tokens[last], start + live_off, end, final)
         live = tokens[last:]
         if len(text) - live_off > LIVE_LIMIT and not final:
-            cut = split_point(live, text[live_off:], lines, tokens[last].map[0]) if tops else 0  # type: ignore[index]
+            cut, joins = split_point(live, text[live_off:], lines, tokens[last].map[0]) if tops else (0, False)  # type: ignore[index]
             if cut:
                 head = parse(text[live_off : live_off + cut])
                 self.parsed.append(cut)
                 self._freeze(cursor, head, cut)
+                self._seam = joins  # the rest continues the paragraph or the tight list just frozen
                 live_off += cut
                 live = parse(text[live_off:])
                 self.parsed.append(len(text) - live_off)
         if final:
             self._freeze(cursor, live, len(text) - live_off)
         else:
-            insert_blocks(self.doc, cursor, render_tokens(live, self.key, self.dark, self.frozen_blocks))
+            self._insert(cursor, render_tokens(live, self.key, self.dark, self.frozen_blocks))
         self.append_at = self.verbatim_at = cursor.position()
         self.rendered_to = end
         self._fmt = QTextCharFormat()
@@ -207,10 +223,26 @@ class LiveReply:
 
     def _freeze(self, cursor: QTextCursor, tokens: list[Token], length: int) -> None:
         """Render whole blocks for good at the cursor (the text from ``frozen_chars``, ``length`` long)."""
-        insert_blocks(self.doc, cursor, render_tokens(tokens, self.key, self.dark, self.frozen_blocks))
+        self._insert(cursor, render_tokens(tokens, self.key, self.dark, self.frozen_blocks))
         self.frozen_chars += length
         self.frozen_blocks += sum(tok.type == "fence" for tok in tokens)
         self.tail_start = cursor.position()
+
+    def _insert(self, cursor: QTextCursor, html: str) -> None:
+        """Rendered blocks at the cursor (the end of the frozen part). Where they continue a block whose
+        head is frozen, the seam has no margins: the list, the quote or the paragraph reads as one."""
+        at = cursor.position()
+        insert_blocks(self.doc, cursor, html)
+        if self._seam and cursor.position() > at:
+            seam = QTextCursor(self.doc)
+            seam.setPosition(at)  # the end of the head's last block
+            head = seam.blockFormat()
+            head.setBottomMargin(0)
+            seam.setBlockFormat(head)
+            seam.movePosition(QTextCursor.MoveOperation.NextBlock)
+            rest = seam.blockFormat()
+            rest.setTopMargin(0)
+            seam.setBlockFormat(rest)
 
     # -- code frames -----------------------------------------------------------------------
     def _open_code(self, cursor: QTextCursor, fence: Token, at: int, end: int, final: bool) -> int:
