@@ -81,6 +81,9 @@ def timed_start(argv: list[str], env: dict[str, str], marker: str, saved: bool =
         t0 = time.time()
         done = subprocess.run(argv, env={**env, "BEEDECK_HOME": home, "BD_EXIT": "1"}, capture_output=True,
                               text=True, timeout=120, check=True)
+    if marker not in done.stdout:
+        raise SystemExit(f"{argv[0]} printed no {marker.strip()!r} line (a build from before app_start.py timed "
+                         f"from the spawn? the PYTHONPATH?); it printed: {done.stdout[-300:]!r}")
     return float(done.stdout.split(marker)[1].split()[0]) - t0, done.stderr
 
 
