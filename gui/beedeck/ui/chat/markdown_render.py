@@ -1,30 +1,39 @@
 """Markdown to the HTML subset QTextDocument understands, with Pygments-coloured code blocks.
 
-Used once per finished reply (and when a code fence closes), never per token: markdown-it +
-Pygments costs ~40 ms for a 20k-character reply (docs/reference/python-stack.md §6).
-Each fenced block gets a "Copy code" link ``copy:<message key>:<block index>``; the chat view
-answers it with the raw code from :func:`code_blocks`.
+A finished reply is rendered once (:func:`render_html`); a streaming one a block at a time by
+:class:`~beedeck.ui.chat.live_reply.LiveReply`, from one parse per render (:func:`parse`, then
+:func:`render_tokens` on slices of its tokens). Each fenced block gets a "Copy code" link
+``copy:<message key>:<block index>``; the chat view answers it with the raw code from :func:`code_blocks`.
 
 A single newline in a reply is a line break, as in every chat app (markdown-it's ``breaks``): models
-write lists of lines, addresses and poems without Markdown's two trailing spaces. The live tail that
-Qt's md4c renders while a reply streams gets the same through :func:`hard_breaks`.
+write lists of lines, addresses and poems without Markdown's two trailing spaces.
+
+Lexers are looked up once per name (cached). A fence without a known language is guessed once, from
+its first :data:`GUESS_CHARS` characters (the guess is cached by that text): Pygments' ``guess_lexer``
+tries every lexer (~8 ms), so it must not run on every render; a streaming block is guessed once it
+has that many characters, from the same text a reload guesses from, so both show the same colours.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
+    from markdown_it.token import Token
     from pygments.formatters import HtmlFormatter
+    from pygments.lexer import Lexer
 
-# markdown-it and Pygments are imported on first use (warm_up, at idle time after the window shows):
-# importing them cost the cold start about 60 ms (benchmarks/app_start.py).
+# markdown-it and Pygments are imported on first use (warm_up, off the GUI thread after the window
+# shows): importing them cost the cold start about 60 ms (benchmarks/app_start.py).
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+GUESS_MIN = 40  # an unlabelled fence shorter than this stays plain (a guess on so little is noise)
+GUESS_CHARS = 600  # ...longer ones are guessed from their first this many characters
 
 
 @lru_cache(maxsize=2)
@@ -46,75 +55,40 @@ def _md() -> MarkdownIt:
     )
 
 
-def closed_fences(text: str) -> int:
-    """How many fenced code blocks in ``text`` are complete (used to re-highlight when one closes)."""
-    return len(_FENCE.findall(text)) // 2
+def parse(text: str) -> list[Token]:
+    """markdown-it's block tokens of ``text`` (the one parse a render makes)."""
+    return _md().parse(text)
 
 
-def stable_prefix_len(text: str) -> int:
-    """Characters of ``text`` made of finished top-level blocks: everything before the last block.
-
-    While a reply streams only its last block can still change, so the blocks before it can be
-    rendered once, for good; the re-render on each tick then costs O(last block), not O(reply).
-    """
-    starts = [
-        tok.map[0]
-        for tok in _md().parse(text)
-        if tok.level == 0 and tok.nesting in (0, 1) and tok.map is not None and tok.type != "inline"
-    ]
-    if len(starts) < 2:
-        return 0
-    last_line = starts[-1]
-    offset = 0
-    for i, line in enumerate(text.splitlines(keepends=True)):
-        if i == last_line:
-            return offset
-        offset += len(line)
-    return 0
+def top_blocks(tokens: Sequence[Token]) -> list[int]:
+    """Indices of the tokens that open a top-level block (paragraph, list, fence, table...)."""
+    return [i for i, tok in enumerate(tokens)
+            if tok.level == 0 and tok.nesting in (0, 1) and tok.map is not None and tok.type != "inline"]
 
 
-def _closes(line: str, fence: str) -> bool:
+def line_offsets(text: str) -> list[int]:
+    """Where each line of ``text`` begins (one more entry: the end), for markdown-it's line maps."""
+    offsets = [0]
+    at = text.find("\n")
+    while at >= 0:
+        offsets.append(at + 1)
+        at = text.find("\n", at + 1)
+    if offsets[-1] != len(text):
+        offsets.append(len(text))
+    return offsets
+
+
+def fence_closes(line: str, opener: str) -> bool:
+    """Whether ``line`` closes a fence opened by ``opener`` (``` or ~~~, at least as long)."""
     m = _FENCE.match(line)
-    return m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
-        and not line[m.end():].strip()
+    return (m is not None and m.group(1)[0] == opener[0] and len(m.group(1)) >= len(opener)
+            and not line[m.end():].strip())
 
 
-def open_fence_start(text: str) -> int:
-    """Where the fenced code block still open at the end of ``text`` begins (its opening line), or -1."""
-    fence, start, offset = "", -1, 0
-    for line in text.split("\n"):
-        if fence:
-            if _closes(line, fence):
-                fence = ""
-        else:
-            m = _FENCE.match(line)
-            if m:
-                fence, start = m.group(1), offset
-        offset += len(line) + 1
-    return start if fence else -1
-
-
-def closed_fence_end(text: str) -> int:
-    """When ``text`` begins with a fenced code block that is closed, the end of its closing line (and
-    of the blank lines after it); else 0. A scan of lines, no Markdown parse."""
-    first = _FENCE.match(text)
-    if not first:
-        return 0
-    fence = first.group(1)
-    offset = text.find("\n") + 1
-    if offset == 0:
-        return 0
-    while offset < len(text):
-        end = text.find("\n", offset)
-        if end < 0:
-            return 0  # the closing line may still grow
-        if _closes(text[offset:end], fence):
-            end += 1
-            while text.startswith("\n", end):
-                end += 1
-            return end if end < len(text) else 0  # the next block has begun
-        offset = end + 1
-    return 0
+def fence_opener(line: str) -> str:
+    """The fence characters that open a code block on ``line`` (``` or ~~~...), or ""."""
+    m = _FENCE.match(line)
+    return m.group(1) if m else ""
 
 
 def code_colours(dark: bool) -> tuple[str, str]:
@@ -131,13 +105,12 @@ def hard_breaks(text: str) -> str:
     lines = text.split("\n")
     fence = ""
     for i, line in enumerate(lines[:-1]):
-        m = _FENCE.match(line)
         if fence:
-            if _closes(line, fence):
+            if fence_closes(line, fence):
                 fence = ""
             continue
-        if m:
-            fence = m.group(1)
+        fence = fence_opener(line)
+        if fence:
             continue
         if line.strip() and lines[i + 1].strip() and not line.endswith("  "):
             lines[i] = line + "  "
@@ -146,28 +119,96 @@ def hard_breaks(text: str) -> str:
 
 def code_blocks(text: str) -> list[str]:
     """The raw content of each fenced code block, in order."""
-    return [tok.content for tok in _md().parse(text) if tok.type == "fence"]
+    return [tok.content for tok in parse(text) if tok.type == "fence"]
+
+
+def fence_lang(info: str) -> str:
+    """The language word of a fence's info string ("python" in "python title=x")."""
+    return (info or "").strip().split(" ")[0]
+
+
+@lru_cache(maxsize=64)
+def _lexer_by_name(lang: str) -> Lexer | None:
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        return get_lexer_by_name(lang, stripnl=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=256)
+def _guessed(prefix: str) -> Lexer | None:
+    from pygments.lexers import guess_lexer
+    from pygments.util import ClassNotFound
+
+    try:
+        return guess_lexer(prefix, stripnl=False)
+    except ClassNotFound:
+        return None
+
+
+def known_lexer(lang: str) -> Lexer | None:
+    """The lexer a fence's language names (cached), or None."""
+    return _lexer_by_name(lang.lower()) if lang else None
+
+
+def lexer_for(lang: str, code: str) -> Lexer | None:
+    """The lexer for a fence: its language's, else a guess from the code's first :data:`GUESS_CHARS`
+    characters (None: plain). A streaming block calls it once it has those characters (or has ended)."""
+    lexer = known_lexer(lang)
+    if lexer is None and len(code) >= GUESS_MIN:
+        lexer = _guessed(code[:GUESS_CHARS])
+    return lexer
 
 
 def _highlight(code: str, lang: str, dark: bool) -> str:
     from pygments import highlight
-    from pygments.lexers import get_lexer_by_name, guess_lexer
-    from pygments.util import ClassNotFound
 
-    lexer = None
-    if lang:
-        try:
-            lexer = get_lexer_by_name(lang, stripnl=False)
-        except ClassNotFound:
-            lexer = None
-    if lexer is None and len(code) > 40:
-        try:
-            lexer = guess_lexer(code)
-        except ClassNotFound:
-            lexer = None
+    lexer = lexer_for(lang, code)
     if lexer is None:
         return html.escape(code)
     return highlight(code, lexer, _formatter(dark))
+
+
+def frame_html(lang: str, key: str, block: int, dark: bool, code_html: str) -> str:
+    """A code block's frame: the language and a copy link above the code (already HTML).
+
+    A Qt text frame (``-qt-table-type: frame``), not a table: Qt lays out an edit inside a frame
+    incrementally but a whole table again (a streaming block grows inside it). Its padding is a border
+    in the background colour (Qt's HTML import leaves a frame's padding out).
+    """
+    bg, fg = code_colours(dark)
+    link = "#8ab4f8" if dark else "#0969da"
+    label = html.escape(lang) if lang else "code"
+    return (
+        f'<table width="100%" style="-qt-table-type: frame; background-color:{bg}; border: 6px solid {bg}; '
+        f'margin:4px 0"><tr><td><p style="color:#888;font-size:small;margin:0 0 6px 0">{label}&nbsp;&nbsp;'
+        f'<a href="copy:{key}:{block}" style="color:{link}">Copy code</a></p>'
+        f'<pre style="color:{fg};font-family:monospace;margin:0">{code_html}</pre></td></tr></table>'
+    )
+
+
+def render_tokens(tokens: Sequence[Token], key: str, dark: bool = False, first_block: int = 0) -> str:
+    """HTML of a run of whole blocks from :func:`parse`; fences become highlighted frames numbered from
+    ``first_block``."""
+    md = _md()
+    out: list[str] = []
+    block = first_block
+    start = 0
+    for i, tok in enumerate(tokens):
+        if tok.type != "fence":
+            continue
+        if i > start:
+            out.append(md.renderer.render(list(tokens[start:i]), md.options, {}))
+        lang = fence_lang(tok.info)
+        out.append(frame_html(lang, key, block, dark, _highlight(tok.content.rstrip("\n"), lang, dark)))
+        block += 1
+        start = i + 1
+    if start < len(tokens):
+        out.append(md.renderer.render(list(tokens[start:]), md.options, {}))
+    return "".join(out).rstrip()  # a trailing newline would end the last block with a space
 
 
 def render_html(text: str, key: str, dark: bool = False, first_block: int = 0) -> str:
@@ -175,35 +216,42 @@ def render_html(text: str, key: str, dark: bool = False, first_block: int = 0) -
 
     ``first_block`` numbers the code blocks when ``text`` is a later part of a message.
     """
-    md = _md()
-    tokens = md.parse(text)
-    out: list[str] = []
-    block = first_block
-    bg, fg = code_colours(dark)
-    link = "#8ab4f8" if dark else "#0969da"
-    # Render the token stream, swapping fences for our own highlighted table cells.
-    start = 0
-    for i, tok in enumerate(tokens):
-        if tok.type != "fence":
-            continue
-        if i > start:
-            out.append(md.renderer.render(tokens[start:i], md.options, {}))
-        lang = (tok.info or "").strip().split(" ")[0]
-        code = _highlight(tok.content.rstrip("\n"), lang, dark)
-        label = html.escape(lang) if lang else "code"
-        out.append(
-            f'<table width="100%" cellspacing="0" cellpadding="6" style="background:{bg};margin:4px 0">'
-            f'<tr><td style="color:#888;font-size:small">{label}&nbsp;&nbsp;'
-            f'<a href="copy:{key}:{block}" style="color:{link}">Copy code</a></td></tr>'
-            f'<tr><td><pre style="color:{fg};font-family:monospace;margin:0">{code}</pre></td></tr></table>'
-        )
-        block += 1
-        start = i + 1
-    if start < len(tokens):
-        out.append(md.renderer.render(tokens[start:], md.options, {}))
-    return "".join(out)
+    return render_tokens(parse(text), key, dark, first_block)
+
+
+def token_styles(dark: bool) -> dict[Any, dict[str, Any]]:
+    """Pygments token type -> the style the HTML formatter gives it inline (its own or the nearest
+    ancestor's that has one): what a code frame typed in as it streams must look like."""
+    return _token_styles(dark)
+
+
+@lru_cache(maxsize=2)
+def _token_styles(dark: bool) -> dict[Any, dict[str, Any]]:
+    style = _formatter(dark).style
+    keys = ("color", "bold", "italic", "underline", "bgcolor")
+    return {ttype: ndef for ttype, ndef in style if any(ndef[k] for k in keys)}
+
+
+def style_of(ttype: Any, styles: dict[Any, dict[str, Any]]) -> dict[str, Any] | None:
+    """The inline style of ``ttype`` in ``styles`` (see :func:`token_styles`), or None (unstyled)."""
+    while ttype is not None:
+        found = styles.get(ttype)
+        if found is not None:
+            return found
+        ttype = ttype.parent
+    return None
+
+
+def lex(lexer: Lexer, code: str) -> Iterator[tuple[Any, str]]:
+    """(token type, text) of ``code`` (whole lines) as :func:`render_html`'s highlight sees them."""
+    return lexer.get_tokens(code)
 
 
 def warm_up() -> None:
-    """Import the lexers and build the parser once, at idle time, so the first reply does not stall."""
+    """Import the parser, the lexers and the guesser once, ahead of the first reply (off the GUI thread:
+    it is pure Python; the first guess imports every Pygments lexer, ~0.2 s)."""
     render_html("# w\n\n```python\nx = 1\n```\n\n```js\nlet y = 2;\n```\n\n| a |\n|---|\n| b |\n", "0")
+    for dark in (False, True):
+        _formatter(dark)
+        token_styles(dark)
+    _guessed("#include <stdio.h>\nint main(void) { return 0; }\n")

@@ -48,7 +48,6 @@ from beedeck.ui.session import Session
 from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.window.about_dialog import AboutDialog, session_facts
-from beedeck.ui.window.agent_dialog import open_agent_dialog
 from beedeck.ui.window.connect_dialog import open_connect_dialog
 from beedeck.ui.window.menus import MenuCommands, ToolbarActions, build_menus
 from beedeck.ui.window.placeholder_dialog import PlaceholderDialog
@@ -351,6 +350,8 @@ class MainWindow(QMainWindow):
         open_connect_dialog(self, lambda p: self.session.apply_profile(p, start=True), self.session.profile)
 
     def open_agent(self, client_id: str) -> None:
+        from beedeck.ui.window.agent_dialog import open_agent_dialog  # not on the start path (~20 ms)
+
         s, c = self.session, self.session.controller
         running = c.settings if c.is_running() else None
         open_agent_dialog(self, client_id, s.profile, running or (s.launch_settings() if s.profile else None),
