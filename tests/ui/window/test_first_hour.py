@@ -75,6 +75,7 @@ def test_the_starter_says_it_is_a_demo_model_and_why_there_is_no_gpu(qtbot: QtBo
     window.session.set_hardware(NO_GPU)
     banner = window.starter_banner
     assert banner.isVisible()
+    window.resize(1600, 900)  # a line with room: the whole note
     assert "tiny demo model on the CPU" in banner.text.text() and "no GPU in use" in banner.text.text()
     assert "<br>" not in banner.text.text() and not banner.text.wordWrap()  # one line: the chat keeps the height
     assert "No NVIDIA GPU in use: the NVIDIA driver is not installed" in banner.toolTip()
@@ -98,6 +99,7 @@ def test_the_starters_prompt_chips_ask_their_question(qtbot: QtBot, beedeck_home
     window = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(window)
     window.show()
+    window.resize(2000, 900)  # room for every chip beside the note (a narrow line drops the last ones)
     window.session.set_profile(starter_profile())
     window.chat.set_client(client)
     banner = window.starter_banner

@@ -93,3 +93,25 @@ def test_the_connect_dialog_shows_all_of_its_text_and_fits_a_768_px_screen(qtbot
     needed = note.fontMetrics().boundingRect(0, 0, note.width(), 10_000, Qt.TextFlag.TextWordWrap, note.text())
     assert note.height() >= needed.height()  # not clipped
     assert dialog.height() < 768 - 80 and dialog.width() <= 700
+
+
+def test_the_starter_note_is_never_cut_the_prompt_chips_give_way(qtbot: QtBot, beedeck_home: Path) -> None:
+    """At 1366x768 (and in a 1280-px window's chat column) the note and the two ways to a real model show
+    whole; the prompt chips that do not fit beside them go, last first (the note read "Starter: ti")."""
+    window = laptop_window(qtbot)
+    banner = window.starter_banner
+    for width in (1366, 1280, 1024):
+        window.resize(width, 768 - 40 - 30)
+        QApplication.processEvents()
+        assert banner.height() <= 40  # still one line
+        assert banner.text.width() >= banner.text.sizeHint().width(), width  # the note whole
+        for button in (banner.wizard_button, banner.settings_button):
+            assert button.isVisible() and button.width() >= button.sizeHint().width(), width
+        shown = [c.isVisible() for c in banner.chips]
+        assert shown == sorted(shown, reverse=True), (width, shown)  # the first chips stay, in order
+        assert any(shown) or width < 1280, width  # a laptop's line keeps a prompt to try
+        visible = [w for w in (banner.text, banner.try_label, *banner.chips, banner.wizard_button,
+                               banner.settings_button, banner.dismiss_button) if w.isVisible()]
+        for a, b in zip(visible, visible[1:], strict=False):
+            assert a.geometry().right() < b.geometry().left(), (width, a, b)  # side by side, none overlaps
+    window.close()

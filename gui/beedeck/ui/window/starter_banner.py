@@ -3,14 +3,19 @@ how to get a real model: the setup wizard, or a GGUF the user already has.
 
 One line, so the transcript keeps the window's height (issue 22, 1366x768): the note, a few prompt
 chips the demo model answers well, the two ways to a real model; the whole note and the reason there is
-no GPU are its tooltip."""
+no GPU are its tooltip. The note and the two ways are never cut: where the line is too narrow for all of
+it (the chat column of a 1280-px window), the last prompt chips give way first, then "Try:"."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy
 
 from beedeck.core.starter import STARTER_NOTE, STARTER_PROMPTS
+
+# The buttons' words on a line with room, and on a narrow one (their tooltips say the rest).
+BUTTON_WORDS = (("Set up a real model…", "Real model…"), ("Use a GGUF I have…", "My GGUF…"), ("Dismiss", "✕"))
 
 
 class StarterBanner(QFrame):
@@ -31,18 +36,21 @@ class StarterBanner(QFrame):
                            "background: palette(alternate-base); }")
         self.text = QLabel()
         self.text.setWordWrap(False)
-        # Ignored: a narrow window clips the line (the tooltip has it all) instead of growing the window.
-        self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.wizard_button = QPushButton("Set up a real model…")
+        # Fixed: the note is never squeezed (the chips give way instead, _fit_chips).
+        self.text.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
+        self.wizard_button = QPushButton(BUTTON_WORDS[0][0])
         self.wizard_button.setToolTip("Detect the GPU, pick a DFlash pair that fits it, get the engine and the models")
-        self.settings_button = QPushButton("Use a GGUF I have…")
+        self.settings_button = QPushButton(BUTTON_WORDS[1][0])
         self.settings_button.setToolTip("Settings: pick an engine and a .gguf model already on this computer")
-        self.dismiss_button = QPushButton("Dismiss")
+        self.dismiss_button = QPushButton(BUTTON_WORDS[2][0])
+        self.dismiss_button.setToolTip("Hide this until BeeDeck starts again")
         self.dismiss_button.setFlat(True)
-        layout = QHBoxLayout(self)
+        layout = self.line = QHBoxLayout(self)
         layout.setContentsMargins(10, 2, 4, 2)
-        layout.addWidget(self.text, 1)
-        layout.addWidget(QLabel("Try:"))
+        layout.addWidget(self.text)
+        layout.addStretch(1)
+        self.try_label = QLabel("Try:")
+        layout.addWidget(self.try_label)
         self.chips: list[QPushButton] = []
         for label, prompt in STARTER_PROMPTS:
             chip = QPushButton(label)
@@ -70,9 +78,57 @@ class StarterBanner(QFrame):
         self.setVisible(is_starter and not self._dismissed)
         self._render()
 
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_chips()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._fit_chips()
+
+    def _fit_chips(self) -> None:
+        """The line's forms, fullest first: the whole note with the buttons' own words, the short note, then
+        short button words too. The fullest whose note and buttons fit with at least one prompt chip beside
+        them (as many as fit, the first ones kept in order; "Try:" only with a chip after it)."""
+        layout = self.line
+        margins = layout.contentsMargins()
+        spacing = max(0, layout.spacing())
+        width = self.width() - margins.left() - margins.right()
+        fits_at: list[tuple[int, int]] = []  # (form, chips) of the forms whose note and buttons fit
+        for form, (short_note, short_buttons) in enumerate(((False, False), (True, False), (True, True))):
+            self._set_form(short_note, short_buttons)
+            used = sum(w.sizeHint().width() + spacing for w in (self.text, *self._buttons()))
+            room = width - used - self.try_label.sizeHint().width() - spacing
+            chips = 0
+            for chip in self.chips:
+                room -= chip.sizeHint().width() + spacing
+                if room < 0:
+                    break
+                chips += 1
+            if used <= width:
+                fits_at.append((form, chips))
+        # the fullest form with a chip beside it, else the fullest that fits, else the most compact
+        form, chips = next((f for f in fits_at if f[1] > 0), fits_at[0] if fits_at else (2, 0))
+        self._set_form(form > 0, form > 1)
+        for i, chip in enumerate(self.chips):
+            chip.setVisible(i < chips)
+        self.try_label.setVisible(chips > 0)
+
+    def _buttons(self) -> tuple[QPushButton, ...]:
+        return (self.wizard_button, self.settings_button, self.dismiss_button)
+
+    def _set_form(self, short_note: bool, short_buttons: bool) -> None:
+        self.text.setText(self._note(short_note))
+        for button, (full, short) in zip(self._buttons(), BUTTON_WORDS, strict=True):
+            button.setText(short if short_buttons else full)
+
+    def _note(self, short: bool) -> str:
+        if short:
+            return "<b>Starter</b>: tiny CPU demo" + (" · no GPU" if self._no_gpu else "")
+        return "<b>Starter</b>: tiny demo model on the CPU" + (" · no GPU in use" if self._no_gpu else "")
+
     def _render(self) -> None:
-        gpu = " · no GPU in use" if self._no_gpu else ""
-        self.text.setText(f"<b>Starter</b>: tiny demo model on the CPU{gpu}")
+        self._fit_chips()
         why = f"\n\nNo NVIDIA GPU in use: {self._no_gpu}" if self._no_gpu else ""
         self.setToolTip(f"{STARTER_NOTE}{why}")
 
