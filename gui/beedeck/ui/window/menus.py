@@ -51,28 +51,33 @@ class MenuCommands:
     set_theme: Callable[[str], None]
 
 
-def standby_action(menu: QMenu, session: Session) -> QAction:
-    """Server → "Keep the other mode loaded": AppSettings.standby (core/engine/speculation/standby.py), saved at once."""
-    action = menu.addAction("Keep the other mode loaded when memory allows")
+def _setting_action(menu: QMenu, text: str, checked: bool, tip: str, toggled: Callable[[bool], None]) -> QAction:
+    """A checkable menu entry for one AppSettings switch, saved at once through ``toggled``."""
+    action = menu.addAction(text)
     action.setCheckable(True)
-    action.setChecked(session.app_settings.standby)
-    action.setToolTip("A Baseline | DFlash switch loads the other mode beside the running server when the GPU "
-                      "and the host have room for both, so switching back loads nothing. Off: every switch "
-                      "restarts the server.")
-    action.toggled.connect(session.set_standby)  # saved, and the server controller follows
+    action.setChecked(checked)
+    action.setToolTip(tip)
+    action.toggled.connect(toggled)
     return action
+
+
+def standby_action(menu: QMenu, session: Session) -> QAction:
+    """Server → "Keep the other mode loaded": AppSettings.standby (core/engine/speculation/standby.py), saved at once;
+    the server controller follows."""
+    return _setting_action(
+        menu, "Keep the other mode loaded when memory allows", session.app_settings.standby,
+        "A Baseline | DFlash switch loads the other mode beside the running server when the GPU and the host have "
+        "room for both, so switching back loads nothing. Off: every switch restarts the server.",
+        session.set_standby)
 
 
 def follow_action(menu: QMenu, session: Session) -> QAction:
     """Server → "Follow the fastest mode per prompt kind": AppSettings.follow_advice, saved at once."""
-    action = menu.addAction("Follow the fastest mode per prompt kind")
-    action.setCheckable(True)
-    action.setChecked(session.app_settings.follow_advice)
-    action.setToolTip("Before each message, switch to the speculation mode this setup measured fastest for that "
-                      "kind of prompt (code, prose, structured). Learnt from Tune and Benchmark runs; until then "
-                      "nothing changes.")
-    action.toggled.connect(session.set_follow_advice)
-    return action
+    return _setting_action(
+        menu, "Follow the fastest mode per prompt kind", session.app_settings.follow_advice,
+        "Before each message, switch to the speculation mode this setup measured fastest for that kind of prompt "
+        "(code, prose, structured). Learnt from Tune and Benchmark runs; until then nothing changes.",
+        session.set_follow_advice)
 
 
 def docs_url() -> QUrl:
