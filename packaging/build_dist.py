@@ -37,6 +37,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "gui"))
@@ -101,8 +102,8 @@ def sdist_tree() -> Path:
 
 # The builder's own code: a change to it builds the engine again (the cache key holds its hash), so a
 # cached engine is always what this BeeDeck's builder makes of this source.
-BUILDER_SOURCES = ("core/engine/build/builder.py", "core/engine/build/choice.py", "core/engine/build/eta.py",
-                   "core/engine/build/tools.py", "clicmd/engine/manage.py")
+BUILDER_SOURCES = ("core/engine/build/builder.py", "core/engine/build/choice.py", "core/engine/build/tools.py",
+                   "clicmd/engine/manage.py")  # not build/eta.py: the time-left estimate makes no difference to the binary
 # The engine of the package: portable (no -march=native: it runs on any x86-64), with the RPC worker,
 # its libraries found next to it ($ORIGIN) wherever the package puts it.
 ENGINE_ARGS = ["--cpu", "--no-native", "--rpc", "-D", "CMAKE_INSTALL_RPATH=$ORIGIN",
@@ -150,24 +151,35 @@ def starter_engine(quiet: bool = False) -> Path:
         return bin_dir
 
 
-def _run_showing_progress(argv: list[str], env: dict[str, str], quiet: bool) -> subprocess.CompletedProcess[str]:
+def _run_showing_progress(argv: list[str], env: dict[str, str], quiet: bool,
+                          timeout_s: float = 7200) -> subprocess.CompletedProcess[str]:
     """Run the build, keeping its output; unless ``quiet``, its progress lines (stderr) are shown as they come,
-    so a first `make install` says how far its minutes of compiling are."""
+    so a first `make install` says how far its minutes of compiling are. A build still running after
+    ``timeout_s`` is stopped (raises :class:`subprocess.TimeoutExpired`)."""
     with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         out: list[str] = []
-        stdout = proc.stdout
-        reader = threading.Thread(target=lambda: out.extend(stdout), daemon=True)
-        reader.start()
         err: list[str] = []
-        last = 0.0
-        for line in proc.stderr:
-            err.append(line)
-            if not quiet and time.monotonic() - last >= 10:  # a line every 10 s, not one per compile step
-                last = time.monotonic()
-                say("starter engine: " + line.strip().split("\r")[-1][:120])
-        proc.wait(timeout=7200)
-        reader.join()
+        last = [0.0]
+
+        def read_err(stream: Any) -> None:
+            for line in stream:
+                err.append(line)
+                if not quiet and time.monotonic() - last[0] >= 10:  # a line every 10 s, not one per step
+                    last[0] = time.monotonic()
+                    say("starter engine: " + line.strip()[:120])
+
+        readers = [threading.Thread(target=out.extend, args=(proc.stdout,), daemon=True),
+                   threading.Thread(target=read_err, args=(proc.stderr,), daemon=True)]
+        for r in readers:
+            r.start()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        for r in readers:
+            r.join()
     return subprocess.CompletedProcess(argv, proc.returncode, "".join(out), "".join(err))
 
 

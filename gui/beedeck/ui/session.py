@@ -322,7 +322,7 @@ class Session(QObject):
 
     def set_standby(self, on: bool) -> None:
         """Server → Keep the other mode loaded (core/engine/speculation/standby.py); the controller follows."""
-        self.app_settings.standby = on
+        self.app_settings.standby = self.controller.standby = on  # for this session, saved or not
         self._save_choice("choice")
 
     def set_hardware(self, report: HardwareReport) -> None:

@@ -146,7 +146,7 @@ def test_user_suite_from_file_and_unknown_name(tmp_path: Path) -> None:
 def test_mode_checks_and_per_request_choice() -> None:
     ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
     bee = caps_from_texts("bee", "", help_stdout(BEE_A))
-    with pytest.raises(BenchError, match="The dflash mode cannot run: No DFlash draft model is configured.*Or leave "
+    with pytest.raises(BenchError, match="The DFlash mode cannot run: No DFlash draft model is configured.*Or leave "
                                          "dflash out of the modes"):
         check_modes([BASELINE, DFLASH], ml, LaunchSettings(target="t.gguf"))
     with pytest.raises(BenchError, match="Unknown benchmark mode 'fast'"):
@@ -164,9 +164,9 @@ def test_mode_checks_read_the_model_files(tmp_path: Path) -> None:
     mtp = mg.tiny_model(tmp_path / "mtp.gguf", arch="qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1})
     plain = mg.tiny_model(tmp_path / "plain.gguf", n_embd=128)
     assert check_modes([BASELINE, MTP, MODEL_FREE], ml, LaunchSettings(target=str(mtp))) == [BASELINE, MTP, MODEL_FREE]
-    with pytest.raises(BenchError, match="The mtp mode cannot run: plain.gguf has no MTP heads"):
+    with pytest.raises(BenchError, match="The MTP mode cannot run: plain.gguf has no MTP heads"):
         check_modes([BASELINE, MTP], ml, LaunchSettings(target=str(plain)))
-    with pytest.raises(BenchError, match="The mtp mode cannot run: BeeLlama 0.1-0.3 has no MTP"):
+    with pytest.raises(BenchError, match="The MTP mode cannot run: BeeLlama 0.1-0.3 has no MTP"):
         check_modes([MTP], bee, LaunchSettings(target=str(mtp)))
     with pytest.raises(BenchError, match="plain.gguf is an ordinary model, not a speculation draft"):
         check_modes([EAGLE3], ml, LaunchSettings(target=str(mtp), draft=str(plain)))

@@ -22,10 +22,9 @@ from beedeck.core.engine.speculation.modes import (
 )
 
 # One mode key per SpecMode, the words the chat toggle and the reply stats use too
-# (core.engine.speculation.modes.MODE_OF_SPEC); BASELINE is the server without any speculation.
-# The DFlash server answering a request that asks for no drafts (engines that honour it): what the
-# chat toggle's per-request Baseline runs at. The draft stays loaded, so on a GPU it is slower than
-# BASELINE, a server without the draft, which every speed-up is measured against.
+# (core.engine.speculation.modes.MODE_OF_SPEC); BASELINE is the server without any speculation, which every
+# speed-up is measured against. IN_SERVER_BASELINE (speculation.modes) is the DFlash server asked for no drafts
+# (engines that honour it): what the chat toggle's per-request Baseline runs at, the draft still loaded.
 MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE, IN_SERVER_BASELINE)
 BASELINES = (BASELINE, IN_SERVER_BASELINE)
 SPECULATIVE_MODES = (DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)

@@ -126,7 +126,7 @@ def check_modes(modes: Sequence[str], caps: EngineCaps | None, settings: LaunchS
         found = option(options, m)
         why = found.reason if found is not None else engine_spec_type(m, caps)[1]
         if why:
-            raise BenchError(f"The {m} mode cannot run: {why} Or leave {m} out of the modes.")
+            raise BenchError(f"The {mode_label(m)} mode cannot run: {why} Or leave {m} out of the modes.")
     return out
 
 
@@ -279,7 +279,7 @@ class _Runner:
                 proc.stop()
                 self.procs.pop(run.mode, None)
                 return None
-        except (ServerFailed, LaunchRefused) as exc:
+        except ServerFailed as exc:  # a refused launch (LaunchRefused) too
             detail = "" if isinstance(exc, LaunchRefused) else exc.failure.remedy  # a refusal's str has its remedies
             run.error = f"The {mode_label(run.mode)} server did not start: {exc}" + (f" ({detail})" if detail else "")
             self.r.errors.append(run.error)

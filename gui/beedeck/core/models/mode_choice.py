@@ -157,9 +157,10 @@ def choose(card: str, generation: Generation, version: str, family: str | None, 
         figures = {k: v for k, v in pub.get("figures", {}).items() if k in usable}
         if figures:
             best = max(figures, key=lambda k: figures[k])
-            why = (f"{want} is the published fast path here, but " + (no_why if want in no else
-                   f"{want} does not run or fit on this setup") + f"; next best published: {best} "
-                   f"({figures[best]} tok/s)")
+            name = KIND_LABEL.get(want, want)
+            why = (f"{name} is the published fast path here, but " + (no_why if want in no else
+                   f"{name} does not run or fit on this setup") + f"; next best published: "
+                   f"{KIND_LABEL.get(best, best)} ({figures[best]} tok/s)")
             return ModeChoice(card, engine, best, "published", why, pub["source"] + (f"; {no_src}" if no_src else ""))
     for k in RULE_ORDER:
         if k in usable:
@@ -168,7 +169,7 @@ def choose(card: str, generation: Generation, version: str, family: str | None, 
                    "no measured or published figure for this card and model: the first runnable kind in "
                    "BeeDeck's order (MTP, DFlash2, DFlash, DSpark, EAGLE-3)")
             if no:
-                why += f"; {', '.join(sorted(no))} left out: {no_why}"
+                why += f"; {', '.join(KIND_LABEL.get(k, k) for k in sorted(no))} left out: {no_why}"
             return ModeChoice(card, engine, k, "rule", why, no_src)
     return ModeChoice(card, engine, "none", "rule", "no speculation kind runs and fits on this setup")
 

@@ -11,7 +11,7 @@ from beedeck.core.bench.report import summarize
 from beedeck.core.bench.results import BASELINE, BenchReport
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.speculation.advice import setup_key
-from beedeck.core.engine.speculation.modes import LABELS, mode_of
+from beedeck.core.engine.speculation.modes import mode_label, mode_of
 from beedeck.core.engine.speculation.spec_guard import references_from_bench
 from beedeck.ui.bench.bench_view import BenchView
 from beedeck.ui.bench.server_dialog import ChatServerDialog
@@ -68,12 +68,12 @@ class BenchDialog(ChatServerDialog):
             box.setEnabled(m == mode)
         if self._remote():
             # "Stop and compare" would stop the connection and then probe the URL as an engine binary.
-            self.note.setText(f"Benchmarking the running server as it is ({LABELS.get(mode, mode)}). It is a server "
+            self.note.setText(f"Benchmarking the running server as it is ({mode_label(mode)}). It is a server "
                               "BeeDeck did not start, so BeeDeck cannot restart it in other modes to compare them: "
                               "run `beedeck bench` on the machine that serves it for that.")
             self.compare_button.hide()
             return
-        self.note.setText(f"Benchmarking the running chat server as it is ({LABELS.get(mode, mode)}). To compare "
+        self.note.setText(f"Benchmarking the running chat server as it is ({mode_label(mode)}). To compare "
                           "modes, BeeDeck starts its own server for each: stop the chat server first.")
         self.compare_button.show()
 

@@ -35,3 +35,8 @@ def insert_blocks(doc: QTextDocument, cursor: QTextCursor, html: str) -> None:
     first = at == 0 and doc.characterAt(1) == _SEPARATOR
     marker.setPosition(at + 2 if first else at + 1, QTextCursor.MoveMode.KeepAnchor)
     marker.removeSelectedText()
+
+
+def doc_len(text: str) -> int:
+    """Document positions ``text`` (shown text) takes once inserted: its UTF-16 units."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextDocument, QTextFrame
 
-from beedeck.ui.chat.blocks import insert_blocks
+from beedeck.ui.chat.blocks import doc_len, insert_blocks
 from beedeck.ui.chat.markdown_render import (
     GUESS_CHARS,
     fence_closes,
@@ -143,7 +143,7 @@ class CodeFrame:
         begin = min(self.restart, styled_end)
         if styled_end - begin > MAX_LOOKBACK:
             begin = src.find("\n", styled_end - MAX_LOOKBACK, styled_end) + 1 or styled_end
-        begin_pos = self.code_pos - _doc_len(src[begin:styled_end])
+        begin_pos = self.code_pos - doc_len(src[begin:styled_end])
         body_end = new_end - _trailing_newlines(src, begin, new_end)
         runs, self.restart = code_runs(self.lexer if self.decided else None, src, begin, new_end)
         self.code_pos = self._replace(begin_pos, runs, body_end - begin)
@@ -179,7 +179,7 @@ class CodeFrame:
             else:
                 merged.append((fmt, value))
         text = "".join(v for _, v in merged)
-        cursor.setPosition(at + _doc_len(text), QTextCursor.MoveMode.KeepAnchor)
+        cursor.setPosition(at + doc_len(text), QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
         for fmt, value in merged:
             cursor.insertText(value, fmt)
@@ -211,6 +211,3 @@ def _trailing_newlines(src: str, begin: int, end: int) -> int:
         n += 1
     return n
 
-
-def _doc_len(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
 
-from beedeck.ui.chat.blocks import insert_blocks
+from beedeck.ui.chat.blocks import doc_len, insert_blocks
 from beedeck.ui.chat.code_stream import CodeFrame
 from beedeck.ui.chat.markdown_render import (
     fence_lang,
@@ -58,11 +58,6 @@ def display_text(text: str) -> str:
     """The text as the document holds it: Qt turns "\\r\\n" and a lone "\\r" into a block separator, so
     they are dropped here to keep one document position per UTF-16 unit of the text."""
     return text.replace("\r", "")
-
-
-def doc_len(text: str) -> int:
-    """Document positions ``text`` (from :func:`display_text`) takes once inserted: its UTF-16 units."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
 
 def split_point(tokens: list[Token], text: str, lines: list[int], first_line: int) -> tuple[int, bool]:

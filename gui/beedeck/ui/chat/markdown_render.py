@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -240,11 +240,6 @@ def style_of(ttype: Any, styles: dict[Any, dict[str, Any]]) -> dict[str, Any] | 
             return found
         ttype = ttype.parent
     return None
-
-
-def lex(lexer: Lexer, code: str) -> Iterator[tuple[Any, str]]:
-    """(token type, text) of ``code`` (whole lines) as :func:`render_html`'s highlight sees them."""
-    return lexer.get_tokens(code)
 
 
 def warm_up() -> None:

@@ -7,6 +7,8 @@ import html
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from beedeck.core.engine.logparse import as_failure
+
 # The title's second half in a user's words, per ServerFailure code (core/engine/logparse.py, the guard,
 # resources/known-issues.json) and RemoteError kind (core/engine/remote.py). The code itself stays in
 # the log and the CLI's output, where a bug report copies it from.
@@ -96,15 +98,12 @@ class FailurePanel(QFrame):
     def show_failure(self, failure: object, title: str = "The server could not start", local: bool = False) -> None:
         """Fill from a ServerFailure-like object (``message``/``remedy``) or a plain exception; ``title``
         says what failed (a start, a server that was running, a save); ``local``: offer "Use the local server"."""
-        words = code_words(str(getattr(failure, "code", "") or ""))
-        message = getattr(failure, "message", None) or str(failure) or "The server stopped unexpectedly."
-        remedy = getattr(failure, "remedy", "") or ""
-        reasons = getattr(failure, "reasons", None)  # LaunchRefused: one refusal reads as any failure
-        if reasons and len(reasons) > 1:
-            message = "These settings cannot run on this engine."
-            remedy = "\n".join(f"• {r}" for r in reasons)
-        exit_code = getattr(failure, "exit_code", None)
-        tail = list(getattr(failure, "log_tail", None) or [])[-3:]
+        f = as_failure(failure)  # several refusals: one line each
+        words = code_words(f.code)
+        message = f.message or "The server stopped unexpectedly."
+        remedy = f.remedy
+        exit_code = f.exit_code
+        tail = list(f.log_tail or [])[-3:]
         aside = f" <span style='color:#888'>({html.escape(words)})</span>" if words else ""
         self.title.setText(f"<b>{html.escape(title)}</b>{aside}")
         self.what.setText(f"<b>What happened:</b> {message}")

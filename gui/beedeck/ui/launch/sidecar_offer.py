@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.modes import MODE_OF_KIND, SPEC_OF_MODE
+from beedeck.core.engine.speculation.modes import MODE_OF_KIND, MODE_OF_SPEC, SPEC_OF_MODE
 from beedeck.core.models import sidecars
 from beedeck.core.models.gguf import ModelInfo, read_header
 from beedeck.core.models.gguf_types import FILE_TYPES
@@ -140,7 +140,7 @@ class SidecarOffer(QWidget):
         more = f" {len(others)} other(s): hover for why not." if others else ""
         warn = f" Warning: {best.warnings[0]}" if best.warnings else ""
         self.note.setText(f"Found {best.path.name} next to the model: filled in as the {best.label} draft "
-                          f"(mode {mode.value}).{warn}{more}")
+                          f"(mode {MODE_OF_SPEC[mode].label}).{warn}{more}")
         self.undo_button.show()
 
     def _on_failed(self, target: str, exc: BaseException) -> None:
@@ -156,5 +156,5 @@ class SidecarOffer(QWidget):
         name = self.offered.path.name if self.offered else "the draft"
         self._undo, self.offered = None, None
         self._fill(draft, mode)
-        self.note.setText(f"{name} is no longer the draft: the mode is {mode.value} again.")
+        self.note.setText(f"{name} is no longer the draft: the mode is {MODE_OF_SPEC[mode].label} again.")
         self.undo_button.hide()
