@@ -51,7 +51,9 @@ class Session(QObject):
     when a shown failure is stale; ``serving_interrupted()`` when the server answering the chat goes away (a
     stop, a mode restart, a replacement): a reply in flight stops; ``setup_wanted()`` (Start without a
     profile: the setup wizard) and ``settings_wanted()`` (no local profile to go back to: Settings);
-    ``figures_changed()`` when a benchmark or a tune recorded a mode's speed.
+    ``figures_changed()`` when a benchmark or a tune recorded a mode's speed; ``serving(str)`` with the base
+    URL of a server that became ready, before the switch hears of it (so the chat has its client by the time
+    a switch says it is done).
 
     ``probe`` (engine path -> EngineCaps), ``detect_hardware``, ``profile_saver`` and ``client_factory(url,
     api_key)`` are the core calls the session and its dialogs make; tests replace the ones that need a GPU.
@@ -70,6 +72,7 @@ class Session(QObject):
     setup_wanted = Signal()
     settings_wanted = Signal()
     figures_changed = Signal()
+    serving = Signal(str)
 
     def __init__(self, app_settings: AppSettings | None = None, controller: ServerController | None = None,
                  parent: QObject | None = None, *, saver: Callable[[AppSettings], object] = save_settings,
@@ -263,6 +266,7 @@ class Session(QObject):
         self.notice_changed.emit(text)
 
     def _on_ready(self, base_url: str) -> None:
+        self.serving.emit(base_url)  # the views first: a switch that ends now finds the chat ready to send
         self.served = True
         self._set_notice("")
         self.failure_cleared.emit()

@@ -214,10 +214,10 @@ class MainWindow(QMainWindow):
         self.chat.before_send = s.advice_follower.before_send
         c.state_changed.connect(self._on_state)
         c.line_received.connect(self.log.append_line)
-        c.ready.connect(self._on_ready)
+        s.serving.connect(self._on_ready)  # the controller's ready, through the session: before the switch hears it
         c.port_fallback_used.connect(lambda _wanted, _used, message: self.statusBar().showMessage(message, 20000))
         # The speed figures belong to one server: a remote one by its address, the local one by its model.
-        c.ready.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
+        s.serving.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
 
     def _wire_views(self) -> None:
         s = self.session
