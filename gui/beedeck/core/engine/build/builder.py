@@ -332,8 +332,7 @@ def build_engine(
         log.write("$ " + " ".join(build) + "\n")
         tracker: ProgressTracker | WeightedEta = ProgressTracker()
         planned = _planned_steps(build_dir, targets) if generator or cached_gen == "Ninja" else []
-        project = "mainline" if read_policy(src_dir).style == "list" else "beellama"
-        profile = _cost_profile(registry, engine_id, cuda, project)
+        profile = _cost_profile(registry, engine_id, cuda, src_dir)
         if planned:
             tracker = WeightedEta(planned, profile, jobs=n_jobs)
         if dry_run:
@@ -462,9 +461,10 @@ def _planned_steps(build_dir: Path, targets: Sequence[str] = ("llama-server",)) 
     return planned_outputs(out.stdout) if out.returncode == 0 else []
 
 
-def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool, project: str) -> dict[str, float]:
+def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool, src_dir: Path) -> dict[str, float]:
     """This tree's own last build, else the newest other build of the same backend, else the shipped one
-    (``project``: "mainline" or "beellama", whose CUDA kernels of one name cost otherwise)."""
+    (mainline's or BeeLlama's: their CUDA kernels of one name cost otherwise; a tree with mainline's FA list
+    is mainline)."""
     own = load_profile(registry.engine_dir(engine_id) / PROFILE_FILE)
     if own:
         return own
@@ -475,7 +475,7 @@ def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool, project:
         costs = load_profile(f)
         if costs:
             return costs
-    return shipped_profile(cuda, project)
+    return shipped_profile(cuda, "mainline" if read_policy(src_dir).style == "list" else "beellama")
 
 
 def _cached_generator(build_dir: Path) -> str | None:
