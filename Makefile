@@ -44,13 +44,14 @@ test-engines: install
 # The BeeLlama test engines build in the background at the lowest CPU priority while the tests that do not need
 # them run; a test that needs one waits for its build (a lock per engine, tests/fixtures/beellama.py), so the
 # minutes of compiling overlap the rest of the suite instead of coming before it. Its output follows the tests; it
-# runs in a process group of its own, which goes with the recipe however make ends (Ctrl-C, a CI timeout).
+# runs in a process group of its own, which goes when the tests end (done by then, unless they stopped early) and
+# with the recipe however make ends (Ctrl-C, a CI timeout).
 pytest: install
 	@mkdir -p .beedeck-test; \
 	setsid nice -n 19 $(BIN)/python -m tests.fixtures.beellama > .beedeck-test/beellama-build.log 2>&1 & build=$$!; \
 	trap 'kill -- -$$build 2>/dev/null' EXIT INT TERM; \
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest; rc=$$?; \
-	wait $$build; tr '\r' '\n' < .beedeck-test/beellama-build.log | grep -v '^  beellama-' ; \
+	kill -- -$$build 2>/dev/null; wait $$build 2>/dev/null; tr '\r' '\n' < .beedeck-test/beellama-build.log | grep -v '^  beellama-' ; \
 	exit $$rc
 
 test: lint pytest

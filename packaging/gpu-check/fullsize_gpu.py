@@ -493,7 +493,7 @@ def phase_download(args: argparse.Namespace) -> int:
     rec: dict[str, Any] = {"driver_cuda": driver, "gpus": gpus, "listing": str(listing.relative_to(REPO))}
     home = WORK / "home-download"
     env = {**os.environ, "BEEDECK_HOME": str(home), "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "gui"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+        p for p in (str(REPO / "gui"), str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     try:
         with FakeReleases() as probe_fake:  # which asset the picker wants, from the listing alone
             repo = probe_fake.add_listing(listing)

@@ -14,6 +14,8 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePol
 
 from beedeck.core.starter import STARTER_NOTE, STARTER_PROMPTS
 
+# The line's forms, fullest first: (short note, short button words).
+FORMS = ((False, False), (True, False), (True, True))
 # The buttons' words on a line with room, and on a narrow one (their tooltips say the rest).
 BUTTON_WORDS = (("Set up a real model…", "Real model…"), ("Use a GGUF I have…", "My GGUF…"), ("Dismiss", "✕"))
 
@@ -67,6 +69,8 @@ class StarterBanner(QFrame):
         self.dismiss_button.clicked.connect(self._dismiss)
         self._dismissed = False
         self._no_gpu = ""
+        self._form = 0  # the FORMS entry shown
+        self._form_widths: list[int] = []  # each form's note and buttons, measured by _measure_forms
         self.hide()
 
     def set_no_gpu_reason(self, reason: str) -> None:
@@ -89,15 +93,16 @@ class StarterBanner(QFrame):
     def _fit_chips(self) -> None:
         """The line's forms, fullest first: the whole note with the buttons' own words, the short note, then
         short button words too. The fullest whose note and buttons fit with at least one prompt chip beside
-        them (as many as fit, the first ones kept in order; "Try:" only with a chip after it)."""
+        them (as many as fit, the first ones kept in order; "Try:" only with a chip after it). The forms are
+        measured once per note (:meth:`_render`); a resize only does the sums."""
         layout = self.line
         margins = layout.contentsMargins()
         spacing = max(0, layout.spacing())
         width = self.width() - margins.left() - margins.right()
+        if not self._form_widths:
+            self._measure_forms(spacing)
         fits_at: list[tuple[int, int]] = []  # (form, chips) of the forms whose note and buttons fit
-        for form, (short_note, short_buttons) in enumerate(((False, False), (True, False), (True, True))):
-            self._set_form(short_note, short_buttons)
-            used = sum(w.sizeHint().width() + spacing for w in (self.text, *self._buttons()))
+        for form, used in enumerate(self._form_widths):
             room = width - used - self.try_label.sizeHint().width() - spacing
             chips = 0
             for chip in self.chips:
@@ -108,11 +113,20 @@ class StarterBanner(QFrame):
             if used <= width:
                 fits_at.append((form, chips))
         # the fullest form with a chip beside it, else the fullest that fits, else the most compact
-        form, chips = next((f for f in fits_at if f[1] > 0), fits_at[0] if fits_at else (2, 0))
-        self._set_form(form > 0, form > 1)
+        form, chips = next((f for f in fits_at if f[1] > 0), fits_at[0] if fits_at else (len(FORMS) - 1, 0))
+        if form != self._form:
+            self._form = form
+            self._set_form(*FORMS[form])
         for i, chip in enumerate(self.chips):
             chip.setVisible(i < chips)
         self.try_label.setVisible(chips > 0)
+
+    def _measure_forms(self, spacing: int) -> None:
+        """The width each form's note and buttons take (the label and buttons set to it, then back)."""
+        for short_note, short_buttons in FORMS:
+            self._set_form(short_note, short_buttons)
+            self._form_widths.append(sum(w.sizeHint().width() + spacing for w in (self.text, *self._buttons())))
+        self._set_form(*FORMS[self._form])
 
     def _buttons(self) -> tuple[QPushButton, ...]:
         return (self.wizard_button, self.settings_button, self.dismiss_button)
@@ -128,6 +142,8 @@ class StarterBanner(QFrame):
         return "<b>Starter</b>: tiny demo model on the CPU" + (" · no GPU in use" if self._no_gpu else "")
 
     def _render(self) -> None:
+        self._form_widths = []  # the note may have changed: measure its forms again
+        self._set_form(*FORMS[self._form])
         self._fit_chips()
         why = f"\n\nNo NVIDIA GPU in use: {self._no_gpu}" if self._no_gpu else ""
         self.setToolTip(f"{STARTER_NOTE}{why}")

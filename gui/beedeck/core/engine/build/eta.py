@@ -108,20 +108,6 @@ def load_profile(path: Path) -> dict[str, float]:
         return {}
 
 
-def merged_profile(profiles: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """One cost per step from several builds' profiles: the median of the builds that have the step.
-
-    One build's proportions carry its own luck (the H200's first Gen B build ran its middle steps slow and
-    its tail fast against three later builds of the same tree: 0.8x and 1.2x), so a profile measured once
-    sends every later estimate the same way; the median of several is what a build there typically took.
-    """
-    per: dict[str, list[float]] = {}
-    for profile in profiles:
-        for out, cost in profile.items():
-            per.setdefault(out, []).append(cost)
-    return {out: statistics.median(costs) for out, costs in sorted(per.items())}
-
-
 def shipped_profile(cuda: bool, project: str = "beellama") -> dict[str, float]:
     """The profile measured here for llama.cpp-family trees: CPU steps; CUDA adds its kernels (the median
     of the BeeLlama builds on the lent H200), and a mainline tree its own build's costs over them (its
