@@ -51,6 +51,9 @@ class SSEScript:
     include_timings: bool = True
     model: str = "fake-model.gguf"
     ping_every_tokens: int = 0  # send ": ping" comment lines, like --sse-ping-interval
+    # A lying server: these keys replace the true ones in the last chunk's timings (NaN, -1e9, 1e308 ...).
+    timings: dict[str, Any] = field(default_factory=dict)
+    repeat: bool = False  # after the tokens, send them again for ever (a server that ignores max_tokens)
 
 
 @dataclass
@@ -68,6 +71,11 @@ _CHUNK_BASE = {"created": 1796003204, "id": "chatcmpl-fake0000000000000000000000
 def _chunk(model: str, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
     obj = {"choices": [{"finish_reason": finish, "index": 0, "delta": delta}], **_CHUNK_BASE, "model": model, **extra}
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+def _endless(pieces: list[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    while True:
+        yield from pieces
 
 
 def replay_chunks(path: str | Path) -> list[dict[str, Any]]:
@@ -101,7 +109,8 @@ def script_from_capture(path: str | Path, rate: float = 0.0) -> SSEScript:
 class FakeLlamaServer:
     """The fake server on 127.0.0.1 (a free port), run in a thread; use it as a context manager.
 
-    ``health_status`` answers ``/health`` (set 503 to mimic loading). ``requests`` records every
+    ``health_status`` answers ``/health`` (set 503 to mimic loading). ``props`` holds keys that replace
+    ``/props``' own and ``slots`` (when set) is ``/slots``' answer: a server that lies about itself. ``requests`` records every
     request; ``disconnected`` is set when a client hangs up in the middle of a stream; ``release_stall()``
     lets a stalled stream go on.
     """
@@ -110,6 +119,8 @@ class FakeLlamaServer:
         self.script = script or SSEScript()
         self.health_status = 200
         self.metrics_text = metrics_text
+        self.props: dict[str, Any] = {}
+        self.slots: Any = None
         self.requests: list[RequestRecord] = []
         self.disconnected = threading.Event()
         self.stalled = threading.Event()
@@ -156,7 +167,7 @@ class FakeLlamaServer:
             time.sleep(script.first_token_delay)
         t0 = time.perf_counter()
         pieces = [("reasoning_content", t) for t in script.reasoning_tokens] + [("content", t) for t in script.tokens]
-        for i, (key, tok) in enumerate(pieces):
+        for i, (key, tok) in enumerate(_endless(pieces) if script.repeat else pieces):
             if script.stall_after is not None and i == script.stall_after:
                 self.stalled.set()
                 self._release.wait(60)
@@ -188,6 +199,7 @@ class FakeLlamaServer:
         if script.draft_n:
             timings["draft_n"] = script.draft_n
             timings["draft_n_accepted"] = script.draft_n_accepted
+        timings.update(script.timings)
         yield _chunk(model, {}, script.finish_reason)
         usage = {"completion_tokens": n, "prompt_tokens": 5, "total_tokens": n + 5,
                  "prompt_tokens_details": {"cached_tokens": 0}}
@@ -252,9 +264,10 @@ class FakeLlamaServer:
                     self.wfile.write(data)
                 elif self.path.startswith("/props"):
                     self._send_json(200, {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 1,
-                                          "model_path": fake.script.model, "build_info": "b0-fake"})
+                                          "model_path": fake.script.model, "build_info": "b0-fake", **fake.props})
                 elif self.path.startswith("/slots"):
-                    self._send_json(200, [{"id": 0, "n_ctx": 4096, "speculative": False, "is_processing": False}])
+                    slots = [{"id": 0, "n_ctx": 4096, "speculative": False, "is_processing": False}]
+                    self._send_json(200, slots if fake.slots is None else fake.slots)
                 else:
                     self._error(404, "File Not Found", "not_found_error")
 

@@ -20,8 +20,10 @@ from beedeck.core.engine.client import (
     ClientError,
     InvalidText,
     LlamaClient,
+    ReplyOverrun,
     Stalled,
     check_text,
+    reply_deadline,
 )
 from beedeck.core.engine.launch_settings import RANGES
 from beedeck.core.engine.server import ServerFailed, ServerProcess
@@ -39,6 +41,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--ready-timeout", type=float, default=600.0, help=argparse.SUPPRESS)
     p.add_argument("--stall-timeout", type=float, default=STALL_S, metavar="S",
                    help=f"give up when the reply stops arriving for S seconds (default: {STALL_S:.0f})")
+    p.add_argument("--deadline", type=deadline, metavar="S",
+                   help=f"end a reply that takes longer than S seconds in all (default: {reply_deadline(0):.0f} "
+                        "plus 2 per token of --max-tokens)")
     add_launch_arguments(p)
     p.set_defaults(func=run_chat)
 
@@ -57,6 +62,17 @@ def temperature(text: str) -> float:
     return value
 
 
+def deadline(text: str) -> float:
+    """``--deadline``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e9:  # False for NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0, e.g. --deadline 600")
+    return value
+
+
 def stats_lines(res: ChatResult) -> list[str]:
     out = []
     t = res.timings
@@ -72,6 +88,8 @@ def stats_lines(res: ChatResult) -> list[str]:
         if t.draft_n:
             out.append(f"draft: {t.draft_n_accepted}/{t.draft_n} accepted ({(t.acceptance or 0) * 100:.0f}%)")
     out.append(f"finish: {res.finish_reason or 'none'}" + (" (cancelled)" if res.cancelled else ""))
+    if res.timings_rejected:
+        out.append(f"note: {res.timings_rejected}: BeeDeck shows only what its own clock measured.")
     return out
 
 
@@ -89,6 +107,7 @@ def result_json(res: ChatResult) -> dict[str, Any]:
         "timings": None if t is None else {
             **t.__dict__, "acceptance": t.acceptance,
         },
+        "timings_rejected": res.timings_rejected or None,
         "usage": res.usage,
     }
 
@@ -122,7 +141,8 @@ def run_chat(args: argparse.Namespace) -> int:
                 print(f"ready in {ready_s:.2f} s", file=sys.stderr, flush=True)
             client = LlamaClient(proc.base_url, api_key=proc.api_key)
         stream = client.stream_chat([{"role": "user", "content": args.prompt}], max_tokens=args.max_tokens,
-                                    temperature=args.temperature, seed=args.seed, stall_s=args.stall_timeout)
+                                    temperature=args.temperature, seed=args.seed, stall_s=args.stall_timeout,
+                                    deadline_s=args.deadline)
         interrupted = threading.Event()
         try:
             for delta in stream:
@@ -134,7 +154,7 @@ def run_chat(args: argparse.Namespace) -> int:
             stream.cancel()
         except ClientError as exc:
             print(f"\nerror: {exc}", file=sys.stderr)
-            if proc is not None and not isinstance(exc, Stalled):
+            if proc is not None and not isinstance(exc, Stalled | ReplyOverrun):
                 # The reply broke off: if the server died, say why (its exit is read a moment later).
                 proc.wait_exit(5)
                 if proc.failure is not None:

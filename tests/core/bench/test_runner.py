@@ -413,15 +413,16 @@ def test_progress_counts_tokens_so_a_long_reply_moves_the_bar(fake: ModeAwareFak
     with the tokens of a streaming reply, and a reply that ends early closes its whole budget."""
     fake.spec.tokens = [f"t{i} " for i in range(60)]
     fake.spec.rate = 100  # 0.6 s per reply: progress arrives within replies (twice a second)
-    long = BenchSuite("long", (BenchPrompt("a", "Write code A.", max_tokens=80), BenchPrompt("b", "Short.", max_tokens=20)),
+    # b's cap holds the fake's 60 tokens: a server streaming far past max_tokens is ended (ReplyOverrun).
+    long = BenchSuite("long", (BenchPrompt("a", "Write code A.", max_tokens=80), BenchPrompt("b", "Short.", max_tokens=60)),
                       max_tokens=80, temperature=0.0, seed=7)
     progress: list[tuple[int, int, str]] = []
     report = run_bench(None, None, None, long, (DFLASH,), reps=1, warmup=0, url=fake.base_url,
                        on_progress=lambda d, t, s: progress.append((d, t, s)), environment={})
     assert report.ok, report.errors
-    assert {t for _d, t, _s in progress} == {100}  # 80 + 20 tokens of budget
+    assert {t for _d, t, _s in progress} == {140}  # 80 + 60 tokens of budget
     dones = [d for d, _t, _s in progress]
-    assert dones == sorted(dones) and dones[-1] == 100
+    assert dones == sorted(dones) and dones[-1] == 140
     assert any(0 < d < 80 for d in dones)  # inside the first reply: the bar moved with its tokens
     assert 80 in dones  # the first reply ended after 60 of its 80 tokens: its budget closed
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,13 @@ def test_a_reply_without_server_timings_keeps_the_clients_rate() -> None:
     facts = ReplyFacts.from_result(r, None)
     assert facts.tps == 48.0 and facts.tokens is None and facts.mode is None and facts.full_speed
     assert facts.summary() == "48.0 tok/s · TTFT 0.12 s"
+
+
+def test_stored_figures_that_cannot_be_true_are_left_out() -> None:
+    """A row an earlier BeeDeck stored from a lying server: its impossible figures are not shown or learnt from."""
+    facts = ReplyFacts.from_json({"mode": "mtp", "tokens": -5, "tps": math.nan, "ttft_s": -1.0, "prompt_tps": 1e308,
+                                  "prompt_n": 2.5, "draft_n": 3, "draft_accepted": 7, "reasoning_s": math.inf})
+    assert facts == ReplyFacts(mode=Mode.MTP)
+    assert facts.summary() == "MTP" and not facts.full_speed
+    kept = ReplyFacts.from_json({"tokens": 120.0, "tps": 41.25, "draft_n": 120, "draft_accepted": 84})
+    assert (kept.tokens, kept.tps, kept.acceptance) == (120, 41.25, 0.7)

@@ -64,6 +64,22 @@ def test_what_a_server_says_it_is() -> None:
     assert "context 4096 tokens" in info.summary() and "speculation off" in info.summary()
 
 
+@pytest.mark.parametrize(("props", "said"), [
+    ({"default_generation_settings": {"n_ctx": -5}, "total_slots": -1}, "context -5 tokens per slot, slots -1"),
+    ({"total_slots": 70_000}, "slots 70,000"),
+    ({"default_generation_settings": {"n_ctx": 1 << 30}}, "context 1,073,741,824 tokens per slot"),
+])
+def test_a_server_that_says_what_cannot_be_true_is_refused(props: dict[str, Any], said: str) -> None:
+    with FakeLlamaServer() as fake:
+        fake.props = props
+        with pytest.raises(RemoteError) as exc:
+            inspect_server(fake.base_url)
+        fake.props = {"default_generation_settings": {"n_ctx": 0}}  # 0: not said (the model's own), not a lie
+        assert inspect_server(fake.base_url).n_ctx is None
+    assert exc.value.kind == remote.IMPOSSIBLE and exc.value.message.endswith(f"cannot be true: {said}.")
+    assert "neither uses nor saves it" in exc.value.remedy
+
+
 def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()

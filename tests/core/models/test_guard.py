@@ -31,7 +31,7 @@ from beedeck.core.engine.known_issues import (
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import classify_failure
 from beedeck.core.engine.server import ServerFailed
-from beedeck.core.models.guard import CHECKS, cache_block, check_launch
+from beedeck.core.models.guard import CHECKS, GuardWarning, cache_block, check_launch
 from tests.fixtures import meta_gguf as mg
 from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
 
@@ -206,7 +206,13 @@ CASES: dict[str, Case] = {
         "mainline-cuda", lambda m: _settings(m.iq3_target),
         "",  # garbled output, no log line
     ),
+    "cors-reflects-every-origin": (
+        "bee-a", lambda m: _settings(m.head32),  # BeeLlama 0.1's --help has no --cors-origins
+        "bee-a", lambda m: _settings(m.head32, api_key="a-key"),  # a key shuts a web page out
+        "",  # a security warning: nothing fails
+    ),
 }
+NO_CORS = "cors-reflects-every-origin"
 RELEASES = {"bee-a": "v0.1.2", "bee-a-cuda": "v0.1.2", "bee-b": "v0.4.3", "mainline": "", "mainline-cuda": "",
             "mainline-cuda-13.2": ""}
 
@@ -232,7 +238,7 @@ def test_every_row_has_a_case_and_every_case_a_row() -> None:
     # Rows for coding agents (tool calls under speculation) are read by core.agents.toolsafe, not at launch.
     assert {r.id for r in load_table() if r.check and r.check != TOOLSAFE_CHECK} == set(CASES)
     assert {r.id for r in load_table() if not r.check} == set(LOG_ONLY)
-    assert len(load_table()) == 17
+    assert len(load_table()) == 18
 
 
 @pytest.mark.parametrize("row_id", sorted(LOG_ONLY))
@@ -244,6 +250,11 @@ def test_a_log_only_row_explains_its_role_and_leaves_the_other(row_id: str) -> N
     assert classify_failure(other, 1).issue not in ("", row_id)
 
 
+def _others(warnings: list[GuardWarning], row_id: str) -> list[str]:
+    """The rows a launch warns of; BeeLlama 0.1's open CORS (every launch without a key) counts only for itself."""
+    return [w.issue for w in warnings if w.issue != NO_CORS or row_id == NO_CORS]
+
+
 @pytest.mark.parametrize("row_id", sorted(CASES))
 def test_row_refuses_what_meets_it_and_passes_what_does_not(row_id: str, models: Models) -> None:
     hit_engine, hit, miss_engine, miss, _log = CASES[row_id]
@@ -251,14 +262,14 @@ def test_row_refuses_what_meets_it_and_passes_what_does_not(row_id: str, models:
     if row.severity == "warn":  # shown, not refused
         warned = check_launch(_caps(hit_engine, RELEASES[hit_engine]), hit(models))
         assert [w.issue for w in warned] == [row_id] and "{" not in str(warned[0])
-        assert [w.issue for w in check_launch(_caps(miss_engine, RELEASES[miss_engine]), miss(models))] == []
+        assert _others(check_launch(_caps(miss_engine, RELEASES[miss_engine]), miss(models)), row_id) == []
         return
     with pytest.raises(ServerFailed) as exc:
         check_launch(_caps(hit_engine, RELEASES[hit_engine]), hit(models))
     failure = exc.value.failure
     assert failure.issue == row_id and failure.code == row.code
     assert "{" not in failure.message + failure.remedy  # every placeholder filled
-    assert [w.issue for w in check_launch(_caps(miss_engine, RELEASES[miss_engine]), miss(models))] == []
+    assert _others(check_launch(_caps(miss_engine, RELEASES[miss_engine]), miss(models)), row_id) == []
 
 
 @pytest.mark.parametrize("row_id", sorted(k for k, case in CASES.items() if case[-1]))
@@ -281,7 +292,8 @@ def test_q8_0_and_q4_0_need_a_head_size_divisible_by_32_on_every_engine(models: 
     for kind in ("mainline", "bee-b", "bee-a"):
         with pytest.raises(ServerFailed, match=r"q4_0 stores values in blocks of 32.*\(16\)"):
             check_launch(_caps(kind), _settings(models.head16, cache_type_k="q4_0", cache_type_v="q4_0"))
-        assert check_launch(_caps(kind), _settings(models.head32, cache_type_k="q4_0", cache_type_v="q4_0")) == []
+        assert _others(check_launch(_caps(kind), _settings(models.head32, cache_type_k="q4_0", cache_type_v="q4_0")),
+                       "") == []
     # With flash attention off a quantized K is not tested by the engine (and a quantized V is refused by argv).
     assert check_launch(_caps("mainline"), _settings(models.head16, cache_type_k="q8_0", flash_attn="off")) == []
 
@@ -289,9 +301,10 @@ def test_q8_0_and_q4_0_need_a_head_size_divisible_by_32_on_every_engine(models: 
 def test_an_unknown_release_turns_a_versioned_row_into_a_warning(models: Models) -> None:
     # A Gen A engine of unknown release may be 0.2/0.3, which read upstream drafts: warn, do not refuse.
     warnings = check_launch(_caps("bee-a", release=""), _dflash(models.head32, models.upstream_draft))
-    assert [w.issue for w in warnings] == ["upstream-draft-on-bee-0.1"]
+    assert _others(warnings, "") == ["upstream-draft-on-bee-0.1"]
     assert "release is unknown" in warnings[0].message
-    assert check_launch(_caps("bee-a", release="v0.3.1"), _dflash(models.head32, models.upstream_draft)) == []
+    assert _others(check_launch(_caps("bee-a", release="v0.3.1"), _dflash(models.head32, models.upstream_draft)),
+                   "") == []
 
 
 def test_the_table_is_valid_and_the_docs_are_generated_from_it() -> None:
@@ -360,3 +373,12 @@ def test_a_draft_of_another_kind_names_its_kind_and_the_mode_for_it(models: Mode
     # The heads are counted from the header: an MTP target passes, and DSpark at p-min 0 needs no head.
     assert check_launch(_caps("mainline"), _settings(models.mtp_target, spec_mode=SpecMode.MTP)) == []
     assert check_launch(_caps("mainline"), _with_draft(SpecMode.DSPARK, models.head32, models.dspark_no_head)) == []
+
+
+@pytest.mark.parametrize("kind", ["mainline", "bee-b"])
+def test_an_engine_with_cors_origins_is_not_warned_of(kind: str, models: Models) -> None:
+    """The option is probed in --help (BeeDeck passes it: argv/build.py), never assumed from the engine's name."""
+    assert _caps(kind).has("--cors-origins")
+    assert NO_CORS not in [w.issue for w in check_launch(_caps(kind), _settings(models.head32))]
+    no_option = dataclasses.replace(_caps(kind), flags=_caps(kind).flags - {"--cors-origins"})
+    assert [w.issue for w in check_launch(no_option, _settings(models.head32))] == [NO_CORS]

@@ -12,16 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from beedeck.core.engine.client.answers import ChatResult
+from beedeck.core.engine.client import MAX_MS, MAX_RATE, ChatResult, ImpossibleNumber, count, figure
 from beedeck.core.engine.speculation.modes import Mode
 
-
-def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+MAX_SECONDS = MAX_MS / 1000
 
 
-def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _num(data: dict[str, Any], key: str, high: float) -> float | None:
+    """A stored figure that can be true, else None: a row an earlier BeeDeck wrote from a lying server may
+    hold NaN, a negative or 1e308, and it is shown, exported and learnt from."""
+    try:
+        return figure(data, key, high)
+    except ImpossibleNumber:
+        return None
+
+
+def _int(data: dict[str, Any], key: str) -> int | None:
+    try:
+        return count(data, key)
+    except ImpossibleNumber:
+        return None
 
 
 @dataclass(frozen=True)
@@ -53,13 +63,17 @@ class ReplyFacts:
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> ReplyFacts:
-        """The facts a stored ``stats`` object holds; wrong-typed or unknown keys are ignored."""
+        """The facts a stored ``stats`` object holds; wrong-typed or unknown keys are ignored, and so are
+        figures that cannot be true (checked as the client checks a server's)."""
         d = data if isinstance(data, dict) else {}
+        draft_n, accepted = _int(d, "draft_n") or 0, _int(d, "draft_accepted") or 0
+        if accepted > draft_n:
+            draft_n = accepted = 0  # counts that contradict each other say nothing
         return cls(mode=Mode.parse(d.get("mode")), cancelled=d.get("cancelled") is True,
-                   tokens=_int(d.get("tokens")), tps=_num(d.get("tps")), ttft_s=_num(d.get("ttft_s")),
-                   prompt_tps=_num(d.get("prompt_tps")), prompt_n=_int(d.get("prompt_n")),
-                   draft_n=_int(d.get("draft_n")) or 0, draft_accepted=_int(d.get("draft_accepted")) or 0,
-                   reasoning_s=_num(d.get("reasoning_s")), error=str(d.get("error") or ""))
+                   tokens=_int(d, "tokens"), tps=_num(d, "tps", MAX_RATE), ttft_s=_num(d, "ttft_s", MAX_SECONDS),
+                   prompt_tps=_num(d, "prompt_tps", MAX_RATE), prompt_n=_int(d, "prompt_n"),
+                   draft_n=draft_n, draft_accepted=accepted,
+                   reasoning_s=_num(d, "reasoning_s", MAX_SECONDS), error=str(d.get("error") or ""))
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: only what is known, under the keys earlier releases used."""

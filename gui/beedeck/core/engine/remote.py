@@ -44,6 +44,11 @@ NOT_LLAMA = "not-llama"
 LOADING = "loading"
 HTTP_ERROR = "http-error"
 NO_RESTART = "no-restart"  # a restart was asked of a server BeeDeck did not start
+IMPOSSIBLE = "impossible"  # it says of itself what cannot be true (a context of -5 tokens, -1 slots)
+
+MAX_CONTEXT = 1 << 24  # tokens per slot: the launch settings' limit, past any model's trained context
+MAX_SLOTS = 1 << 16
+MAX_MODEL_BYTES = 1 << 50
 
 
 class RemoteError(RuntimeError):
@@ -292,6 +297,31 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _impossible_facts(props: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """What the server says of itself that cannot be true, in the user's words ("context -5 tokens per slot").
+    A context of 0 is "not said" (the model's own); a whole number is checked, anything else is ignored
+    (the reader below ignores it too)."""
+    dgs = _dict(props.get("default_generation_settings"))
+    out = []
+    for what, holder, key, low, high, unit in (
+        ("context", dgs, "n_ctx", 0, MAX_CONTEXT, " tokens per slot"),
+        ("slots", props, "total_slots", 1, MAX_SLOTS, ""),
+        ("trained context", meta, "n_ctx_train", 0, MAX_CONTEXT, " tokens"),
+        ("model size", meta, "size", 0, MAX_MODEL_BYTES, " bytes"),
+    ):
+        value = _int(holder.get(key))
+        if value is not None and not low <= value <= high:
+            out.append(f"{what} {value:,}{unit}")
+    return out
+
+
+def _refuse_impossible(url: str, facts: list[str]) -> RemoteError:
+    return RemoteError(IMPOSSIBLE, f"The server at {url} reports what cannot be true: {', '.join(facts)}.",
+                       "It is broken, or not llama-server, or something between BeeDeck and it rewrites its "
+                       "answers: BeeDeck neither uses nor saves it. Check what listens on that port (and any proxy "
+                       "before it), then connect again.")
+
+
 def inspect_server(url: str, api_key: str | None = None, *, connect_timeout: float = CONNECT_TIMEOUT_S,
                    read_timeout: float = READ_TIMEOUT_S) -> RemoteInfo:
     """What the llama-server at ``url`` is. Blocking (seconds at most): run it off the GUI thread.
@@ -323,6 +353,9 @@ def inspect_server(url: str, api_key: str | None = None, *, connect_timeout: flo
     if isinstance(slots, list) and slots:
         speculative = any(bool(x.get("speculative")) for x in slots if isinstance(x, dict))
     spec_types = printable(params.get("speculative.types") or params.get("speculative.type") or "")
+    impossible = _impossible_facts(props, meta)
+    if impossible:
+        raise _refuse_impossible(base, impossible)
     notes = []
     if props.get("is_sleeping"):
         notes.append("the server is asleep (--sleep-idle-seconds): the first reply reloads the model")

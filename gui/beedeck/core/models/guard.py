@@ -209,6 +209,16 @@ def _check_cuda_low_bit(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]
         yield {"cuda": cuda, "target": Path(ctx.settings.target).name, "quant": quant}
 
 
+def _check_no_cors(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
+    # Probed, never by engine name: an engine without the option cannot be limited to its own origin
+    # (argv/build.py _cors). A key shuts a page out (a browser cannot send one without a preflight the engine
+    # cannot pass on), and --cors-origins among the extra arguments is the user's own choice.
+    s = ctx.settings
+    if ctx.caps.has("--cors-origins") or s.api_key or any(a.split("=", 1)[0] == "--cors-origins" for a in s.extra_args):
+        return
+    yield {}
+
+
 CHECKS: dict[str, Check] = {
     "cache_block_vs_head_dim": _check_cache_block,
     "kvarn_head_dim": _check_kvarn,
@@ -223,6 +233,7 @@ CHECKS: dict[str, Check] = {
     "kvarn_with_mtp_on": _check_kvarn_mtp,
     "cache_type_in": _check_cache_type,
     "cuda_build_low_bit": _check_cuda_low_bit,
+    "no_cors_restriction": _check_no_cors,
 }
 
 

@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, build_argv, is_loopback
+from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, build_argv, is_loopback, own_origin
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
@@ -44,11 +44,11 @@ def bee_b() -> EngineCaps:
 
 
 def comparable(pairs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
-    """Paths, host, port and the model's alias aside: drop --host/--port/--alias (BeeDeck's own),
-    replace model paths by their role."""
+    """Paths, host, port, the model's alias and the CORS restriction aside: drop --host/--port/--alias/--cors-*
+    (BeeDeck's own), replace model paths by their role."""
     out = []
     for flag, value in pairs:
-        if flag in ("--host", "--port", "--alias"):
+        if flag in ("--host", "--port", "--alias", "--cors-origins", "--no-cors-credentials"):
             continue
         if flag in ("-m", "--spec-draft-model"):
             value = "<path>"
@@ -363,3 +363,35 @@ def test_cache_reuse_is_passed_where_the_engine_has_it(ml: EngineCaps) -> None:
     plan = build_argv(LaunchSettings(target="/m/t.gguf", cache_reuse=256), bare)
     assert "--cache-reuse" not in plan.argv and any(n.setting == "cache_reuse" for n in plan.notes)
     assert LaunchSettings(target="/m/t.gguf", cache_reuse=-1).check()  # out of range: named with its range
+
+
+# --------------------------------------------------------------------------------- local means local
+
+
+@pytest.mark.parametrize("engine", ["ml", "bee_b"])
+def test_only_the_servers_own_origin_may_read_it_in_a_browser(engine: str, request: pytest.FixtureRequest) -> None:
+    """llama-server reflects every origin with credentials by default: any web page could drive it."""
+    caps = request.getfixturevalue(engine)
+    s = LaunchSettings(target=TARGET, port=8477)
+    argv = build_argv(s, caps).argv
+    assert value_of(build_argv(s, caps), "--cors-origins") == "http://127.0.0.1:8477"
+    assert "--no-cors-credentials" in argv
+    s.host, s.api_key = "0.0.0.0", "k"
+    assert value_of(build_argv(s, caps), "--cors-origins") == "http://127.0.0.1:8477"
+    s.extra_args = ["--cors-origins", "https://my.tool.example"]  # the user's own choice wins
+    assert build_argv(s, caps).argv.count("--cors-origins") == 1 and build_argv(s, caps).argv[-1] == "https://my.tool.example"
+
+
+def test_an_engine_without_cors_origins_gets_none(bee: EngineCaps) -> None:
+    """BeeLlama 0.1 has no such option: nothing is passed (the guard warns: cors-reflects-every-origin)."""
+    argv = build_argv(LaunchSettings(target=TARGET), bee).argv
+    assert not any(a.startswith("--cors") or a == "--no-cors-credentials" for a in argv)
+
+
+@pytest.mark.parametrize(("host", "origin"), [
+    ("127.0.0.1", "http://127.0.0.1:9"), ("::1", "http://[::1]:9"), ("localhost", "http://localhost:9"),
+    ("0.0.0.0", "http://127.0.0.1:9"), ("::", "http://127.0.0.1:9"), ("/run/llama.sock", "http://127.0.0.1:9"),
+    ("192.168.1.20,127.0.0.1", "http://192.168.1.20:9"),
+])
+def test_the_servers_own_origin(host: str, origin: str) -> None:
+    assert own_origin(host, 9) == origin

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -13,12 +14,16 @@ from beedeck.core.engine.client import (
     ChatDelta,
     HTTPStatusError,
     LlamaClient,
+    ReplyOverrun,
     ServerGone,
     Stalled,
     StreamTruncated,
     Timings,
     parse_prometheus,
+    reply_deadline,
 )
+from beedeck.core.engine.client.answers import StreamedReply
+from beedeck.core.engine.client.llama import token_cap
 from tests.fakes.sse_server import (
     METRICS_SAMPLE,
     FakeLlamaServer,
@@ -249,3 +254,44 @@ def test_a_fast_stream_is_read_in_batches_a_slow_one_at_once(monkeypatch: pytest
     assert slow_pauses == 0
     # 200 chunks over 20 ms of stream, plus the pauses themselves: far fewer pauses than chunks.
     assert 1 <= fast_pauses <= 200 * 0.0001 / llama.READ_COALESCE_S + 2
+
+
+def test_timings_that_cannot_be_true_are_refused_with_the_reason(fake: FakeLlamaServer) -> None:
+    fake.script = SSEScript(tokens=["a", "b", "c"], rate=100, timings={"draft_n": 3, "draft_n_accepted": 7},
+                            draft_n=3, draft_n_accepted=2)
+    res = LlamaClient(fake.base_url).chat(MSG)
+    assert res.text == "abc" and res.timings is None
+    assert res.timings_rejected == "the server's timings cannot be true (draft_n_accepted 7 is more than draft_n 3)"
+    assert res.client_tokens_per_s is not None and 0 < res.client_tokens_per_s < 1000  # the client's own clock
+
+
+def test_a_reply_past_its_max_tokens_is_ended_with_what_arrived_kept(fake: FakeLlamaServer) -> None:
+    fake.script = SSEScript(tokens=["bee "], repeat=True)
+    stream = LlamaClient(fake.base_url).stream_chat(MSG, max_tokens=100)
+    got: list[ChatDelta] = []
+    with pytest.raises(ReplyOverrun, match=r"past the reply's cap of 100 tokens \(117 pieces arrived\)"):
+        got.extend(stream)
+    assert len(got) == 117 == token_cap(100) + 1 and stream.result.text == "bee " * 117 and stream.result.cancelled
+    assert fake.disconnected.wait(5)  # hung up: a real server stops generating
+    assert token_cap(50) == 66 and token_cap(2048) == 2176  # a margin of 16 tokens or a sixteenth
+
+
+def test_a_reply_of_pieces_too_long_for_its_tokens_is_ended(fake: FakeLlamaServer) -> None:
+    fake.script = SSEScript(tokens=["x" * 200_000], repeat=True)
+    with pytest.raises(ReplyOverrun, match="200,000 characters arrived, more than 66 tokens can hold"):
+        LlamaClient(fake.base_url).chat(MSG, max_tokens=50)
+
+
+def test_the_overall_deadline_ends_a_reply_that_trickles(fake: FakeLlamaServer) -> None:
+    fake.script = SSEScript(tokens=["a"], repeat=True, rate=20, ping_every_tokens=1)
+    t0 = time.monotonic()
+    with pytest.raises(ReplyOverrun, match="went on for more than 1 s, BeeDeck's limit for a reply of up to 5,000"):
+        LlamaClient(fake.base_url).chat(MSG, max_tokens=5000, deadline_s=1.0)
+    assert 1.0 <= time.monotonic() - t0 < 3.0
+    assert reply_deadline(None) is None and reply_deadline(2048) == 600 + 2 * 2048
+
+
+def test_an_in_stream_error_with_a_code_that_is_no_status_is_500() -> None:
+    with pytest.raises(HTTPStatusError) as info:
+        list(StreamedReply().take({"error": {"code": math.nan, "message": "boom"}}))
+    assert info.value.status == 500 and "boom" in str(info.value)

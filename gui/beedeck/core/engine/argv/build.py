@@ -20,7 +20,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.slots import doubles_sequences, slot_context
 
-__all__ = ["ArgNote", "LaunchPlan", "LaunchRefused", "build_argv", "is_loopback", "redact"]
+__all__ = ["ArgNote", "LaunchPlan", "LaunchRefused", "build_argv", "is_loopback", "own_origin", "redact"]
 
 SECRET_FLAGS = frozenset({"--api-key"})
 
@@ -165,6 +165,31 @@ def _network(b: Builder) -> None:
             s.api_key,
             refuse=("This engine has no --api-key option, so it cannot require a key.", "Use 127.0.0.1 without a key."),
         )
+    _cors(b)
+
+
+def own_origin(host: str, port: int) -> str:
+    """The origin the server's own web UI is served from (a wildcard address: its loopback one)."""
+    first = next((h.strip() for h in host.split(",") if h.strip()), "127.0.0.1")
+    if first in ("0.0.0.0", "::", "[::]") or first.endswith(".sock") or first.startswith("/"):
+        first = "127.0.0.1"
+    if ":" in first and not first.startswith("["):
+        first = f"[{first}]"
+    return f"http://{first}:{port}"
+
+
+def _cors(b: Builder) -> None:
+    """Only the server's own origin may read its answers in a browser. llama-server's default reflects every
+    origin with credentials, so any web page the user visits could send a prompt (a text/plain POST needs no
+    preflight) and read the reply, /props (the model's path) and /metrics. BeeDeck needs no other origin: its
+    app, its CLI and the coding agents are no browsers, and the built-in web UI is served from the server's
+    own origin. An engine without the option is the known issue ``cors-reflects-every-origin`` (the guard
+    warns); ``--cors-origins`` among the extra arguments is the user's own choice and wins."""
+    if any(arg.split("=", 1)[0] == "--cors-origins" for arg in b.s.extra_args) or not b.caps.has("--cors-origins"):
+        return
+    b.add("--cors-origins", own_origin(b.s.host, b.s.port))
+    if b.caps.has("--no-cors-credentials"):
+        b.add("--no-cors-credentials")
 
 
 def _slot_context(b: Builder, spec_on: bool) -> int:

@@ -1,12 +1,26 @@
 """What llama-server's HTTP answers become: the client's errors (each message says what happened and
-what to do), the text check every prompt passes, and the timings and results of a chat reply."""
+what to do), the text check every prompt passes, and the timings and results of a chat reply (a
+stream's chunks taken in :class:`StreamedReply`, its numbers checked by
+:mod:`beedeck.core.engine.client.numbers`)."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from beedeck.core.engine.client.numbers import (
+    MAX_MS,
+    MAX_RATE,
+    ImpossibleNumber,
+    check_rate,
+    checked_usage,
+    count,
+    figure,
+)
 
 
 class ClientError(RuntimeError):
@@ -66,6 +80,10 @@ class StreamTruncated(ClientError):
     """The reply stream ended without ``[DONE]`` or a finish reason: the text may be incomplete."""
 
 
+class ReplyOverrun(ClientError):
+    """BeeDeck ended a reply that went past its ``max_tokens`` (with a margin) or its overall deadline."""
+
+
 class ServerGone(ClientError):
     """The connection was refused or broke: the server is not running (any more)."""
 
@@ -76,7 +94,8 @@ class Stalled(ServerGone):
 
 @dataclass
 class Timings:
-    """The server's own ``timings`` object from the last chunk of a reply."""
+    """The server's own ``timings`` object from the last chunk of a reply, checked: :meth:`from_json`
+    refuses one that cannot be true (:class:`~beedeck.core.engine.client.numbers.ImpossibleNumber`)."""
 
     cache_n: int
     prompt_n: int
@@ -89,19 +108,30 @@ class Timings:
     draft_n_accepted: int = 0
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Timings:
-        return cls(
-            cache_n=int(data.get("cache_n", 0)),
-            prompt_n=int(data.get("prompt_n", 0)),
-            prompt_ms=float(data.get("prompt_ms", 0.0)),
-            prompt_per_second=float(data.get("prompt_per_second", 0.0)),
-            predicted_n=int(data.get("predicted_n", 0)),
-            predicted_ms=float(data.get("predicted_ms", 0.0)),
-            predicted_per_second=float(data.get("predicted_per_second", 0.0)),
+    def from_json(cls, data: object) -> Timings:
+        """The timings of ``data``; a key that is absent or null counts as 0 (not said). Raises
+        ImpossibleNumber for a count that is not a whole number from 0 to 2^31 - 1, a time or rate that is
+        not finite, negative or past any engine, more drafts accepted than drafted, or a rate its own
+        count and time contradict."""
+        if not isinstance(data, dict):
+            raise ImpossibleNumber(f"timings is {type(data).__name__}, not an object")
+        t = cls(
+            cache_n=count(data, "cache_n") or 0,
+            prompt_n=count(data, "prompt_n") or 0,
+            prompt_ms=figure(data, "prompt_ms", MAX_MS) or 0.0,
+            prompt_per_second=figure(data, "prompt_per_second", MAX_RATE) or 0.0,
+            predicted_n=count(data, "predicted_n") or 0,
+            predicted_ms=figure(data, "predicted_ms", MAX_MS) or 0.0,
+            predicted_per_second=figure(data, "predicted_per_second", MAX_RATE) or 0.0,
             # Present only once a draft token was generated (docs/reference/engine-facts.md §3.7).
-            draft_n=int(data.get("draft_n", 0)),
-            draft_n_accepted=int(data.get("draft_n_accepted", 0)),
+            draft_n=count(data, "draft_n") or 0,
+            draft_n_accepted=count(data, "draft_n_accepted") or 0,
         )
+        if t.draft_n_accepted > t.draft_n:
+            raise ImpossibleNumber(f"draft_n_accepted {t.draft_n_accepted:,} is more than draft_n {t.draft_n:,}")
+        check_rate(t.prompt_per_second, t.prompt_n, t.prompt_ms, "prompt")
+        check_rate(t.predicted_per_second, t.predicted_n, t.predicted_ms, "predicted")
+        return t
 
     @property
     def acceptance(self) -> float | None:
@@ -129,6 +159,8 @@ class ChatResult:
     wall_s: float
     cancelled: bool
     model: str
+    # Why the server's timings were refused (``timings`` is then None): they could not be true.
+    timings_rejected: str = ""
 
 
 @dataclass(frozen=True)
@@ -147,3 +179,86 @@ def _error_from_body(status: int, body: bytes | str) -> HTTPStatusError:
         return HTTPStatusError(status, str(err.get("message", "")), str(err.get("type", "")))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return HTTPStatusError(status, text.strip()[:300] or "no details")
+
+
+class StreamedReply:
+    """What a stream has brought so far: the text, the server's facts and the client's clock."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.finish: str | None = None
+        self.timings: Timings | None = None
+        self.timings_rejected = ""  # why the last timings were refused
+        self.usage: dict[str, Any] | None = None
+        self.model = ""
+        self.n_chunks = 0
+        self.done = False
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.n_token_chunks = 0
+        self.chars = 0  # of text and reasoning
+        self.t0 = time.perf_counter()
+
+    def take(self, obj: dict[str, Any]) -> Iterator[ChatDelta]:
+        """Take one parsed chunk; yield a delta for each choice that carries text."""
+        self.n_chunks += 1
+        if "error" in obj:
+            err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
+            try:
+                code = count(err, "code", high=599, low=100) or 500
+            except ImpossibleNumber:
+                code = 500  # an HTTP status is a number from 100 to 599; the message still says what went wrong
+            raise HTTPStatusError(code, str(err.get("message", "")), str(err.get("type", "")))
+        self.model = obj.get("model", self.model) or self.model
+        if "timings" in obj:
+            try:
+                self.timings, self.timings_rejected = Timings.from_json(obj["timings"]), ""
+            except ImpossibleNumber as exc:
+                self.timings, self.timings_rejected = None, f"the server's timings cannot be true ({exc})"
+        if obj.get("usage"):
+            self.usage = checked_usage(obj["usage"])
+        for choice in obj.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            c = delta.get("content") or ""
+            r = delta.get("reasoning_content") or ""
+            if c or r:
+                now = time.perf_counter()
+                if self.t_first is None:
+                    self.t_first = now
+                self.t_last = now
+                self.n_token_chunks += 1
+                self.chars += len(c) + len(r)
+                if c:
+                    self.text.append(c)
+                if r:
+                    self.reasoning.append(r)
+                yield ChatDelta(c, r, now)
+
+    def result(self, cancelled: bool) -> ChatResult:
+        wall = time.perf_counter() - self.t0
+        rate = None
+        t_first, t_last, timings = self.t_first, self.t_last, self.timings
+        if t_first is not None and t_last is not None and t_last > t_first:
+            # Count tokens by the server's own number when it sent one (a chunk may carry
+            # several tokens); the first token's arrival is the start of the clock.
+            n = timings.predicted_n if timings and timings.predicted_n else self.n_token_chunks
+            rate = (n - 1) / (t_last - t_first) if n > 1 else None
+            if rate is not None and rate > MAX_RATE:
+                rate = None  # a count the clock cannot have seen arrive
+        return ChatResult(
+            text="".join(self.text),
+            reasoning="".join(self.reasoning),
+            finish_reason=self.finish,
+            timings=timings,
+            usage=self.usage,
+            ttft_s=(t_first - self.t0) if t_first is not None else None,
+            client_tokens_per_s=rate,
+            n_chunks=self.n_chunks,
+            wall_s=wall,
+            cancelled=cancelled,
+            model=self.model,
+            timings_rejected=self.timings_rejected,
+        )

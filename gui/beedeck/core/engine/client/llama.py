@@ -10,6 +10,7 @@ would keep the generation running after a disconnect.
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import threading
@@ -26,11 +27,11 @@ from beedeck.core.engine.client.answers import (
     ChatDelta,
     ChatResult,
     ClientError,
-    HTTPStatusError,
+    ReplyOverrun,
     ServerGone,
     Stalled,
+    StreamedReply,
     StreamTruncated,
-    Timings,
     _check_messages,
     _error_from_body,
 )
@@ -49,78 +50,24 @@ LINE_LIMIT = 16 << 20  # one SSE line (one chunk of a reply is a few hundred byt
 # read that came soon after the previous one lets the next tokens gather in the socket, so one read
 # takes ~20 of them; a slow stream (gaps longer than this) is read at once, as before.
 READ_COALESCE_S = 0.002
+# A reply may run this far past its max_tokens before BeeDeck ends it: a real server stops at the cap (it
+# even shortens drafts to the budget left), and streams a piece per token or fewer.
+OVERRUN_MARGIN = 16  # tokens, or a sixteenth of max_tokens if more
+TOKEN_CHARS = 1024  # characters a token's text may hold (the starter's longest of 49,152 is 81)
+# The overall deadline of a reply with a max_tokens: the first token's wait, then this long per token, far
+# slower than a big model on a CPU. A server that pings or trickles for ever meets it.
+FIRST_TOKEN_S = DEFAULT_TIMEOUT_S[1]
+SLOWEST_TOKEN_S = 2.0
 
 
-class _Reply:
-    """What a stream has brought so far: the text, the server's facts and the client's clock."""
+def token_cap(max_tokens: int) -> int:
+    """The pieces a reply capped at ``max_tokens`` may stream before BeeDeck ends it."""
+    return max_tokens + max(OVERRUN_MARGIN, max_tokens // 16)
 
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.finish: str | None = None
-        self.timings: Timings | None = None
-        self.usage: dict[str, Any] | None = None
-        self.model = ""
-        self.n_chunks = 0
-        self.done = False
-        self.t_first: float | None = None
-        self.t_last: float | None = None
-        self.n_token_chunks = 0
-        self.t0 = time.perf_counter()
 
-    def take(self, obj: dict[str, Any]) -> Iterator[ChatDelta]:
-        """Take one parsed chunk; yield a delta for each choice that carries text."""
-        self.n_chunks += 1
-        if "error" in obj:
-            err = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
-            raise HTTPStatusError(
-                int(err.get("code", 500) or 500), str(err.get("message", "")), str(err.get("type", ""))
-            )
-        self.model = obj.get("model", self.model) or self.model
-        if "timings" in obj:
-            self.timings = Timings.from_json(obj["timings"])
-        if obj.get("usage"):
-            self.usage = obj["usage"]
-        for choice in obj.get("choices") or ():
-            if choice.get("finish_reason"):
-                self.finish = choice["finish_reason"]
-            delta = choice.get("delta") or {}
-            c = delta.get("content") or ""
-            r = delta.get("reasoning_content") or ""
-            if c or r:
-                now = time.perf_counter()
-                if self.t_first is None:
-                    self.t_first = now
-                self.t_last = now
-                self.n_token_chunks += 1
-                if c:
-                    self.text.append(c)
-                if r:
-                    self.reasoning.append(r)
-                yield ChatDelta(c, r, now)
-
-    def result(self, cancelled: bool) -> ChatResult:
-        wall = time.perf_counter() - self.t0
-        rate = None
-        t_first, t_last, timings = self.t_first, self.t_last, self.timings
-        if t_first is not None and t_last is not None and t_last > t_first:
-            # Count tokens by the server's own number when it sent one (a chunk may carry
-            # several tokens); the first token's arrival is the start of the clock.
-            n = timings.predicted_n if timings and timings.predicted_n else self.n_token_chunks
-            rate = (n - 1) / (t_last - t_first) if n > 1 else None
-        return ChatResult(
-            text="".join(self.text),
-            reasoning="".join(self.reasoning),
-            finish_reason=self.finish,
-            timings=timings,
-            usage=self.usage,
-            ttft_s=(t_first - self.t0) if t_first is not None else None,
-            client_tokens_per_s=rate,
-            n_chunks=self.n_chunks,
-            wall_s=wall,
-            cancelled=cancelled,
-            model=self.model,
-        )
+def reply_deadline(max_tokens: int | None) -> float | None:
+    """Seconds a reply of up to ``max_tokens`` may take in all (None: no cap, no deadline)."""
+    return None if max_tokens is None else FIRST_TOKEN_S + max_tokens * SLOWEST_TOKEN_S
 
 
 class ChatStream:
@@ -128,13 +75,21 @@ class ChatStream:
 
     The request starts on the first ``next()``, so the stream can be built on one thread and consumed
     on a worker. :meth:`cancel` may be called from any thread; the iteration then ends within about
-    100 ms, without raising, and ``result.cancelled`` is True.
+    100 ms, without raising, and ``result.cancelled`` is True. A reply that streams past its
+    ``max_tokens`` (:func:`token_cap`) or its ``deadline_s`` is ended by BeeDeck: :class:`ReplyOverrun`,
+    with ``result`` holding what arrived.
     """
 
-    def __init__(self, client: LlamaClient, payload: dict[str, Any], stall_s: float | None = STALL_S) -> None:
+    def __init__(self, client: LlamaClient, payload: dict[str, Any], stall_s: float | None = STALL_S,
+                 deadline_s: float | None = None) -> None:
         self._client = client
         self._payload = payload
         self._stall_s = stall_s
+        max_tokens = payload.get("max_tokens")
+        self._max_tokens = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None
+        self._deadline_s = deadline_s
+        self._t0 = time.monotonic()
+        self._overrun = ""  # why BeeDeck ended the reply (past its cap or its deadline)
         self._stalled = False
         self._last_bytes = time.monotonic()
         self._flowing = False  # set at the first token: only then does the stall clock run
@@ -176,13 +131,18 @@ class ChatStream:
             if self._cancel.is_set():
                 self.cancel()
 
-    def _watch_for_stall(self, done: threading.Event) -> None:
-        assert self._stall_s is not None
-        step = min(0.5, self._stall_s / 4)
+    def _watch(self, done: threading.Event) -> None:
+        """The stall clock (once tokens flow) and the overall deadline, checked a few times a second."""
+        step = min(0.5, *(x / 4 for x in (self._stall_s, self._deadline_s) if x))
         while not done.wait(step):
-            if self._flowing and time.monotonic() - self._last_bytes > self._stall_s:
+            now = time.monotonic()
+            if self._stall_s and self._flowing and now - self._last_bytes > self._stall_s:
                 self._stalled = True
                 self.cancel()  # shuts the socket: the blocked read returns at once
+                return
+            if self._deadline_s and now - self._t0 > self._deadline_s:
+                self._overrun = self._deadline_message()
+                self.cancel()
                 return
 
     def __iter__(self) -> Iterator[ChatDelta]:
@@ -194,21 +154,24 @@ class ChatStream:
     def _run(self) -> Iterator[ChatDelta]:
         import httpx2
 
-        reply = _Reply()
+        reply = StreamedReply()
         if self._cancel.is_set():
             self._result = reply.result(True)
             return
         http = httpx2.Client(timeout=self._client.timeout, trust_env=False)
+        self._t0 = time.monotonic()
         watch_done = threading.Event()
-        if self._stall_s:
-            threading.Thread(target=self._watch_for_stall, args=(watch_done,), name="chat-stall-watch",
-                             daemon=True).start()
+        if self._stall_s or self._deadline_s:
+            threading.Thread(target=self._watch, args=(watch_done,), name="chat-stall-watch", daemon=True).start()
         try:
             yield from self._stream(http, reply)
+        except ReplyOverrun:
+            self._result = reply.result(True)
+            raise
         except (httpx2.TransportError, OSError) as exc:
-            if self._stalled:
+            if self._stalled or self._overrun:
                 self._result = reply.result(True)
-                raise self._stall_error() from exc
+                raise self._ended_error() from exc
             if self._cancel.is_set():
                 self._result = reply.result(True)
                 return
@@ -218,9 +181,9 @@ class ChatStream:
             with self._lock:
                 self._sock = None
             http.close()
-        if self._stalled:
+        if self._stalled or self._overrun:
             self._result = reply.result(True)
-            raise self._stall_error()
+            raise self._ended_error()
         if self._cancel.is_set():
             self._result = reply.result(True)
             return
@@ -231,7 +194,7 @@ class ChatStream:
                 "See the server log, then try again."
             )
 
-    def _stream(self, http: httpx2.Client, reply: _Reply) -> Iterator[ChatDelta]:
+    def _stream(self, http: httpx2.Client, reply: StreamedReply) -> Iterator[ChatDelta]:
         """POST the request and take its SSE lines into ``reply`` until [DONE], a cancel or the end."""
         with http.stream(
             "POST",
@@ -265,6 +228,8 @@ class ChatStream:
                 for delta in reply.take(obj):
                     self._flowing = True
                     yield delta
+                if self._max_tokens is not None:
+                    self._check_cap(reply)
 
     def _broken(self, exc: Exception) -> ServerGone:
         """What a transport error in the middle of a request means, said for the user."""
@@ -283,6 +248,31 @@ class ChatStream:
 
     def _touch(self) -> None:
         self._last_bytes = time.monotonic()
+
+    def _check_cap(self, reply: StreamedReply) -> None:
+        """End a reply that went past its max_tokens: more pieces than the cap, or more text than it can hold."""
+        assert self._max_tokens is not None
+        cap = token_cap(self._max_tokens)
+        if reply.n_token_chunks > cap:
+            seen = f"{reply.n_token_chunks:,} pieces arrived"
+        elif reply.chars > cap * TOKEN_CHARS:
+            seen = f"{reply.chars:,} characters arrived, more than {cap:,} tokens can hold"
+        else:
+            return
+        raise ReplyOverrun(
+            f"The server went on past the reply's cap of {self._max_tokens:,} tokens ({seen}), so it ignores "
+            "max_tokens: BeeDeck ended the reply, and what arrived is kept. Check the server, or a proxy before it "
+            "that rewrites requests."
+        )
+
+    def _deadline_message(self) -> str:
+        size = f"a reply of up to {self._max_tokens:,} tokens" if self._max_tokens else "a reply"
+        return (f"The reply went on for more than {self._deadline_s:g} s, BeeDeck's limit for {size}: BeeDeck ended "
+                "it, and what arrived is kept. The server may be stuck (see its log); if it is only that slow, "
+                "raise the limit (`beedeck chat --deadline S`).")
+
+    def _ended_error(self) -> ClientError:
+        return ReplyOverrun(self._overrun) if self._overrun else self._stall_error()
 
     def _stall_error(self) -> Stalled:
         return Stalled(
@@ -423,7 +413,10 @@ class LlamaClient:
         seed: int | None = None,
         extra: dict[str, Any] | None = None,
         stall_s: float | None = STALL_S,
+        deadline_s: float | None = None,
     ) -> ChatStream:
+        """A streamed chat (see :class:`ChatStream`). ``deadline_s``: how long the whole reply may take; None:
+        :func:`reply_deadline` of ``max_tokens`` (no deadline without one), ``math.inf``: none."""
         _check_messages(messages)
         payload: dict[str, Any] = {
             "messages": messages,
@@ -438,7 +431,9 @@ class LlamaClient:
             payload["seed"] = seed
         if extra:
             payload.update(extra)
-        return ChatStream(self, payload, stall_s)
+        if deadline_s is None:
+            deadline_s = reply_deadline(max_tokens)
+        return ChatStream(self, payload, stall_s, None if deadline_s == math.inf else deadline_s)
 
     def chat(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
         """Send a chat and wait for the whole reply (streamed underneath, for the timings)."""
