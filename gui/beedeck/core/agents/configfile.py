@@ -90,6 +90,7 @@ def plan(client: AgentClient, ep: Endpoint) -> ConfigPlan:
                                f"`beedeck agent show {client.id}`.")
     now = safefile.read(client.config())
     safefile.sweep(now.target.real)
+    safefile.sweep(_history(client.id) / "x", every=True)  # a kill's leftover among BeeDeck's own copies
     old, enc = safefile.decode(now.raw, now.target.real) if now.raw is not None else (None, safefile.Encoding())
     new = client.render(ep, old)
     return ConfigPlan(client.id, now.target.path, old, new, now.raw, safefile.encode(new, enc), now.target.link,

@@ -148,12 +148,13 @@ def _temp_name(real: Path) -> Path:
     return real.with_name(f".{real.name}{TMP_TAG}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def sweep(real: Path) -> list[Path]:
-    """Remove temporary names beside ``real`` whose writer is gone (a kill between naming and renaming)."""
+def sweep(real: Path, every: bool = False) -> list[Path]:
+    """Remove temporary names beside ``real`` whose writer is gone (a kill between naming and renaming);
+    ``every``: those of any file in ``real``'s folder (BeeDeck's own folders)."""
     gone = []
     with contextlib.suppress(OSError):
-        for p in real.parent.glob(f".{real.name}{TMP_TAG}*"):
-            pid = p.name[len(f".{real.name}{TMP_TAG}"):].split("-", 1)[0]
+        for p in real.parent.glob(f".*{TMP_TAG}*" if every else f".{real.name}{TMP_TAG}*"):
+            pid = p.name.split(TMP_TAG, 1)[1].split("-", 1)[0]
             if pid.isdigit() and int(pid) != os.getpid() and not psutil.pid_exists(int(pid)):
                 with contextlib.suppress(FileNotFoundError):
                     p.unlink()
@@ -269,8 +270,13 @@ def locked(path: Path, timeout_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """One writer of agent configs at a time (an flock on ``path``); gives up after ``timeout_s``."""
     import fcntl  # POSIX only, imported here so this module loads anywhere
 
-    private_dir(path.parent)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        private_dir(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        raise AgentConfigError(f"BeeDeck cannot write in {path.parent} ({exc.strerror}), where it keeps what each "
+                               "write replaced: nothing was changed. Free some space there or fix its "
+                               "permissions, then try again.") from None
     try:
         deadline = time.monotonic() + timeout_s
         while True:
