@@ -135,7 +135,7 @@ def test_claude_code_env_block_and_key_helper() -> None:
 @pytest.mark.parametrize(("ctx", "output"), [(8192, 1024), (16384, 9216), (32768, 25600), (131072, 32000)])
 def test_claude_code_keeps_room_for_its_request(ctx: int, output: int) -> None:
     # Claude Code sends only when context - min(max output, 20000) covers its own estimate of the request
-    # (6,262 tokens for a one-line task): measured with the real client (docs/agents.md).
+    # (6,262 tokens for a one-line task): measured with the real client (core/agents/clients.py).
     render = client("claude-code").render
     assert render is not None
     env = json.loads(render(replace(LOCAL, ctx_size=ctx), None))["env"]

@@ -210,7 +210,10 @@ def _claude_path() -> Path:
 # Claude Code (2.1.328) refuses locally, sending nothing ("Prompt is too long"), unless
 # CLAUDE_CODE_MAX_CONTEXT_TOKENS - min(CLAUDE_CODE_MAX_OUTPUT_TOKENS, 20000) covers its own estimate of the
 # request: 6,262 tokens for a one-line task (system prompt and tool schemas; the server counts 4,258 of them).
-# Measured with the real client (docs/agents.md): the refusal at 8,192 was its 20,000-token reply reservation.
+# Measured with the real client by bisection (a dead port: "Connection refused" means it passed its own check):
+# a context of 8,192 sends with an output limit up to 1,930, one of 16,384 up to 10,122 (6,262 left both times),
+# and with its default output from 26,262 up: the refusal at 8,192 was its 20,000-token reply reservation.
+# tests/faults/test_agent_configs.py runs it on BeeDeck's config.
 # BeeDeck keeps CLAUDE_REQUEST_ROOM for the request and gives the reply the rest, up to Claude Code's own 32,000.
 CLAUDE_REQUEST_ROOM = 7168
 CLAUDE_MIN_OUTPUT = 1024
