@@ -60,12 +60,38 @@ def test_a_generic_client_prints_the_environment(home: Path, capsys: pytest.Capt
     assert "export ANTHROPIC_BASE_URL=http://127.0.0.1:8477" in out and "agent key" in out
 
 
-def test_key_comes_from_the_keyring(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["agent", "key"]) == 0
-    assert capsys.readouterr().out.strip() == NO_KEY
+def test_key_is_never_a_placeholder(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BEEDECK_API_KEY", raising=False)
+    assert main(["agent", "key"]) == 1  # no server, no keyring entry: a message, not "beedeck-local"
+    out = capsys.readouterr()
+    assert out.out == "" and "No API key is known for BeeDeck's server: no BeeDeck server runs" in out.err
+    assert NO_KEY not in out.err
     secrets.set_secret(secrets.SERVER_API_KEY, "k-123")
     assert main(["agent", "key"]) == 0
     assert capsys.readouterr().out.strip() == "k-123"
+
+
+def test_show_says_no_server_runs_and_what_the_model_allows(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["agent", "show", "continue"]) == 0
+    out = capsys.readouterr().out
+    assert "server: none of BeeDeck's runs, so these come from the starter's settings" in out
+    assert "context: 8,192 tokens per slot" in out
+
+
+def test_claude_code_below_its_floor_is_refused_before_anything_is_written(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["agent", "write", "claude-code", "--ctx", "4096", "--yes"]) == 1
+    out = capsys.readouterr()
+    assert "Not written: Claude Code cannot run on this server: it has 4,096 tokens" in out.err
+    assert "+++" not in out.out and not (home / ".claude").exists()
+
+
+def test_a_host_or_model_that_could_add_a_key_is_refused_or_quoted(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["agent", "write", "codex", "--host", "10.0.0.1\nnotify = 1", "--yes"]) == 2
+    assert "is not a host name or an address" in capsys.readouterr().err
+    assert main(["agent", "write", "aider", "--model", "m\nlint-cmd: touch pwned", "--yes"]) == 0
+    text = (home / ".aider.conf.yml").read_text()
+    assert 'model: "openai/m\\nlint-cmd: touch pwned"' in text and "\nlint-cmd" not in text
 
 
 def test_a_broken_config_is_named_not_replaced(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

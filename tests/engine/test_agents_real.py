@@ -108,7 +108,7 @@ def test_real_client_talks_to_beedecks_server(client_id: str, keyed: bool, start
         env = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb", "NO_COLOR": "1", "LANG": "C.UTF-8",
                "XDG_CACHE_HOME": str(cache_root() / "xdg-cache"), **run.env}
         if keyed:  # what the shown command's NAME="$(beedeck agent key)" gives the client
-            found = re.match(r'(\w+)="\$\(', agent.command(ep))
+            found = re.match(r'(\w+)="\$\{\1:-\$\(', agent.command(ep))  # NAME="${NAME:-$(beedeck agent key)}"
             assert found, agent.command(ep)
             env[found.group(1)] = KEY
         t0 = time.monotonic()

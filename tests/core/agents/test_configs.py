@@ -1,17 +1,20 @@
 """core.agents: each client's config rendered from an endpoint, merged into what the user had, written
-with a backup after the diff, and undone; the key never lands in a file."""
+with a backup after the diff, and undone; the key never lands in a file; tool support written only where
+the template has it; no value can add a key."""
 
 from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from beedeck.core import secrets
 from beedeck.core.agents import configfile
-from beedeck.core.agents.clients import CLIENTS, AgentConfigError, client
+from beedeck.core.agents.clients import CLAUDE_MIN_CTX, CLIENTS, AgentConfigError, client, refusal
 from beedeck.core.agents.endpoint import KEY_ENV, NO_KEY, Endpoint, api_key, endpoint_from_settings
 from beedeck.core.engine.launch_settings import LaunchSettings
 
@@ -65,6 +68,7 @@ def test_opencode_merges_into_the_users_json(home: Path) -> None:
     beedeck = data["provider"]["beedeck"]
     assert beedeck["options"] == {"baseURL": "http://127.0.0.1:8477/v1", "apiKey": NO_KEY}
     assert beedeck["models"][LOCAL.model]["limit"]["context"] == 32768
+    assert "tool_call" not in beedeck["models"][LOCAL.model]  # unknown: not assumed
     lan = json.loads(client("opencode").render(LAN, None))  # type: ignore[misc]
     assert lan["provider"]["beedeck"]["options"]["apiKey"] == "{env:BEEDECK_API_KEY}"
 
@@ -92,8 +96,10 @@ def test_continue_item_joins_the_users_model_list_at_its_indent() -> None:
     old = "name: Mine\nversion: 1.0.0\nschema: v1\nmodels:\n- name: GPT\n  provider: openai\n  model: gpt-4o\n"
     text = render(LOCAL, old)
     assert text.startswith("name: Mine\n") and "- name: GPT\n  provider: openai\n" in text
-    assert f"- name: {LOCAL.model} (BeeDeck)\n  provider: openai\n" in text
-    assert f"  apiBase: {LOCAL.openai_url}\n" in text
+    assert f'- name: "{LOCAL.model} (BeeDeck)"\n  provider: openai\n' in text
+    assert f'  apiBase: "{LOCAL.openai_url}"\n' in text
+    models = yaml.safe_load(text)["models"]
+    assert [m["name"] for m in models] == [f"{LOCAL.model} (BeeDeck)", "GPT"] and "capabilities" not in models[0]
     assert render(LOCAL, text) == text
     fresh = render(LOCAL, None)
     assert fresh.startswith("name: Local config\nversion: 1.0.0\nschema: v1\nmodels:\n  # >>> BeeDeck")
@@ -107,9 +113,12 @@ def test_aider_replaces_only_the_keys_it_owns() -> None:
     assert render is not None
     text = render(LOCAL, "dark-mode: true\nmodel: gpt-4o\n")
     assert text.startswith("dark-mode: true\n") and "model: gpt-4o" not in text
-    assert f"model: openai/{LOCAL.model}\nopenai-api-base: {LOCAL.openai_url}\n" in text
+    assert f'model: "openai/{LOCAL.model}"\nopenai-api-base: "{LOCAL.openai_url}"\n' in text
     assert render(LOCAL, text) == text
-    assert "openai-api-key" not in render(LAN, None) and "OPENAI_API_KEY=" in client("aider").command(LAN)
+    assert yaml.safe_load(text) == {"dark-mode": True, "model": f"openai/{LOCAL.model}",
+                                    "openai-api-base": LOCAL.openai_url, "openai-api-key": NO_KEY}
+    assert "openai-api-key" not in render(LAN, None)
+    assert client("aider").command(LAN).startswith('OPENAI_API_KEY="${OPENAI_API_KEY:-$(')
 
 
 def test_claude_code_env_block_and_key_helper() -> None:
@@ -123,10 +132,49 @@ def test_claude_code_env_block_and_key_helper() -> None:
     assert "ANTHROPIC_AUTH_TOKEN" not in lan["env"] and lan["apiKeyHelper"].endswith("agent key")
 
 
+@pytest.mark.parametrize(("ctx", "output"), [(8192, 1024), (16384, 9216), (32768, 25600), (131072, 32000)])
+def test_claude_code_keeps_room_for_its_request(ctx: int, output: int) -> None:
+    # Claude Code sends only when context - min(max output, 20000) covers its own estimate of the request
+    # (6,262 tokens for a one-line task): measured with the real client (core/agents/clients.py).
+    render = client("claude-code").render
+    assert render is not None
+    env = json.loads(render(replace(LOCAL, ctx_size=ctx), None))["env"]
+    assert (env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"], env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"]) == (str(ctx), str(output))
+    assert ctx - min(output, 20000) >= 6262 + 900
+
+
+def test_claude_code_is_refused_before_writing_below_its_floor() -> None:
+    assert CLAUDE_MIN_CTX == 8192 and refusal(client("claude-code"), replace(LOCAL, ctx_size=8192)) is None
+    said = refusal(client("claude-code"), replace(LOCAL, ctx_size=4096))
+    assert said is not None and "4,096 tokens of context" in said and "Prompt is too long" in said
+    assert refusal(client("aider"), replace(LOCAL, ctx_size=4096)) is None
+
+
+def test_tool_support_is_written_only_where_the_template_has_it() -> None:
+    for tools, tool_call, caps in ((True, True, ["tool_use"]), (False, False, []), (None, None, None)):
+        ep = replace(LOCAL, tools=tools)
+        oc = json.loads(client("opencode").render(ep, None))["provider"]["beedeck"]["models"][ep.model]  # type: ignore[misc]
+        assert oc.get("tool_call") == tool_call
+        (cont,) = yaml.safe_load(client("continue").render(ep, None))["models"]  # type: ignore[misc]
+        assert cont.get("capabilities") == caps
+
+
+@pytest.mark.parametrize("client_id", ["codex", "aider", "continue", "opencode", "claude-code"])
+def test_no_model_or_host_can_add_a_key(client_id: str) -> None:
+    # The tester's --model values: a newline and a Codex notify command / an Aider lint-cmd after it.
+    evil = Endpoint("10.0.0.1\nnotify = 1", 8477, 'm"\nnotify = ["sh", "-c", "touch pwned"]\nlint-cmd: touch pwned', 8192)
+    text = client(client_id).render(evil, None)  # type: ignore[misc]
+    data = (tomllib.loads(text) if client_id == "codex" else json.loads(text) if client_id in ("opencode", "claude-code")
+            else yaml.safe_load(text))
+    assert "notify" not in json.dumps(sorted(data)) and "lint-cmd" not in data
+    if client_id == "codex":
+        assert data["model"] == evil.model and data["model_providers"]["beedeck"]["base_url"] == evil.openai_url
+
+
 def test_needs_say_what_the_server_lacks() -> None:
     small = Endpoint("127.0.0.1", 8477, "m", 8192, jinja=False)
-    needs = client("claude-code").needs(small)
-    assert any("--jinja" in n for n in needs) and any("32768" in n for n in needs)
+    needs = client("opencode").needs(small)
+    assert any("--jinja" in n for n in needs) and any("16384" in n for n in needs)
     assert client("aider").needs(LOCAL) == []
 
 
@@ -182,7 +230,8 @@ def test_an_unreadable_config_is_refused_not_replaced(home: Path) -> None:
 
 def test_clients_without_a_file_give_the_environment() -> None:
     env = client("openai").env(LAN)
-    assert env["OPENAI_BASE_URL"] == "http://192.168.1.5:8477/v1" and "agent key" in env["OPENAI_API_KEY"]
+    assert env["OPENAI_BASE_URL"] == "http://192.168.1.5:8477/v1"
+    assert env["OPENAI_API_KEY"].startswith("${OPENAI_API_KEY:-$(") and "agent key" in env["OPENAI_API_KEY"]
     assert client("anthropic").env(LOCAL)["ANTHROPIC_AUTH_TOKEN"] == NO_KEY
     with pytest.raises(AgentConfigError, match="no config file"):
         configfile.plan(client("openai"), LOCAL)

@@ -1,14 +1,15 @@
-"""The tool-safe choice: speculation off exactly where the known-issue table says tool calls break."""
+"""The tool-safe choice: speculation off exactly where the known-issue table says tool calls break, said in the
+terminal too; and what each engine does with a forced tool call."""
 
 from __future__ import annotations
 
-from beedeck.core.agents.toolsafe import tool_safe
+from beedeck.core.agents.toolsafe import CHOICE_CHECK, spec_lines, tool_choice_lines, tool_safe
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.known_issues import load_table
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models.guard import CHECKS
-from tests.fixtures.engines import BEE_B, MAINLINE, help_stdout
+from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
 
 
 def _caps(which: str) -> EngineCaps:
@@ -35,3 +36,25 @@ def test_the_row_is_in_the_table_and_a_chat_launch_is_not_warned() -> None:
     row = rows["mtp-tool-call-args"]
     assert row.severity == "warn" and row.engines == ("mainline",) and "27296" in row.source
     assert row.check not in CHECKS  # the launch guard skips it: only an agent's tool calls are at stake
+
+
+def test_the_terminal_names_the_mode_that_breaks_tool_calls_and_the_safe_one() -> None:
+    (running_mtp,) = spec_lines(SpecMode.MTP, _caps("ml"))
+    assert running_mtp.startswith("tool-safe: this server runs MTP, which is known to break tool calls here.")
+    assert "#27296" in running_mtp and "`beedeck serve --spec off`" in running_mtp
+    (safe,) = spec_lines(SpecMode.DFLASH, _caps("ml"))
+    assert "MTP speculation is known to break tool calls on this engine (mtp-tool-call-args)" in safe
+    assert "this server runs DFlash, which is safe" in safe
+    assert spec_lines(SpecMode.MTP, _caps("bee-b")) == [] and spec_lines(SpecMode.MTP, None) == []
+
+
+def test_what_each_engine_does_with_a_forced_tool_call() -> None:
+    (ml,) = tool_choice_lines(_caps("ml"), tools=True)
+    assert "does not enforce a forced tool call" in ml and "Wrong type supplied" in ml
+    (bee_a,) = tool_choice_lines(caps_from_texts("bee-a", "", help_stdout(BEE_A)), tools=True)
+    assert "enforces tool_choice \"required\"" in bee_a and "ignores a named OpenAI function" in bee_a
+    (no_tools,) = tool_choice_lines(_caps("bee-b"), tools=False)
+    assert "no tool syntax in the template, nothing forces a tool call" in no_tools
+    rows = {r.id: r for r in load_table() if r.check == CHOICE_CHECK}
+    assert {r: tuple(rows[r].params["enforced"]) for r in rows} == {
+        "tool-choice-not-enforced": (), "tool-choice-named-bee-a": ("required", "any", "tool")}

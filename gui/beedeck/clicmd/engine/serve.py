@@ -157,6 +157,19 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
         return 1
 
 
+def ready_facts(proc: ServerProcess) -> dict[str, Any]:
+    """What the engine really made, from the server itself: the context per slot after its own cap (it caps a
+    slot at the model's training context), and the tool-safe advice for the speculation it runs."""
+    from beedeck.core.agents.running import asked_per_slot, context_line, read_props, spec_of_argv
+    from beedeck.core.agents.toolsafe import spec_lines
+
+    props = read_props(proc.base_url, proc.api_key)
+    asked = asked_per_slot(proc.argv)
+    said = [context_line(asked, props.n_ctx if props else None, props.n_ctx_train if props else None, running=True)]
+    said += spec_lines(spec_of_argv(proc.argv), proc.caps)
+    return {"n_ctx": props.n_ctx if props else None, "n_ctx_asked": asked, "said": said}
+
+
 def run_serve(args: argparse.Namespace) -> int:
     if args.print_argv:
         try:  # the command line alone (build_argv's refusals): nothing starts, so nothing else is judged
@@ -188,10 +201,13 @@ def run_serve(args: argparse.Namespace) -> int:
         except ServerFailed as exc:
             print_failure(exc.failure)
             return 1
+        facts = ready_facts(proc)
         if args.json:
-            print(json.dumps({**describe(proc), "time_to_ready_s": round(ready_s, 3)}), flush=True)
+            print(json.dumps({**describe(proc), "time_to_ready_s": round(ready_s, 3), **facts}), flush=True)
         else:
             print(f"ready in {ready_s:.2f} s at {proc.base_url} (Ctrl+C stops it)", flush=True)
+            for line in facts["said"]:
+                print(line, flush=True)
         if args.exit_when_ready:
             return 0
         while proc.wait_exit(0.5) is None:

@@ -1,13 +1,14 @@
 """One row per coding agent: what it needs from the server, where its own config lives and how
 BeeDeck's part of that config reads. Renderers are pure: (endpoint, the file's text or None) -> text.
 
-JSON files are merged (BeeDeck's keys replaced, the user's kept); YAML and TOML files get one block
-between marker comments, replaced on the next write, the user's lines left alone.
+JSON files are edited in place (BeeDeck's members replaced, the user's kept with their comments where the
+format has them: OpenCode's JSONC); YAML and TOML files get one block between marker comments, replaced on
+the next write, the user's lines left alone. Every value goes through the format's own quoting
+(:mod:`.formats`, :mod:`.jsonc`), so no value can add a key.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
@@ -17,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core.agents.endpoint import KEY_ENV, NO_KEY, Endpoint
+from beedeck.core.agents.formats import AgentConfigError, toml_str, yaml_str
+from beedeck.core.agents.jsonc import Document
 
 BEGIN = ">>> BeeDeck (beedeck agent write {id}; undo: beedeck agent undo {id})"
 END = "<<< BeeDeck"
 
 
-class AgentConfigError(ValueError):
-    """A client's config file cannot be merged (it does not parse): the message names it and the fix."""
+__all__ = ["CLIENTS", "AgentClient", "AgentConfigError", "client", "refusal"]
 
 
 @dataclass(frozen=True)
@@ -61,17 +63,12 @@ def _xdg_config() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or _home() / ".config")
 
 
-def _load_json(text: str | None, what: str) -> dict[str, Any]:
-    if not text or not text.strip():
-        return {}
+def _json_doc(text: str | None, what: str, comments: bool) -> Document:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AgentConfigError(f"{what} is not valid JSON (line {exc.lineno}: {exc.msg}): fix it or move it "
-                               "aside, then write again. BeeDeck does not overwrite a file it cannot read.") from None
-    if not isinstance(data, dict):
-        raise AgentConfigError(f"{what} holds a JSON {type(data).__name__}, not an object: move it aside first.")
-    return data
+        return Document(text or "", comments=comments, what=what)
+    except AgentConfigError as exc:
+        raise AgentConfigError(f"{exc} Fix it or move it aside, then write again: BeeDeck does not overwrite a "
+                               "file it cannot read.") from None
 
 
 def _key_or_env(ep: Endpoint, env_form: str) -> str:
@@ -96,23 +93,24 @@ def _strip_block(text: str, client_id: str) -> list[str]:
     return out
 
 
-# ---- OpenCode: ~/.config/opencode/opencode.json (JSON, {env:VAR} references) ----
+# ---- OpenCode: ~/.config/opencode/opencode.json (JSONC, {env:VAR} references) ----
 
 def _opencode(ep: Endpoint, old: str | None) -> str:
-    data = _load_json(old, "OpenCode's opencode.json")
-    data.setdefault("$schema", "https://opencode.ai/config.json")
-    found = data.get("provider")
-    providers: dict[str, Any] = found if isinstance(found, dict) else {}
-    providers["beedeck"] = {
+    doc = _json_doc(old, "OpenCode's opencode.json", comments=True)  # OpenCode reads it as JSONC
+    if "$schema" not in doc.data:
+        doc.set(("$schema",), "https://opencode.ai/config.json")
+    model: dict[str, Any] = {"name": f"{ep.model} (BeeDeck)"}
+    if ep.tools is not None:  # checked (the template's capabilities), never assumed
+        model["tool_call"] = ep.tools
+    model["limit"] = {"context": ep.ctx_size, "output": max(256, min(4096, ep.ctx_size // 4))}
+    doc.set(("provider", "beedeck"), {
         "npm": "@ai-sdk/openai-compatible",
         "name": "BeeDeck",
         "options": {"baseURL": ep.openai_url, "apiKey": _key_or_env(ep, "{env:" + KEY_ENV + "}")},
-        "models": {ep.model: {"name": f"{ep.model} (BeeDeck)", "tool_call": True,
-                              "limit": {"context": ep.ctx_size, "output": max(256, min(4096, ep.ctx_size // 4))}}},
-    }
-    data["provider"] = providers
-    data["model"] = f"beedeck/{ep.model}"
-    return json.dumps(data, indent=2) + "\n"
+        "models": {ep.model: model},
+    })
+    doc.set(("model",), f"beedeck/{ep.model}")
+    return doc.text if doc.text.endswith("\n") else doc.text + "\n"
 
 
 # ---- Codex CLI: a profile file of its own, ~/.codex/beedeck.config.toml (Codex >= 0.16x keeps each
@@ -126,8 +124,9 @@ def _codex(ep: Endpoint, old: str | None) -> str:
     # Two blocks: top-level keys must come before any table, and the user's own top-level keys must
     # not end up inside BeeDeck's table, so the keys go first and the provider table last.
     lines = _strip_block(old or "", "codex")  # both blocks carry the same marker
-    top = [f'model = "{ep.model}"', 'model_provider = "beedeck"', f"model_context_window = {ep.ctx_size}"]
-    provider = ["[model_providers.beedeck]", 'name = "BeeDeck"', f'base_url = "{ep.openai_url}"',
+    top = [f"model = {toml_str(ep.model, 'The model alias')}", 'model_provider = "beedeck"',
+           f"model_context_window = {int(ep.ctx_size)}"]
+    provider = ["[model_providers.beedeck]", 'name = "BeeDeck"', f"base_url = {toml_str(ep.openai_url, 'The URL')}",
                 'wire_api = "responses"']
     if ep.key_required:
         provider.append(f'env_key = "{KEY_ENV}"')
@@ -138,11 +137,14 @@ def _codex(ep: Endpoint, old: str | None) -> str:
     middle = ["", *lines, ""] if lines else [""]
     text = "\n".join([*_block("codex", top), *middle, *_block("codex", provider)]) + "\n"
     try:
-        tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise AgentConfigError(f"Codex's beedeck.config.toml does not parse with BeeDeck's block ({exc}): it "
                                "may already set model, model_provider or [model_providers.beedeck]; remove "
                                "those lines (or the file), then write again.") from None
+    ours = data.get("model_providers", {}).get("beedeck", {})
+    if data.get("model") != ep.model or ours.get("base_url") != ep.openai_url:  # a second guard: read back
+        raise AgentConfigError("Codex's beedeck.config.toml would not say what BeeDeck wrote: not written.")
     return text
 
 
@@ -157,11 +159,13 @@ def _continue_path() -> Path:
 
 
 def _continue(ep: Endpoint, old: str | None) -> str:
-    item = [f"- name: {ep.model} (BeeDeck)", "  provider: openai", f"  model: {ep.model}",
-            f"  apiBase: {ep.openai_url}",
+    # apiKey is one of two fixed strings (a secret's name, or the no-key word): everything else is quoted.
+    tools = ["  capabilities: [tool_use]"] if ep.tools else ["  capabilities: []"] if ep.tools is False else []
+    item = [f"- name: {yaml_str(f'{ep.model} (BeeDeck)', 'The model alias')}", "  provider: openai",
+            f"  model: {yaml_str(ep.model, 'The model alias')}", f"  apiBase: {yaml_str(ep.openai_url, 'The URL')}",
             f"  apiKey: {_key_or_env(ep, '${{ secrets.' + KEY_ENV + ' }}')}",
-            "  roles: [chat, edit, apply]", "  capabilities: [tool_use]",
-            "  defaultCompletionOptions:", f"    contextLength: {ep.ctx_size}"]
+            "  roles: [chat, edit, apply]", *tools,
+            "  defaultCompletionOptions:", f"    contextLength: {int(ep.ctx_size)}"]
     lines = _strip_block(old or "", "continue")
     if not any(x.strip() for x in lines):
         lines = ["name: Local config", "version: 1.0.0", "schema: v1"]
@@ -184,7 +188,8 @@ _AIDER_KEYS = ("model", "openai-api-base", "openai-api-key")
 def _aider(ep: Endpoint, old: str | None) -> str:
     lines = [x for x in _strip_block(old or "", "aider")
              if not any(re.match(rf"{k}\s*:", x) for k in _AIDER_KEYS)]
-    ours = [f"model: openai/{ep.model}", f"openai-api-base: {ep.openai_url}"]
+    ours = [f"model: {yaml_str('openai/' + ep.model, 'The model alias')}",
+            f"openai-api-base: {yaml_str(ep.openai_url, 'The URL')}"]
     if not ep.key_required:
         ours.append(f"openai-api-key: {NO_KEY}")
     while lines and not lines[-1].strip():
@@ -193,8 +198,7 @@ def _aider(ep: Endpoint, old: str | None) -> str:
 
 
 def _aider_command(ep: Endpoint) -> str:
-    prefix = f'OPENAI_API_KEY="$({ep.key_command()})" ' if ep.key_required else ""
-    return f"{prefix}aider"
+    return f"{ep.key_fill('OPENAI_API_KEY') if ep.key_required else ''}aider"
 
 
 # ---- Claude Code: ~/.claude/settings.json (its env block; the key through apiKeyHelper) ----
@@ -203,62 +207,91 @@ def _claude_path() -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or _home() / ".claude") / "settings.json"
 
 
+# Claude Code (2.1.328) refuses locally, sending nothing ("Prompt is too long"), unless
+# CLAUDE_CODE_MAX_CONTEXT_TOKENS - min(CLAUDE_CODE_MAX_OUTPUT_TOKENS, 20000) covers its own estimate of the
+# request: 6,262 tokens for a one-line task (system prompt and tool schemas; the server counts 4,258 of them).
+# Measured with the real client by bisection (a dead port: "Connection refused" means it passed its own check):
+# a context of 8,192 sends with an output limit up to 1,930, one of 16,384 up to 10,122 (6,262 left both times),
+# and with its default output from 26,262 up: the refusal at 8,192 was its 20,000-token reply reservation.
+# tests/faults/test_agent_configs.py runs it on BeeDeck's config.
+# BeeDeck keeps CLAUDE_REQUEST_ROOM for the request and gives the reply the rest, up to Claude Code's own 32,000.
+CLAUDE_REQUEST_ROOM = 7168
+CLAUDE_MIN_OUTPUT = 1024
+CLAUDE_MIN_CTX = CLAUDE_REQUEST_ROOM + CLAUDE_MIN_OUTPUT  # 8192
+
+
+def claude_output_tokens(ctx: int) -> int:
+    """The CLAUDE_CODE_MAX_OUTPUT_TOKENS that lets Claude Code send its request within ``ctx``."""
+    return max(CLAUDE_MIN_OUTPUT, min(32000, ctx - CLAUDE_REQUEST_ROOM))
+
+
 def _claude(ep: Endpoint, old: str | None) -> str:
-    data = _load_json(old, "Claude Code's settings.json")
-    found = data.get("env")
-    env: dict[str, Any] = found if isinstance(found, dict) else {}
-    env.update({
+    doc = _json_doc(old, "Claude Code's settings.json", comments=False)
+    for name, value in {
         "ANTHROPIC_BASE_URL": ep.base_url,
         "ANTHROPIC_MODEL": ep.model,
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": ep.model,  # the "small fast" model Claude Code uses for chores
         "ANTHROPIC_SMALL_FAST_MODEL": ep.model,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no telemetry or update checks to anthropic.com
         "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(ep.ctx_size),  # else it assumes 1M tokens for an unknown model
-    })
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(claude_output_tokens(ep.ctx_size)),
+    }.items():
+        doc.set(("env", name), value)
     if ep.key_required:
-        env.pop("ANTHROPIC_AUTH_TOKEN", None)
-        data["apiKeyHelper"] = ep.key_command()  # Claude Code runs it for the key: never stored in the file
+        doc.delete(("env", "ANTHROPIC_AUTH_TOKEN"))
+        doc.set(("apiKeyHelper",), ep.key_command())  # Claude Code runs it for the key: never stored in the file
     else:
-        env["ANTHROPIC_AUTH_TOKEN"] = NO_KEY
-        data.pop("apiKeyHelper", None)
-    data["env"] = env
-    return json.dumps(data, indent=2) + "\n"
+        doc.set(("env", "ANTHROPIC_AUTH_TOKEN"), NO_KEY)
+        doc.delete(("apiKeyHelper",))
+    return doc.text if doc.text.endswith("\n") else doc.text + "\n"
+
+
+def refusal(c: AgentClient, ep: Endpoint) -> str | None:
+    """Why ``c`` cannot run on this server at all, said before anything is written (None: it can)."""
+    if c.id == "claude-code" and ep.ctx_size < CLAUDE_MIN_CTX:
+        return (f"Claude Code cannot run on this server: it has {ep.ctx_size:,} tokens of context per slot, and "
+                f"Claude Code refuses to send a request (\"Prompt is too long\") below {CLAUDE_MIN_CTX:,}: its own "
+                f"system prompt and tools take about {CLAUDE_REQUEST_ROOM - 900:,} tokens as it counts them, plus "
+                f"{CLAUDE_MIN_OUTPUT:,} for its reply. Start the server with --ctx {CLAUDE_MIN_CTX} or more (on a "
+                "model trained for at least that), then write again.")
+    return None
 
 
 def _openai_env(ep: Endpoint) -> dict[str, str]:
-    return {"OPENAI_BASE_URL": ep.openai_url, "OPENAI_API_KEY": _key_or_env(ep, f"$({ep.key_command()})"),
-            "OPENAI_MODEL": ep.model}
+    return {"OPENAI_BASE_URL": ep.openai_url,
+            "OPENAI_API_KEY": _key_or_env(ep, f"${{OPENAI_API_KEY:-$({ep.key_command()})}}"), "OPENAI_MODEL": ep.model}
 
 
 def _anthropic_env(ep: Endpoint) -> dict[str, str]:
-    return {"ANTHROPIC_BASE_URL": ep.base_url, "ANTHROPIC_AUTH_TOKEN": _key_or_env(ep, f"$({ep.key_command()})"),
+    return {"ANTHROPIC_BASE_URL": ep.base_url,
+            "ANTHROPIC_AUTH_TOKEN": _key_or_env(ep, f"${{ANTHROPIC_AUTH_TOKEN:-$({ep.key_command()})}}"),
             "ANTHROPIC_MODEL": ep.model}
 
 
 CLIENTS: tuple[AgentClient, ...] = (
     AgentClient("opencode", "OpenCode", "openai", 16384,
-                f"opencode.json names the variable ({{env:{KEY_ENV}}}); the command fills it from the keyring",
+                f"opencode.json names the variable ({{env:{KEY_ENV}}}); the command fills it from `beedeck agent key` unless it is already exported",
                 lambda: _xdg_config() / "opencode" / "opencode.json", _opencode,
                 lambda ep: f"{ep.key_env_prefix()}opencode", lambda ep: {}, "npm: opencode-ai"),
     AgentClient("aider", "Aider", "openai", 4096,
-                "Aider reads OPENAI_API_KEY from the environment; the command fills it from the keyring",
+                "Aider reads OPENAI_API_KEY from the environment; the command fills it from `beedeck agent key` unless it is already exported",
                 lambda: _home() / ".aider.conf.yml", _aider, _aider_command, lambda ep: {}, "PyPI: aider-chat"),
     AgentClient("codex", "Codex CLI", "openai", 16384,
-                f"config.toml names the variable (env_key = {KEY_ENV}); the command fills it from the keyring",
+                f"config.toml names the variable (env_key = {KEY_ENV}); the command fills it from `beedeck agent key` unless it is already exported",
                 _codex_path, _codex, _codex_command, lambda ep: {}, "npm: @openai/codex"),
     AgentClient("continue", "Continue (CLI and IDE)", "openai", 8192,
                 f"config.yaml names a secret (${{{{ secrets.{KEY_ENV} }}}}): Continue resolves it from the "
-                f"environment or from ~/.continue/.env, which is plain text; the command fills the variable",
+                f"environment or from ~/.continue/.env, which is plain text; the command fills the variable unless it is already exported",
                 _continue_path, _continue, lambda ep: f"{ep.key_env_prefix()}cn", lambda ep: {},
                 "npm: @continuedev/cli; the VS Code / JetBrains extension reads the same file"),
-    AgentClient("claude-code", "Claude Code", "anthropic", 32768,
+    AgentClient("claude-code", "Claude Code", "anthropic", CLAUDE_MIN_CTX,
                 "settings.json runs `beedeck agent key` (apiKeyHelper) for the key: it is never written there",
                 _claude_path, _claude, lambda ep: "claude", lambda ep: {}, "npm: @anthropic-ai/claude-code"),
     AgentClient("openai", "Any OpenAI-compatible tool", "openai", 0,
-                "set OPENAI_API_KEY from the keyring as shown", None, None,
+                "set OPENAI_API_KEY as shown (from `beedeck agent key` unless already exported)", None, None,
                 lambda ep: "", _openai_env),
     AgentClient("anthropic", "Any Anthropic-compatible tool", "anthropic", 0,
-                "set ANTHROPIC_AUTH_TOKEN from the keyring as shown", None, None,
+                "set ANTHROPIC_AUTH_TOKEN as shown (from `beedeck agent key` unless already exported)", None, None,
                 lambda ep: "", _anthropic_env),
 )
 BY_ID = {c.id: c for c in CLIENTS}

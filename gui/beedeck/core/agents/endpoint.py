@@ -1,4 +1,6 @@
-"""The server a coding agent talks to: its URLs, its model alias, its context and how the key is given."""
+"""The server a coding agent talks to: its URLs, its model alias, its context, whether its chat template
+renders tools, and how the key is given (never its value: a command that prints it, in a form that keeps a
+key the user already exported)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class Endpoint:
     ctx_size: int
     key_required: bool = False
     jinja: bool = True
+    tools: bool | None = None  # the chat template renders tools (/props chat_template_caps); None: unknown
 
     @property
     def base_url(self) -> str:
@@ -60,13 +63,19 @@ class Endpoint:
         """The shell words that print the key from the keyring: ``beedeck agent key``."""
         return shlex.join([*beedeck_command(), "agent", "key"])
 
+    def key_fill(self, var: str) -> str:
+        """``VAR="${VAR:-$(beedeck agent key)}" ``: the key from BeeDeck unless the user exported VAR already
+        (a key they set is never overwritten)."""
+        return f'{var}="${{{var}:-$({self.key_command()})}}" '
+
     def key_env_prefix(self) -> str:
         """What to put before a client's command so it gets the key without it being typed or stored."""
-        return f'{KEY_ENV}="$({self.key_command()})" ' if self.key_required else ""
+        return self.key_fill(KEY_ENV) if self.key_required else ""
 
 
 def endpoint_from_settings(settings: LaunchSettings, port: int | None = None) -> Endpoint:
-    """The endpoint of a server launched with ``settings`` (``port``: the one it really listens on)."""
+    """The endpoint of a server launched with ``settings`` (``port``: the one it really listens on), as the
+    settings say: :mod:`beedeck.core.agents.running` reads what a running server really gives."""
     return Endpoint(
         host=settings.host,
         port=port or settings.port or DEFAULT_PORT,

@@ -1,15 +1,19 @@
-"""Use with <agent>…: what the agent needs from BeeDeck's server, the diff of its config file, and
-Write / Undo (core.agents.configfile: a backup first, never a silent overwrite). Where the known-issue
-table says this engine's speculation mode corrupts tool calls, a "Tool-safe" button restarts the server
-with speculation off and says why.
+"""Use with <agent>…: what the agent needs from BeeDeck's server as that server really is (its /props:
+context per slot after the engine's cap, alias, key, whether the chat template renders tools; the profile,
+said as such, when nothing answers), the diff of its config file, and Write / Undo (core.agents.configfile:
+a copy first, a history, never a silent overwrite). Where the known-issue table says this engine's
+speculation mode corrupts tool calls, a "Tool-safe" button restarts the server with speculation off and
+says why.
 
-Reading and writing a config file are a few small local file operations, done on the GUI thread.
+Asking the server and reading the model's header run off the GUI thread (``runner``); reading and writing
+a config file are a few small local file operations, done on the GUI thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
@@ -23,24 +27,30 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.agents import configfile
-from beedeck.core.agents.clients import AgentConfigError, client
+from beedeck.core.agents.clients import AgentConfigError, client, refusal
 from beedeck.core.agents.endpoint import endpoint_from_settings
+from beedeck.core.agents.running import ServerView, describe, view_at
 from beedeck.core.agents.toolsafe import tool_safe
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.profile import Profile
+from beedeck.ui.background import Runner, run_in_background
 
 
 class AgentDialog(QDialog):
-    """One agent's set-up. ``on_tool_safe(settings)`` relaunches with the tool-safe settings."""
+    """One agent's set-up. ``on_tool_safe(settings)`` relaunches with the tool-safe settings; ``runner`` runs
+    the server's questions off the GUI thread (tests pass a synchronous one)."""
 
     def __init__(self, client_id: str, settings: LaunchSettings, caps: EngineCaps | None,
-                 on_tool_safe: Callable[[LaunchSettings], None] | None = None, parent: QWidget | None = None) -> None:
+                 on_tool_safe: Callable[[LaunchSettings], None] | None = None, parent: QWidget | None = None,
+                 runner: Runner | None = None) -> None:
         super().__init__(parent)
         self.client = client(client_id)
+        self.caps = caps
         self.endpoint = endpoint_from_settings(settings)
+        self.view: ServerView | None = None
         self.setWindowTitle(f"Use with {self.client.label}")
-        self.resize(720, 520)
+        self.resize(760, 560)
         layout = QVBoxLayout(self)
         self.summary = QLabel(wordWrap=True)
         layout.addWidget(self.summary)
@@ -64,32 +74,44 @@ class AgentDialog(QDialog):
         self._on_tool_safe = on_tool_safe
         self.tool_safe_button.setVisible(self._safe is not None and on_tool_safe is not None)
         self.tool_safe_button.clicked.connect(self._tool_safe)
+        self._plan: configfile.ConfigPlan | None = None
+        self.summary.setText(f"<b>{self.client.label}</b>: asking the server at {self.endpoint.base_url}…")
+        self.write_button.setEnabled(False)
+        self.undo_button.setEnabled(configfile.has_undo(self.client.id))
+        (runner or run_in_background)(lambda: view_at(settings), self._on_view, self._on_view_failed)
+
+    def _on_view(self, view: Any) -> None:
+        self.view = view
+        self.endpoint = view.endpoint
         self.refresh()
+
+    def _on_view_failed(self, exc: BaseException) -> None:
+        self.summary.setText(f"<b>{self.client.label}</b>: the server's facts could not be read ({exc}).")
 
     def refresh(self) -> None:
         """Show what the agent needs and the diff writing its config would make."""
+        if self.view is None:
+            return
         c, ep = self.client, self.endpoint
-        url = ep.openai_url if c.protocol == "openai" else ep.base_url
-        lines = [f"<b>{c.label}</b> talks to {url} as model <code>{ep.model}</code>."]
-        lines += [f"Needs {need}." for need in c.needs(ep)]
-        if ep.key_required:
-            lines.append(f"The server needs its API key: {c.key_note}.")
+        lines = [x.strip() for x in describe(c, self.view, self.caps)]
         if self._safe is not None:
             lines.append(self._safe.why)
-        if c.command(ep):
-            lines.append(f"Run: <code>{c.command(ep)}</code>")
-        self.summary.setText("<br>".join(lines))
+        self.summary.setText("<br>".join(_html(x) for x in lines))
         self._plan = None
         if c.config is None:
             self.diff_view.setPlainText("\n".join(f'export {k}="{v}"' for k, v in c.env(ep).items()))
             self.write_button.setEnabled(False)
             self.undo_button.setEnabled(False)
             return
+        why_not = refusal(c, ep)
         try:
-            self._plan = configfile.plan(c, ep)
+            self._plan = None if why_not else configfile.plan(c, ep)
         except AgentConfigError as exc:
-            self.diff_view.setPlainText(str(exc))
+            why_not = str(exc)
+        if self._plan is None:
+            self.diff_view.setPlainText(f"Not written: {why_not}")
             self.write_button.setEnabled(False)
+            self.undo_button.setEnabled(configfile.has_undo(c.id))
             return
         self.diff_view.setPlainText(self._plan.diff() or f"{self._plan.path} already says this.")
         self.write_button.setEnabled(self._plan.changes)
@@ -100,6 +122,8 @@ class AgentDialog(QDialog):
             return
         try:
             backup = configfile.write(self._plan)
+        except configfile.AlreadyWritten as exc:
+            self.status.setText(str(exc))
         except (AgentConfigError, OSError) as exc:
             self.status.setText(f"Not written: {exc}")
         else:
@@ -109,7 +133,8 @@ class AgentDialog(QDialog):
 
     def undo(self) -> None:
         try:
-            self.status.setText(configfile.undo(self.client.id).capitalize() + ".")
+            said = configfile.undo(self.client.id)
+            self.status.setText(said[:1].upper() + said[1:] + ".")
         except (AgentConfigError, OSError) as exc:
             self.status.setText(str(exc))
         self.refresh()
@@ -119,6 +144,10 @@ class AgentDialog(QDialog):
             self._on_tool_safe(self._safe.settings)
             self.status.setText("Restarting the server with speculation off (tool-safe).")
             self.tool_safe_button.setEnabled(False)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def open_agent_dialog(parent: QWidget, client_id: str, profile: Profile | None, settings: LaunchSettings | None,
