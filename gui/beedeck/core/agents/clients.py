@@ -126,7 +126,10 @@ def _codex(ep: Endpoint, old: str | None) -> str:
     # Two blocks: top-level keys must come before any table, and the user's own top-level keys must
     # not end up inside BeeDeck's table, so the keys go first and the provider table last.
     lines = _strip_block(old or "", "codex")  # both blocks carry the same marker
-    top = [f'model = "{ep.model}"', 'model_provider = "beedeck"', f"model_context_window = {ep.ctx_size}"]
+    # workspace-write: Codex's own "Auto" sandbox (writes in the task's folder, nothing outside it); its
+    # default for a profile is read-only, where `codex exec` cannot create a file at all.
+    top = [f'model = "{ep.model}"', 'model_provider = "beedeck"', 'sandbox_mode = "workspace-write"',
+           f"model_context_window = {ep.ctx_size}"]
     provider = ["[model_providers.beedeck]", 'name = "BeeDeck"', f'base_url = "{ep.openai_url}"',
                 'wire_api = "responses"']
     if ep.key_required:
