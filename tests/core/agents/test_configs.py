@@ -122,6 +122,8 @@ def test_claude_code_env_block_and_key_helper() -> None:
     assert data["env"]["ANTHROPIC_AUTH_TOKEN"] == NO_KEY and "apiKeyHelper" not in data
     lan = json.loads(render(LAN, json.dumps(data)))
     assert "ANTHROPIC_AUTH_TOKEN" not in lan["env"] and lan["apiKeyHelper"].endswith("agent key")
+    # `claude -p` denies Write unless edits are allowed: the command says so (the settings stay the user's)
+    assert client("claude-code").command(LOCAL) == "claude --permission-mode acceptEdits"
 
 
 def test_needs_say_what_the_server_lacks() -> None:

@@ -228,6 +228,13 @@ def _claude(ep: Endpoint, old: str | None) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
+def _claude_command(ep: Endpoint) -> str:
+    # Without it Write and Edit wait for a yes that `claude -p` never asks: the file is not written ("Claude
+    # requested permissions to write ... but you haven't granted it yet"). acceptEdits grants edits in the
+    # working folder only; commands (Bash) still ask.
+    return "claude --permission-mode acceptEdits"
+
+
 def _openai_env(ep: Endpoint) -> dict[str, str]:
     return {"OPENAI_BASE_URL": ep.openai_url, "OPENAI_API_KEY": _key_or_env(ep, f"$({ep.key_command()})"),
             "OPENAI_MODEL": ep.model}
@@ -256,7 +263,7 @@ CLIENTS: tuple[AgentClient, ...] = (
                 "npm: @continuedev/cli; the VS Code / JetBrains extension reads the same file"),
     AgentClient("claude-code", "Claude Code", "anthropic", 32768,
                 "settings.json runs `beedeck agent key` (apiKeyHelper) for the key: it is never written there",
-                _claude_path, _claude, lambda ep: "claude", lambda ep: {}, "npm: @anthropic-ai/claude-code"),
+                _claude_path, _claude, _claude_command, lambda ep: {}, "npm: @anthropic-ai/claude-code"),
     AgentClient("openai", "Any OpenAI-compatible tool", "openai", 0,
                 "set OPENAI_API_KEY from the keyring as shown", None, None,
                 lambda ep: "", _openai_env),
