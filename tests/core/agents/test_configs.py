@@ -99,6 +99,8 @@ def test_continue_item_joins_the_users_model_list_at_its_indent() -> None:
     fresh = render(LOCAL, None)
     assert fresh.startswith("name: Local config\nversion: 1.0.0\nschema: v1\nmodels:\n  # >>> BeeDeck")
     assert "${{ secrets.BEEDECK_API_KEY }}" in render(LAN, None)
+    # headless `cn -p` offers no Write tool unless allowed: the command allows that one tool
+    assert client("continue").command(LOCAL) == "cn --allow Write"
     with pytest.raises(AgentConfigError, match="flow"):
         render(LOCAL, "models: []\n")
 

@@ -179,6 +179,12 @@ def _continue(ep: Endpoint, old: str | None) -> str:
     return "\n".join([*lines[:at + 1], *_block("continue", item, indent), *lines[at + 1:]]) + "\n"
 
 
+def _continue_command(ep: Endpoint) -> str:
+    # `cn -p` (headless) leaves out every tool that would ask, Write among them, so the model cannot make
+    # a file; --allow Write allows that one tool for this run (Bash and the rest keep their policies).
+    return f"{ep.key_env_prefix()}cn --allow Write"
+
+
 # ---- Aider: ~/.aider.conf.yml (flat YAML) ----
 
 _AIDER_KEYS = ("model", "openai-api-base", "openai-api-key")
@@ -259,7 +265,7 @@ CLIENTS: tuple[AgentClient, ...] = (
     AgentClient("continue", "Continue (CLI and IDE)", "openai", 8192,
                 f"config.yaml names a secret (${{{{ secrets.{KEY_ENV} }}}}): Continue resolves it from the "
                 f"environment or from ~/.continue/.env, which is plain text; the command fills the variable",
-                _continue_path, _continue, lambda ep: f"{ep.key_env_prefix()}cn", lambda ep: {},
+                _continue_path, _continue, _continue_command, lambda ep: {},
                 "npm: @continuedev/cli; the VS Code / JetBrains extension reads the same file"),
     AgentClient("claude-code", "Claude Code", "anthropic", 32768,
                 "settings.json runs `beedeck agent key` (apiKeyHelper) for the key: it is never written there",
