@@ -80,6 +80,8 @@ def test_codex_profile_is_valid_toml_and_replaced_on_a_second_write() -> None:
     assert data["approval_policy"] == "never" and "# my notes" in once
     assert (data["model"], data["model_provider"], data["model_context_window"]) == (LOCAL.model, "beedeck", 32768)
     assert data["sandbox_mode"] == "workspace-write", "read-only (Codex's default) cannot create a file"
+    # only function tools: BeeLlama 0.1 refuses a request with Codex's web_search or multi_agent namespace
+    assert (data["web_search"], data["features"]) == ("disabled", {"multi_agent": False})
     assert data["model_providers"]["beedeck"]["base_url"] == "http://127.0.0.1:8477/v1"
     assert "env_key" not in data["model_providers"]["beedeck"]
     assert tomllib.loads(render(LAN, once))["model_providers"]["beedeck"]["env_key"] == KEY_ENV

@@ -128,8 +128,11 @@ def _codex(ep: Endpoint, old: str | None) -> str:
     lines = _strip_block(old or "", "codex")  # both blocks carry the same marker
     # workspace-write: Codex's own "Auto" sandbox (writes in the task's folder, nothing outside it); its
     # default for a profile is read-only, where `codex exec` cannot create a file at all.
+    # web_search and multi_agent are tools of another kind than "function" (OpenAI's hosted search, a
+    # namespace of sub-agent tools): llama.cpp skips them, BeeLlama 0.1 refuses the whole request (400
+    # "'type' of tool must be 'function'"), so Codex could not run there at all.
     top = [f'model = "{ep.model}"', 'model_provider = "beedeck"', 'sandbox_mode = "workspace-write"',
-           f"model_context_window = {ep.ctx_size}"]
+           'web_search = "disabled"', "features.multi_agent = false", f"model_context_window = {ep.ctx_size}"]
     provider = ["[model_providers.beedeck]", 'name = "BeeDeck"', f'base_url = "{ep.openai_url}"',
                 'wire_api = "responses"']
     if ep.key_required:
