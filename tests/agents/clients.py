@@ -18,9 +18,9 @@ from pathlib import Path
 # Exact versions: a new release is a deliberate bump (and a new cache folder), never a surprise.
 NPM_CLIENTS = {
     "opencode": ("opencode-ai", "1.18.33", "opencode"),
-    "codex": ("@openai/codex", "0.169.0", "codex"),
+    "codex": ("@openai/codex", "0.171.0", "codex"),
     "continue": ("@continuedev/cli", "1.5.47", "cn"),
-    "claude-code": ("@anthropic-ai/claude-code", "2.1.328", "claude"),
+    "claude-code": ("@anthropic-ai/claude-code", "2.1.332", "claude"),
 }
 PYPI_CLIENTS = {"aider": ("aider-chat", "0.86.2", "aider")}
 

@@ -83,6 +83,9 @@ def test_codex_profile_is_valid_toml_and_replaced_on_a_second_write() -> None:
     data = tomllib.loads(once)
     assert data["approval_policy"] == "never" and "# my notes" in once
     assert (data["model"], data["model_provider"], data["model_context_window"]) == (LOCAL.model, "beedeck", 32768)
+    assert data["sandbox_mode"] == "workspace-write", "read-only (Codex's default) cannot create a file"
+    # only function tools: BeeLlama 0.1 refuses a request with Codex's web_search or multi_agent namespace
+    assert (data["web_search"], data["features"]) == ("disabled", {"multi_agent": False})
     assert data["model_providers"]["beedeck"]["base_url"] == "http://127.0.0.1:8477/v1"
     assert "env_key" not in data["model_providers"]["beedeck"]
     assert tomllib.loads(render(LAN, once))["model_providers"]["beedeck"]["env_key"] == KEY_ENV
@@ -104,6 +107,8 @@ def test_continue_item_joins_the_users_model_list_at_its_indent() -> None:
     fresh = render(LOCAL, None)
     assert fresh.startswith("name: Local config\nversion: 1.0.0\nschema: v1\nmodels:\n  # >>> BeeDeck")
     assert "${{ secrets.BEEDECK_API_KEY }}" in render(LAN, None)
+    # headless `cn -p` offers no Write tool unless allowed: the command allows that one tool
+    assert client("continue").command(LOCAL) == "cn --allow Write"
     with pytest.raises(AgentConfigError, match="flow"):
         render(LOCAL, "models: []\n")
 
@@ -130,6 +135,8 @@ def test_claude_code_env_block_and_key_helper() -> None:
     assert data["env"]["ANTHROPIC_AUTH_TOKEN"] == NO_KEY and "apiKeyHelper" not in data
     lan = json.loads(render(LAN, json.dumps(data)))
     assert "ANTHROPIC_AUTH_TOKEN" not in lan["env"] and lan["apiKeyHelper"].endswith("agent key")
+    # `claude -p` denies Write unless edits are allowed: the command says so (the settings stay the user's)
+    assert client("claude-code").command(LOCAL) == "claude --permission-mode acceptEdits"
 
 
 @pytest.mark.parametrize(("ctx", "output"), [(8192, 1024), (16384, 9216), (32768, 25600), (131072, 32000)])

@@ -124,7 +124,13 @@ def _codex(ep: Endpoint, old: str | None) -> str:
     # Two blocks: top-level keys must come before any table, and the user's own top-level keys must
     # not end up inside BeeDeck's table, so the keys go first and the provider table last.
     lines = _strip_block(old or "", "codex")  # both blocks carry the same marker
+    # workspace-write: Codex's own "Auto" sandbox (writes in the task's folder, nothing outside it); its
+    # default for a profile is read-only, where `codex exec` cannot create a file at all.
+    # web_search and multi_agent are tools of another kind than "function" (OpenAI's hosted search, a
+    # namespace of sub-agent tools): llama.cpp skips them, BeeLlama 0.1 refuses the whole request (400
+    # "'type' of tool must be 'function'"), so Codex could not run there at all.
     top = [f"model = {toml_str(ep.model, 'The model alias')}", 'model_provider = "beedeck"',
+           'sandbox_mode = "workspace-write"', 'web_search = "disabled"', "features.multi_agent = false",
            f"model_context_window = {int(ep.ctx_size)}"]
     provider = ["[model_providers.beedeck]", 'name = "BeeDeck"', f"base_url = {toml_str(ep.openai_url, 'The URL')}",
                 'wire_api = "responses"']
@@ -178,6 +184,12 @@ def _continue(ep: Endpoint, old: str | None) -> str:
     following = next((x for x in lines[at + 1:] if x.strip() and not x.strip().startswith("#")), "")
     indent = re.match(r"\s*", following).group(0) if following.lstrip().startswith("-") else "  "  # type: ignore[union-attr]
     return "\n".join([*lines[:at + 1], *_block("continue", item, indent), *lines[at + 1:]]) + "\n"
+
+
+def _continue_command(ep: Endpoint) -> str:
+    # `cn -p` (headless) leaves out every tool that would ask, Write among them, so the model cannot make
+    # a file; --allow Write allows that one tool for this run (Bash and the rest keep their policies).
+    return f"{ep.key_env_prefix()}cn --allow Write"
 
 
 # ---- Aider: ~/.aider.conf.yml (flat YAML) ----
@@ -257,6 +269,13 @@ def refusal(c: AgentClient, ep: Endpoint) -> str | None:
     return None
 
 
+def _claude_command(ep: Endpoint) -> str:
+    # Without it Write and Edit wait for a yes that `claude -p` never asks: the file is not written ("Claude
+    # requested permissions to write ... but you haven't granted it yet"). acceptEdits grants edits in the
+    # working folder only; commands (Bash) still ask.
+    return "claude --permission-mode acceptEdits"
+
+
 def _openai_env(ep: Endpoint) -> dict[str, str]:
     return {"OPENAI_BASE_URL": ep.openai_url,
             "OPENAI_API_KEY": _key_or_env(ep, f"${{OPENAI_API_KEY:-$({ep.key_command()})}}"), "OPENAI_MODEL": ep.model}
@@ -282,11 +301,11 @@ CLIENTS: tuple[AgentClient, ...] = (
     AgentClient("continue", "Continue (CLI and IDE)", "openai", 8192,
                 f"config.yaml names a secret (${{{{ secrets.{KEY_ENV} }}}}): Continue resolves it from the "
                 f"environment or from ~/.continue/.env, which is plain text; the command fills the variable unless it is already exported",
-                _continue_path, _continue, lambda ep: f"{ep.key_env_prefix()}cn", lambda ep: {},
+                _continue_path, _continue, _continue_command, lambda ep: {},
                 "npm: @continuedev/cli; the VS Code / JetBrains extension reads the same file"),
     AgentClient("claude-code", "Claude Code", "anthropic", CLAUDE_MIN_CTX,
                 "settings.json runs `beedeck agent key` (apiKeyHelper) for the key: it is never written there",
-                _claude_path, _claude, lambda ep: "claude", lambda ep: {}, "npm: @anthropic-ai/claude-code"),
+                _claude_path, _claude, _claude_command, lambda ep: {}, "npm: @anthropic-ai/claude-code"),
     AgentClient("openai", "Any OpenAI-compatible tool", "openai", 0,
                 "set OPENAI_API_KEY as shown (from `beedeck agent key` unless already exported)", None, None,
                 lambda ep: "", _openai_env),
