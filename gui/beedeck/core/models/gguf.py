@@ -17,6 +17,7 @@ import os
 import re
 import struct
 from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,9 @@ from beedeck.core.models.gguf_header import (
 from beedeck.core.models.gguf_types import FILE_TYPES
 
 __all__ = ["GGUF_MAGIC", "LIMITS", "SPLIT_RE", "ArrayInfo", "Budget", "DFlashInfo", "GGUFError", "GGUFHeader",
-           "LongString", "ModelInfo", "Stream", "TensorInfo", "architecture", "check_split_set", "inspect", "iter_tokens",
-           "model_info", "read_header", "read_header_from", "token_texts", "tokenizer_digest"]
+           "LongString", "ModelInfo", "Stream", "TensorInfo", "architecture", "check_split_set", "inspect",
+           "iter_token_bytes", "iter_tokens", "model_info", "read_header", "read_header_from", "token_texts",
+           "tokenizer_digest"]
 
 SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
@@ -401,36 +403,44 @@ def _token_chunks(info: ModelInfo, arr: ArrayInfo) -> Generator[bytes, None, Non
             yield chunk
 
 
-def iter_tokens(info: ModelInfo) -> Generator[str, None, None]:
-    """The token texts one by one, read in bounded chunks: the pair check compares two lists of 260,000 tokens
-    without holding either. Nothing when the file has no token list."""
+def iter_token_bytes(info: ModelInfo) -> Generator[bytes, None, None]:
+    """The tokens' raw bytes one by one, read in bounded chunks: the pair check compares two lists of 260,000
+    tokens without holding either (and decodes only the pair that differs). Nothing without a token list."""
     arr = _token_range(info)
     if arr is None:
         return
     chunks = _token_chunks(info, arr)
-    buf, pos = b"", 0
-
-    def have(n: int) -> None:
-        nonlocal buf, pos
-        while len(buf) - pos < n:  # a token longer than a chunk takes several
-            nxt = next(chunks, b"")
-            if not nxt:
-                raise GGUFError(f"{info.path.name}'s token list no longer fits what its header said (was the file "
-                                "replaced while BeeDeck read it?): check the file, or download it again.")
-            buf, pos = buf[pos:] + nxt, 0
-
+    buf, pos, unpack = b"", 0, struct.Struct("<Q").unpack_from
     try:
         for _ in range(arr.length):
-            have(8)
-            n = struct.unpack_from("<Q", buf, pos)[0]
-            if n > MAX_STRING:
-                raise GGUFError(f"{info.path.name} has a token of {n:,} bytes in its token list: the file is corrupt "
-                                "(or was replaced while BeeDeck read it); download it again.")
-            have(8 + n)
-            yield buf[pos + 8 : pos + 8 + n].decode("utf-8", "replace")
+            if len(buf) - pos < 8 or len(buf) - pos < 8 + unpack(buf, pos)[0]:  # past this chunk: take the next
+                buf, pos = _refill(info, chunks, buf[pos:]), 0
+            n = unpack(buf, pos)[0]
+            yield buf[pos + 8 : pos + 8 + n]
             pos += 8 + n
     finally:
         chunks.close()
+
+
+def _refill(info: ModelInfo, chunks: Generator[bytes, None, None], rest: bytes) -> bytes:
+    """``rest`` and as many chunks more as the next token needs (a token longer than a chunk takes several)."""
+    while len(rest) < 8 or len(rest) < 8 + struct.unpack_from("<Q", rest)[0]:
+        if len(rest) >= 8 and struct.unpack_from("<Q", rest)[0] > MAX_STRING:
+            raise GGUFError(f"{info.path.name} has a token of {struct.unpack_from('<Q', rest)[0]:,} bytes in its "
+                            "token list: the file is corrupt (or was replaced while BeeDeck read it); download it again.")
+        nxt = next(chunks, b"")
+        if not nxt:
+            raise GGUFError(f"{info.path.name}'s token list no longer fits what its header said (was the file "
+                            "replaced while BeeDeck read it?): check the file, or download it again.")
+        rest += nxt
+    return rest
+
+
+def iter_tokens(info: ModelInfo) -> Generator[str, None, None]:
+    """The token texts one by one (:func:`iter_token_bytes`, decoded)."""
+    with closing(iter_token_bytes(info)) as raw:
+        for token in raw:
+            yield token.decode("utf-8", "replace")
 
 
 def token_texts(info: ModelInfo) -> list[str]:

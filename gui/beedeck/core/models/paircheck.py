@@ -25,7 +25,7 @@ from beedeck.core.engine.speculation.modes import (
 )
 from beedeck.core.engine.speculation.modes import MTP as MTP_MODE
 from beedeck.core.models.draft_kinds import MTP, draft_kind, is_mtp_only, mtp_layers
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, iter_tokens, tokenizer_digest
+from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, iter_token_bytes, tokenizer_digest
 
 # Upstream DFlash (mainline, BeeLlama >= 0.4) reads each target layer's input tensor; only some
 # architectures' graphs publish it. The lists live in the known-issue table.
@@ -187,10 +187,10 @@ def first_difference(target: ModelInfo, draft: ModelInfo, start: int) -> tuple[i
     """The first token id from ``start`` on where the two token lists differ (as far as both go), with both
     texts; None when they agree. Both lists are streamed side by side in bounded chunks, never held whole
     (two lists of 4 million tokens would be half a gigabyte as Python strings)."""
-    with closing(iter_tokens(target)) as ta, closing(iter_tokens(draft)) as tb:
+    with closing(iter_token_bytes(target)) as ta, closing(iter_token_bytes(draft)) as tb:
         for i, (a, b) in enumerate(zip(ta, tb, strict=False)):  # as far as both go
-            if i >= start and a != b:
-                return i, a, b
+            if a != b and i >= start:
+                return i, a.decode("utf-8", "replace"), b.decode("utf-8", "replace")
     return None
 
 
