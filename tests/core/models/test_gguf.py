@@ -181,3 +181,52 @@ def test_a_bad_library_file_is_listed_with_its_reason_and_the_good_one_kept(tmp_
     found = {m.path.name: m.error for m in library.scan([tmp_path])}
     assert found[good.name] is None
     assert "nests arrays" in (found["nested.gguf"] or "") and "FIFO" in (found["fifo.gguf"] or "")
+
+
+# ---------------------------------------------------------------------------- the header budget (issue 34)
+
+def test_the_largest_real_header_reads_within_the_budget_with_its_margin(tmp_path: Path,
+                                                                         gemma_model_path: Path) -> None:
+    from beedeck.core.models import gguf_header as gh
+
+    path = mg.gemma4_31b_full_tokenizer(tmp_path / "gemma-4-31B-it-Q4_K_M.gguf", gemma_model_path)
+    budget = gh.Budget()
+    h = read_header(path, tensors=True, budget=budget)
+    spent = {"bytes": gh.HEADER_BYTES - budget.header_bytes, "walked": gh.MAX_WALK - budget.walk,
+             "kept": gh.KEEP_BYTES - budget.keep, "tensors": gh.MAX_TENSORS - budget.tensors}
+    assert h.data_offset - 32 < spent["bytes"] <= h.data_offset  # the whole header, up to the data's alignment
+    assert 15_000_000 < spent["bytes"] < 17_000_000  # about 16 MB, as the real one
+    assert spent["walked"] == 262_144 + mg.GEMMA4_MERGES + 2 and spent["tensors"] == 833
+    # The margins the budget states (gguf_header.py): 4x the bytes, 5x the walk, 30x what is kept, 50x the tensors.
+    assert spent["bytes"] * 4 <= gh.HEADER_BYTES and spent["walked"] * 5 <= gh.MAX_WALK
+    assert spent["kept"] * 30 <= gh.KEEP_BYTES and spent["tensors"] * 50 <= gh.MAX_TENSORS
+    m = inspect(path)
+    assert m.vocab_size == 262_144 and m.has_chat_template and len(token_texts(m)) == 262_144
+
+
+def test_a_long_string_value_keeps_only_its_length_also_through_the_sizing_cache(tmp_path: Path) -> None:
+    from beedeck.core.models import gguf_json
+    from beedeck.core.models.gguf import LongString
+
+    template = "{# " + "x" * 70_000 + " #}"  # over KEEP_STRING: not a value BeeDeck needs
+    m = inspect(mg.tiny_model(tmp_path / "t.gguf", extra={"tokenizer.chat_template": template}))
+    assert m.metadata["tokenizer.chat_template"] == LongString(len(template)) and m.has_chat_template
+    assert str(m.metadata["tokenizer.chat_template"]) == "<a 70,006-byte string BeeDeck did not read>"
+    again = gguf_json.decode(gguf_json.encode(m))
+    assert again.metadata["tokenizer.chat_template"] == LongString(len(template))
+
+
+def test_a_header_that_takes_more_cpu_than_its_budget_is_refused(tmp_path: Path) -> None:
+    from beedeck.core.models.gguf_header import Budget
+
+    p = mg.tiny_model(tmp_path / "t.gguf", n_vocab=3000)
+    with pytest.raises(GGUFError, match=r"reading its header took more than 0 s of CPU"):
+        read_header(p, budget=Budget(cpu_s=0.0, started=-1.0))
+
+
+def test_a_token_list_that_changed_after_the_header_was_read_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    p = mg.tiny_model(tmp_path / "t.gguf", n_vocab=3000)
+    m = inspect(p)
+    os.truncate(p, 2000)  # replaced by a shorter file between the header read and the pair check
+    with pytest.raises(GGUFError, match="got shorter while BeeDeck read its token list"):
+        token_texts(m)

@@ -5,10 +5,14 @@ the real shapes of Gemma 4, Qwen3.6 and a DFlash draft (tests/fixtures/meta_gguf
 rewrites one to four *structural* fields (a string or array length, a value or element type, a tensor
 count, dimension or ggml type: found by walking the seed) with an extreme value, flips random bytes or
 cuts the file; the file keeps its original (sparse) size, so tensor-size checks still pass and the
-reader goes deep. ``inspect`` (plus the lazy token readers) must give a result or a GGUFError: any
-other exception, a MemoryError under the child's address-space cap or a hang past the child's
-timeout fails the test. The cases are fixed by the seed (no clock decides how many run); the child
-prints its rate and peak memory, which the test reports.
+reader goes deep. A quarter of the cases *grow* the seed instead, aimed at sums no single limit sees
+(issue 34): hundreds to thousands of small arrays, long keys, strings of up to 16 MiB (sparse), token
+lists, tensor entries, or a key or tensor name repeated; a grown header past the budget, or with a
+repeat, must be refused. ``inspect`` (plus the lazy token readers) must give a result or a GGUFError:
+any other exception, a MemoryError under the child's address-space cap, a hang past the child's
+timeout, a grown header that is read though it must not be, or a peak above PEAK_MB fails the test.
+The cases are fixed by the seed (no clock decides how many run); the child prints its rate and peak
+memory, which the test reports.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ import pytest
 
 from tests.conftest import REPO
 from tests.fixtures import meta_gguf as mg
+from tests.fixtures.hostile_sums import peak_kb
 
 SEED = 20
-CASES = int(os.environ.get("BEEDECK_FUZZ_CASES", "800"))  # ~20 s here; more for a longer hunt
+CASES = int(os.environ.get("BEEDECK_FUZZ_CASES", "800"))  # ~15 s of CPU (a minute on 2 busy cores); more for a longer hunt
 CHILD_AS = 2 << 30  # the child's address space: the reader must stay far below it
 CHILD_TIMEOUT_S = 300  # a hang guard (the run takes ~20 s), not a speed check
 EXTREMES = [0, 1, 7, 0x7F, 0xFF, 0xFFFF, 1 << 31, (1 << 32) - 1, 1 << 32, 1 << 40, 1 << 62, (1 << 63) - 1,
@@ -39,7 +44,17 @@ EXTREMES = [0, 1, 7, 0x7F, 0xFF, 0xFFFF, 1 << 31, (1 << 32) - 1, 1 << 32, 1 << 4
 def structure(data: bytes) -> list[tuple[int, int]]:
     """(offset, width) of every structural field of a GGUF header: counts, lengths, types, dims. An
     independent walker (not the reader under test); token strings past the first few are skipped."""
+    return _walk(data)[0]
+
+
+Span = tuple[int, int]  # [start, end) of one metadata entry or tensor-table entry
+
+
+def _walk(data: bytes) -> tuple[list[tuple[int, int]], list[Span], list[Span]]:
+    """The structural fields, the metadata entries' spans and the tensor entries' spans of a header."""
     out: list[tuple[int, int]] = [(8, 8), (16, 8), (4, 4)]
+    kvs: list[Span] = []
+    tensors: list[Span] = []
     n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
     pos = 24
     sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -50,6 +65,7 @@ def structure(data: bytes) -> list[tuple[int, int]]:
         return pos + 8 + struct.unpack_from("<Q", data, pos)[0]
 
     for _ in range(n_kv):
+        start = pos
         pos = string(pos)
         vt = struct.unpack_from("<I", data, pos)[0]
         out.append((pos, 4))
@@ -68,7 +84,9 @@ def structure(data: bytes) -> list[tuple[int, int]]:
             else:
                 for i in range(n):
                     pos = string(pos, mark=i < 8)
+        kvs.append((start, pos))
     for _ in range(n_tensors):
+        start = pos
         pos = string(pos)
         n_dims = struct.unpack_from("<I", data, pos)[0]
         out.append((pos, 4))
@@ -76,7 +94,70 @@ def structure(data: bytes) -> list[tuple[int, int]]:
         pos += 4 + 8 * n_dims
         out += [(pos, 4), (pos + 4, 8)]
         pos += 12
-    return out
+        tensors.append((start, pos))
+    return out, kvs, tensors
+
+
+# --------------------------------------------------------------------------- growth: the sums
+
+PEAK_MB = 400  # the child's peak RSS over every case (it held 71 MB before growth cases were added)
+Grown = tuple[list[tuple[int, bytes]], int, str]  # pieces (zeros between), file size, what must refuse it ("")
+
+
+def _kv(key: bytes, vtype: int, payload: bytes) -> bytes:
+    return struct.pack("<Q", len(key)) + key + struct.pack("<I", vtype) + payload
+
+
+def _grow(rng: random.Random, data: bytes, size: int) -> Grown:
+    """The seed with entries added where the reader meets them; ``size`` is the seed file's (sparse) size."""
+    _fields, kvs, tensors = _walk(data)
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
+    how = rng.choice(["arrays", "arrays", "strings", "strings", "keys", "lists", "tensors", "repeat-key",
+                      "repeat-tensor"])
+    extra: list[tuple[bytes, int]] = []  # (bytes, zeros after them): metadata entries to add
+    table: list[bytes] = []  # tensor entries to add
+    must = ""
+    if how == "arrays":  # small arrays, each decoded: 32 B of Python per element counted against 1 MiB
+        k, each = rng.randint(100, 4000), rng.choice([64, 512, 4096])
+        extra = [(_kv(b"g.a%d" % i, 9, struct.pack("<IQ", 0, each)), each) for i in range(k)]
+        must = "kept" if k * (each * 32 + 110) > 1 << 20 else ""
+    elif how == "strings":  # long string values (skipped past 64 KiB), zeros in a sparse file
+        k, each = rng.randint(1, 400), rng.choice([1 << 10, 1 << 17, 1 << 20, 1 << 24])
+        extra = [(struct.pack("<Q", 8) + b"g.s%05d" % i + struct.pack("<IQ", 8, each), each) for i in range(k)]
+        must = "bytes" if k * each > 64 << 20 else ""
+    elif how == "keys":  # long, distinct keys (each within 64 KiB), kept
+        k, each = rng.randint(100, 3000), rng.choice([64, 1024, 4096])
+        extra = [(_kv(b"g.%05d." % i + b"k" * each, 4, struct.pack("<I", i)), 0) for i in range(k)]
+        must = "kept" if k * (each + 108) > 1 << 20 else ""
+    elif how == "lists":  # token lists of empty strings (zeros: sparse), walked one by one
+        k, count = rng.randint(1, 3), 1 << 21
+        extra = [(_kv(b"g.l%d" % i, 9, struct.pack("<IQ", 8, count)), 8 * count) for i in range(k)]
+        must = "walked" if k * count > 1 << 22 else ""
+    elif how == "tensors":  # tensor entries with names of their own
+        k = rng.choice([1000, 20_000, 70_000])
+        table = [struct.pack("<Q", 9) + b"g.%07d" % i + struct.pack("<IQIQ", 1, 32, 0, 0) for i in range(k)]
+        must = "tensors" if n_tensors + k > 1 << 16 else ""
+    elif how == "repeat-key" and kvs:
+        a, b = rng.choice(kvs)
+        extra, must = [(data[a:b], 0)], "duplicate key"
+    elif how == "repeat-tensor" and tensors:
+        a, b = rng.choice(tensors)
+        table, must = [data[a:b]], "duplicate tensor name"
+    head = data[:8] + struct.pack("<QQ", n_tensors + len(table), n_kv + len(extra))
+    pieces, pos = [(0, head)], 24
+    for chunk, zeros in extra:
+        pieces.append((pos, chunk))
+        pos += len(chunk) + zeros
+    table_at = tensors[-1][1] if tensors else kvs[-1][1] if kvs else 24
+    pieces += [(pos, data[24:table_at]), (pos + table_at - 24, b"".join(table) + data[table_at:])]
+    grown = pos - 24 + sum(len(t) for t in table)
+    return pieces, size + grown + 64, MUST_SAY.get(must, "")
+
+
+# what the refusal of a grown header says, by the budget it must overrun
+MUST_SAY = {"kept": "to keep", "bytes": "goes on past", "walked": "to walk one by one", "tensors": "tensors",
+            "duplicate key": "duplicate key", "duplicate tensor name": "duplicate tensor name"}
+GROW_SHARE = 0.25  # of the cases
 
 
 def mutate(rng: random.Random, data: bytes, fields: list[tuple[int, int]]) -> bytes:
@@ -97,6 +178,14 @@ def mutate(rng: random.Random, data: bytes, fields: list[tuple[int, int]]) -> by
     return bytes(buf)
 
 
+def _write(path: Path, pieces: list[tuple[int, bytes]], size: int) -> None:
+    with open(path, "wb") as fh:
+        for offset, chunk in pieces:
+            fh.seek(offset)
+            fh.write(chunk)
+        fh.truncate(size)
+
+
 def _child(spec: str) -> None:
     """Run in the capped child: every case through inspect; one JSON line of results at the end."""
     from beedeck.core.models.gguf import GGUFError, inspect, token_texts, tokenizer_digest
@@ -106,32 +195,42 @@ def _child(spec: str) -> None:
     seeds = [(Path(s["header"]).read_bytes(), s["size"]) for s in job["seeds"]]
     fields = [structure(h) for h, _size in seeds]
     rng = random.Random(job["seed"])
-    counts = {"result": 0, "GGUFError": 0}
+    counts = {"result": 0, "GGUFError": 0, "grown": 0}
     start = time.perf_counter()
     worst = 0.0
     for case in range(job["cases"]):
         k = case % len(seeds)
         header, size = seeds[k]
-        data = mutate(rng, header, fields[k])
         path = work / f"case-{k}.gguf"
-        path.write_bytes(data)
-        os.truncate(path, max(size, len(data)) if len(data) == len(header) else len(data))
+        must = ""
+        if rng.random() < GROW_SHARE:
+            pieces, grown_size, must = _grow(rng, header, size)
+            _write(path, pieces, grown_size)
+            counts["grown"] += 1
+        else:
+            data = mutate(rng, header, fields[k])
+            path.write_bytes(data)
+            os.truncate(path, max(size, len(data)) if len(data) == len(header) else len(data))
         t0 = time.perf_counter()
         try:
             info = inspect(path)
             token_texts(info)
             tokenizer_digest(info)
             counts["result"] += 1
-        except GGUFError:
+            if must:
+                raise AssertionError(f"a grown header that must be refused ({must!r}) was read")
+        except GGUFError as exc:
             counts["GGUFError"] += 1
+            if must and must not in str(exc):
+                raise AssertionError(f"refused for another reason than {must!r}: {exc}") from None
         except BaseException as exc:  # the finding: anything else
-            (work / "finding.gguf").write_bytes(data)
+            os.replace(path, work / "finding.gguf")
             print(json.dumps({"case": case, "seed": k, "error": f"{type(exc).__name__}: {exc}"[:500]}))
             return
         worst = max(worst, time.perf_counter() - t0)
     took = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"counts": counts, "seconds": took, "worst_case_s": worst, "peak_rss_mb": peak_kb / 1024,
+    # VmHWM, not ru_maxrss: that one keeps the peak of the pytest process this child was forked from
+    print(json.dumps({"counts": counts, "seconds": took, "worst_case_s": worst, "peak_rss_mb": peak_kb() / 1024,
                       "cases_per_s": job["cases"] / took}))
 
 
@@ -168,6 +267,8 @@ def test_mutated_real_headers_give_a_result_or_a_gguf_error_within_bounds(
     counts = result["counts"]
     assert counts["result"] + counts["GGUFError"] == CASES
     assert counts["GGUFError"] > CASES // 4 and counts["result"] > 0  # the mutations reach both outcomes
+    assert counts["grown"] > CASES // 5  # and the growth cases run
+    assert result["peak_rss_mb"] < PEAK_MB, f"the reader's child peaked at {result['peak_rss_mb']:.0f} MB"
     with capsys.disabled():
         print(f"\nGGUF fuzz: {CASES} cases, {result['cases_per_s']:.0f}/s, worst case {result['worst_case_s']:.2f} s, "
               f"peak RSS {result['peak_rss_mb']:.0f} MB (cap {CHILD_AS >> 20} MB), {counts}")

@@ -20,7 +20,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.models import hub as hubmod
 from beedeck.core.models.gguf import inspect, read_header
-from beedeck.core.models.hub_range import RangeReadError
+from beedeck.core.models.hub_range import RangeReader, RangeReadError
 from beedeck.core.models.hub_sizing import (
     OfflineError,
     SizingError,
@@ -321,3 +321,20 @@ def test_a_broken_file_is_skipped_with_its_reason_and_the_rest_is_sized(tmp_path
         s = size_repo("org/m-GGUF", endpoint=h.endpoint, cache_dir=_cache(tmp_path))
     assert [m.filename for m in s.models] == ["m-Q8_0.gguf"]
     assert len(s.skipped) == 1 and s.skipped[0].startswith("broken-Q4_0.gguf: ") and "not a GGUF model" in s.skipped[0]
+
+
+def test_a_range_reader_fetches_nothing_past_its_limit() -> None:
+    # The GGUF header budget (64 MiB by default) bounds what a header read over HTTP may fetch and hold.
+    asked: list[tuple[int, int]] = []
+
+    def fetch(start: int, end: int) -> bytes:
+        asked.append((start, end))
+        return bytes(end - start)
+
+    r = RangeReader(fetch, size=1 << 30, first=1 << 20, limit=4 << 20)
+    got = 0
+    while chunk := r.read(1 << 20):
+        got += len(chunk)
+    r.seek(8 << 20)
+    assert r.read(100) == b""  # past the limit: nothing, and nothing fetched
+    assert got == 4 << 20 and max(end for _start, end in asked) == 4 << 20 and r.bytes_read == 4 << 20

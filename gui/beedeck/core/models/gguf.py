@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import struct
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,19 +27,24 @@ from beedeck.core.models.gguf_header import (
     _STRING,
     GGUF_MAGIC,
     LIMITS,
+    MAX_STRING,
     ArrayInfo,
+    Budget,
     GGUFError,
     GGUFHeader,
+    LongString,
     Stream,
     TensorInfo,
+    printable_key,
     read_header,
     read_header_from,
 )
 from beedeck.core.models.gguf_types import FILE_TYPES
 
-__all__ = ["GGUF_MAGIC", "LIMITS", "SPLIT_RE", "ArrayInfo", "DFlashInfo", "GGUFError", "GGUFHeader", "ModelInfo",
-           "Stream", "TensorInfo", "architecture", "inspect", "model_info", "read_header", "read_header_from",
-           "token_texts", "tokenizer_digest"]
+__all__ = ["GGUF_MAGIC", "LIMITS", "SPLIT_RE", "ArrayInfo", "Budget", "DFlashInfo", "GGUFError", "GGUFHeader",
+           "LongString", "ModelInfo", "Stream", "TensorInfo", "architecture", "check_split_set", "inspect",
+           "iter_token_bytes", "iter_tokens", "model_info", "read_header", "read_header_from", "token_texts",
+           "tokenizer_digest"]
 
 SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
@@ -44,6 +52,7 @@ MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS (src/llama-hparams.h)
 MAX_SPLITS = 99_999  # the -NNNNN-of-NNNNN.gguf names hold five digits
 _BIG = 1 << 24  # widths, head counts, vocabularies: far above any real model, far below a crafted 2^60
 _ID = 1 << 32  # token ids (uint32 in llama.cpp)
+TOKEN_CHUNK = 1 << 20  # token lists are read in chunks of this many bytes, never whole
 
 
 def _whole(p: Path, key: str, value: Any, lo: int, hi: int) -> int:
@@ -216,7 +225,14 @@ def _split_parts(first: Path, h: GGUFHeader) -> list[Path]:
     if count <= 1:
         return [first]
     m = SPLIT_RE.match(first.name)
-    stem = m.group("stem") if m else first.name.removesuffix(".gguf")
+    if not m or int(m.group("no")) != 1 or int(m.group("count")) != count:
+        stem = m.group("stem") if m else first.name.removesuffix(".gguf")
+        raise GGUFError(
+            f"{first.name} says (split.count) it is part 1 of a model split into {count} files, but its name does "
+            f"not end in -00001-of-{count:05d}.gguf, so llama-server cannot find the other parts (llama.cpp: "
+            f"\"invalid split file name: {first.name}\"): give it the name it was published under "
+            f"({stem}-00001-of-{count:05d}.gguf), or download the model again.")
+    stem = m.group("stem")
     parts = [first] + [first.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(2, count + 1)]
     missing = [q.name for q in parts if not q.is_file()]
     if missing:
@@ -228,25 +244,95 @@ def _split_parts(first: Path, h: GGUFHeader) -> list[Path]:
     return parts
 
 
+def _links(parts: list[Path]) -> dict[int, int]:
+    """Part index -> the index of an earlier part that is the same file (a symbolic or a hard link)."""
+    seen: dict[tuple[int, int], int] = {}
+    same: dict[int, int] = {}
+    for i, q in enumerate(parts):
+        st = os.stat(q)
+        same_as = seen.setdefault((st.st_dev, st.st_ino), i)
+        if same_as != i:
+            same[i] = same_as
+    return same
+
+
+def _part_problems(h: GGUFHeader, part: GGUFHeader, idx: int, owner: dict[str, int], count: int) -> list[str]:
+    """What part ``idx`` (0-based) says that does not fit part 1 ``h``, in llama.cpp's words where it has them."""
+    said: list[str] = []
+    name, md = part.path.name, part.metadata
+    if md.get("split.no") is None:
+        said.append(f"it has no split.no key (llama.cpp: \"missing key split.no in GGUF split {name}\")")
+    else:
+        no = _whole(part.path, "split.no", md["split.no"], 0, MAX_SPLITS)
+        its = md.get("split.count")
+        its_count = count if its is None else _whole(part.path, "split.count", its, 0, MAX_SPLITS)
+        if no != idx:
+            said.append(f"it says it is part {no + 1} of {its_count} (llama.cpp: \"invalid split file idx: {no} "
+                        f"(file: {name}), expected {idx}\")")
+        elif its_count != count:
+            said.append(f"it says the model has {its_count} parts, part 1 says {count}")
+    arch = md.get("general.architecture")
+    if arch is not None and str(arch) != h.architecture:
+        said.append(f"it is a part of a {printable_key(str(arch))} model, part 1 of a {h.architecture!r} one")
+    for t in part.tensors:
+        if t.name in owner:
+            said.append(f"it repeats the tensor {printable_key(t.name)} of part {owner[t.name] + 1} (llama.cpp: "
+                        f"\"invalid model: tensor '{t.name}' is duplicated\")")
+            break
+        owner[t.name] = idx
+    return said
+
+
+def check_split_set(h: GGUFHeader, rest: list[GGUFHeader], parts: list[Path],
+                    links: dict[int, int] | None = None) -> None:
+    """Refuse parts that do not belong together (src/llama-model-loader.cpp checks the index and the tensor
+    names; BeeDeck also the count and the architecture): ``h`` is part 1's header, ``rest`` the others',
+    ``links`` maps a part that is the same file as an earlier one to that one."""
+    owner = {t.name: 0 for t in h.tensors}
+    problems = []
+    for idx, part in enumerate(rest, start=1):
+        said = _part_problems(h, part, idx, owner, len(parts))
+        if links and idx in links:
+            said.insert(0, f"it is the same file as {parts[links[idx]].name} (a link), not a part of its own")
+        if said:
+            problems.append(f"{part.path.name} (part {idx + 1}): {'; '.join(said)}")
+    first = parts[0].name
+    if problems:
+        raise GGUFError(f"{first} is part 1 of a model split into {len(parts)} files, but the parts do not belong "
+                        f"together. {' '.join(p.rstrip('.') + '.' for p in problems)} Download every part of the "
+                        "model again into one folder, from one repo and one quant.")
+    expected = h.metadata.get("split.tensors.count")
+    found = len(h.tensors) + sum(len(r.tensors) for r in rest)
+    if expected is not None and _whole(h.path, "split.tensors.count", expected, 0, 1 << 32) != found:
+        raise GGUFError(f"{first} says its {len(parts)} parts hold {expected} tensors, but they hold {found} (llama.cpp: "
+                        f"\"corrupted model: {expected} tensors expected but {found} found\"): download every part "
+                        "of the model again into one folder.")
+
+
 def inspect(path: str | Path) -> ModelInfo:
-    """Read a model's GGUF header(s) into a :class:`ModelInfo`; split models read as one model. Every
-    number the planner uses is checked for type and range (GGUFError names the key): a string, NaN or
+    """Read a model's GGUF header(s) into a :class:`ModelInfo`; split models read as one model (their parts
+    checked against each other as llama.cpp checks them), all parts' headers within one :class:`Budget`.
+    Every number the planner uses is checked for type and range (GGUFError names the key): a string, NaN or
     3e7 layers where a layer count belongs is a corrupt header, not a crash or 2.6 GB of lists."""
     p = Path(path)
-    h = read_header(p, tensors=True)
+    budget = Budget()
+    h = read_header(p, tensors=True, budget=budget)
     split_no = _num(h, "split.no", 0, MAX_SPLITS, arch=False)
     if split_no > 0:
         count = _num(h, "split.count", 0, MAX_SPLITS, arch=False)
         m = SPLIT_RE.match(p.name)
         first = f"{m.group('stem')}-00001-of-{m.group('count')}.gguf" if m else "the -00001-of- file"
         raise GGUFError(
-            f"{p.name} is part {split_no + 1} of {count} of a split model, not a model on its own: "
-            f"open the first part ({first}) instead."
+            f"{p.name} is part {split_no + 1} of {count} of a split model, not a model on its own "
+            f"(llama.cpp: \"illegal split file idx: {split_no} (file: {p.name}), model must be loaded with the "
+            f"first split\"): open the first part ({first}) instead."
         )
     if not h.architecture:
         raise GGUFError(f"{p.name} has no general.architecture key: it is not a llama.cpp model; convert it again.")
     parts = _split_parts(p, h)
-    rest = [read_header(part, tensors=True) for part in parts[1:]]
+    rest = [read_header(part, tensors=True, budget=budget) for part in parts[1:]]
+    if rest:
+        check_split_set(h, rest, parts, _links(parts))
     return model_info(h, rest, parts, sum(q.stat().st_size for q in parts))
 
 
@@ -295,28 +381,79 @@ def model_info(h: GGUFHeader, rest: list[GGUFHeader], parts: list[Path], file_si
     )
 
 
-def token_texts(info: ModelInfo) -> list[str]:
-    """Decode the token list (lazily: only the pair check needs it). Empty when the file has none."""
+def _token_range(info: ModelInfo) -> ArrayInfo | None:
     arr = info.metadata.get("tokenizer.ggml.tokens")
     if not isinstance(arr, ArrayInfo) or arr.offset is None or arr.end is None or arr.elem_type != _STRING:
-        return []
+        return None
+    return arr
+
+
+def _token_chunks(info: ModelInfo, arr: ArrayInfo) -> Generator[bytes, None, None]:
+    """The token list's bytes in chunks of at most :data:`TOKEN_CHUNK` (the range the header read showed)."""
+    assert arr.offset is not None and arr.end is not None
     with paths.open_regular(info.path) as fh:
         fh.seek(arr.offset)
-        raw = fh.read(arr.end - arr.offset)
-    out: list[str] = []
-    pos, unpack = 0, struct.unpack_from
-    for _ in range(arr.length):
-        (n,) = unpack("<Q", raw, pos)
-        out.append(raw[pos + 8 : pos + 8 + n].decode("utf-8", "replace"))
-        pos += 8 + n
-    return out
+        left = arr.end - arr.offset
+        while left > 0:
+            chunk = fh.read(min(TOKEN_CHUNK, left))
+            if not chunk:
+                raise GGUFError(f"{info.path.name} got shorter while BeeDeck read its token list (was it replaced?): "
+                                "check the file, or download it again.")
+            left -= len(chunk)
+            yield chunk
+
+
+def iter_token_bytes(info: ModelInfo) -> Generator[bytes, None, None]:
+    """The tokens' raw bytes one by one, read in bounded chunks: the pair check compares two lists of 260,000
+    tokens without holding either (and decodes only the pair that differs). Nothing without a token list."""
+    arr = _token_range(info)
+    if arr is None:
+        return
+    chunks = _token_chunks(info, arr)
+    buf, pos, unpack = b"", 0, struct.Struct("<Q").unpack_from
+    try:
+        for _ in range(arr.length):
+            if len(buf) - pos < 8 or len(buf) - pos < 8 + unpack(buf, pos)[0]:  # past this chunk: take the next
+                buf, pos = _refill(info, chunks, buf[pos:]), 0
+            n = unpack(buf, pos)[0]
+            yield buf[pos + 8 : pos + 8 + n]
+            pos += 8 + n
+    finally:
+        chunks.close()
+
+
+def _refill(info: ModelInfo, chunks: Generator[bytes, None, None], rest: bytes) -> bytes:
+    """``rest`` and as many chunks more as the next token needs (a token longer than a chunk takes several)."""
+    while len(rest) < 8 or len(rest) < 8 + struct.unpack_from("<Q", rest)[0]:
+        if len(rest) >= 8 and struct.unpack_from("<Q", rest)[0] > MAX_STRING:
+            raise GGUFError(f"{info.path.name} has a token of {struct.unpack_from('<Q', rest)[0]:,} bytes in its "
+                            "token list: the file is corrupt (or was replaced while BeeDeck read it); download it again.")
+        nxt = next(chunks, b"")
+        if not nxt:
+            raise GGUFError(f"{info.path.name}'s token list no longer fits what its header said (was the file "
+                            "replaced while BeeDeck read it?): check the file, or download it again.")
+        rest += nxt
+    return rest
+
+
+def iter_tokens(info: ModelInfo) -> Generator[str, None, None]:
+    """The token texts one by one (:func:`iter_token_bytes`, decoded)."""
+    with closing(iter_token_bytes(info)) as raw:
+        for token in raw:
+            yield token.decode("utf-8", "replace")
+
+
+def token_texts(info: ModelInfo) -> list[str]:
+    """The whole token list as a list (tests and small models; the pair check streams :func:`iter_tokens`)."""
+    return list(iter_tokens(info))
 
 
 def tokenizer_digest(info: ModelInfo) -> str:
-    """sha256 over the raw token-list bytes: the tokenizer's identity, cheap to compare."""
-    arr = info.metadata.get("tokenizer.ggml.tokens")
-    if not isinstance(arr, ArrayInfo) or arr.offset is None or arr.end is None:
+    """sha256 over the raw token-list bytes, read in bounded chunks: the tokenizer's identity, cheap to compare."""
+    arr = _token_range(info)
+    if arr is None:
         return ""
-    with paths.open_regular(info.path) as fh:
-        fh.seek(arr.offset)
-        return hashlib.sha256(fh.read(arr.end - arr.offset)).hexdigest()
+    digest = hashlib.sha256()
+    for chunk in _token_chunks(info, arr):
+        digest.update(chunk)
+    return digest.hexdigest()

@@ -1,11 +1,18 @@
-"""The GGUF header scanner: metadata and tensor table, read within hard limits.
+"""The GGUF header scanner: metadata and tensor table, read within hard limits and one budget.
 
 A header is untrusted input: a few hundred crafted bytes can claim 2^62 array elements, a string of
 2 GB, arrays nested thousands deep or a million tensors in a sparse file of a terabyte. Every field
 that sizes an allocation or a loop is checked before it is used, against a limit (:data:`LIMITS`)
-and against the bytes the file still holds, so reading any header costs at most a bounded amount of
-memory and time and fails with :class:`GGUFError` (a message and a remedy), never another exception.
-Big arrays are walked, not decoded, through a sliding window: a sparse file is never read whole.
+and against the bytes the file still holds. Limits on single values are not enough (100,000 small
+arrays each within its limit cost 3.2 GB), so the whole header, and every part of a split model
+together, also spends from one :class:`Budget`: bytes of header, elements walked one by one, bytes
+kept in memory, tensors and CPU seconds, each a stated margin over the largest real header BeeDeck
+knows (Gemma 4's: 262,144 tokens and 514,906 merges, about 16 MB; benchmarks/hostile_headers.py
+measures it). Values BeeDeck does not need are skipped, not kept: big arrays are walked through a
+sliding window (a sparse file is never read whole) and strings over :data:`KEEP_STRING` bytes keep
+only their length (:class:`LongString`). Reading any header fails with :class:`GGUFError` (a
+message and a remedy), never another exception; a key twice and a tensor name twice or of 64 bytes
+or more are refused in llama.cpp's words (ggml/src/gguf.cpp).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -25,20 +33,31 @@ GGUF_MAGIC = 0x46554747  # b"GGUF" little-endian
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 
-MAX_KV = 100_000  # metadata entries (a real model has ~50)
-MAX_TENSORS = 1_000_000  # tensor-table entries (the biggest MoE models have ~50,000)
+# Limits on one field (each checked before it sizes anything).
+MAX_KV = 1 << 14  # metadata entries (real models: 30-60; Gemma 4 has 56)
 MAX_KEY = 1 << 16  # bytes of one key name
 MAX_STRING = 1 << 24  # bytes of one string value or array element (chat templates are ~10 KB)
-MAX_ARRAY = 1 << 24  # elements of one array (token lists hold ~260,000)
+MAX_ARRAY = 1 << 24  # elements of one array (token lists hold ~260,000, Gemma 4's merges 514,906)
 MAX_DEPTH = 4  # arrays of arrays (llama.cpp reads none; gguf-py can write them)
-MAX_WALK = 1 << 23  # elements walked one by one in the whole header (strings, nested arrays): ~8 M
-MAX_NAME = 1 << 16  # bytes of one tensor name
+MAX_NAME = 63  # bytes of one tensor name: ggml's GGML_MAX_NAME is 64 with the terminating zero
 MAX_DIMS = 8
 SMALL_ARRAY = 4096  # scalar arrays up to this are decoded (per-layer head counts); bigger ones skipped
+KEEP_STRING = 1 << 16  # a longer string value is skipped: only its length is kept (LongString)
+# The budget of one model's header(s), all values together. The largest real header BeeDeck knows, Gemma 4
+# 31B's (tests/fixtures/meta_gguf.py gemma4_31b_full_tokenizer), takes 16,075,648 bytes, 777,052 elements
+# walked, 27,235 bytes kept, 833 tensors and 0.09 s of CPU: the margins are 4.2x, 5.4x, 38x, 79x and 55x.
+HEADER_BYTES = 64 << 20  # bytes of header (metadata and tensor table, every part of a split model)
+MAX_WALK = 1 << 22  # elements walked one by one (strings, nested arrays): 4,194,304
+KEEP_BYTES = 1 << 20  # kept in memory: keys, strings, decoded numbers (32 B each), 100 B per entry
+MAX_TENSORS = 1 << 16  # tensor-table entries (the biggest real models have ~1,000-2,000)
+HEADER_CPU_S = 5.0  # CPU seconds of the reading thread (a network wait costs none)
+ENTRY_COST = 100  # what Python spends on a kept entry besides its bytes (the dict slot, the objects)
+NUMBER_COST = 32  # what a decoded number costs in a tuple (a float or a large int object and its slot)
 _CHUNK = 1 << 22
 
 LIMITS = {"metadata entries": MAX_KV, "tensors": MAX_TENSORS, "string bytes": MAX_STRING,
-          "array elements": MAX_ARRAY, "array nesting": MAX_DEPTH, "elements walked": MAX_WALK}
+          "array elements": MAX_ARRAY, "array nesting": MAX_DEPTH, "elements walked": MAX_WALK,
+          "header bytes": HEADER_BYTES, "bytes kept": KEEP_BYTES, "CPU seconds": HEADER_CPU_S}
 
 
 class GGUFError(ValueError):
@@ -55,6 +74,16 @@ class ArrayInfo:
     values: tuple[Any, ...] | None = None
     offset: int | None = None  # file offset of the first element (for lazy decoding)
     end: int | None = None  # file offset just past the last element
+
+
+@dataclass(frozen=True)
+class LongString:
+    """A string value longer than :data:`KEEP_STRING` (a chat template of 100 KB), skipped: its length only."""
+
+    length: int
+
+    def __str__(self) -> str:
+        return f"<a {self.length:,}-byte string BeeDeck did not read>"
 
 
 @dataclass(frozen=True)
@@ -102,17 +131,58 @@ def _corrupt(p: Path, what: str) -> GGUFError:
     return GGUFError(f"{p.name} {what}: the file is corrupt; download it again.")
 
 
+@dataclass
+class Budget:
+    """What reading one model's header costs at most, all keys, values and tensors together. The parts of
+    a split model share one: the sum of their headers is the model's header."""
+
+    header_bytes: int = HEADER_BYTES
+    walk: int = MAX_WALK
+    keep: int = KEEP_BYTES
+    tensors: int = MAX_TENSORS
+    cpu_s: float = HEADER_CPU_S
+    started: float = field(default_factory=time.thread_time)
+
+    def over(self, p: Path, what: str) -> GGUFError:
+        return GGUFError(f"{p.name}: {what}, more than any real model's header needs (the largest BeeDeck knows, "
+                         "Gemma 4's with 262,144 tokens and 514,906 merges, takes about 16 MB): the file is corrupt "
+                         "or was crafted; download it again from a source you trust.")
+
+    def spend_walk(self, p: Path, n: int, at: str) -> None:
+        self.walk -= n
+        if self.walk < 0:
+            raise self.over(p, f"its header has more than {MAX_WALK:,} array elements to walk one by one (at {at})")
+
+    def spend_keep(self, p: Path, n: int, at: str) -> None:
+        self.keep -= n
+        if self.keep < 0:
+            raise self.over(p, f"its header holds more than {KEEP_BYTES:,} bytes of keys, strings and small arrays "
+                            f"to keep (at {at})")
+
+    def spend_tensors(self, p: Path, n: int) -> None:
+        self.tensors -= n
+        if self.tensors < 0:
+            raise self.over(p, f"it claims {n:,} tensors, which with the other parts of its model make more than "
+                            f"{MAX_TENSORS:,}")
+
+    def check_cpu(self, p: Path, at: str) -> None:
+        if time.thread_time() - self.started > self.cpu_s:
+            raise self.over(p, f"reading its header took more than {self.cpu_s:g} s of CPU (at {at})")
+
+
 class _Cursor:
     """Reads a file through a sliding window: small reads come from memory, long skips seek, and the
-    window never holds more than one chunk plus the largest single value read."""
+    window never holds more than one chunk plus the largest single value read. Every read and skip
+    spends from the header's :class:`Budget`."""
 
-    def __init__(self, fh: Stream, path: Path, size: int) -> None:
-        self.fh, self.path, self.size = fh, path, size
+    def __init__(self, fh: Stream, path: Path, size: int, budget: Budget) -> None:
+        self.fh, self.path, self.size, self.budget = fh, path, size, budget
         # A stream whose reads cost a request each (hub_range's) says how much one read should ask for.
         self.chunk = int(getattr(fh, "read_chunk", _CHUNK))
         self.base = fh.tell()  # file offset of buf[0]
         self.buf, self.pos = b"", 0
-        self.walked = 0
+        self.limit = budget.header_bytes  # this file's header may end no further (the budget left)
+        self.at = "the start of the header"  # what is being read, for the messages
 
     def tell(self) -> int:
         return self.base + self.pos
@@ -123,12 +193,24 @@ class _Cursor:
     def truncated(self, where: str = "the header", detail: str = "") -> GGUFError:
         return GGUFError(f"{self.path.name} is truncated ({where} ends early){detail}: download it again.")
 
+    def reach(self, target: int) -> None:
+        """Refuse a header that would end past the file or past the budget's bytes, before reading there."""
+        if target > self.size:
+            raise self.truncated()
+        if target > self.limit:
+            whole = "" if self.limit == HEADER_BYTES else " (with the other parts of its model)"
+            raise self.budget.over(self.path, f"its header goes on past {HEADER_BYTES:,} bytes{whole} (at {self.at})")
+
     def take(self, n: int, where: str = "the header") -> bytes:
         if self.pos + n > len(self.buf):
             if n > self.left():
                 raise self.truncated(where)
+            self.reach(self.tell() + n)
+            self.budget.check_cpu(self.path, self.at)
+            have = len(self.buf) - self.pos
             self.base += self.pos
-            self.buf = self.buf[self.pos:] + self.fh.read(max(self.chunk, n - (len(self.buf) - self.pos)))
+            ahead = min(max(self.chunk, n - have), self.limit - self.base - have)  # never past the budget
+            self.buf = self.buf[self.pos:] + self.fh.read(ahead)
             self.pos = 0
             if n > len(self.buf):
                 raise self.truncated(where)
@@ -145,15 +227,18 @@ class _Cursor:
         if self.pos + n <= len(self.buf):
             self.pos += n
             return
-        target = self.tell() + n
+        self.jump(self.tell() + n)
+
+    def jump(self, target: int) -> None:
+        """Seek to ``target`` (past the window), within the file and the budget."""
+        self.reach(target)
+        self.budget.check_cpu(self.path, self.at)
         self.fh.seek(target)
         self.base, self.buf, self.pos = target, b"", 0
 
-    def walk(self, n: int, key: str) -> None:
+    def walk(self, n: int) -> None:
         """Count ``n`` elements against the whole header's budget of elements walked one by one."""
-        self.walked += n
-        if self.walked > MAX_WALK:
-            raise _corrupt(self.path, f"claims more than {MAX_WALK:,} array elements in its header (at {key!r})")
+        self.budget.spend_walk(self.path, n, self.at)
 
 
 def _long_string(c: _Cursor, n: int, limit: int, key: str) -> GGUFError:
@@ -170,7 +255,7 @@ def _string(c: _Cursor, limit: int, key: str) -> bytes:
 
 def _skip_strings(c: _Cursor, n: int, key: str) -> None:
     """Walk ``n`` strings (a token list: ~260,000 of them) in the window, seeking over long ones."""
-    c.walk(n, key)
+    c.walk(n)
     buf, pos, end, unpack = c.buf, c.pos, len(c.buf), struct.Struct("<Q").unpack_from
     for _ in range(n):
         if pos + 8 > end:
@@ -182,11 +267,7 @@ def _skip_strings(c: _Cursor, n: int, key: str) -> None:
             raise _long_string(c, length, MAX_STRING, key)
         pos += 8 + length
         if pos > end:  # past the window: seek there (a long string, or a sparse file's zeros)
-            target = c.base + pos
-            if target > c.size:
-                raise c.truncated()
-            c.fh.seek(target)
-            c.base, c.buf, c.pos = target, b"", 0
+            c.jump(c.base + pos)
             buf, pos, end = b"", 0, 0
     c.pos = pos
 
@@ -201,6 +282,7 @@ def _check_array(c: _Cursor, st: int, n: int, key: str, depth: int) -> None:
         raise _corrupt(c.path, f"has an unknown element type {st} in the array {key!r}")
     if n * least > c.left():
         raise c.truncated(detail=f"; the array {key!r} claims {n:,} elements, more than the file holds")
+    c.reach(c.tell() + n * least)
 
 
 def _skip_elements(c: _Cursor, st: int, n: int, key: str, depth: int) -> None:
@@ -210,7 +292,7 @@ def _skip_elements(c: _Cursor, st: int, n: int, key: str, depth: int) -> None:
     elif st == _STRING:
         _skip_strings(c, n, key)
     else:
-        c.walk(n, key)
+        c.walk(n)
         for _ in range(n):
             _skip_value(c, st, key, depth)
 
@@ -236,12 +318,20 @@ def _read_value(c: _Cursor, key: str, known: dict[str, tuple[int, int]] | None =
     if vt in _SCALARS:
         return c.unpack("<" + _SCALARS[vt])[0]
     if vt == _STRING:
-        return _string(c, MAX_STRING, key).decode("utf-8", "replace")
+        (n,) = c.unpack("<Q")
+        if n > MAX_STRING:
+            raise _long_string(c, n, MAX_STRING, key)
+        if n > KEEP_STRING:  # not a value BeeDeck needs (a chat template is only looked for): skipped
+            c.skip(n)
+            return LongString(n)
+        c.budget.spend_keep(c.path, n, c.at)
+        return c.take(n).decode("utf-8", "replace")
     if vt != _ARRAY:
         raise _corrupt(c.path, f"has an unknown value type {vt} at {key!r}")
     st, n = c.unpack("<IQ")
     _check_array(c, st, n, key, 1)
     if st in _SCALARS and n <= SMALL_ARRAY:
+        c.budget.spend_keep(c.path, n * NUMBER_COST, c.at)
         return ArrayInfo(st, n, c.unpack("<" + _SCALARS[st] * n))
     start = c.tell()
     if st == _STRING and known and known.get(key, (-1, 0))[0] == n:
@@ -274,19 +364,20 @@ def _open(p: Path) -> BinaryIO:
         raise GGUFError(f"{p} cannot be read ({exc.strerror or exc}): check the file and its folder.") from None
 
 
-def read_header(path: str | Path, max_kv: int = MAX_KV, tensors: bool = False) -> GGUFHeader:
+def read_header(path: str | Path, max_kv: int = MAX_KV, tensors: bool = False,
+                budget: Budget | None = None) -> GGUFHeader:
     """Read a GGUF file's metadata (and tensor table if asked). Raises GGUFError on bad input."""
     p = Path(path)
     fh = _open(p)
     with fh:
-        return read_header_from(fh, p, os.fstat(fh.fileno()).st_size, max_kv, tensors)
+        return read_header_from(fh, p, os.fstat(fh.fileno()).st_size, max_kv, tensors, budget=budget)
 
 
 def read_header_from(fh: Stream, p: Path, size: int, max_kv: int = MAX_KV, tensors: bool = False,
-                     known: dict[str, tuple[int, int]] | None = None) -> GGUFHeader:
+                     known: dict[str, tuple[int, int]] | None = None, budget: Budget | None = None) -> GGUFHeader:
     """:func:`read_header` over any seekable binary stream (e.g. HTTP range reads) of a ``size``-byte file,
     with the same limits. ``known``: string arrays whose (count, byte length) a sibling file showed,
-    jumped over unread."""
+    jumped over unread. ``budget``: what the header may cost (the parts of one model pass the same one)."""
     head = fh.read(24)
     if not head:
         raise GGUFError(f"{p.name} is empty (0 bytes): its download or copy failed; download it again.")
@@ -301,22 +392,39 @@ def read_header_from(fh: Stream, p: Path, size: int, max_kv: int = MAX_KV, tenso
     if version not in (2, 3):
         raise GGUFError(f"{p.name} uses GGUF version {version}, which BeeDeck does not read (2 and 3 are supported).")
     if n_kv > min(max_kv, MAX_KV):
-        raise GGUFError(f"{p.name} claims {n_kv} metadata entries: the file is corrupt; download it again.")
+        raise GGUFError(f"{p.name} claims {n_kv} metadata entries (real models have 30-60; BeeDeck reads at most "
+                        f"{min(max_kv, MAX_KV):,}): the file is corrupt; download it again.")
     if n_tensors > MAX_TENSORS:
-        raise GGUFError(f"{p.name} claims {n_tensors} tensors: the file is corrupt; download it again.")
-    c = _Cursor(fh, p, size)
+        raise GGUFError(f"{p.name} claims {n_tensors} tensors (real models have at most a few thousand; BeeDeck "
+                        f"reads at most {MAX_TENSORS:,}): the file is corrupt; download it again.")
+    c = _Cursor(fh, p, size, budget if budget is not None else Budget())
     # Each entry takes at least 13 bytes (key length, type, a one-byte value), each tensor 24.
     if n_kv * 13 + (n_tensors * 24 if tensors else 0) > c.left():
         raise c.truncated(detail=f"; it claims {n_kv:,} metadata entries and {n_tensors:,} tensors, more than its "
                           f"{size:,} bytes hold")
     meta: dict[str, Any] = {}
-    for _ in range(n_kv):
-        key = _string(c, MAX_KEY, "a key name").decode("utf-8", "replace")
+    for i in range(n_kv):
+        raw = _string(c, MAX_KEY, "a key name")
+        key = raw.decode("utf-8", "replace")
+        if key in meta:
+            raise _corrupt(p, f"has the metadata key {printable_key(key)} twice, which llama.cpp refuses "
+                           f"(\"duplicate key '{printable_key(key, quote=False)}' for KV pair {i}\")")
+        c.at = printable_key(key)
+        c.budget.spend_keep(p, len(raw) + ENTRY_COST, c.at)
         meta[key] = _read_value(c, key, known)
     header = GGUFHeader(path=p, version=version, tensor_count=n_tensors, metadata=meta)
     if tensors:
+        c.at = "the tensor table"
+        c.budget.spend_tensors(p, n_tensors)
         _read_tensor_table(c, header)
+    c.budget.header_bytes -= c.tell()
     return header
+
+
+def printable_key(key: str, quote: bool = True) -> str:
+    """A key or tensor name as a message shows it: at most 80 characters, quoted unless asked not to."""
+    short = key if len(key) <= 80 else key[:79] + "…"
+    return repr(short) if quote else short
 
 
 def tensor_nbytes(dims: tuple[int, ...], ggml_type: int, path: Path, name: str) -> int:
@@ -347,11 +455,17 @@ def _read_tensor_table(c: _Cursor, header: GGUFHeader) -> None:
     p = header.path
     where = "the tensor table"
     out: list[TensorInfo] = []
-    for _ in range(header.tensor_count):
+    seen: set[str] = set()
+    for i in range(header.tensor_count):
         (nlen,) = c.unpack("<Q", where)
         if nlen > MAX_NAME:
-            raise GGUFError(f"{p.name} has a corrupt tensor name in its tensor table: download it again.")
+            raise _corrupt(p, f"has a tensor name of {nlen:,} bytes, which llama.cpp refuses (\"tensor name {i} is "
+                           f"too long: {nlen} >= {MAX_NAME + 1}\")")
         name = c.take(nlen, where).decode("utf-8", "replace")
+        if name in seen:
+            raise _corrupt(p, f"has the tensor {printable_key(name)} twice, which llama.cpp refuses (\"duplicate "
+                           f"tensor name '{name}' for tensor {i}\")")
+        seen.add(name)
         (n_dims,) = c.unpack("<I", where)
         if n_dims > MAX_DIMS:
             raise GGUFError(f"{p.name}: tensor {name!r} claims {n_dims} dimensions: the file is corrupt.")

@@ -2,8 +2,9 @@
 
 The sizing cache (``hub_sizing``) and the shipped header set (``resources/hub-headers``) store what
 the GGUF header said in this form: the tensor table, the per-layer layout and the metadata, where
-big arrays (token lists, merges) keep only their type and length. A decoded model plans exactly as
-the one read from the file (tests/core/models/test_hub_sizing.py).
+big arrays (token lists, merges) keep only their type and length, strings too long to keep
+(:class:`LongString`) only their length. A decoded model plans exactly as the one read from the file
+(tests/core/models/test_hub_sizing.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from beedeck.core.models.gguf import ArrayInfo, DFlashInfo, ModelInfo, TensorInfo
+from beedeck.core.models.gguf import ArrayInfo, DFlashInfo, LongString, ModelInfo, TensorInfo
 
 FORMAT = 1
 _LISTS = ("n_head", "n_head_kv", "head_dim_k", "head_dim_v", "is_swa", "is_recurrent")
@@ -23,6 +24,8 @@ _SCALARS = ("file_size", "architecture", "name", "basename", "size_label", "file
 def _meta_value(v: Any) -> Any:
     if isinstance(v, ArrayInfo):
         return {"__array__": [v.elem_type, v.length, None if v.values is None else list(v.values)]}
+    if isinstance(v, LongString):
+        return {"__string__": v.length}
     return v
 
 
@@ -30,6 +33,8 @@ def _meta_back(v: Any) -> Any:
     if isinstance(v, dict) and "__array__" in v:
         t, n, vals = v["__array__"]
         return ArrayInfo(int(t), int(n), None if vals is None else tuple(vals))
+    if isinstance(v, dict) and "__string__" in v:
+        return LongString(int(v["__string__"]))
     return v
 
 

@@ -5,6 +5,8 @@ only when the reader goes past them: the first request is ``first`` bytes, each 
 half of what is already held, so a header larger than the first range costs a few more requests,
 never the file. Reads over 1 MiB (only the GGUF scanner's 4 MiB look-ahead over token lists, which
 takes short reads) are answered with what is held or one growth step, never by fetching all they ask for.
+Nothing past ``limit`` (the GGUF header budget, :data:`gguf_header.HEADER_BYTES`) is ever fetched: a
+header read over HTTP costs the bytes a local one may, and what is held never passes that.
 
 :func:`http_ranges` fetches with ``Range: bytes=a-b`` over httpx2: a connection cut mid-body resumes
 from the last byte received, a stall ends at the read timeout and is retried, and after ``tries``
@@ -22,6 +24,7 @@ from collections.abc import Callable
 import httpx2
 
 from beedeck.core.download import DownloadCancelled, DownloadError
+from beedeck.core.models.gguf_header import HEADER_BYTES
 
 FIRST_RANGE = 1 << 20  # most GGUF headers of small models fit; 27B-class ones (big vocab) need ~8-10 MiB
 MIN_STEP = 1 << 20
@@ -45,9 +48,10 @@ class RangeReader(io.RawIOBase):
 
     read_chunk = JUMP_FIRST  # what the GGUF scanner's look-ahead asks for at a time (each growth is a request)
 
-    def __init__(self, fetch: Fetch, size: int, first: int = FIRST_RANGE) -> None:
+    def __init__(self, fetch: Fetch, size: int, first: int = FIRST_RANGE, limit: int = HEADER_BYTES) -> None:
         super().__init__()
         self._fetch, self.size, self._first = fetch, size, max(1, first)
+        self.limit = min(size, limit)  # no byte past this is fetched (reads there come back short)
         self._segs: list[tuple[int, bytearray]] = [(0, bytearray())]
         self._pos = 0
         self.requests = 0
@@ -84,7 +88,7 @@ class RangeReader(io.RawIOBase):
         held = st + len(buf)
         first = self._first if st == 0 else JUMP_FIRST
         step = first if not buf else max(len(buf) // 2, min(first, MIN_STEP))
-        end = min(self.size, max(upto, held + step))
+        end = min(self.limit, max(upto, held + step))
         nxt = self._segs[i + 1][0] if i + 1 < len(self._segs) else self.size
         end = min(end, nxt)
         if end <= held:

@@ -36,7 +36,16 @@ from beedeck.core import paths
 from beedeck.core.download import OfflineError
 from beedeck.core.models import gguf_json, hub
 from beedeck.core.models.draft_kinds import DFLASH, draft_kind, is_dflash2, is_mtp_only, mtp_layers
-from beedeck.core.models.gguf import ArrayInfo, GGUFError, GGUFHeader, ModelInfo, model_info, read_header_from
+from beedeck.core.models.gguf import (
+    ArrayInfo,
+    Budget,
+    GGUFError,
+    GGUFHeader,
+    ModelInfo,
+    check_split_set,
+    model_info,
+    read_header_from,
+)
 from beedeck.core.models.hub_range import FIRST_RANGE, RangeReader, http_ranges
 
 log = logging.getLogger(__name__)
@@ -332,27 +341,32 @@ def _exact(head: GGUFHeader, size: int) -> bool:
 def _size_group(repo: str, commit: str, group: list[hub.HubFile], tok: str | None, ep: str, http: httpx2.Client,
                 first: int, cancel_event: threading.Event | None,
                 sibling: _Sibling | None) -> tuple[RemoteModel, int, _Sibling]:
-    readers = [_reader(repo, commit, group[0], tok, ep, http, first, cancel_event)]
+    reader = _reader(repo, commit, group[0], tok, ep, http, first, cancel_event)
     name = Path(group[0].basename)
     head = None
+    spent = (0, 0, 0)  # (bytes read, requests, file size) of the further parts' readers, let go once read
     if sibling is not None and sibling.arrays:
         try:
-            head = read_header_from(readers[0], name, readers[0].size, tensors=True, known=sibling.arrays)
+            head = read_header_from(reader, name, reader.size, tensors=True, known=sibling.arrays)
         except GGUFError:
             head = None
-        if head is not None and not _exact(head, readers[0].size):  # (a split's part 1 holds its own tensors)
+        if head is not None and not _exact(head, reader.size):  # (a split's part 1 holds its own tensors)
             head = None
         if head is None:  # the arrays differ after all: read this header in full
-            readers[0] = _reader(repo, commit, group[0], tok, ep, http, first, cancel_event)
+            reader = _reader(repo, commit, group[0], tok, ep, http, first, cancel_event)
     jumped = head is not None
+    budget = Budget()  # the parts of one model share one header budget, as a local split model's do
     if head is None:
-        head = read_header_from(readers[0], name, readers[0].size, tensors=True)
+        head = read_header_from(reader, name, reader.size, tensors=True, budget=budget)
     rest = []
     for f in group[1:]:
         r = _reader(repo, commit, f, tok, ep, http, PART_RANGE, cancel_event)
-        rest.append(read_header_from(r, Path(f.basename), r.size, tensors=True))
-        readers.append(r)
-    info = model_info(head, rest, [Path(f.basename) for f in group], sum(r.size for r in readers))
+        rest.append(read_header_from(r, Path(f.basename), r.size, tensors=True, budget=budget))
+        spent = (spent[0] + r.bytes_read, spent[1] + r.requests, spent[2] + r.size)
+    names = [Path(f.basename) for f in group]
+    if rest:
+        check_split_set(head, rest, names)
+    info = model_info(head, rest, names, reader.size + spent[2])
     if not info.architecture:
         raise GGUFError(f"{group[0].basename} has no general.architecture key: it is not a llama.cpp model.")
     digest = ""
@@ -360,14 +374,17 @@ def _size_group(repo: str, commit: str, group: list[hub.HubFile], tok: str | Non
     if jumped and sibling is not None and "tokenizer.ggml.tokens" in sibling.arrays:
         digest = sibling.tokens_sha256  # the same token list (count and bytes) as the sibling's: not fetched
     elif isinstance(tokens, ArrayInfo) and tokens.offset is not None and tokens.end is not None:
-        digest = hashlib.sha256(readers[0].slice(tokens.offset, tokens.end)).hexdigest()
+        sha = hashlib.sha256()
+        for start in range(tokens.offset, tokens.end, 1 << 20):  # in chunks: no second copy of the list
+            sha.update(reader.slice(start, min(start + (1 << 20), tokens.end)))
+        digest = sha.hexdigest()
     found = sibling if jumped and sibling is not None else _sibling_of(head, digest)
     # Through the cache's own form: a live sizing is exactly what a later offline one reads (and holds no
     # file offsets into a file that is not on this disk).
     info = gguf_json.decode(gguf_json.encode(info))
     model = RemoteModel(group[0].filename, [f.filename for f in group], info.file_size, quant_of(group[0].filename, info),
-                        kind_of(info), info, sum(r.bytes_read for r in readers), digest)
-    return model, sum(r.requests for r in readers), found
+                        kind_of(info), info, reader.bytes_read + spent[0], digest)
+    return model, reader.requests + spent[1], found
 
 
 def summary(s: RepoSizing) -> dict[str, Any]:

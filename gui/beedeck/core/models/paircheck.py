@@ -9,6 +9,7 @@ architectures expose the layer inputs DFlash reads).
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from beedeck.core.engine.speculation.modes import (
 )
 from beedeck.core.engine.speculation.modes import MTP as MTP_MODE
 from beedeck.core.models.draft_kinds import MTP, draft_kind, is_mtp_only, mtp_layers
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, token_texts, tokenizer_digest
+from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, iter_token_bytes, tokenizer_digest
 
 # Upstream DFlash (mainline, BeeLlama >= 0.4) reads each target layer's input tensor; only some
 # architectures' graphs publish it. The lists live in the known-issue table.
@@ -170,13 +171,27 @@ def _check_dflash_vocab(target: ModelInfo, draft: ModelInfo, reasons: list[str],
         return
     if draft.tokenizer_model and target.tokenizer_model and draft.tokenizer_model != target.tokenizer_model:
         warnings.append(f"{dn} declares tokenizer '{draft.tokenizer_model}', {target.path.name} '{target.tokenizer_model}'.")
-    dt, tt = tokenizer_digest(draft), tokenizer_digest(target)
-    if dt and tt and dt != tt:
-        a, b = token_texts(target), token_texts(draft)
-        diff = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), None)
-        if diff is not None:
-            reasons.append(f"{dn}'s token {diff} is {b[diff]!r} but {target.path.name}'s is {a[diff]!r}: "
-                           "the vocabularies differ, so it is a draft for another model family.")
+    try:
+        dt, tt = tokenizer_digest(draft), tokenizer_digest(target)
+        diff = first_difference(target, draft, 0) if dt and tt and dt != tt else None
+    except (GGUFError, OSError) as exc:
+        reasons.append(f"The token lists could not be compared: {exc}")
+        return
+    if diff is not None:
+        i, a, b = diff
+        reasons.append(f"{dn}'s token {i} is {b!r} but {target.path.name}'s is {a!r}: "
+                       "the vocabularies differ, so it is a draft for another model family.")
+
+
+def first_difference(target: ModelInfo, draft: ModelInfo, start: int) -> tuple[int, str, str] | None:
+    """The first token id from ``start`` on where the two token lists differ (as far as both go), with both
+    texts; None when they agree. Both lists are streamed side by side in bounded chunks, never held whole
+    (two lists of 4 million tokens would be half a gigabyte as Python strings)."""
+    with closing(iter_token_bytes(target)) as ta, closing(iter_token_bytes(draft)) as tb:
+        for i, (a, b) in enumerate(zip(ta, tb, strict=False)):  # as far as both go
+            if a != b and i >= start:
+                return i, a.decode("utf-8", "replace"), b.decode("utf-8", "replace")
+    return None
 
 
 def _check_ordinary(target: ModelInfo, draft: ModelInfo, gen: Generation | None, reasons: list[str]) -> None:
@@ -203,9 +218,12 @@ def _check_ordinary(target: ModelInfo, draft: ModelInfo, gen: Generation | None,
         reasons.append(f"{dn} has {draft.vocab_size} tokens and {tn} {target.vocab_size}: llama.cpp allows a "
                        f"difference of at most {SPEC_VOCAB_MAX_SIZE_DIFFERENCE}; pick a draft from the same family.")
         return
-    a, b = token_texts(target), token_texts(draft)
-    for i in range(SPEC_VOCAB_CHECK_START_TOKEN_ID, min(len(a), len(b))):
-        if a[i] != b[i]:
-            reasons.append(f"{dn}'s token {i} is {b[i]!r} but {tn}'s is {a[i]!r}: the vocabularies differ, "
-                           "so llama.cpp refuses the pair.")
-            break
+    try:
+        diff = first_difference(target, draft, SPEC_VOCAB_CHECK_START_TOKEN_ID)
+    except (GGUFError, OSError) as exc:
+        reasons.append(f"The token lists could not be compared: {exc}")
+        return
+    if diff is not None:
+        i, a, b = diff
+        reasons.append(f"{dn}'s token {i} is {b!r} but {tn}'s is {a!r}: the vocabularies differ, "
+                       "so llama.cpp refuses the pair.")
