@@ -15,7 +15,6 @@ import pytest
 
 from beedeck.core.engine.build import tools as build_tools
 from beedeck.core.engine.build.builder import (
-    ProgressTracker,
     build_engine,
     cmake_options,
     cuda_arch,
@@ -25,6 +24,8 @@ from beedeck.core.engine.build.builder import (
     scan_source_options,
     source_release,
 )
+from beedeck.core.engine.build.cure import cpu_flags
+from beedeck.core.engine.build.steps import ProgressTracker
 from beedeck.core.engine.build.tools import BuildCancelled, BuildError, preflight
 from beedeck.core.engine.probe import probe_engine, release_of, write_release
 from beedeck.core.engine.registry import EngineRegistry, Origin
@@ -348,3 +349,74 @@ def test_cuda_build_without_toolkit_stops_before_compiling(monkeypatch: pytest.M
     monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
     with pytest.raises(BuildError, match=r"Cannot build yet:\n- nvcc: not found\. Install the NVIDIA CUDA Toolkit"):
         build_engine(MINI, gpus=["8.9"], registry=EngineRegistry())
+
+
+# ------------------------------------------------------------------------------ the generation smoke test
+def _smoke_registry(model: Path) -> EngineRegistry:
+    return EngineRegistry(smoke_model=lambda: model)
+
+
+def test_a_build_generates_before_it_is_registered_ready(starter_model_path: Path) -> None:
+    reg = _smoke_registry(starter_model_path)
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg)
+    assert built.ok and built.smoke is not None
+    assert f"generated 2 tokens from {starter_model_path.name}" in built.smoke.message  # the mini server's reply
+    assert reg.get(built.engine_id).ready
+    # Without a test model the probe's verdict stands, and says what was not tried.
+    other = build_engine(MINI, cpu_only=True, jobs=2, registry=EngineRegistry(root=reg.root / "other"))
+    assert other.ok and other.smoke is not None and other.smoke.message.endswith("generation not tried: no test "
+                                                                                 "model was given")
+
+
+@pytest.mark.parametrize("crash", ["amx", "amx-segv"])
+def test_a_build_whose_amx_code_crashes_is_rebuilt_without_amx_and_says_why(crash: str,
+                                                                           starter_model_path: Path) -> None:
+    """The AMX host's native build: SIGILL (one thread) or SIGSEGV (more) in warm-up after an AMX buffer."""
+    reg = _smoke_registry(starter_model_path)
+    notes: list[str] = []
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, extra_options=[f"-DMINI_CRASH={crash}"],
+                         on_note=notes.append)
+    sig = "SIGILL" if crash == "amx" else "SIGSEGV"
+    assert built.ok, built.smoke
+    assert len(notes) == 1 and notes[0].startswith(f"rebuilt without AMX: its AMX matrix code crashed ({sig}) in its "
+                                                   "first generation")
+    assert built.notes[-1] == notes[0]
+    flags = cpu_flags()
+    assert "-DGGML_NATIVE=OFF" in built.options and "-DGGML_AMX_INT8=OFF" in built.options
+    assert f"-DGGML_AVX2={'ON' if 'avx2' in flags else 'OFF'}" in built.options  # this CPU's own, named
+    rec = reg.get(built.engine_id)
+    assert rec.ready and rec.build_options == built.options
+    assert rec.smoke is not None and "generated 2 tokens" in rec.smoke.message and "rebuilt without AMX" in rec.smoke.message
+    log = built.log_path.read_text()
+    assert "===== BeeDeck rebuild without AMX" in log and log.count("Linking C executable bin/llama-server") == 2
+
+
+def test_a_sigill_outside_amx_is_rebuilt_portable(starter_model_path: Path) -> None:
+    reg = _smoke_registry(starter_model_path)
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, extra_options=["-DMINI_CRASH=native"])
+    assert built.ok and "-DGGML_NATIVE=OFF" in built.options
+    assert not any(o.startswith(("-DGGML_AVX", "-DGGML_AMX")) for o in built.options)  # ggml's own baseline
+    assert built.notes[-1].startswith("rebuilt portable: it uses CPU instructions this machine does not run (SIGILL")
+
+
+def test_a_build_that_crashes_even_portable_is_registered_not_ready_with_the_reason(starter_model_path: Path) -> None:
+    reg = _smoke_registry(starter_model_path)
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, extra_options=["-DMINI_CRASH=always"])
+    assert not built.ok and built.record is not None and not built.record.ready
+    assert [n.split(":")[0] for n in built.notes] == ["rebuilt portable"]  # one rebuild, then nothing left to drop
+    assert built.smoke is not None
+    assert "llama-server crashed with SIGILL: this build uses CPU instructions this machine does not run" \
+        in built.smoke.message
+
+
+def test_the_cli_says_a_rebuild_as_it_starts(capsys: pytest.CaptureFixture[str], starter_model_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from beedeck.cli import main
+    from beedeck.clicmd.engine import manage
+
+    monkeypatch.setattr(manage, "_smoke_model", lambda: starter_model_path)
+    assert main(["engine", "build", "--source", str(MINI), "--cpu", "-j", "2", "-D", "MINI_CRASH=amx"]) == 0
+    out, err = capsys.readouterr()
+    assert "note: rebuilt without AMX: its AMX matrix code crashed (SIGILL)" in err  # while it happens
+    assert "note: rebuilt without AMX" in out and "registered " in out
+
