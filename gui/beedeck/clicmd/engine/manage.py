@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core.engine.build import BEE_REPO as BEE_GIT
-from beedeck.core.engine.build import BuildError, BuildResult, build_engine, find_nvcc, plan_lines
+from beedeck.core.engine.build import BuildError, BuildResult, build_engine, plan_lines
 from beedeck.core.engine.registry import EngineError, EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import (
     BEE_REPO,
@@ -162,15 +162,12 @@ def run_build(args: argparse.Namespace) -> int:
     gpus: list[str] = list(args.gpu)
     driver = None
     cpu = args.cpu
-    if not cpu and not gpus:
-        gpus, driver, reason = _detected_gpus()
+    if not cpu:
+        detected, driver, reason = _detected_gpus()  # the driver's CUDA version: the toolkit it can run
+        gpus = gpus or detected
         if not gpus:
             print(f"No NVIDIA GPU detected ({reason or 'none found'}): building a CPU engine.", file=sys.stderr)
             cpu = True
-    if not cpu and find_nvcc() is None:
-        print("No CUDA toolkit (nvcc) found: building a CPU engine. Install the CUDA Toolkit for a GPU build.",
-              file=sys.stderr)
-        cpu = True
     pairs, origin = _cache_pairs(args)
     if not cpu:
         print(f"K/V cache types: {origin}", file=sys.stderr)

@@ -420,3 +420,74 @@ def test_the_cli_says_a_rebuild_as_it_starts(capsys: pytest.CaptureFixture[str],
     assert "note: rebuilt without AMX: its AMX matrix code crashed (SIGILL)" in err  # while it happens
     assert "note: rebuilt without AMX" in out and "registered " in out
 
+
+# ------------------------------------------------------------------------------ the CUDA toolkit (issue 37)
+def _fake_nvcc(root: Path, release: str = "13.0") -> str:
+    (root / "bin").mkdir(parents=True)
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+                    f"echo 'Cuda compilation tools, release {release}, V{release}.88'\n")
+    nvcc.chmod(0o755)
+    return str(nvcc)
+
+
+@pytest.fixture
+def no_system_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the toolkit a test makes counts, not one CUDA_PATH / CUDA_HOME name."""
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+
+
+def test_no_nvcc_names_the_toolkit_package_for_the_drivers_cuda_and_the_download(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
+    check = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="12.8", build_root=tmp_path)}["nvcc"]
+    assert not check.ok and check.found == "not found"
+    assert check.remedy.startswith("Install the NVIDIA CUDA Toolkit 12.8 or older (the driver supports CUDA 12.8): "
+                                   "on Debian/Ubuntu NVIDIA's apt package cuda-toolkit-12-8")
+    assert "Or skip the build: `beedeck engine download` installs a prebuilt CUDA llama-server" in check.remedy
+    unknown = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda=None, build_root=tmp_path)}["nvcc"]
+    assert "no NVIDIA driver answered, so BeeDeck cannot tell which CUDA version" in unknown.remedy
+
+
+def test_nvcc_without_cublas_is_named_before_cmake_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       no_system_cuda: None) -> None:
+    """This machine's case: nvcc 13.0 (pip's CUDA wheels in /usr/local/cuda) but no cuBLAS, where CMake's
+    configure stopped with "CUDA::cublas"."""
+    root = tmp_path / "cuda"
+    nvcc = _fake_nvcc(root)
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: nvcc)
+    checks = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="13.1", build_root=tmp_path)}
+    assert checks["nvcc"].ok and not checks["cuBLAS"].ok
+    assert f"nvcc 13.0 is there but no cublas_v2.h with its library under {root}" in checks["cuBLAS"].found
+    assert "so CMake would stop at CUDA::cublas" in checks["cuBLAS"].found
+    assert "its cuBLAS (on Debian/Ubuntu NVIDIA's apt package libcublas-dev-13-0" in checks["cuBLAS"].remedy
+    assert "`beedeck engine download`" in checks["cuBLAS"].remedy
+    # The header alone is not the library; both, where NVIDIA's installer puts them, are.
+    (root / "targets" / "x86_64-linux" / "include").mkdir(parents=True)
+    (root / "targets" / "x86_64-linux" / "include" / "cublas_v2.h").write_text("")
+    assert not {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="13.1",
+                                             build_root=tmp_path)}["cuBLAS"].ok
+    (root / "targets" / "x86_64-linux" / "lib").mkdir()
+    (root / "targets" / "x86_64-linux" / "lib" / "libcublas.so.13").write_text("")
+    ok = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="13.1", build_root=tmp_path)}["cuBLAS"]
+    assert ok.ok and ok.found.endswith("cublas_v2.h")
+
+
+def test_the_cli_stops_a_cuda_build_without_the_toolkit_before_configuring(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`beedeck engine build --source TREE --dry-run` with a GPU and no nvcc: the toolkit named with the driver's
+    CUDA version and the download offered, instead of a CPU build (or CMake's raw error)."""
+    from beedeck.cli import main
+    from beedeck.core.machine import hardware
+    from tests.fakes.fake_nvml import FakeNvml, rtx4090
+
+    real_detect = hardware.detect
+    monkeypatch.setattr(hardware, "detect", lambda *a, **kw: real_detect(
+        nvml_module=FakeNvml([rtx4090()], cuda=12080), smi_runner=lambda argv, timeout: ""))
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
+    assert main(["engine", "build", "--source", str(MINI), "--dry-run", "-j", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "error: Cannot build yet:\n- nvcc: not found. Install the NVIDIA CUDA Toolkit 12.8 or older" in err
+    assert "cuda-toolkit-12-8" in err and "`beedeck engine download`" in err
+    assert not list(EngineRegistry().root.glob("*/build/CMakeCache.txt"))  # nothing configured
