@@ -4,8 +4,8 @@ Probing (``--help``, ``--version``, ``--list-devices``) runs none of the engine'
 whose CPU code cannot run here passed it and crashed at the first chat: a native build on a host whose CPU
 reports AMX died by SIGILL in warm-up (GCC 12's ``_tile_loadconfig`` tells the optimiser it reads 8 of the
 tile config's 64 bytes, so the stores that fill it are dropped and the first tile instruction faults). This
-check starts the engine on the given model (the starter model: 98 MB, a few seconds on two cores), asks for a
-few tokens, and stops it; a death is classified by :func:`beedeck.core.engine.logparse.classify_failure`.
+check starts the engine on the given model (the starter model: 98 MB; 1.3-2.1 s a build on a busy 2-core
+machine, probe included), asks for a few tokens, and stops it; a death is classified by :func:`beedeck.core.engine.logparse.classify_failure`.
 
 The model comes from the caller (``EngineRegistry.smoke_model``): this wing may not import the starter.
 """
@@ -90,7 +90,7 @@ def _tokens(answer: dict[str, object]) -> int:
 
 
 def check_generation(binary: str | Path, caps: EngineCaps, model: Path, *, gpu: bool = False,
-                     threads: int | None = 1, load_timeout: float = LOAD_TIMEOUT_S,
+                     threads: int | None = SMOKE_THREADS, load_timeout: float = LOAD_TIMEOUT_S,
                      reply_timeout: float = REPLY_TIMEOUT_S) -> GenerationCheck:
     """Start ``binary`` on ``model``, ask for :data:`SMOKE_TOKENS` tokens, stop it; never raises for the engine's
     faults (they are the result). The server is always stopped (its whole process group) before this returns."""
