@@ -7,6 +7,7 @@ wrapper around the real engine that crashes once it is asked to serve).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -17,8 +18,12 @@ import pytest
 
 from beedeck.core.engine.caps import ProbeError
 from beedeck.core.engine.probe import probe_engine
+from beedeck.core.engine.releases.assets import BEE_REPO
+from tests.conftest import FIXTURES
+from tests.fakes.crashing_engine import crashing_engine
+from tests.fakes.fake_releases import FakeReleases, make_tar_gz
 
-from .conftest import Beedeck, alive, wait_for
+from .conftest import Beedeck, alive, place_starter, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -121,6 +126,64 @@ def test_an_engine_that_crashes_once_serving_is_explained(beedeck: Beedeck) -> N
     assert done.returncode == 1
     assert "error: llama-server crashed with SIGSEGV." in done.stderr and "what to do:" in done.stderr
     assert "load_model: loading model" in done.stderr  # the log tail that goes with it
+
+
+def test_an_engine_that_dies_by_sigill_says_it_uses_instructions_this_machine_does_not_run(
+        beedeck: Beedeck) -> None:
+    """A build made for another CPU (a real illegal instruction in warm-up): the reason and the remedy, not a
+    bare signal."""
+    engine = crashing_engine(beedeck.workdir / "native", beedeck.engine)
+    done = beedeck.run("serve", "--engine", str(engine), "--model", str(beedeck.model), "--exit-when-ready")
+    assert done.returncode == 1
+    assert ("error: llama-server crashed with SIGILL: this build uses CPU instructions this machine does not run."
+            in done.stderr)
+    assert "`beedeck engine build --no-native`" in done.stderr and "`beedeck engine download`" in done.stderr
+
+
+def test_a_build_whose_amx_code_crashes_here_is_rebuilt_without_amx_and_registered_ready(beedeck: Beedeck) -> None:
+    """The AMX host's native build, as a real CMake build whose server dies by SIGILL after an AMX buffer."""
+    source = beedeck.workdir / "src"
+    shutil.copytree(FIXTURES / "mini_cmake", source)
+    place_starter(beedeck.home, beedeck.model)  # the model the smoke test generates from
+    done = beedeck.run("engine", "build", "--source", str(source), "--cpu", "-D", "MINI_CRASH=amx", "-j", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "note: rebuilt without AMX: its AMX matrix code crashed (SIGILL) in its first generation" in done.stderr
+    listed = json.loads(beedeck.run("engine", "list", "--json").stdout)["engines"]
+    built = [e for e in listed if e["origin"] == "built"]
+    assert len(built) == 1 and built[0]["smoke"]["ok"] and "-DGGML_AMX_INT8=OFF" in built[0]["build_options"]
+    assert "generated 2 tokens from SmolLM2" in built[0]["smoke"]["message"]
+
+
+def test_a_downloaded_build_that_dies_by_sigill_is_refused_with_the_reason(beedeck: Beedeck) -> None:
+    engine = crashing_engine(beedeck.workdir / "prebuilt", beedeck.engine)
+    archive = make_tar_gz(beedeck.workdir / "beellama-v0.4.6-bin-ubuntu-x64.tar.gz", {"llama-server": engine})
+    place_starter(beedeck.home, beedeck.model)
+    with FakeReleases() as releases:
+        releases.add_release(BEE_REPO, "v0.4.6", [archive])
+        done = beedeck.run("engine", "download", "--repo", "bee", "--backend", "cpu", "--api-url", releases.url)
+    assert done.returncode == 1
+    assert ("error: beellama.cpp v0.4.6 (beellama-v0.4.6-bin-ubuntu-x64.tar.gz) was downloaded but cannot run on this "
+            "machine: in its first generation llama-server crashed with SIGILL: this build uses CPU instructions this "
+            "machine does not run. BeeDeck did not register it and removed its files.") in done.stderr
+    listed = json.loads(beedeck.run("engine", "list", "--json").stdout)["engines"]
+    assert [e["id"] for e in listed if e["origin"] == "downloaded"] == []
+
+
+def test_a_cuda_build_without_cublas_names_the_toolkit_before_configuring(beedeck: Beedeck) -> None:
+    """nvcc without the rest of the toolkit (this machine: pip's nvcc in /usr/local/cuda, no cuBLAS): named,
+    with the package and the download, before CMake runs (it stopped at "CUDA::cublas")."""
+    source = beedeck.workdir / "src"
+    shutil.copytree(FIXTURES / "mini_cmake", source)
+    toolkit = beedeck.workdir / "cuda"
+    (toolkit / "bin").mkdir(parents=True)
+    script(toolkit / "bin" / "nvcc", "echo 'Cuda compilation tools, release 12.4, V12.4.131'")
+    cmake = Path(shutil.which("cmake") or "/usr/bin/cmake").parent
+    done = beedeck.run("engine", "build", "--source", str(source), "--gpu", "8.6", "--dry-run",
+                       PATH=f"{toolkit / 'bin'}:{cmake}:/usr/bin:/bin", CUDA_PATH=str(toolkit), CUDA_HOME=str(toolkit))
+    assert done.returncode == 1
+    assert f"- cuBLAS: not found: nvcc 12.4 is there but no cublas_v2.h with its library under {toolkit}" in done.stderr
+    assert "libcublas-dev-12-4" in done.stderr and "`beedeck engine download`" in done.stderr
+    assert not list((beedeck.home / "data" / "engines").glob("*/build/CMakeCache.txt"))  # CMake never ran
 
 
 def test_a_relative_engine_path_runs_that_file_not_a_path_lookup(beedeck: Beedeck) -> None:

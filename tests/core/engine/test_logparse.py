@@ -15,6 +15,7 @@ from beedeck.core.engine.logparse import (
     listening_port,
     parse_memory,
     strip_prefix,
+    uses_amx,
 )
 from beedeck.core.engine.remote import KEY_WRONG, RemoteError
 
@@ -208,3 +209,32 @@ def test_every_failure_the_controller_reports_is_one_server_failure() -> None:
     plain = as_failure(RuntimeError("engine missing: install it"))
     assert (plain.code, plain.message, plain.remedy, str(plain)) == ("", "engine missing: install it", "",
                                                                      "engine missing: install it")
+
+
+# Recorded on a VM whose CPU reports AMX: BeeLlama v0.1.2 built native (-march=native) by BeeDeck's builder, the
+# starter model, -t 1 (SIGILL at tilezero) and -t 2 (SIGSEGV at ldtilecfg), both in warm-up.
+AMX_SIGILL = FIXTURES / "beellama-0.1.2-cpu-native-amx.t1.sigill.server.log"
+AMX_SIGSEGV = FIXTURES / "beellama-0.1.2-cpu-native-amx.t2.sigsegv.server.log"
+
+
+def test_a_death_by_sigill_says_the_build_uses_instructions_this_machine_does_not_run() -> None:
+    f = classify_failure(["main: loading model", "common_init_from_params: warming up the model"], -signal.SIGILL)
+    assert f.code == "crashed_signal"
+    assert f.message == "llama-server crashed with SIGILL: this build uses CPU instructions this machine does not run."
+    assert f.remedy == ("Rebuild it portable (`beedeck engine build --no-native`) or download the portable build "
+                        "(`beedeck engine download`).")
+
+
+def test_the_real_amx_crashes_name_the_amx_code_whatever_the_signal() -> None:
+    lines = AMX_SIGILL.read_text().splitlines()
+    assert uses_amx(lines) and not uses_amx([x for x in lines if "AMX" not in x or "system_info" in x])
+    ill = classify_failure(lines, -signal.SIGILL)
+    assert ill.message == ("llama-server crashed with SIGILL: this build uses CPU instructions this machine does not "
+                           "run (its AMX matrix code: its log shows an AMX buffer).")
+    segv = classify_failure(AMX_SIGSEGV.read_text().splitlines(), -signal.SIGSEGV)
+    assert segv.code == "crashed_signal" and "SIGSEGV" in segv.message
+    assert "while running AMX matrix code (its log shows an AMX buffer)" in segv.message
+    assert "`beedeck engine build --no-native`" in segv.remedy
+    # A SIGSEGV without AMX stays a plain crash.
+    plain = classify_failure(["main: loading model"], -signal.SIGSEGV)
+    assert plain.message == "llama-server crashed with SIGSEGV." and "AMX" not in plain.remedy

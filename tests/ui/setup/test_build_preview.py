@@ -36,6 +36,11 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (bin_dir / "nvcc").write_text("#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
                                   "echo 'Cuda compilation tools, release 13.0, V13.0.88'\n")
     (bin_dir / "nvcc").chmod(0o755)
+    # ...with the cuBLAS CMake needs beside it (the preflight looks for them before it lets CMake run)
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cublas_v2.h").write_text("")
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libcublas.so").write_text("")
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(shutil.which('cmake') or '/usr/bin/cmake').parent}:/usr/bin:/bin")
     return src
 

@@ -194,7 +194,7 @@ def classify_failure(lines: Iterable[str], exit_code: int | None, signal: int | 
     context = load_context(clean, caps)
     if known := explain_log(clean, caps, context=context):  # the whole log: the fit pass meets a bad setting early
         return ServerFailure(known.issue.code, known.message, known.remedy, exit_code, tail, issue=known.issue.id)
-    said = (_said_of_options(clean) or _said_of_model(clean) or (_said_of_signal(signal, tail) if signal else None)
+    said = (_said_of_options(clean) or _said_of_model(clean) or (_said_of_signal(signal, tail, uses_amx(clean)) if signal else None)
             or _said_of_exit(clean, tail, exit_code))
     return ServerFailure(*said, exit_code, tail)
 
@@ -266,11 +266,33 @@ def _said_of_model(clean: list[str]) -> _Said | None:
     return None
 
 
-def _said_of_signal(signal: int, tail: list[str]) -> _Said:
-    """A crash: the signal, and the engine's last error line when it printed one."""
+# What a death by SIGILL means, in the words the builder, the download and a launch all use.
+CPU_INSTRUCTIONS = "this build uses CPU instructions this machine does not run"
+PORTABLE_REMEDY = ("Rebuild it portable (`beedeck engine build --no-native`) or download the portable build "
+                   "(`beedeck engine download`).")
+_AMX = re.compile(r"\bAMX model buffer size\b|memory_breakdown_print: \|\s+- AMX\s")
+
+
+def uses_amx(lines: Iterable[str]) -> bool:
+    """Whether the log shows ggml's AMX matrix code in use: weights in an ``AMX`` model buffer (compiled in alone,
+    ``AMX_INT8 = 1`` in system_info, is not enough: a model type AMX does not take never reaches it)."""
+    return any(_AMX.search(line) for line in lines)
+
+
+def _said_of_signal(signal: int, tail: list[str], amx: bool = False) -> _Said:
+    """A crash: the signal, and the engine's last error line when it printed one. SIGILL is an instruction the
+    CPU refused; a crash in a build that runs AMX code says so (a compiler bug there crashes on SIGILL or SIGSEGV)."""
     name = _signal_name(signal)
     said = _last_error(tail)
     detail = f" right after it said: {said}" if said else ""
+    amx_note = " (its AMX matrix code: its log shows an AMX buffer)" if amx else ""
+    if signal == int(_signal.SIGILL):
+        return _fail("crashed_signal", f"llama-server crashed with SIGILL: {CPU_INSTRUCTIONS}{amx_note}.",
+                     PORTABLE_REMEDY)
+    if amx and signal == int(_signal.SIGSEGV):
+        return _fail("crashed_signal", f"llama-server crashed with SIGSEGV{detail} while running AMX matrix code "
+                     "(its log shows an AMX buffer), which crashes so on some machines and compilers.",
+                     PORTABLE_REMEDY)
     if signal == int(_signal.SIGKILL):
         remedy = "It was killed from outside (perhaps the system ran out of memory): check free RAM and retry."
     elif said:

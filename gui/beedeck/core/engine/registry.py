@@ -35,6 +35,7 @@ STARTER_ID = "starter"
 STARTER_NAME = "Starter engine (mainline llama.cpp, CPU)"  # the one name the app shows for it
 
 Prober = Callable[[str], EngineCaps]
+ModelLocator = Callable[[], Path]  # the tiny model a new engine must generate from; raises LookupError if absent
 
 
 class Origin(StrEnum):
@@ -166,13 +167,18 @@ def _slug(text: str) -> str:
 class EngineRegistry:
     """All engines under one folder (``paths.engines_dir()`` unless ``root`` is given).
 
-    ``prober`` is :func:`probe_engine` unless a test passes its own.
+    ``prober`` is :func:`probe_engine` unless a test passes its own. ``smoke_model`` finds the tiny model a
+    freshly built or downloaded engine must generate from before it is registered ready (the app and the CLI
+    pass the starter model's locator; this wing may not import the starter); None: generation is not tried,
+    and the smoke result says so.
     """
 
-    def __init__(self, root: Path | None = None, prober: Prober = probe_engine) -> None:
+    def __init__(self, root: Path | None = None, prober: Prober = probe_engine,
+                 smoke_model: ModelLocator | None = None) -> None:
         self.root = Path(root) if root is not None else paths.engines_dir()
         self.root.mkdir(parents=True, exist_ok=True)
         self.prober = prober
+        self.smoke_model = smoke_model
         self.warnings: list[str] = []
 
     # ------------------------------------------------------------------ folders and manifests

@@ -75,6 +75,8 @@ class RunPage(QWizardPage):
         self.registry: EngineRegistry = x.get("registry") or EngineRegistry()
         self.locate_starter: Callable[[], Path] = x.get("starter_engine") or starter.starter_engine
         self.starter_model: Callable[[], Path] = x.get("starter_model") or starter.starter_model
+        if self.registry.smoke_model is None:  # a new engine generates from the starter model before it is ready
+            self.registry.smoke_model = x.get("starter_model") or (lambda: starter.starter_model(download=False))
         self.download_model: Callable[..., list[Path]] = x.get("download_model") or hub.download_model
         self.build_engine: Callable[..., Any] = x.get("build_engine") or build_engine
         self.download_engine: Callable[..., Any] = x.get("download_engine") or download_engine

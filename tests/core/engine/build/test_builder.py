@@ -15,7 +15,6 @@ import pytest
 
 from beedeck.core.engine.build import tools as build_tools
 from beedeck.core.engine.build.builder import (
-    ProgressTracker,
     build_engine,
     cmake_options,
     cuda_arch,
@@ -25,6 +24,8 @@ from beedeck.core.engine.build.builder import (
     scan_source_options,
     source_release,
 )
+from beedeck.core.engine.build.cure import cpu_flags
+from beedeck.core.engine.build.steps import ProgressTracker
 from beedeck.core.engine.build.tools import BuildCancelled, BuildError, preflight
 from beedeck.core.engine.probe import probe_engine, release_of, write_release
 from beedeck.core.engine.registry import EngineRegistry, Origin
@@ -348,3 +349,145 @@ def test_cuda_build_without_toolkit_stops_before_compiling(monkeypatch: pytest.M
     monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
     with pytest.raises(BuildError, match=r"Cannot build yet:\n- nvcc: not found\. Install the NVIDIA CUDA Toolkit"):
         build_engine(MINI, gpus=["8.9"], registry=EngineRegistry())
+
+
+# ------------------------------------------------------------------------------ the generation smoke test
+def _smoke_registry(model: Path) -> EngineRegistry:
+    return EngineRegistry(smoke_model=lambda: model)
+
+
+def test_a_build_generates_before_it_is_registered_ready(starter_model_path: Path) -> None:
+    reg = _smoke_registry(starter_model_path)
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg)
+    assert built.ok and built.smoke is not None
+    assert f"generated 2 tokens from {starter_model_path.name}" in built.smoke.message  # the mini server's reply
+    assert reg.get(built.engine_id).ready
+    # Without a test model the probe's verdict stands, and says what was not tried.
+    other = build_engine(MINI, cpu_only=True, jobs=2, registry=EngineRegistry(root=reg.root / "other"))
+    assert other.ok and other.smoke is not None and other.smoke.message.endswith("generation not tried: no test "
+                                                                                 "model was given")
+
+
+@pytest.mark.parametrize("crash", ["amx", "amx-segv"])
+def test_a_build_whose_amx_code_crashes_is_rebuilt_without_amx_and_says_why(crash: str,
+                                                                           starter_model_path: Path) -> None:
+    """The AMX host's native build: SIGILL (one thread) or SIGSEGV (more) in warm-up after an AMX buffer."""
+    reg = _smoke_registry(starter_model_path)
+    notes: list[str] = []
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, extra_options=[f"-DMINI_CRASH={crash}"],
+                         on_note=notes.append)
+    sig = "SIGILL" if crash == "amx" else "SIGSEGV"
+    assert built.ok, built.smoke
+    assert len(notes) == 1 and notes[0].startswith(f"rebuilt without AMX: its AMX matrix code crashed ({sig}) in its "
+                                                   "first generation")
+    assert built.notes[-1] == notes[0]
+    flags = cpu_flags()
+    assert "-DGGML_NATIVE=OFF" in built.options and "-DGGML_AMX_INT8=OFF" in built.options
+    assert f"-DGGML_AVX2={'ON' if 'avx2' in flags else 'OFF'}" in built.options  # this CPU's own, named
+    rec = reg.get(built.engine_id)
+    assert rec.ready and rec.build_options == built.options
+    assert rec.smoke is not None and "generated 2 tokens" in rec.smoke.message and "rebuilt without AMX" in rec.smoke.message
+    log = built.log_path.read_text()
+    assert "===== BeeDeck rebuild without AMX" in log and log.count("Linking C executable bin/llama-server") == 2
+
+
+def test_a_sigill_outside_amx_is_rebuilt_portable(starter_model_path: Path) -> None:
+    reg = _smoke_registry(starter_model_path)
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, extra_options=["-DMINI_CRASH=native"])
+    assert built.ok and "-DGGML_NATIVE=OFF" in built.options
+    assert not any(o.startswith(("-DGGML_AVX", "-DGGML_AMX")) for o in built.options)  # ggml's own baseline
+    assert built.notes[-1].startswith("rebuilt portable: it uses CPU instructions this machine does not run (SIGILL")
+
+
+def test_a_build_that_crashes_even_portable_is_registered_not_ready_with_the_reason(starter_model_path: Path) -> None:
+    reg = _smoke_registry(starter_model_path)
+    built = build_engine(MINI, cpu_only=True, jobs=2, registry=reg, extra_options=["-DMINI_CRASH=always"])
+    assert not built.ok and built.record is not None and not built.record.ready
+    assert [n.split(":")[0] for n in built.notes] == ["rebuilt portable"]  # one rebuild, then nothing left to drop
+    assert built.smoke is not None
+    assert "llama-server crashed with SIGILL: this build uses CPU instructions this machine does not run" \
+        in built.smoke.message
+
+
+def test_the_cli_says_a_rebuild_as_it_starts(capsys: pytest.CaptureFixture[str], starter_model_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from beedeck.cli import main
+    from beedeck.clicmd.engine import manage
+
+    monkeypatch.setattr(manage, "_smoke_model", lambda: starter_model_path)
+    assert main(["engine", "build", "--source", str(MINI), "--cpu", "-j", "2", "-D", "MINI_CRASH=amx"]) == 0
+    out, err = capsys.readouterr()
+    assert "note: rebuilt without AMX: its AMX matrix code crashed (SIGILL)" in err  # while it happens
+    assert "note: rebuilt without AMX" in out and "registered " in out
+
+
+# ------------------------------------------------------------------------------ the CUDA toolkit (issue 37)
+def _fake_nvcc(root: Path, release: str = "13.0") -> str:
+    (root / "bin").mkdir(parents=True)
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+                    f"echo 'Cuda compilation tools, release {release}, V{release}.88'\n")
+    nvcc.chmod(0o755)
+    return str(nvcc)
+
+
+@pytest.fixture
+def no_system_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the toolkit a test makes counts, not one CUDA_PATH / CUDA_HOME name."""
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+
+
+def test_no_nvcc_names_the_toolkit_package_for_the_drivers_cuda_and_the_download(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
+    check = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="12.8", build_root=tmp_path)}["nvcc"]
+    assert not check.ok and check.found == "not found"
+    assert check.remedy.startswith("Install the NVIDIA CUDA Toolkit 12.8 or older (the driver supports CUDA 12.8): "
+                                   "on Debian/Ubuntu NVIDIA's apt package cuda-toolkit-12-8")
+    assert "Or skip the build: `beedeck engine download` installs a prebuilt CUDA llama-server" in check.remedy
+    unknown = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda=None, build_root=tmp_path)}["nvcc"]
+    assert "no NVIDIA driver answered, so BeeDeck cannot tell which CUDA version" in unknown.remedy
+
+
+def test_nvcc_without_cublas_is_named_before_cmake_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       no_system_cuda: None) -> None:
+    """This machine's case: nvcc 13.0 (pip's CUDA wheels in /usr/local/cuda) but no cuBLAS, where CMake's
+    configure stopped with "CUDA::cublas"."""
+    root = tmp_path / "cuda"
+    nvcc = _fake_nvcc(root)
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: nvcc)
+    checks = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="13.1", build_root=tmp_path)}
+    assert checks["nvcc"].ok and not checks["cuBLAS"].ok
+    assert f"nvcc 13.0 is there but no cublas_v2.h with its library under {root}" in checks["cuBLAS"].found
+    assert "so CMake would stop at CUDA::cublas" in checks["cuBLAS"].found
+    assert "its cuBLAS (on Debian/Ubuntu NVIDIA's apt package libcublas-dev-13-0" in checks["cuBLAS"].remedy
+    assert "`beedeck engine download`" in checks["cuBLAS"].remedy
+    # The header alone is not the library; both, where NVIDIA's installer puts them, are.
+    (root / "targets" / "x86_64-linux" / "include").mkdir(parents=True)
+    (root / "targets" / "x86_64-linux" / "include" / "cublas_v2.h").write_text("")
+    assert not {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="13.1",
+                                             build_root=tmp_path)}["cuBLAS"].ok
+    (root / "targets" / "x86_64-linux" / "lib").mkdir()
+    (root / "targets" / "x86_64-linux" / "lib" / "libcublas.so.13").write_text("")
+    ok = {c.name: c for c in preflight(need_git=False, cuda=True, driver_cuda="13.1", build_root=tmp_path)}["cuBLAS"]
+    assert ok.ok and ok.found.endswith("cublas_v2.h")
+
+
+def test_the_cli_stops_a_cuda_build_without_the_toolkit_before_configuring(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`beedeck engine build --source TREE --dry-run` with a GPU and no nvcc: the toolkit named with the driver's
+    CUDA version and the download offered, instead of a CPU build (or CMake's raw error)."""
+    from beedeck.cli import main
+    from beedeck.core.machine import hardware
+    from tests.fakes.fake_nvml import FakeNvml, rtx4090
+
+    real_detect = hardware.detect
+    monkeypatch.setattr(hardware, "detect", lambda *a, **kw: real_detect(
+        nvml_module=FakeNvml([rtx4090()], cuda=12080), smi_runner=lambda argv, timeout: ""))
+    monkeypatch.setattr(build_tools, "find_nvcc", lambda: None)
+    assert main(["engine", "build", "--source", str(MINI), "--dry-run", "-j", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "error: Cannot build yet:\n- nvcc: not found. Install the NVIDIA CUDA Toolkit 12.8 or older" in err
+    assert "cuda-toolkit-12-8" in err and "`beedeck engine download`" in err
+    assert not list(EngineRegistry().root.glob("*/build/CMakeCache.txt"))  # nothing configured

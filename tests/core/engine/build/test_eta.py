@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.engine.build.builder import ProgressTracker
 from beedeck.core.engine.build.eta import (
     CostModel,
     WeightedEta,
@@ -23,6 +22,7 @@ from beedeck.core.engine.build.eta import (
     shipped_profile,
     step_output,
 )
+from beedeck.core.engine.build.steps import ProgressTracker
 from tests.fixtures.build_replay import (
     BEE_CUDA_H200,
     DRIFTING,

@@ -21,6 +21,7 @@ from beedeck.core.engine.releases.download import (
     pick_asset,
     safe_extract,
 )
+from tests.fakes.crashing_engine import crashing_engine
 from tests.fakes.fake_releases import FakeReleases, make_tar_gz, make_zip, server_bundle
 
 
@@ -193,3 +194,32 @@ def test_fetch_release_errors(fake: FakeReleases) -> None:
         fetch_release(BEE_REPO, "v9.9.9", api_url=fake.url)
     with pytest.raises(ReleaseError, match="Could not reach"):
         fetch_release(BEE_REPO, api_url="http://127.0.0.1:9")
+
+
+@pytest.mark.engine
+def test_a_download_generates_before_it_is_registered(fake: FakeReleases, starter_archives: dict[str, Path],
+                                                      starter_model_path: Path) -> None:
+    fake.add_release(MAINLINE_REPO, "b11434", [starter_archives["ml"]])
+    rec = download_engine(repo=MAINLINE_REPO, backend="cpu", os_name="linux", arch="x64", api_url=fake.url,
+                          registry=EngineRegistry(smoke_model=lambda: starter_model_path))
+    assert rec.ready and rec.smoke is not None
+    assert f"generated 8 tokens from {starter_model_path.name}" in rec.smoke.message
+
+
+def test_a_download_whose_cpu_code_cannot_run_here_is_refused_with_the_reason(
+        fake: FakeReleases, tmp_path: Path, starter_engine_path: Path, starter_model_path: Path) -> None:
+    """A prebuilt CPU build that dies by SIGILL in its first generation: not registered, its files gone."""
+    engine = crashing_engine(tmp_path / "crashing", starter_engine_path)
+    archive = make_tar_gz(tmp_path / "beellama-v0.4.6-bin-ubuntu-x64.tar.gz", {"llama-server": engine})
+    fake.add_release(BEE_REPO, "v0.4.6", [archive])
+    reg = EngineRegistry(smoke_model=lambda: starter_model_path)
+    said: list[str] = []
+    with pytest.raises(ReleaseError) as err:
+        download_engine(backend="cpu", os_name="linux", arch="x64", api_url=fake.url, registry=reg, on_line=said.append)
+    assert str(err.value).startswith(
+        "beellama.cpp v0.4.6 (beellama-v0.4.6-bin-ubuntu-x64.tar.gz) was downloaded but cannot run on this machine: "
+        "in its first generation llama-server crashed with SIGILL: this build uses CPU instructions this machine "
+        "does not run. BeeDeck did not register it and removed its files.")
+    assert "`beedeck engine build --cpu`" in str(err.value)
+    assert any(line.startswith("smoke test: llama-server answers --help but failed") for line in said)
+    assert reg.list() == [] and not any(reg.root.glob("beellama*"))

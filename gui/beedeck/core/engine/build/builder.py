@@ -4,7 +4,9 @@ The build happens in ``engines_dir()/<id>/`` (``src/`` for a git checkout, ``bui
 ``build.log`` for the full output of every run). The id is derived from the source, ref and
 backend, so building the same thing again reuses the build folder and only recompiles what
 changed (resume after a cancel or a crash). Only the ``llama-server`` target is built. Afterwards
-the binary is smoke-tested (probed; a CUDA build must list a CUDA device) and registered.
+the binary is smoke-tested (probed; a CUDA build must list a CUDA device; then a short generation on the
+registry's test model, :mod:`beedeck.core.engine.smoke`) and registered. A build whose CPU code crashes in that
+generation is rebuilt without what crashed (:mod:`beedeck.core.engine.build.cure`), saying why.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -30,15 +32,15 @@ from beedeck.core.engine.build.choice import (
     choose_fa,
     read_policy,
 )
+from beedeck.core.engine.build.cure import Cure, cpu_flags, cure_for
 from beedeck.core.engine.build.eta import (
     PROFILE_FILE,
-    WeightedEta,
     estimate_seconds,
     load_profile,
-    planned_outputs,
     save_profile,
     shipped_profile,
 )
+from beedeck.core.engine.build.steps import ProgressCallback, Steps
 from beedeck.core.engine.build.tools import (
     BuildError,
     LineCallback,
@@ -47,21 +49,15 @@ from beedeck.core.engine.build.tools import (
 )
 from beedeck.core.engine.caps import ProbeError
 from beedeck.core.engine.probe import write_release
-from beedeck.core.engine.registry import (
-    EngineRecord,
-    EngineRegistry,
-    Origin,
-    SmokeResult,
-    caps_fields,
-    smoke_test,
-)
+from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin, SmokeResult, caps_fields
+from beedeck.core.engine.smoke import smoke_engine
 from beedeck.core.secrets import child_env
 
 BEE_REPO = "https://github.com/Anbeeld/beellama.cpp"
 
 DEFAULT_FA_PAIRS = CLASSIC_FA_PAIRS  # the Gen A / older mainline default set (choice.py reads others)
 
-ProgressCallback = Callable[[int, int, float | None], None]  # done, total, eta seconds
+MAX_CURES = 2  # without AMX, then portable
 
 
 # ------------------------------------------------------------------------------ pure helpers
@@ -153,32 +149,6 @@ def scan_source_options(src: Path) -> set[str]:
     return found
 
 
-_NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
-_MAKE = re.compile(r"^\[\s*(\d{1,3})%\]")
-
-
-class ProgressTracker:
-    """Turns build output lines into (done, total, eta_s); Ninja ``[n/N]`` and make ``[ x%]``."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.start: tuple[float, int] | None = None
-        self.last: tuple[int, int] | None = None
-
-    def feed(self, line: str) -> tuple[int, int, float | None] | None:
-        m = _NINJA.match(line) or _MAKE.match(line)
-        if not m:
-            return None
-        done, total = (int(m.group(1)), int(m.group(2))) if m.re is _NINJA else (int(m.group(1)), 100)
-        now = self.clock()
-        if self.start is None:
-            self.start = (now, done)
-        self.last = (done, total)
-        t0, d0 = self.start
-        eta = (now - t0) / (done - d0) * (total - done) if done > d0 and now > t0 else None
-        return done, total, eta
-
-
 # ------------------------------------------------------------------------------ sources
 def latest_release_tag(url: str, *, env: dict[str, str] | None = None) -> str | None:
     """The highest ``vX.Y.Z`` (or ``bNNNN``) tag of a git remote, via ``git ls-remote``; None if none."""
@@ -256,11 +226,6 @@ def build_id(source: str, ref: str | None, cuda: bool, gpus: Sequence[str | tupl
     return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{name}-{tag}-{backend}-{digest}").strip("-.").lower()
 
 
-def _find_binary(build_dir: Path) -> Path | None:
-    exe = "llama-server.exe" if os.name == "nt" else "llama-server"
-    return next((c for c in (build_dir / "bin" / exe, build_dir / "bin" / "Release" / exe) if c.is_file()), None)
-
-
 def build_engine(
     source: str | Path = BEE_REPO,
     *,
@@ -277,6 +242,7 @@ def build_engine(
     dry_run: bool = False,
     on_progress: ProgressCallback | None = None,
     on_line: LineCallback | None = None,
+    on_note: LineCallback | None = None,
     cancel_event: threading.Event | None = None,
     registry: EngineRegistry | None = None,
 ) -> BuildResult:
@@ -290,6 +256,9 @@ def build_engine(
     FlashAttention kernels they need and no more (:mod:`beedeck.core.engine.build.choice`); ``all_quants``
     compiles every pair. ``dry_run`` configures and plans (options, targets, steps, estimated time in
     ``estimate_s``) without compiling.
+
+    ``on_note`` hears a rebuild as it starts (a build whose CPU code crashed in the smoke test's generation is
+    rebuilt without what crashed, at most :data:`MAX_CURES` times; ``notes`` keeps why).
 
     ``ref=None`` with a git URL means the remote's latest release tag. Raises :class:`BuildError`
     (preflight, configure or compile failure; the log path is in the message) or
@@ -312,7 +281,6 @@ def build_engine(
     if failed:
         raise BuildError("Cannot build yet:\n" + "\n".join(f"- {c.name}: {c.found}. {c.remedy}" for c in failed))
     log_path = folder / "build.log"
-    build_dir = folder / "build"
     with open(log_path, "a", encoding="utf-8", buffering=1) as log:  # line-buffered: users tail it
         log.write(f"\n===== BeeDeck build {time.strftime('%Y-%m-%d %H:%M:%S')} of {src_text} @ {ref or 'local'}\n")
         for c in checks:
@@ -324,33 +292,57 @@ def build_engine(
             commit = fetch_source(src_text, ref, src_dir, on_line=on_line, cancel_event=cancel_event, log=log)
         options, notes = _options(src_dir, cuda=cuda, gpus=gpus, native=native, cache_pairs=cache_pairs,
                                   all_quants=all_quants, rpc=rpc, extra=extra_options)
-        generator, cached_gen = _configure(src_dir, build_dir, options, on_line, cancel_event, log, log_path)
-        targets = ["llama-server", *([rpc_target(src_dir)] if rpc else [])]
-        n_jobs = jobs or os.cpu_count() or 2
-        build = ["cmake", "--build", str(build_dir), "--config", "Release", "--target", *targets,
-                 "-j", str(n_jobs)]
-        log.write("$ " + " ".join(build) + "\n")
-        tracker: ProgressTracker | WeightedEta = ProgressTracker()
-        planned = _planned_steps(build_dir, targets) if generator or cached_gen == "Ninja" else []
+        steps = Steps(src_dir, folder / "build", log_path, ["llama-server", *([rpc_target(src_dir)] if rpc else [])],
+                      jobs or os.cpu_count() or 2, on_line, on_progress, cancel_event)
+        planned = steps.configure(options, log)
         profile = _cost_profile(registry, engine_id, cuda, src_dir)
-        if planned:
-            tracker = WeightedEta(planned, profile, jobs=n_jobs)
         if dry_run:
             log.write(f"dry run: {len(planned)} steps planned, nothing compiled\n")
-            return BuildResult(engine_id, build_dir / "bin" / "llama-server", options, log_path,
-                               time.monotonic() - t0, commit, notes=notes, targets=targets,
-                               planned_steps=len(planned), jobs=n_jobs, dry_run=True,
-                               estimate_s=estimate_seconds(planned, profile, n_jobs) if planned else None)
-        _compile(build, tracker, on_line, on_progress, cancel_event, log, log_path)
-    binary = _find_binary(build_dir)
-    if binary is None:
-        raise BuildError(f"The build finished but no llama-server was found under {build_dir}; see {log_path}.")
-    save_profile(build_dir, folder)  # the next build of this tree estimates from these step times
-    result = BuildResult(engine_id, binary, options, log_path, 0.0, commit, notes=notes,
-                         targets=targets, planned_steps=len(planned), jobs=n_jobs)
-    _smoke_and_register(result, registry, src_dir, src_text, ref, gpus, cuda)
+            return BuildResult(engine_id, steps.build_dir / "bin" / "llama-server", options, log_path,
+                               time.monotonic() - t0, commit, notes=notes, targets=steps.targets,
+                               planned_steps=len(planned), jobs=steps.jobs, dry_run=True,
+                               estimate_s=estimate_seconds(planned, profile, steps.jobs) if planned else None)
+        steps.compile(planned, profile, log)
+    result = BuildResult(engine_id, steps.binary(), options, log_path, 0.0, commit, notes=notes,
+                         targets=steps.targets, planned_steps=len(planned), jobs=steps.jobs)
+    save_profile(steps.build_dir, folder)  # the next build of this tree estimates from these step times
+    write_release(result.binary, source_release(src_dir, ref), source=src_text, commit=commit[:12])
+    _smoke_and_cure(result, steps, registry, cuda, on_note)
+    _register(result, registry, src_dir, src_text, ref, gpus, cuda)
     result.seconds = time.monotonic() - t0
     return result
+
+
+def _smoke_and_cure(result: BuildResult, steps: Steps, registry: EngineRegistry, cuda: bool,
+                    on_note: LineCallback | None) -> None:
+    """Smoke-test the build (``result.smoke``); while its CPU code crashes in the generation and a rebuild can leave
+    out what crashed (:func:`cure_for`), rebuild in the same folder (only the CPU library recompiles), test again."""
+    smoke, check = smoke_engine(result.binary, expect_gpu=cuda, prober=registry.prober, locate=registry.smoke_model)
+    cures: list[str] = []
+    for _ in range(MAX_CURES):
+        if check is None or check.ok or not check.cpu_fault:
+            break
+        cure = cure_for(result.options, sig=check.signal, amx=check.amx, flags=cpu_flags(),
+                        known=scan_source_options(steps.src_dir))
+        if cure is None:
+            break
+        cures.append(f"rebuilt {cure.label}: {cure.reason}")
+        if on_note is not None:
+            on_note(cures[-1])
+        _rebuild(steps, cure, registry, result.engine_id, cuda)
+        result.options, result.binary = cure.options, steps.binary()
+        smoke, check = smoke_engine(result.binary, expect_gpu=cuda, prober=registry.prober, locate=registry.smoke_model)
+    if cures:
+        result.notes += cures
+        smoke.message += "; " + "; ".join(cures)  # the record says why its options are not the ones asked for
+    result.smoke = smoke
+
+
+def _rebuild(steps: Steps, cure: Cure, registry: EngineRegistry, engine_id: str, cuda: bool) -> None:
+    with open(steps.log_path, "a", encoding="utf-8", buffering=1) as log:
+        log.write(f"\n===== BeeDeck rebuild {cure.label} {time.strftime('%Y-%m-%d %H:%M:%S')}: {cure.reason}\n")
+        planned = steps.configure(cure.options, log)
+        steps.compile(planned, _cost_profile(registry, engine_id, cuda, steps.src_dir), log)
 
 
 def _options(src_dir: Path, *, cuda: bool, gpus: Sequence[str | tuple[int, int]], native: bool,
@@ -367,45 +359,12 @@ def _options(src_dir: Path, *, cuda: bool, gpus: Sequence[str | tuple[int, int]]
     return options, notes
 
 
-def _configure(src_dir: Path, build_dir: Path, options: list[str], on_line: LineCallback | None,
-               cancel_event: threading.Event | None, log: IO[str], log_path: Path) -> tuple[list[str], str | None]:
-    """CMake's configure step; returns the generator asked for and the one the folder was made with."""
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    cached_gen = _cached_generator(build_dir)
-    if cached_gen and generator and cached_gen != "Ninja":
-        generator = []  # keep the generator the build folder was made with (resume)
-    configure = ["cmake", "-S", str(src_dir), "-B", str(build_dir), *generator, *options]
-    log.write("$ " + " ".join(configure) + "\n")
-    if run_streaming(configure, on_line=on_line, cancel_event=cancel_event, log=log) != 0:
-        raise BuildError(f"CMake configure failed; see {log_path} (the lines above 'CMake Error' name the "
-                         "missing piece).")
-    return generator, cached_gen
-
-
-def _compile(build: list[str], tracker: ProgressTracker | WeightedEta, on_line: LineCallback | None,
-             on_progress: ProgressCallback | None, cancel_event: threading.Event | None, log: IO[str],
-             log_path: Path) -> None:
-    """The compile step, its lines fed to the time-left estimate."""
-
-    def line_seen(line: str) -> None:
-        if on_line is not None:
-            on_line(line)
-        step = tracker.feed(line)
-        if step is not None and on_progress is not None:
-            on_progress(*step)
-
-    if run_streaming(build, on_line=line_seen, cancel_event=cancel_event, log=log) != 0:
-        raise BuildError(f"Compiling llama-server failed; see {log_path} (search for 'error:'). Building again "
-                         "resumes where it stopped.")
-
-
-def _smoke_and_register(result: BuildResult, registry: EngineRegistry, src_dir: Path, src_text: str,
-                        ref: str | None, gpus: Sequence[str | tuple[int, int]], cuda: bool) -> None:
-    """Name the build's release, smoke-test the binary and register it (``result.smoke``/``record``)."""
-    binary, commit = result.binary, result.commit
+def _register(result: BuildResult, registry: EngineRegistry, src_dir: Path, src_text: str, ref: str | None,
+              gpus: Sequence[str | tuple[int, int]], cuda: bool) -> None:
+    """Register the smoke-tested build (``result.record``), ready or not as the smoke test said."""
+    binary, commit, smoke = result.binary, result.commit, result.smoke
+    assert smoke is not None
     release = source_release(src_dir, ref)
-    write_release(binary, release, source=src_text, commit=commit[:12])
-    smoke = result.smoke = smoke_test(binary, expect_gpu=cuda, prober=registry.prober)
     caps_data: dict[str, object] = {}
     with contextlib.suppress(ProbeError):
         caps_data = caps_fields(registry.prober(str(binary))) if smoke.ok else {}
@@ -448,19 +407,6 @@ def rpc_target(src_dir: Path) -> str:
     return "rpc-server"
 
 
-def _planned_steps(build_dir: Path, targets: Sequence[str] = ("llama-server",)) -> list[str]:
-    """The outputs ``cmake --build --target ...`` will produce: a Ninja dry run (< 1 s)."""
-    ninja = shutil.which("ninja")
-    if ninja is None:
-        return []
-    try:
-        out = subprocess.run([ninja, "-C", str(build_dir), "-n", *targets], capture_output=True, text=True,
-                             timeout=60, check=False, env=child_env())
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return planned_outputs(out.stdout) if out.returncode == 0 else []
-
-
 def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool, src_dir: Path) -> dict[str, float]:
     """This tree's own last build, else the newest other build of the same backend, else the shipped one
     (mainline's or BeeLlama's: their CUDA kernels of one name cost otherwise; a tree with mainline's FA list
@@ -476,10 +422,3 @@ def _cost_profile(registry: EngineRegistry, engine_id: str, cuda: bool, src_dir:
         if costs:
             return costs
     return shipped_profile(cuda, "mainline" if read_policy(src_dir).style == "list" else "beellama")
-
-
-def _cached_generator(build_dir: Path) -> str | None:
-    cache = build_dir / "CMakeCache.txt"
-    text = cache.read_text(encoding="utf-8", errors="replace") if cache.is_file() else ""
-    m = re.search(r"^CMAKE_GENERATOR:INTERNAL=(.*)$", text, re.MULTILINE)
-    return m.group(1).strip() if m else None

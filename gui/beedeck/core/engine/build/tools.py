@@ -174,22 +174,99 @@ def preflight(*, need_git: bool, cuda: bool, driver_cuda: str | None, build_root
     checks.append(Check("build tool", bool(ninja or make), ninja or make or "not found",
                         "" if ninja or make else f"Install Ninja ({linux_hint}ninja-build, or `pip install ninja`)."))
     if cuda:
-        nvcc = find_nvcc()
-        nv = _tool_version([nvcc, "--version"], r"release (\d+)\.(\d+)") if nvcc else None
-        if not nvcc or nv is None:
-            checks.append(Check("nvcc", False, "not found", "Install the NVIDIA CUDA Toolkit (nvcc) and put it on "
-                                "PATH (or set CUDA_PATH), or build a CPU engine (--cpu)."))
-        else:
-            drv = tuple(int(x) for x in re.findall(r"\d+", driver_cuda or "")[:2]) if driver_cuda else None
-            ok = drv is None or drv >= nv
-            checks.append(Check("nvcc", ok, f"{nvcc} (CUDA {_ver(nv)}; driver supports "
-                                f"{driver_cuda or 'unknown'})", "" if ok else (
-                f"nvcc is CUDA {_ver(nv)} but the driver only supports CUDA {driver_cuda}, so the built "
-                f"engine would not load its GPU backend: update the NVIDIA driver "
-                f"({'>= 580' if nv[0] >= 13 else '>= 525'}) or install a CUDA Toolkit <= {driver_cuda}.")))
+        checks += cuda_checks(driver_cuda)
     needed = DISK_NEEDED_CUDA if cuda else DISK_NEEDED_CPU
     probe_at = build_root if build_root.exists() else build_root.parent
     free = shutil.disk_usage(probe_at).free
     checks.append(Check("disk", free >= needed, f"{free / 2**30:.1f} GiB free in {probe_at}",
                         "" if free >= needed else f"Free at least {needed / 2**30:.0f} GiB in {probe_at}."))
     return checks
+
+
+# ------------------------------------------------------------------------------ the CUDA toolkit
+def nvcc_top(nvcc: str) -> Path | None:
+    """The toolkit folder nvcc itself uses (its ``TOP``, as CMake's FindCUDAToolkit asks it with ``-v``): a
+    wrapper script on PATH (``/usr/local/bin/nvcc``) says where the real toolkit is."""
+    try:
+        out = subprocess.run([nvcc, "-v", "-E", "-x", "cu", os.devnull], capture_output=True, text=True, timeout=30,
+                             check=False, env=child_env())
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"^#\$ TOP=(.+)$", out.stdout + out.stderr, re.MULTILINE)
+    return Path(m.group(1).strip().strip('"')).resolve() if m else None
+
+
+def cuda_roots(nvcc: str) -> list[Path]:
+    """The toolkit ``nvcc`` belongs to, where CMake looks for cuBLAS: nvcc's own ``TOP``, the folder above its
+    ``bin``, and CUDA_PATH / CUDA_HOME."""
+    roots = [nvcc_top(nvcc), Path(nvcc).resolve().parent.parent,
+             *(Path(v) for v in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")) if v)]
+    return list(dict.fromkeys(r for r in roots if r is not None))
+
+
+def find_cublas(roots: list[Path]) -> Path | None:
+    """cuBLAS's header (``cublas_v2.h``, which CMake's FindCUDAToolkit needs for ``CUDA::cublas``) under one
+    of ``roots``, when its library is there too; None otherwise."""
+    lib_names = ("cublas.lib",) if os.name == "nt" else ("libcublas.so", "libcublas.so.*", "libcublas_static.a")
+    for root in roots:
+        for inc in [root / "include", *sorted(root.glob("targets/*/include"))]:
+            if not (inc / "cublas_v2.h").is_file():
+                continue
+            lib_dirs = [inc.parent / "lib64", inc.parent / "lib", inc.parent / "lib" / "x64",
+                        *sorted(root.glob("lib/*-linux-gnu"))]
+            if any(next(d.glob(n), None) for d in lib_dirs if d.is_dir() for n in lib_names):
+                return inc / "cublas_v2.h"
+    return None
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...] | None:
+    nums = re.findall(r"\d+", text or "")[:2]
+    return tuple(int(x) for x in nums) if nums else None
+
+
+def toolkit_remedy(driver_cuda: str | None, nvcc_version: tuple[int, ...] | None = None) -> str:
+    """What to install for a CUDA build (the package, the CUDA version the driver runs) and the way around it.
+    ``nvcc_version``: nvcc is there but its libraries (cuBLAS) are not."""
+    drv = _version_tuple(driver_cuda)
+    no_driver = ("no NVIDIA driver answered, so BeeDeck cannot tell which CUDA version this machine runs: install "
+                 "the driver first (`nvidia-smi` shows the CUDA version it supports)")
+    if nvcc_version is not None and (drv is None or nvcc_version <= drv):
+        tag = f"{nvcc_version[0]}-{nvcc_version[1]}"
+        what = (f"Install the rest of the CUDA Toolkit {_ver(nvcc_version)} beside nvcc, its cuBLAS (on Debian/Ubuntu "
+                f"NVIDIA's apt package libcublas-dev-{tag}, or the whole cuda-toolkit-{tag})")
+        what += f"; and {no_driver}" if drv is None else f" (the driver supports CUDA {_ver(drv)})"
+    elif os.name == "nt":
+        what = (f"Install the NVIDIA CUDA Toolkit{f' {_ver(drv)} or older' if drv else ''} from "
+                f"developer.nvidia.com/cuda-downloads and reopen the terminal" + ("" if drv else f"; {no_driver}"))
+    else:
+        tag = f"{drv[0]}-{drv[1]}" if drv else "X-Y"
+        what = (f"Install the NVIDIA CUDA Toolkit {f'{_ver(drv)} or older (the driver supports CUDA {_ver(drv)})' if drv else 'X.Y'}: "
+                f"on Debian/Ubuntu NVIDIA's apt package cuda-toolkit-{tag}, or the distribution's nvidia-cuda-toolkit "
+                "if its version is not newer; then put its nvcc on PATH or set CUDA_PATH (BeeDeck looks there, in "
+                "CUDA_HOME and in /usr/local/cuda)" + ("" if drv else f". X.Y: {no_driver}"))
+    return (f"{what}. Or skip the build: `beedeck engine download` installs a prebuilt CUDA llama-server for this "
+            "driver; or build a CPU engine (--cpu).")
+
+
+def cuda_checks(driver_cuda: str | None) -> list[Check]:
+    """The CUDA toolkit a CUDA build needs, checked before CMake runs: nvcc (not newer than the driver's CUDA)
+    and cuBLAS beside it (without it CMake stops at "CUDA::cublas")."""
+    nvcc = find_nvcc()
+    nv = _tool_version([nvcc, "--version"], r"release (\d+)\.(\d+)") if nvcc else None
+    if not nvcc or nv is None:
+        return [Check("nvcc", False, "not found", toolkit_remedy(driver_cuda))]
+    drv = _version_tuple(driver_cuda)
+    ok = drv is None or drv >= nv
+    checks = [Check("nvcc", ok, f"{nvcc} (CUDA {_ver(nv)}; driver supports {driver_cuda or 'unknown'})",
+                    "" if ok else (
+        f"nvcc is CUDA {_ver(nv)} but the driver only supports CUDA {driver_cuda}, so the built "
+        f"engine would not load its GPU backend: update the NVIDIA driver "
+        f"({'>= 580' if nv[0] >= 13 else '>= 525'}) or install a CUDA Toolkit <= {driver_cuda}."))]
+    roots = cuda_roots(nvcc)
+    header = find_cublas(roots)
+    checks.append(Check("cuBLAS", header is not None, str(header) if header else (
+        f"not found: nvcc {_ver(nv)} is there but no cublas_v2.h with its library under "
+        f"{', '.join(str(r) for r in roots)}, so CMake would stop at CUDA::cublas"),
+        "" if header else toolkit_remedy(driver_cuda, nv)))
+    return checks
+

@@ -3,8 +3,9 @@
 Which release and which archive: :mod:`.index` (the newest release with a build this machine
 runs, through the configured API base) and :mod:`.assets` (the asset names, the CUDA rule and
 the runtime companions). The download goes through :func:`beedeck.core.download.download_file` (resume, size and
-sha256 checks), the archive is unpacked without trusting its paths, and the binary is smoke-tested
-and registered.
+sha256 checks), the archive is unpacked without trusting its paths, and the binary is smoke-tested (probed, then
+a short generation on the registry's test model: :mod:`beedeck.core.engine.smoke`) and registered. A build whose
+CPU code cannot run here (it dies by SIGILL, or inside AMX code) is refused with the reason.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx2
 
@@ -26,7 +27,7 @@ from beedeck.core import paths
 from beedeck.core.download import DownloadCancelled, DownloadError, ProgressCallback, download_file
 from beedeck.core.engine.caps import ProbeError
 from beedeck.core.engine.probe import write_release
-from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin, caps_fields, smoke_test
+from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin, caps_fields
 from beedeck.core.engine.releases.assets import (
     BEE_FIRST_LINUX_CUDA,
     BEE_REPO,
@@ -46,6 +47,7 @@ from beedeck.core.engine.releases.index import (
     releases_api_base,
     resolve_release,
 )
+from beedeck.core.engine.smoke import GenerationCheck, smoke_engine
 from beedeck.core.printable import printable
 
 __all__ = [
@@ -114,6 +116,17 @@ def find_server(root: Path) -> Path | None:
 
 
 # ------------------------------------------------------------------------------------ the flow
+def _refuse(folder: Path, what: str, check: GenerationCheck) -> NoReturn:
+    """A download whose CPU code cannot run here: its folder goes, nothing is registered, the reason is raised."""
+    shutil.rmtree(folder, ignore_errors=True)
+    why = check.failure.message if check.failure is not None else check.message
+    raise ReleaseError(
+        f"{what} was downloaded but cannot run on this machine: in its first generation {why[0].lower()}{why[1:]} "
+        "BeeDeck did not register it and removed its files. Build the engine here instead (`beedeck engine build "
+        "--cpu`: a build for this CPU, rebuilt without what crashes if its smoke test meets that), or pick "
+        "another release (`--tag`).")
+
+
 def download_engine(
     *,
     repo: str = BEE_REPO,
@@ -187,8 +200,11 @@ def download_engine(
             if lib.is_file() and lib.parent != binary.parent and re.search(r"cu(da|blas)", lib.name):
                 shutil.move(str(lib), binary.parent / lib.name)
     write_release(binary, choice.tag, source=choice.asset.url)
-    smoke = smoke_test(binary, expect_gpu=backend == "cuda", prober=registry.prober)
+    smoke, check = smoke_engine(binary, expect_gpu=backend == "cuda", prober=registry.prober,
+                                locate=registry.smoke_model)
     say(f"smoke test: {smoke.message}")
+    if check is not None and check.cpu_fault:
+        _refuse(folder, f"{repo.split('/')[-1]} {choice.tag} ({choice.asset.name})", check)
     try:
         # Probed even when the smoke test failed: the record then says what it is (generation, version).
         caps_data: dict[str, Any] = caps_fields(registry.prober(str(binary)))
