@@ -237,7 +237,9 @@ def run_tune_command(args: argparse.Namespace) -> int:
 def _save(result: TuneResult, engine: Path, label: str, args: argparse.Namespace) -> str | None:
     if not args.save_profile:
         return None
-    if not result.improved or result.best_settings is None:
+    if not result.savable or result.best_settings is None:
         _say("Nothing was saved: no configuration beat the start, so the profile stays as it is.", args)
         return None
+    if not result.improved:
+        _say("Saving an unconfirmed win (it was measured once): run tune again to confirm it.", args)
     return str(save_profile(Profile(str(engine), result.best_settings, label or "tuned")))
