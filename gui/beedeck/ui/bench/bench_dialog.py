@@ -118,7 +118,7 @@ class BenchDialog(ChatServerDialog):
             self.session.guard.add_reference(mode, kind, values)
         for mode, m in summarize(report).overall.items():  # the speed panel's last figure per mode
             if m.gen_tps is not None:
-                self.session.record_figure(mode, m.gen_tps.median, "benchmark")
+                self.session.record_figure(mode, m.gen_tps.median, "benchmark", m.speedup)
         self._teach_advice(report)
 
     def _teach_advice(self, report: BenchReport) -> None:
