@@ -43,7 +43,7 @@ def test_a_finished_run_teaches_the_learnt_advice(qtbot: QtBot, tmp_path: Any) -
     key = setup_key(CPU_CAPS, START)
     qtbot.waitUntil(lambda: advice.best_mode(key, CODE) == DFLASH, timeout=10_000)  # learnt in the background
     assert advice.best_mode(key, PROSE) == BASELINE
-    assert host.guard.figure(DFLASH, CODE) is not None  # the session's reference figures too
+    assert host.guard.comparison(DFLASH, CODE) is not None  # the session's benchmark evidence too
     dialog.reject()
 
 
@@ -55,7 +55,7 @@ def test_a_failed_run_teaches_nothing_and_raises_nothing(qtbot: QtBot, tmp_path:
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.view.run_button.isEnabled(), timeout=10_000)
     dialog.view.run_finished.emit(None)
-    assert advice.setups() == [] and host.guard.figure(DFLASH, CODE) is None
+    assert advice.setups() == [] and host.guard.comparison(DFLASH, CODE) is None
     dialog.reject()
 
 

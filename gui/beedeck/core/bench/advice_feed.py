@@ -24,13 +24,15 @@ def bench_advice_samples(report: BenchReport) -> list[AdviceSample]:
 
 
 def tune_advice_samples(result: TuneResult) -> list[AdviceSample]:
-    """The baseline's replies and the best configuration's (the one the user will run), when the best
-    kept the baseline's text (or identity was not asked for). A search that measured no best teaches
-    only the baseline, which alone never makes a verdict."""
+    """The baseline's replies and the start's: the two points measured with the same settings apart from the
+    mode (the advice compares modes like for like, and its setup key is the start's settings). A tuned best
+    that changed a setting is another setup, with no baseline of its own here: it teaches nothing. A start
+    whose text differed at temperature 0 (or a search that measured no start) teaches only the baseline,
+    which alone never makes a verdict."""
     texts = {p.id: p.text for p in result.suite.prompts}
     out: list[AdviceSample] = []
-    for point in (result.baseline, result.best):
-        if point is None or point.status != MEASURED or (point is result.best and point.role == BASELINE_ROLE):
+    for point in (result.baseline, result.start):
+        if point is None or point.status != MEASURED or (point is result.start and point.role == BASELINE_ROLE):
             continue
         mode = "baseline" if point.role == BASELINE_ROLE else result.mode
         out += [(mode, texts.get(s.prompt_id, ""), s.gen_tps) for s in point.samples if s.error is None and s.gen_tps > 0]
