@@ -196,7 +196,7 @@ def test_an_mtp_target_offers_mtp_and_says_why_the_draft_modes_cannot_run(qtbot:
         t.button("model-free").click()  # type: ignore[union-attr]
     assert blocker.args[0].spec_mode == SpecMode.MODEL_FREE and blocker.args[0].spec_model_free_type == "ngram-mod"
     restart_done(s)
-    assert "N-gram: restarted the server with ngram-mod speculation" in t.status.text()
+    assert "N-gram: restarted the server with N-gram speculation" in t.status.text()
 
 
 def test_the_engine_decides_too(qtbot: QtBot, tmp_path: Path) -> None:

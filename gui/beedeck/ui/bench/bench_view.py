@@ -159,7 +159,7 @@ class BenchView(RunView):
             box = self.mode_boxes.get(o.key)
             if box is None:
                 continue
-            box.setText(o.label if o.key != MODEL_FREE or not o.spec_type else f"{o.label} ({o.spec_type})")
+            box.setText(LABELS.get(o.key, o.label))  # the toggle's name; the engine's type is in the tooltip
             box.setEnabled(o.available)
             box.setChecked(o.available and (o.key in (BASELINE, *FILE_MODES) or (o.key == MODEL_FREE and box.isChecked())))
             box.setToolTip(f"runs as --spec-type {o.spec_type}" if o.available and o.spec_type else

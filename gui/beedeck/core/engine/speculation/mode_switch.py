@@ -245,8 +245,7 @@ class ModeSwitch:
             return "with the draft"
         if mode == MTP:
             return "with the target's MTP heads"
-        chosen = option(self.options, mode)
-        return f"with {chosen.spec_type if chosen and chosen.spec_type else 'n-gram'} speculation"
+        return f"with {mode.label} speculation"  # the toggle's name, not the engine's type (ngram-mod)
 
     def timed(self, began: float, expected_s: float | None) -> None:
         """The restart under way began at ``began`` (the caller's monotonic clock); ``expected_s``: what such a
