@@ -72,6 +72,22 @@ STARTER_PROMPTS: tuple[tuple[str, str], ...] = (
 # cpu_threads): what Tune sizes its minimum budget from before anything was measured here.
 STARTER_TOKENS_PER_S = 25.0
 
+# N-gram on the starter, measured (benchmarks/starter_ngram.py: the DFlash guide's three coding prompts, seeds
+# 1-3, as the chat asks them, on this 2-core machine): the DRY penalty above, which stops the 135M model's
+# loops, also penalises the repeats N-gram drafts (lowered to let 8-token repeats through, or dropped, the
+# model loops to the cap more often). As shipped, ngram-mod (a 24-token lookup, 48-64 token drafts) drafted
+# in 6 of 9 replies and 16 % of its drafted tokens were accepted (1 % of the replies came from drafts):
+# 0.86x the baseline's speed (95 % CI 0.64-1.11). With DRY loosened and short lookups (ngram-simple 4/8) it
+# drafts more and 31 % are accepted (20 % of the reply), but checking the drafts costs 2 CPU cores more
+# than they save: 0.70x (0.64-0.92). So N-gram stays offered (it costs no memory, and pays on a real model
+# editing code), with that reason where it is offered.
+STARTER_NGRAM_NOTE = (
+    "On the starter it will not speed replies up (measured on the guide's three coding prompts): the penalty "
+    "that stops this 135M model's loops also turns down the repeats N-gram guesses, so it drafts in few "
+    "replies and 16 % of its guesses are accepted (0.86x the baseline's speed, 95 % CI 0.64-1.11); loosened, "
+    "it guesses more but checking the guesses costs 2 CPU cores more than they save (0.70x). It pays on a "
+    "real model editing code.")
+
 ProgressCallback = Callable[[int, int | None], None]
 
 
@@ -117,6 +133,12 @@ def settings_for_model(engine: Path, model: Path) -> LaunchSettings:
 def is_starter(settings: LaunchSettings) -> bool:
     """Whether these settings run the starter model (the window then says it is a demo model)."""
     return Path(settings.target).name == STARTER_MODEL_NAME
+
+
+def mode_notes(settings: LaunchSettings) -> dict[str, str]:
+    """What was measured about a speculation mode with these settings, per mode key, for where the mode is
+    offered (the toolbar's toggle): on the starter, why N-gram will not speed it up."""
+    return {"model-free": STARTER_NGRAM_NOTE} if is_starter(settings) else {}
 
 
 def cpu_threads() -> int:
