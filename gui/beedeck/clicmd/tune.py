@@ -77,7 +77,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--out", metavar="DIR", help="report folder (default: a new folder under the data folder)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON on stdout")
     p.add_argument("--save-profile", action="store_true",
-                   help="save the best configuration as the launch profile (only if it beat the start)")
+                   help="save the best configuration as the launch profile (only if it beat the start; an "
+                        "unconfirmed win is saved with a note to run again)")
     p.add_argument("--engine", metavar="BIN", help="llama-server binary (default: the saved profile's, else the starter)")
     p.add_argument("--target", metavar="GGUF", help="target model")
     p.add_argument("--draft", metavar="GGUF", help="DFlash draft model (its other quants beside it are tried too)")
