@@ -4,10 +4,10 @@ prompts (not a test: prints numbers and ratios).
     .venv/bin/python benchmarks/starter_ngram.py [--config NAME ...] [--seeds 1 2 3] [--max-tokens 1024]
 
 Each ``--config`` starts the starter engine with the starter profile in N-gram mode, its sampling and
-N-gram flags replaced by the config's (server flags, as the app starts it); all the configs' servers run
-at once and are asked in turn, each prompt of ``tests/fixtures/seed-bench-prompts.json`` as the chat asks
-it (no sampling fields; ``cache_prompt`` off; one request per seed), so a machine whose load drifts slows
-every config alike. A config named ``base-...`` runs without speculation (the reference for the
+N-gram flags replaced by the config's (server flags, as the app starts it), a fresh server for every
+request, the configs in turn: each prompt of ``tests/fixtures/seed-bench-prompts.json`` as the chat asks
+a new question (no sampling fields; ``cache_prompt`` off; one request per seed), so a machine whose load
+drifts slows every config alike and no reply drafts from an earlier reply to the same prompt. A config named ``base-...`` runs without speculation (the reference for the
 configs with the same sampling). Per config: the server's draft counters (tokens drafted, accepted, the
 acceptance and the share of the reply that came from drafts), the replies that ended on their own (the
 starter's penalties exist to stop a 135M model's loops) and the median tokens/s; then each N-gram config's
@@ -102,23 +102,21 @@ def ask(client: LlamaClient, name: str, prompt: dict[str, Any], seed: int, max_t
 
 def run_all(names: list[str], engine: Path, caps: Any, profile: StarterProfile, prompts: list[dict[str, Any]],
             seeds: list[int], max_tokens: int) -> dict[str, list[dict[str, Any]]]:
-    """Every config's server at once, asked in turn (prompt by prompt, seed by seed, config by config): a
-    machine whose load drifts slows every config alike, not the one that happened to run then."""
-    procs = {}
-    try:
-        for name in names:  # one at a time: each takes a free port once the one before holds its own
-            procs[name] = launch(engine, caps, profile.settings(**CONFIGS[name]))
-            procs[name].wait_ready(120)
-        clients = {name: LlamaClient(proc.base_url) for name, proc in procs.items()}
-        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-        for p in prompts:
-            for seed in seeds:
-                for name in names:
-                    rows[name].append(ask(clients[name], name, p, seed, max_tokens))
-        return rows
-    finally:
-        for proc in procs.values():
-            proc.stop()
+    """Every request on a fresh server of its config, the configs in turn (prompt by prompt, seed by seed,
+    config by config): a machine whose load drifts slows every config alike, and no reply drafts from an
+    earlier one (ngram-mod keeps what the server generated across requests: asked again, a prompt drafts
+    its last reply, which a user asking a new question never gets)."""
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for p in prompts:
+        for seed in seeds:
+            for name in names:
+                proc = launch(engine, caps, profile.settings(**CONFIGS[name]))
+                try:
+                    proc.wait_ready(120)
+                    rows[name].append(ask(LlamaClient(proc.base_url), name, p, seed, max_tokens))
+                finally:
+                    proc.stop()
+    return rows
 
 
 def main() -> int:

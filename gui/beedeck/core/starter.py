@@ -144,9 +144,15 @@ def mode_notes(settings: LaunchSettings) -> dict[str, str]:
 def cpu_threads() -> int:
     """Generation threads for a CPU-only profile: the physical cores, less one for the desktop.
 
-    llama.cpp's CPU threads meet at a barrier every step, so when the GUI (or anything else) takes
-    one of only two cores the whole step waits: measured here on 2 cores, the starter model fell
-    from 47 to 2 tokens/s with one core busy at the default 2 threads, and held 27 with ``-t 1``.
+    llama.cpp's CPU threads meet at a barrier every step (and spin there), so when anything else wants
+    one of the cores the whole step waits for the thread that lost it. Measured on this 2-core machine
+    (benchmarks/starter_threads.py --cores 2: the starter's server pinned to the cores, its three prompt
+    chips, 4 interleaved runs, other programs running as they do here): ``-t 2`` ran at 0.19x the speed
+    of ``-t 1`` with nothing else added (5.5 against 29.0 tokens/s, 95 % CI 0.06-0.66), 0.10x with a
+    competing process taking half a core (about what the window takes while a reply streams: 0.1 of a
+    core measured offscreen) and 0.07x with a whole core taken. Tune's 1.73x for threads=2 was measured
+    with the window idle and no other load: Tune offers it, and saves it when asked. The same benchmark
+    with ``--cores 4`` and ``--cores 8`` checks the rule on larger machines.
     """
     import psutil
 
