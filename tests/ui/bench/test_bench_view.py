@@ -116,7 +116,7 @@ def test_the_mode_choice_follows_the_engine_and_the_files(qtbot: QtBot, tmp_path
     boxes = view.mode_boxes
     assert view.selected_modes() == ["baseline", "mtp"]  # baseline and what the files bring
     assert boxes["model-free"].isEnabled() and not boxes["model-free"].isChecked()
-    assert boxes["model-free"].text() == "N-gram (ngram-mod)" and "draft-mtp" in boxes["mtp"].toolTip()
+    assert boxes["model-free"].text() == "N-gram" and "ngram-mod" in boxes["model-free"].toolTip() and "draft-mtp" in boxes["mtp"].toolTip()
     for key in ("dflash", "eagle3", "dspark"):
         assert not boxes[key].isEnabled() and boxes[key].toolTip().startswith("Not available: No ")
     boxes["model-free"].setChecked(True)
