@@ -174,7 +174,7 @@ def test_a_benchmark_teaches_per_kind_and_the_guard_follows(tmp_path: Path) -> N
     assert SpecGuard().mode_for_prompt("Write code") is None  # without the advice: nothing to follow
 
 
-def test_a_tune_teaches_its_baseline_and_start_never_a_best_with_other_settings(tmp_path: Path) -> None:
+def test_a_tune_teaches_its_baseline_and_best_when_only_the_speculation_changed(tmp_path: Path) -> None:
     from tests.core.bench.tune.test_search import CPU_CAPS, START, FakeBench, draft_max_knob
     from tests.core.bench.tune.test_search import SUITE as TUNE_SUITE
 
@@ -183,15 +183,31 @@ def test_a_tune_teaches_its_baseline_and_start_never_a_best_with_other_settings(
                   clock=fake.clock, fits=lambda s: None)
     assert result.improved
     samples = tune_advice_samples(result)
-    # two prompts x three repetitions of the baseline (50 tok/s) and of the start (70): measured with the same
-    # settings apart from the mode. The best (draft max 8, 140) changed a setting: not a comparison of modes.
+    # two prompts x three repetitions of the baseline (50 tok/s) and of the best point (140): the draft max is
+    # the speculation's own setting, so the best runs with the baseline's settings apart from the mode
     assert sorted({(m, t) for m, t, _v in samples}) == [(BASELINE, "Write code."), (BASELINE, "Write more code."),
                                                          (DFLASH, "Write code."), (DFLASH, "Write more code.")]
-    assert len(samples) == 12 and max(v for m, _t, v in samples if m == DFLASH) == pytest.approx(70 * 1.03)
+    assert len(samples) == 12 and max(v for m, _t, v in samples if m == DFLASH) == pytest.approx(140 * 1.03)
     a = WorkloadAdvice(tmp_path / "advice.json")
     key = setup_key(CPU_CAPS, START)
+    assert key == setup_key(CPU_CAPS, result.best_settings)  # type: ignore[arg-type]  # the same setup
     a.learn(key, samples)
-    assert a.best_mode(key, CODE) == DFLASH and "1.40x (" in a.verdict(key, CODE).why
+    assert a.best_mode(key, CODE) == DFLASH and "2.80x (" in a.verdict(key, CODE).why
+
+
+def test_a_tuned_best_that_changed_another_setting_teaches_the_start_instead(tmp_path: Path) -> None:
+    """threads=2 is another setup than the baseline measured with threads=1: not a comparison of modes."""
+    from beedeck.core.bench.tune.knobs import Knob
+    from tests.core.bench.tune.test_search import CPU_CAPS, START, FakeBench
+    from tests.core.bench.tune.test_search import SUITE as TUNE_SUITE
+
+    threads = Knob("threads", "Threads", 1, (2,), lambda s, v: replace(s, threads=v))
+    fake = FakeBench(lambda s: 70.0 * (s.threads or 1))
+    result = tune(None, CPU_CAPS, replace(START, threads=1), TUNE_SUITE, budget_s=1000, measure=fake, knobs=[threads],
+                  clock=fake.clock, fits=lambda s: None)
+    assert result.improved and result.best is not None and result.best.changes == {"threads": 2}
+    samples = tune_advice_samples(result)
+    assert max(v for m, _t, v in samples if m == DFLASH) == pytest.approx(70 * 1.03)  # the start's, not the best's
 
 
 def test_cli_advice_lists_classifies_and_forgets(beedeck_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
