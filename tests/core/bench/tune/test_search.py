@@ -409,3 +409,21 @@ def test_a_candidate_cut_short_after_one_run_gets_no_ratio_and_the_verdict_says_
     assert "keep the start" in result.verdict and not result.savable
     assert "threads=2 was cut short by the cancel (2 of 6 replies measured; one run: no interval): run again to " \
            "measure it." in result.verdict
+
+
+def test_a_start_that_drafted_nothing_has_no_speed_up_over_the_baseline() -> None:
+    """The dock's case in tune's table: N-gram on the starter drafted no token, so its speed is no speed-up."""
+    fake = FakeBench(lambda s: 52.0 if s.draft_n_max == 1 else 51.0)
+
+    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
+        report = fake(settings, mode, status)
+        for s in report.samples:
+            s.draft_n = s.draft_n_accepted = 0
+        return report
+
+    result = tune(None, CPU_CAPS, START, SUITE, budget_s=1000, measure=measure, knobs=[draft_max_knob(8)],
+                  clock=fake.clock, fits=lambda s: None)
+    assert result.start is not None and result.start.vs_baseline is not None
+    assert result.start.vs_baseline.text() == "drafted nothing" and "no ratio to the baseline (drafted nothing)" in \
+        result.verdict
+    assert result.start.vs_start is None and result.points[2].vs_start is not None  # knob vs start: a comparison
