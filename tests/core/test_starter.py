@@ -177,3 +177,11 @@ def test_without_any_starter_engine_the_remedy_is_named(tmp_path: Path, monkeypa
     monkeypatch.setattr(builtins, "__import__", no_pip_engine)
     with pytest.raises(StarterMissing, match="make install"):
         starter.starter_engine()
+
+
+def test_on_the_starter_n_gram_carries_its_measured_reason_and_no_other_model_does(tmp_path: Path) -> None:
+    profile = starter.StarterProfile(engine=tmp_path / "llama-server", model=tmp_path / STARTER_MODEL_NAME)
+    notes = starter.mode_notes(profile.settings())
+    assert notes == {"model-free": starter.STARTER_NGRAM_NOTE}
+    assert "will not speed replies up" in notes["model-free"] and "drafted nothing in 9 of 9" in notes["model-free"]
+    assert starter.mode_notes(LaunchSettings(target=str(tmp_path / "qwen.gguf"))) == {}

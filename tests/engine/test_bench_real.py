@@ -42,7 +42,7 @@ def _line(report_summary: br.Summary, mode: str) -> str:
     m = report_summary.overall[mode]
     assert m.gen_tps is not None
     g = m.gen_tps
-    sp = f", speed-up {m.speedup.ratio:.2f}x (95 % CI {m.speedup.ci_low:.2f}-{m.speedup.ci_high:.2f})" if m.speedup else ""
+    sp = f", speed-up {m.speedup.text()}" if m.speedup else ""
     return (f"{mode}: median {g.median:.1f} tok/s, min {g.min:.1f}, max {g.max:.1f}, IQR {g.iqr:.1f}, "
             f"spread {g.spread_pct:.0f} %{sp}")
 
@@ -122,6 +122,12 @@ def test_restart_switching_keeps_argv_and_port_and_measures_the_cost(
     record_property("restart_switch_cost", cost)
     texts = {s.mode: s.text for s in report.samples}
     assert texts[BASELINE] == texts[DFLASH] == texts[MODEL_FREE]
+    # One repetition, real drafts: a ratio is measured, but no interval from one run (it printed "CI 0.99-0.99")
+    summary = br.summarize(report)
+    d = summary.overall[DFLASH]
+    assert report.samples_for(DFLASH)[0].draft_n > 0 and d.speedup is not None
+    assert not d.speedup.shown and d.speedup.text() == "one run: no interval"
+    assert "| one run: no interval |" in br.to_markdown(report, summary)
 
 
 def test_cli_bench_synthetic_writes_every_report(tmp_path: Path) -> None:

@@ -185,7 +185,8 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
         assert speed.gauge.baseline == second["tps"]
         compare = speed.compare.text()
         assert f"Baseline {second['tps']:.1f}" in compare and f"DFlash {third['tps']:.1f} tok/s" in compare
-        assert f"DFlash {third['tps']:.1f} tok/s · ×{third['tps'] / second['tps']:.2f}" in compare  # the speed-up
+        # Two replies to two prompts: no speed-up between them (issue 37); a benchmark gives one.
+        assert f"DFlash {third['tps']:.1f} tok/s (last reply)" in compare and "×" not in compare
     finally:
         window.close()  # must stop the server
         QApplication.processEvents()

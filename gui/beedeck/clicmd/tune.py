@@ -77,7 +77,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--out", metavar="DIR", help="report folder (default: a new folder under the data folder)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON on stdout")
     p.add_argument("--save-profile", action="store_true",
-                   help="save the best configuration as the launch profile (only if it beat the start)")
+                   help="save the best configuration as the launch profile (only if it beat the start; an "
+                        "unconfirmed win is saved with a note to run again)")
     p.add_argument("--engine", metavar="BIN", help="llama-server binary (default: the saved profile's, else the starter)")
     p.add_argument("--target", metavar="GGUF", help="target model")
     p.add_argument("--draft", metavar="GGUF", help="DFlash draft model (its other quants beside it are tried too)")
@@ -237,7 +238,9 @@ def run_tune_command(args: argparse.Namespace) -> int:
 def _save(result: TuneResult, engine: Path, label: str, args: argparse.Namespace) -> str | None:
     if not args.save_profile:
         return None
-    if not result.improved or result.best_settings is None:
+    if not result.savable or result.best_settings is None:
         _say("Nothing was saved: no configuration beat the start, so the profile stays as it is.", args)
         return None
+    if not result.improved:
+        _say("Saving an unconfirmed win (it was measured once): run tune again to confirm it.", args)
     return str(save_profile(Profile(str(engine), result.best_settings, label or "tuned")))

@@ -72,6 +72,23 @@ STARTER_PROMPTS: tuple[tuple[str, str], ...] = (
 # cpu_threads): what Tune sizes its minimum budget from before anything was measured here.
 STARTER_TOKENS_PER_S = 25.0
 
+# N-gram on the starter, measured (benchmarks/starter_ngram.py: the DFlash guide's three coding prompts, seeds
+# 1-3, each asked of a fresh server as a new question, on this 2-core machine): the DRY penalty above, which
+# stops the 135M model's loops, also penalises the repeats N-gram drafts on. As shipped (ngram-mod: a 24-token
+# lookup, drafts of 48-64 tokens) it drafted nothing in 9 of 9 replies, the same text as without it. With DRY
+# letting 8-token repeats through and short lookups (ngram-simple 4/8) it drafts (31 % of its drafted tokens
+# accepted, 20 % of the reply from drafts) but checking the drafts costs the 2 cores more than they save:
+# 0.87x the baseline's speed (95 % CI 0.77-0.92, 3 runs of 3 prompts), and the model loops more (7 of 9
+# replies ended on their own, 8 of 9 as shipped). It does draft when a prompt comes back (ngram-mod keeps
+# what the server generated, so a regenerated reply drafts its last one). So N-gram stays offered (it costs
+# no memory, and pays on a real model editing code), with that reason where it is offered.
+STARTER_NGRAM_NOTE = (
+    "On the starter it will not speed replies up (measured on the guide's three coding prompts): the penalty "
+    "that stops this 135M model's loops also turns down the repeats N-gram guesses from, so it drafted "
+    "nothing in 9 of 9 new questions; loosened, it guesses (31 % accepted) but checking the guesses costs 2 "
+    "CPU cores more than they save (0.87x the baseline's speed). It drafts when a prompt comes back "
+    "(Regenerate), and pays on a real model editing code.")
+
 ProgressCallback = Callable[[int, int | None], None]
 
 
@@ -119,12 +136,26 @@ def is_starter(settings: LaunchSettings) -> bool:
     return Path(settings.target).name == STARTER_MODEL_NAME
 
 
+def mode_notes(settings: LaunchSettings) -> dict[str, str]:
+    """What was measured about a speculation mode with these settings, per mode key, for where the mode is
+    offered (the toolbar's toggle): on the starter, why N-gram will not speed it up."""
+    return {"model-free": STARTER_NGRAM_NOTE} if is_starter(settings) else {}
+
+
 def cpu_threads() -> int:
     """Generation threads for a CPU-only profile: the physical cores, less one for the desktop.
 
-    llama.cpp's CPU threads meet at a barrier every step, so when the GUI (or anything else) takes
-    one of only two cores the whole step waits: measured here on 2 cores, the starter model fell
-    from 47 to 2 tokens/s with one core busy at the default 2 threads, and held 27 with ``-t 1``.
+    llama.cpp's CPU threads meet at a barrier every step (and spin there), so when anything else wants a
+    whole core the step waits for the thread that lost it. Measured on this 2-core machine
+    (benchmarks/starter_threads.py --cores 2: the starter's server pinned to the cores, its three prompt
+    chips, interleaved runs, a competing process taking a share of the second core): with the machine
+    otherwise idle ``-t 2`` ran at 1.65x ``-t 1`` (93.9 against 57.0 tokens/s, 95 % CI 1.63-1.71), 1.48x
+    with the window streaming (0.1 of a core, measured offscreen), 0.93x with half a core taken and 0.04x
+    with a whole one (2.2 against 56.3 tokens/s; ``--poll 0`` no better); with the other programs that
+    share this machine running, 0.19x. One thread gives up a third on an idle machine; two lose nearly
+    everything as soon as another program needs a core, and a new user's demo must not. So the rule keeps
+    a core free, and Tune measures more threads on a quiet machine and saves them (an unconfirmed win too).
+    The same benchmark with ``--cores 4`` and ``--cores 8`` checks the rule on larger machines.
     """
     import psutil
 

@@ -25,6 +25,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure, as_failure
 from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
+from beedeck.core.engine.speculation.comparison import Comparison
 from beedeck.core.engine.speculation.mode_switch import ModeSwitch
 from beedeck.core.engine.speculation.spec_guard import SpecGuard
 from beedeck.core.engine.speculation.switching import PerRequestMemory
@@ -333,9 +334,10 @@ class Session(QObject):
         self.hardware = report
         self.hardware_known.emit(report)
 
-    def record_figure(self, mode: str, tps: float, source: str) -> None:
-        """A mode's speed measured by a benchmark or a tune: the speed panel's last figure for it."""
-        self.figures.record(mode_key(mode), tps, source)
+    def record_figure(self, mode: str, tps: float, source: str, comparison: Comparison | None = None) -> None:
+        """A mode's speed measured by a benchmark or a tune: the speed panel's last figure for it, with its
+        speed-up over the baseline where the rule gave one (core/engine/speculation/comparison.py)."""
+        self.figures.record(mode_key(mode), tps, source, comparison=comparison)
         self.figures_changed.emit()
 
     def say(self, text: str, ms: int = 0) -> None:

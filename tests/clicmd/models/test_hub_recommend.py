@@ -74,9 +74,10 @@ def test_recommend_table_prints_every_card_class_and_generation_with_its_evidenc
 
     advice = load_advice()
     for tps in (80.0, 81.0, 82.0):
-        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", "mtp", tps)
+        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", "mtp", tps,
+                      "p")
         advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", "dflash",
-                      tps - 20)
+                      tps - 20, "p")
     assert cli.main(["recommend", "--table", "--card", "24gb-ada"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("qwen3.8-27b (every kind assumed to fit")

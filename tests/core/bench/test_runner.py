@@ -37,6 +37,7 @@ from beedeck.core.bench.suites import (
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.comparison import compare
 from beedeck.core.engine.speculation.switching import PerRequestMemory, PerRequestVerdict
 from tests.conftest import FIXTURES
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
@@ -288,21 +289,24 @@ def test_stats_and_bootstrap_are_exact_and_reproducible() -> None:
     assert st is not None and (st.n, st.median, st.min, st.max) == (4, 25.0, 10.0, 40.0)
     assert (st.q1, st.q3) == (17.5, 32.5) and st.iqr == 15.0
     assert br.stats([]) is None
-    one = br.bootstrap_speedup([[10, 11, 9]], [[30, 33, 27]])
-    assert one == br.bootstrap_speedup([[10, 11, 9]], [[30, 33, 27]])  # seeded
-    assert one is not None and one.ratio == 3.0 and 27 / 11 <= one.ci_low <= 3.0 <= one.ci_high <= 33 / 9
-    overlap = br.bootstrap_speedup([[10, 20, 30]], [[12, 18, 29]])
-    assert overlap is not None and overlap.ci_low < 1.0 < overlap.ci_high
+    # the speed-ups: BeeDeck's one rule (tests/core/engine/speculation/test_comparison.py)
+    base = br.mode_evidence([Sample(BASELINE, "a", r, r, gen_tps=v) for r, v in enumerate((10, 11, 9))], BASELINE)
+    fast = br.mode_evidence([Sample(DFLASH, "a", r, r, gen_tps=v, draft_n=5) for r, v in enumerate((30, 33, 27))],
+                            DFLASH)
+    one = compare(base, fast)
+    assert one == compare(base, fast)  # seeded
+    assert one.ratio == 3.0 and one.ci_low is not None and one.ci_high is not None
+    assert 27 / 11 <= one.ci_low <= 3.0 <= one.ci_high <= 33 / 9
 
 
 def _report_with(samples: list[Sample], env: dict[str, Any]) -> BenchReport:
-    r = BenchReport(SUITE, [BASELINE, DFLASH], reps=2, warmup=1, samples=samples, environment=env)
+    r = BenchReport(SUITE, [BASELINE, DFLASH], reps=3, warmup=1, samples=samples, environment=env)
     return r
 
 
 def _samples() -> list[Sample]:
     out = []
-    for rep in range(2):
+    for rep in range(3):
         for pid in ("a", "b"):
             out.append(Sample(BASELINE, pid, rep, 7 + rep, completion_tokens=20, gen_tps=40 + rep, text="x y"))
             out.append(Sample(DFLASH, pid, rep, 7 + rep, completion_tokens=20, gen_tps=140 + rep, draft_n=19,
@@ -315,15 +319,16 @@ def test_reports_are_written_and_consistent(tmp_path: Path) -> None:
     files = br.write_reports(report, tmp_path / "out")
     assert [f.name for f in files] == ["report.md", "report.json", "samples.csv"]
     md = files[0].read_text()
-    assert "| Baseline | 40.5 |" in md and "| DFlash | 140.5 |" in md and "3.47x" in md  # one name per mode: the label
+    assert "| Baseline | 41.0 |" in md and "| DFlash | 141.0 |" in md  # one name per mode: the label
+    assert "3.44x (" in md and ", 3 runs of 2 prompts) |" in md  # the speed-up with its interval and runs
     assert "| baseline |" not in md and "| dflash |" not in md
     assert "are not shown: this run's GPU or model pair differs" in md
     data = json.loads(files[1].read_text())
-    assert data["kind"] == "beedeck-bench" and len(data["samples"]) == 8
+    assert data["kind"] == "beedeck-bench" and len(data["samples"]) == 12
     assert data["summary"]["overall"]["dflash"]["acceptance"] == pytest.approx(17 / 19)
     assert data["suite"]["prompts"][0]["text"] == "Write code A."
     rows = list(csv.DictReader(io.StringIO(files[2].read_text())))
-    assert len(rows) == 8 and rows[1]["mode"] == "dflash" and float(rows[1]["gen_tps"]) == 140.0
+    assert len(rows) == 12 and rows[1]["mode"] == "dflash" and float(rows[1]["gen_tps"]) == 140.0
 
 
 def test_guide_reference_only_for_the_guides_gpu_and_pair() -> None:
@@ -431,19 +436,17 @@ def test_no_interval_below_three_replies_and_same_text_is_explained(fake: ModeAw
     """The issue: a CI printed at n=1 and "same text 0/3" unexplained."""
     from beedeck.clicmd.bench import format_table
 
-    assert br.Speedup(2.0, 1.5, 2.5, n=1).text() == "2.00x (n=1: no interval)"
-    assert br.Speedup(2.0, 1.5, 2.5, n=3).text() == "2.00x (1.50-2.50)"
     fake.spec.tokens = [f"t{i} " for i in range(19)] + ["different"]
     one = dataclasses.replace(SUITE, prompts=SUITE.prompts[:1])
     report = run_bench(None, None, None, one, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,
                        switching="per-request", environment={})
     s = br.summarize(report)
     sp = s.overall[DFLASH].speedup
-    assert sp is not None and sp.n == 1
+    assert sp is not None and sp.runs == 1 and not sp.shown
     md = br.to_markdown(report, s)
-    assert "(n=1: no interval)" in md and "x (" + f"{sp.ci_low:.2f}-" not in md
+    assert "| one run: no interval |" in md
     table = format_table(report, s)
-    assert "(n=1: no interval)" in table
+    assert "one run: no interval" in table
     assert [row.split()[0] for row in table.splitlines()[2:]] == ["Baseline", "DFlash"]  # the toggle's names
     note = br.same_text_note(report, s)
     assert note.startswith("same text: 0/1 replies word for word the baseline's at temperature 0") and note in md
@@ -451,7 +454,7 @@ def test_no_interval_below_three_replies_and_same_text_is_explained(fake: ModeAw
     report = run_bench(None, None, None, hot, (BASELINE, DFLASH), reps=3, warmup=0, url=fake.base_url,
                        switching="per-request", environment={})
     s = br.summarize(report)
-    assert s.overall[DFLASH].speedup is not None and s.overall[DFLASH].speedup.n == 3
+    assert s.overall[DFLASH].speedup is not None and s.overall[DFLASH].speedup.runs == 3
     assert "temperature 0.7" in br.same_text_note(report, s) and "is expected" in br.same_text_note(report, s)
     fake.spec.tokens = list(fake.base.tokens)
     report = run_bench(None, None, None, one, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,

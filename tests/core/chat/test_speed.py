@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, mode_key, mode_label, nice_scale
+from beedeck.core.engine.speculation.comparison import Evidence, compare
 
 
 def _stream(rate: LiveRate, t0: float, arrivals: list[tuple[float, int]]) -> None:
@@ -102,19 +103,25 @@ def test_bad_windows_are_refused() -> None:
         LiveRate(min_span_s=2.0, max_span_s=1.0)
 
 
-def test_mode_figures_lines_for_every_mode_with_speedups_and_sources() -> None:
+def test_mode_figures_lines_for_every_mode_with_speedups_only_from_the_rule() -> None:
     f = ModeFigures()
     assert f.lines() == ["Baseline —"]
-    f.record("model-free", 90.0)
-    assert f.lines() == ["Baseline —", "N-gram 90.0 tok/s"]
+    f.record("model-free", 90.0, drafted=40)
+    assert f.lines() == ["Baseline —", "N-gram 90.0 tok/s (last reply)"]
     f.record("baseline", 30.0, "benchmark")
-    f.record("dflash", 63.0)
+    f.record("dflash", 63.0, drafted=0)
     f.record("mtp", 45.0, "tune")
     f.record("dspark", 0.0)  # no figure: never recorded
-    assert f.lines() == ["Baseline 30.0 tok/s (benchmark)", "DFlash 63.0 tok/s · ×2.10", "MTP 45.0 tok/s · ×1.50 (tune)",
-                         "N-gram 90.0 tok/s · ×3.00"]
+    # no ratio from one figure against another: a chat reply's, or a median without its comparison
+    assert f.lines() == ["Baseline 30.0 tok/s (benchmark)", "DFlash 63.0 tok/s (last reply) · drafted nothing",
+                         "MTP 45.0 tok/s (tune)", "N-gram 90.0 tok/s (last reply)"]
+    runs = Evidence({"a": [30.0, 31.0, 29.0]})
+    f.record("mtp", 45.0, "tune", comparison=compare(runs, Evidence({"a": [45.0, 46.0, 44.0]}, drafted=9)))
+    f.record("dflash", 64.0, "chat", comparison=compare(runs, Evidence({"a": [64.0, 64.0, 64.0]})))  # ignored
+    assert f.lines()[2:4] == ["MTP 45.0 tok/s (tune)", "  vs Baseline: ×1.50 (1.42-1.59, 3 runs); tune"]
+    assert f.compared("dflash") is None
     f.clear()
-    assert f.lines() == ["Baseline —"] and f.as_dict() == {}
+    assert f.lines() == ["Baseline —"] and f.as_dict() == {} and f.compared("mtp") is None
     assert mode_label("baseline-draft-loaded") == "Baseline (draft loaded)" and mode_label("eagle3") == "EAGLE-3"
 
 

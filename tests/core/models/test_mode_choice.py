@@ -53,9 +53,9 @@ def test_beedecks_own_measured_advice_wins_over_published_figures(tmp_path: Path
     advice = WorkloadAdvice(tmp_path / "advice.json")
     key = "BeeLlama 0.4.7 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf"
     for tps in (70.0, 71.0, 72.0):
-        advice.record(key, "code", "mtp", tps)
+        advice.record(key, "code", "mtp", tps, "p")  # the same prompt in both modes: like for like
     for tps in (60.0, 61.0, 62.0):
-        advice.record(key, "code", "dflash", tps)
+        advice.record(key, "code", "dflash", tps, "p")
     own = mc.measured(advice, ["Q4/Qwen3.8-27B-Q4_K_M.gguf"])
     assert own is not None and own[0] == "mtp"
     c = mc.choose("24gb-ada", Generation.BEE_B, "0.4.7", "qwen3.8-27b", ALL, mc.load_evidence(), own)
@@ -75,7 +75,7 @@ def _advice(tmp_path: Path, setup: str, figures: dict[str, tuple[float, ...]]) -
     advice = WorkloadAdvice(tmp_path / "advice.json")
     for mode, values in figures.items():
         for tps in values:
-            advice.record(setup, "code", mode, tps)
+            advice.record(setup, "code", mode, tps, "p")
     return advice
 
 

@@ -26,8 +26,9 @@ def _report() -> BenchReport:
     report = BenchReport(SUITE, [BASELINE, DFLASH], 3, 0)
     for rep in range(3):
         for mode, code_tps, prose_tps in ((BASELINE, 50.0, 50.0), (DFLASH, 120.0, 40.0)):
-            report.samples.append(Sample(mode, "c", rep, 42, gen_tps=code_tps + rep))
-            report.samples.append(Sample(mode, "p", rep, 42, gen_tps=prose_tps + rep))
+            drafted = 0 if mode == BASELINE else 20
+            report.samples.append(Sample(mode, "c", rep, 42, gen_tps=code_tps + rep, draft_n=drafted))
+            report.samples.append(Sample(mode, "p", rep, 42, gen_tps=prose_tps + rep, draft_n=drafted))
     return report
 
 
@@ -42,7 +43,7 @@ def test_a_finished_run_teaches_the_learnt_advice(qtbot: QtBot, tmp_path: Any) -
     key = setup_key(CPU_CAPS, START)
     qtbot.waitUntil(lambda: advice.best_mode(key, CODE) == DFLASH, timeout=10_000)  # learnt in the background
     assert advice.best_mode(key, PROSE) == BASELINE
-    assert host.guard.figure(DFLASH, CODE) is not None  # the session's reference figures too
+    assert host.guard.comparison(DFLASH, CODE) is not None  # the session's benchmark evidence too
     dialog.reject()
 
 
@@ -54,7 +55,7 @@ def test_a_failed_run_teaches_nothing_and_raises_nothing(qtbot: QtBot, tmp_path:
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.view.run_button.isEnabled(), timeout=10_000)
     dialog.view.run_finished.emit(None)
-    assert advice.setups() == [] and host.guard.figure(DFLASH, CODE) is None
+    assert advice.setups() == [] and host.guard.comparison(DFLASH, CODE) is None
     dialog.reject()
 
 
@@ -95,5 +96,7 @@ def test_a_finished_run_gives_the_speed_panel_each_modes_median(qtbot: QtBot) ->
     dialog.view.run_finished.emit(_report())
     lines = speed.compare.text().splitlines()
     # medians over both prompts and 3 reps: baseline 50-52 -> 51, DFlash 40-42 and 120-122 -> 81
-    assert lines == ["Baseline 51.0 tok/s (benchmark)", "DFlash 81.0 tok/s · ×1.59 (benchmark)"]
+    assert lines[:2] == ["Baseline 51.0 tok/s (benchmark)", "DFlash 81.0 tok/s (benchmark)"]
+    # its speed-up as the rule gave it: like for like (the same prompts), with the interval and the runs
+    assert lines[2].startswith("  vs Baseline: ×1.59 (") and lines[2].endswith(", 3 runs of 2 prompts); benchmark")
     dialog.reject()

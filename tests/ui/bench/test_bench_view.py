@@ -43,7 +43,7 @@ def test_run_fills_table_and_chart(qtbot: QtBot, slow_server: FakeLlamaServer, t
     report = finished.args[0]
     assert isinstance(report, BenchReport) and report.ok and len(report.samples) == 4
     assert not view.running and view.run_button.isEnabled()
-    assert view.table.rowCount() == 1 and view.table.item(0, 0).text() == BASELINE
+    assert view.table.rowCount() == 1 and view.table.item(0, 0).text() == "Baseline"  # the toggle's name, not the key
     assert float(view.table.item(0, 1).text()) > 0
     assert [b.group for b in view.speed_chart.bars] == ["a", "b"]
     # Progress in tokens: 1 warm-up + 2 reps x 2 prompts, each its 10-token budget.
@@ -116,7 +116,7 @@ def test_the_mode_choice_follows_the_engine_and_the_files(qtbot: QtBot, tmp_path
     boxes = view.mode_boxes
     assert view.selected_modes() == ["baseline", "mtp"]  # baseline and what the files bring
     assert boxes["model-free"].isEnabled() and not boxes["model-free"].isChecked()
-    assert boxes["model-free"].text() == "N-gram (ngram-mod)" and "draft-mtp" in boxes["mtp"].toolTip()
+    assert boxes["model-free"].text() == "N-gram" and "ngram-mod" in boxes["model-free"].toolTip() and "draft-mtp" in boxes["mtp"].toolTip()
     for key in ("dflash", "eagle3", "dspark"):
         assert not boxes[key].isEnabled() and boxes[key].toolTip().startswith("Not available: No ")
     boxes["model-free"].setChecked(True)
@@ -176,3 +176,23 @@ def test_progress_reaches_the_widgets_on_the_gui_thread(qtbot: QtBot, slow_serve
     with qtbot.waitSignal(view.run_finished, timeout=30000):
         view.run_button.click()
     assert bar.threads == {threading.main_thread().ident}
+
+
+def test_one_repetition_shows_the_modes_by_name_and_no_interval(qtbot: QtBot) -> None:
+    """Issue 37: the table said "model-free", and one repetition printed "CI 0.99-0.99" with a chart of
+    speed-up bars whose whiskers were no interval."""
+    from beedeck.core.bench.results import MODEL_FREE
+
+    report = BenchReport(SUITE, [BASELINE, MODEL_FREE], reps=1, warmup=0)
+    for mode, speeds in ((BASELINE, (50.0, 40.0)), (MODEL_FREE, (40.0, 51.2))):
+        for pid, v in zip(("a", "b"), speeds, strict=True):
+            report.samples.append(Sample(mode, pid, 0, 1, completion_tokens=10, gen_tps=v,
+                                         draft_n=0 if mode == BASELINE else 8, draft_n_accepted=0))
+    view = BenchView()
+    qtbot.addWidget(view)
+    view.show_report(report)
+    assert [view.table.item(r, 0).text() for r in range(view.table.rowCount())] == ["Baseline", "N-gram"]
+    col = view.COLUMNS.index("speed-up (95% CI)")
+    assert view.table.item(1, col).text() == "one run: no interval"
+    assert view.speedup_chart.bars == [] and "N-gram: one run: no interval" in view.speedup_chart.empty
+    view.speedup_chart.grab()  # says why, painted without error

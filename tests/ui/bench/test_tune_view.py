@@ -78,6 +78,19 @@ def test_nothing_better_keeps_save_off_and_says_so(qtbot: QtBot) -> None:
     assert view.export_button.isEnabled()
 
 
+def test_an_unconfirmed_win_is_said_as_such_and_can_still_be_saved(qtbot: QtBot) -> None:
+    """Issue 37: a cancelled threads=2 row at 1.73x stood beside "keep the start", and nothing could be saved."""
+    from tests.core.bench.tune.test_search import _tune_threads
+
+    view = make_view(qtbot, fake_tune(FakeBench(lambda s: 70.0), 8))
+    view.show_result(_tune_threads(cut_after=None))
+    assert "Unconfirmed win: threads=2" in view.verdict.text() and "run again to confirm" in view.verdict.text()
+    assert view.save_profile_button.isEnabled() and "unconfirmed" in view.save_profile_button.toolTip()
+    with qtbot.waitSignal(view.save_requested) as saved:
+        view.save_profile_button.click()
+    assert isinstance(saved.args[0], LaunchSettings) and saved.args[0].threads == 2
+
+
 def test_cancel_stops_the_search_and_keeps_the_points_measured(qtbot: QtBot) -> None:
     fake = FakeBench(lambda s: 60.0 + 10 * (s.draft_n_max or 0))
     reached = threading.Event()

@@ -72,7 +72,8 @@ def test_panel_live_then_final(qtbot: QtBot) -> None:
     panel.reply_started("dflash")
     panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=63.0, tokens=100, draft_n=80, draft_accepted=60, ttft_s=0.1))
     assert panel.acceptance.text() == "60/80 (75 %)" and panel.draft_share.text() == "60 %"
-    assert "DFlash 63.0 tok/s · ×2.00" in panel.compare.text().splitlines()
+    assert "DFlash 63.0 tok/s (last reply)" in panel.compare.text().splitlines()
+    assert "×" not in panel.compare.text()  # two replies are two prompts: no ratio (issue 37)
     assert panel.sparkline.values() == [31.5, 63.0]
 
 
@@ -160,7 +161,7 @@ def test_every_mode_is_labelled_with_its_own_name(qtbot: QtBot) -> None:
         assert panel.gauge.mode == mode
         panel.reply_finished(ReplyFacts(mode=mode, tps=tps, tokens=100, draft_n=60, draft_accepted=42))
         assert panel.gauge.mode == mode and mode_label(panel.gauge.mode) == mode.label != "Baseline"
-        assert f"{mode.label} {tps:.1f} tok/s · ×{tps / 20.0:.2f}" in panel.compare.text().splitlines()
+        assert f"{mode.label} {tps:.1f} tok/s (last reply)" in panel.compare.text().splitlines()
     assert "DFlash" not in panel.compare.text()  # no mode that never answered
     assert panel.gauge.baseline == 20.0  # no other mode moved the baseline marker
     assert len([c for c in panel.sparkline._colors if c is not None]) == 5  # one point per reply
@@ -229,7 +230,7 @@ def test_the_last_figure_of_every_mode_shows_benchmark_and_tune_results_included
     panel.reply_finished(ReplyFacts(mode=Mode.MTP, tps=45.0, tokens=100, draft_n=90, draft_accepted=60))
     panel.record_figure("model-free", 90.0, "tune")
     lines = panel.compare.text().splitlines()
-    assert lines == ["Baseline 30.0 tok/s (benchmark)", "MTP 45.0 tok/s · ×1.50", "N-gram 90.0 tok/s · ×3.00 (tune)"]
+    assert lines == ["Baseline 30.0 tok/s (benchmark)", "MTP 45.0 tok/s (last reply)", "N-gram 90.0 tok/s (tune)"]
     assert panel.gauge.baseline == 30.0 and panel.last_by_mode == {"baseline": 30.0, "mtp": 45.0, "model-free": 90.0}
 
 
@@ -291,3 +292,48 @@ def test_figures_start_over_for_another_server_and_stay_for_the_same(qtbot: QtBo
     assert panel.last_by_mode == {"baseline": 30.0} and panel.gauge.baseline == 30.0
     panel.server_ready("http://10.0.0.5:8080 remote")  # connected elsewhere
     assert panel.last_by_mode == {} and panel.gauge.baseline is None and panel.compare.text() == "Baseline —"
+
+
+def test_an_n_gram_reply_that_drafted_nothing_says_so_and_no_reply_becomes_a_ratio(qtbot: QtBot) -> None:
+    """Issue 37: after an N-gram reply with "Drafts accepted: 0 drafted" the dock showed "N-gram 45.6 tok/s ·
+    ×1.30", then ×1.33, ×0.93, ×0.87 as unrelated replies of other lengths arrived."""
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=35.1, tokens=120))
+    panel.reply_started("model-free")
+    panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=45.6, tokens=160, draft_n=0))
+    assert panel.acceptance.text() == "0 drafted"
+    assert panel.compare.text().splitlines() == ["Baseline 35.1 tok/s (last reply)",
+                                                 "N-gram 45.6 tok/s (last reply) · drafted nothing"]
+    for tps, tokens, drafted in ((46.7, 300, 0), (32.6, 80, 12), (30.5, 512, 40), (26.0, 700, 3)):
+        panel.reply_started("model-free")
+        panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=tps, tokens=tokens, draft_n=drafted))
+        assert "×" not in panel.compare.text()  # a reply's own figure is never a ratio against another reply
+    assert panel.compare.text().splitlines()[-1] == "N-gram 26.0 tok/s (last reply)"
+
+
+def test_speed_ups_come_only_from_a_benchmark_or_tune_with_their_interval_and_runs(qtbot: QtBot) -> None:
+    from beedeck.core.engine.speculation.comparison import Evidence, compare
+
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    base = Evidence({"a": [40.0, 41.0, 39.0], "b": [30.0, 31.0, 29.0]})
+    three = compare(base, Evidence({"a": [80.0, 82.0, 78.0], "b": [60.0, 62.0, 58.0]}, drafted=300))
+    panel.record_figure("baseline", 35.5, "benchmark")
+    panel.record_figure("dflash", 71.0, "benchmark", comparison=three)
+    lines = panel.compare.text().splitlines()
+    assert lines[:2] == ["Baseline 35.5 tok/s (benchmark)", "DFlash 71.0 tok/s (benchmark)"]
+    assert lines[2] == f"  vs Baseline: ×2.00 ({three.interval_text()}, 3 runs of 2 prompts); benchmark"
+    # one repetition: the benchmark's figure, and why there is no ratio
+    one = compare(Evidence({"a": [40.0]}), Evidence({"a": [39.6]}, drafted=5))
+    panel.record_figure("model-free", 39.6, "benchmark", comparison=one)
+    assert "  vs Baseline: one run: no interval; benchmark" in panel.compare.text().splitlines()
+    # a chat reply afterwards replaces the figure; the benchmark's comparison stays, named as the benchmark's
+    panel.reply_started("dflash")
+    panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=65.0, tokens=200, draft_n=150, draft_accepted=120))
+    lines = panel.compare.text().splitlines()
+    assert "DFlash 65.0 tok/s (last reply)" in lines and lines[lines.index("DFlash 65.0 tok/s (last reply)") + 1] \
+        .endswith("3 runs of 2 prompts); benchmark")
+    panel.server_ready("a")
+    panel.server_ready("another server")
+    assert panel.compare.text() == "Baseline —"  # another server: its figures and comparisons start over

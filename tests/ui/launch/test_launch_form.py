@@ -307,7 +307,8 @@ def test_the_form_offers_what_the_engine_and_the_files_run(qtbot: QtBot, tmp_pat
     mtp = mg.tiny_model(tmp_path / "qwen-mtp.gguf", "qwen35", 1000, n_embd=128,
                         extra={"qwen35.nextn_predict_layers": 1})
     form = make_form(qtbot, ml_caps(), LaunchSettings(target=str(mtp)))
-    assert form.modes_label.text() == "Runs here: Off · MTP · N-gram (ngram-mod)"
+    assert form.modes_label.text() == "Runs here: Baseline · MTP · N-gram"  # the toggle's names (issue 37)
+    assert "N-gram runs as --spec-type ngram-mod on this engine." in form.modes_label.toolTip()
     assert "• DFlash: No DFlash draft model is configured" in form.modes_label.toolTip()
     mode = form.widgets["spec_mode"]
     assert isinstance(mode, QComboBox)
@@ -323,7 +324,7 @@ def test_the_form_offers_what_the_engine_and_the_files_run(qtbot: QtBot, tmp_pat
     replace_text(qtbot, form.widgets["target"], str(mg.tiny_model(tmp_path / "plain.gguf", n_embd=128)))  # type: ignore[arg-type]
     assert not form.launch_button.isEnabled()
     assert "plain.gguf has no MTP heads" in form.check_label.text()
-    assert form.modes_label.text() == "Runs here: Off · N-gram (ngram-mod)"
+    assert form.modes_label.text() == "Runs here: Baseline · N-gram"
 
 
 def test_modes_the_engine_lacks_are_greyed_with_the_reason(qtbot: QtBot, m: SimpleNamespace) -> None:
@@ -334,7 +335,8 @@ def test_modes_the_engine_lacks_are_greyed_with_the_reason(qtbot: QtBot, m: Simp
         item = combo_item(mode, label)
         assert not item.isEnabled() and f"has no {label}" in item.toolTip() and "0.4 or newer" in item.toolTip()
     assert combo_item(mode, "DFlash").isEnabled() and combo_item(mode, "N-gram").isEnabled()
-    assert form.modes_label.text() == "Runs here: Off · N-gram (ngram-simple)"  # ngram-mod aborts BeeLlama 0.1
+    assert form.modes_label.text() == "Runs here: Baseline · N-gram"
+    assert "as --spec-type ngram-simple" in form.modes_label.toolTip()  # ngram-mod aborts BeeLlama 0.1
 
 
 def test_the_drafts_kind_decides_its_mode(qtbot: QtBot, tmp_path: Path) -> None:
@@ -344,7 +346,7 @@ def test_the_drafts_kind_decides_its_mode(qtbot: QtBot, tmp_path: Path) -> None:
     assert form.pair_label.text() == ("✗ eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 "
                                       "mode for it.")
     assert not form.launch_button.isEnabled() and "use the EAGLE-3 mode for it" in form.check_label.text()
-    assert form.modes_label.text() == "Runs here: Off · EAGLE-3 · N-gram (ngram-mod)"
+    assert form.modes_label.text() == "Runs here: Baseline · EAGLE-3 · N-gram"
     mode = form.widgets["spec_mode"]
     assert isinstance(mode, QComboBox)
     mode.setCurrentText("EAGLE-3")

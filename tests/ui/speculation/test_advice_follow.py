@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.advice import WorkloadAdvice, load_advice, setup_key
+from beedeck.core.engine.speculation.advice import WorkloadAdvice, load_advice, prompt_key, setup_key
 from beedeck.core.engine.speculation.spec_guard import classify_prompt
 from beedeck.core.profile import Profile
 from beedeck.core.settings import load_settings
@@ -30,8 +30,9 @@ def _teach(prose_baseline: float, prose_dflash: float) -> None:
     assert classify_prompt(PROSE) == "prose"
     advice = load_advice()
     key = setup_key(CAPS, PROFILE)
-    advice.record_many(key, [("prose", "baseline", prose_baseline + d) for d in (0, 1, 2)]
-                       + [("prose", "dflash", prose_dflash + d) for d in (0, 1, 2)])
+    prompt = prompt_key(PROSE)  # the same prompt in both modes: like for like
+    advice.record_many(key, [("prose", "baseline", prose_baseline + d, prompt) for d in (0, 1, 2)]
+                       + [("prose", "dflash", prose_dflash + d, prompt) for d in (0, 1, 2)])
 
 
 def _window(qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer) -> tuple:  # type: ignore[type-arg]

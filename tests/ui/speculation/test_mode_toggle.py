@@ -5,6 +5,7 @@ session's switch decides (tests/core/engine/speculation/test_mode_switch.py has 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pytestqt.qtbot import QtBot
@@ -196,7 +197,7 @@ def test_an_mtp_target_offers_mtp_and_says_why_the_draft_modes_cannot_run(qtbot:
         t.button("model-free").click()  # type: ignore[union-attr]
     assert blocker.args[0].spec_mode == SpecMode.MODEL_FREE and blocker.args[0].spec_model_free_type == "ngram-mod"
     restart_done(s)
-    assert "N-gram: restarted the server with ngram-mod speculation" in t.status.text()
+    assert "N-gram: restarted the server with N-gram speculation" in t.status.text()
 
 
 def test_the_engine_decides_too(qtbot: QtBot, tmp_path: Path) -> None:
@@ -233,3 +234,18 @@ def test_a_draft_of_another_kind_keeps_the_profiles_mode_visible_with_the_reason
     assert s.switch.mode == "eagle3" and "EAGLE-3: restarted the server with the draft in" in t.status.text()
 
 
+
+
+def test_on_the_starter_n_gram_is_offered_with_the_measured_reason_it_will_not_help(qtbot: QtBot, tmp_path: Path) -> None:
+    """Issue 37: N-gram was the starter's speculation mode and drafted nothing (0 draft tokens over 735);
+    it stays offered, and its segment says what was measured."""
+    from beedeck.core.starter import STARTER_MODEL_NAME, STARTER_NGRAM_NOTE, StarterProfile
+
+    starter = StarterProfile(engine=tmp_path / "llama-server", model=tmp_path / STARTER_MODEL_NAME).settings()
+    s, t = _toggle(qtbot, tmp_path, _real_caps("mainline"), profile=starter)
+    assert "model-free" in t.offered()
+    tip = t.button("model-free").toolTip()  # type: ignore[union-attr]
+    assert tip.startswith("<p>N-gram: ") and STARTER_NGRAM_NOTE in tip and "will not speed" in tip  # wrapped
+    other = replace(starter, target=str(tmp_path / "qwen.gguf"))
+    s.switching.configure(other, _real_caps("mainline"))
+    assert STARTER_NGRAM_NOTE not in t.button("model-free").toolTip()  # type: ignore[union-attr]  # another model

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from beedeck.core.bench.results import IN_SERVER_BASELINE, BenchReport
 from beedeck.core.bench.tune import BASELINE_ROLE, MEASURED, TuneResult
+from beedeck.core.engine.speculation.advice import settings_digest
 
 AdviceSample = tuple[str, str, float]  # (mode key, prompt text, generation tokens/s)
 
@@ -24,13 +25,20 @@ def bench_advice_samples(report: BenchReport) -> list[AdviceSample]:
 
 
 def tune_advice_samples(result: TuneResult) -> list[AdviceSample]:
-    """The baseline's replies and the best configuration's (the one the user will run), when the best
-    kept the baseline's text (or identity was not asked for). A search that measured no best teaches
-    only the baseline, which alone never makes a verdict."""
+    """The baseline's replies and those of the point the user will run: the best, when it changed only the
+    speculation (draft max, the draft file...) and so runs with the baseline's settings apart from the mode,
+    as the advice compares modes (its setup key is those settings); else the start, which does. A best
+    that changed another setting (threads, ubatch...) is another setup, with no baseline of its own here.
+    A point whose text differed at temperature 0 (or a search that measured no start) teaches nothing of its
+    own: the baseline alone never makes a verdict."""
     texts = {p.id: p.text for p in result.suite.prompts}
+    base = result.baseline
+    runs = result.best if result.best is not None and result.best.status == MEASURED else result.start
+    if base is not None and runs is not None and settings_digest(runs.settings) != settings_digest(base.settings):
+        runs = result.start
     out: list[AdviceSample] = []
-    for point in (result.baseline, result.best):
-        if point is None or point.status != MEASURED or (point is result.best and point.role == BASELINE_ROLE):
+    for point in (base, runs):
+        if point is None or point.status != MEASURED or (point is runs and point.role == BASELINE_ROLE):
             continue
         mode = "baseline" if point.role == BASELINE_ROLE else result.mode
         out += [(mode, texts.get(s.prompt_id, ""), s.gen_tps) for s in point.samples if s.error is None and s.gen_tps > 0]

@@ -1,8 +1,9 @@
 """Benchmark statistics and report files: Markdown, JSON (raw data + environment), CSV.
 
-Statistics are medians with their spread (min/max, quartiles), and a speed-up per prompt and overall
-with a 95 % bootstrap confidence interval from a seeded RNG (the same report always gives the same
-interval). PNG charts are drawn by the UI layer (``beedeck.ui.bench.bench_chart.render_report_charts``, QPainter
+Statistics are medians with their spread (min/max, quartiles), and a speed-up per prompt and overall by
+BeeDeck's one rule for ratios (:mod:`beedeck.core.engine.speculation.comparison`): the same prompts, a 95 %
+bootstrap interval from a seeded RNG (the same report always gives the same interval) and the number of
+runs, or no ratio and why not ("one run: no interval", "drafted nothing"). PNG charts are drawn by the UI layer (``beedeck.ui.bench.bench_chart.render_report_charts``, QPainter
 on a QImage, works offscreen); :func:`write_reports` takes the renderer as a callable so this module
 stays Qt-free.
 """
@@ -13,7 +14,6 @@ import csv
 import difflib
 import io
 import json
-import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -21,12 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.bench.results import BASELINE, IN_SERVER_BASELINE, BenchReport, Sample
+from beedeck.core.bench.results import BASELINE, IN_SERVER_BASELINE, SPECULATIVE_MODES, BenchReport, Sample
+from beedeck.core.engine.speculation.comparison import (
+    DRAFTED_NOTHING,
+    MIN_RUNS,
+    Comparison,
+    Evidence,
+    compare,
+    few_runs,
+)
 from beedeck.core.engine.speculation.modes import mode_label
 
-BOOTSTRAP_ROUNDS = 2000
-BOOTSTRAP_SEED = 20260530
-MIN_CI_SAMPLES = 3  # a bootstrap interval over 1-2 replies is no interval: the reports show none
 SAME_TEXT_NOTE = (
     "same text: replies word for word the baseline's (same prompt, seed and repetition). Exact speculation "
     "keeps the text only at temperature 0 and with the same batch shapes; at this suite's temperature {temp:g} "
@@ -69,45 +74,11 @@ def stats(values: Sequence[float | None]) -> Stats | None:
     return Stats(len(vals), statistics.median(vals), vals[0], vals[-1], q1, q3, statistics.fmean(vals))
 
 
-@dataclass(frozen=True)
-class Speedup:
-    """Median generation speed of a mode over the baseline's, with a 95 % bootstrap interval."""
-
-    ratio: float
-    ci_low: float
-    ci_high: float
-    n: int = MIN_CI_SAMPLES  # the fewer replies of the two sides (an interval needs MIN_CI_SAMPLES)
-
-    def text(self) -> str:
-        """"2.00x (1.80-2.20)"; below MIN_CI_SAMPLES replies on a side only the ratio, and why."""
-        if self.n < MIN_CI_SAMPLES:
-            return f"{self.ratio:.2f}x (n={self.n}: no interval)"
-        return f"{self.ratio:.2f}x ({self.ci_low:.2f}-{self.ci_high:.2f})"
-
-
-def bootstrap_speedup(base: Sequence[Sequence[float]], other: Sequence[Sequence[float]],
-                      rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED) -> Speedup | None:
-    """Ratio of pooled medians, resampled within each stratum (prompt) and mode independently."""
-    base = [list(b) for b in base if b]
-    other = [list(o) for o in other if o]
-    if not base or not other:
-        return None
-    n = min(sum(len(b) for b in base), sum(len(o) for o in other))
-    point = statistics.median([v for b in base for v in b])
-    ratio = statistics.median([v for o in other for v in o]) / point if point else 0.0
-    rng = random.Random(seed)
-    draws: list[float] = []
-    for _ in range(rounds):
-        b = statistics.median([rng.choice(s) for s in base for _ in s])
-        o = statistics.median([rng.choice(s) for s in other for _ in s])
-        if b > 0:
-            draws.append(o / b)
-    draws.sort()
-    if not draws:
-        return Speedup(ratio, ratio, ratio, n)
-    lo = draws[int(0.025 * (len(draws) - 1))]
-    hi = draws[int(round(0.975 * (len(draws) - 1)))]
-    return Speedup(ratio, lo, hi, n)
+def mode_evidence(samples: Sequence[Sample], mode: str) -> Evidence:
+    """A mode's replies as the rule's evidence: tokens/s per prompt, and what it drafted where it speculates.
+    Every mode of one run is served with the same settings apart from the speculation (``mode_settings``)."""
+    drafted = sum(s.draft_n for s in samples) if mode in SPECULATIVE_MODES else None
+    return Evidence.of(((s.prompt_id, s.gen_tps) for s in samples), drafted=drafted)
 
 
 @dataclass
@@ -126,7 +97,7 @@ class ModeSummary:
     accepted_share: float | None = None  # pooled: all accepted / all generated
     peak_gpu_mem: int | None = None
     cache_n: int = 0
-    speedup: Speedup | None = None  # vs baseline
+    speedup: Comparison | None = None  # vs the baseline, by the rule (no ratio without its evidence)
     similarity: float | None = None  # median difflib ratio to the baseline's text, same prompt and rep
     identical: int = 0  # replies identical to the baseline's
     compared: int = 0
@@ -202,41 +173,78 @@ def summarize(report: BenchReport) -> Summary:
                              "the prompt speeds are not comparable.")
         if ref is None or mode == ref:
             continue
-        base_strata = [[s.gen_tps for s in report.samples_for(ref, pid)] for pid in prompt_ids]
-        mode_strata = [[s.gen_tps for s in report.samples_for(mode, pid)] for pid in prompt_ids]
-        ms.speedup = bootstrap_speedup(base_strata, mode_strata)
+        ms.speedup = compare(mode_evidence(report.samples_for(ref), ref), mode_evidence(samples, mode))
         differ = _compare(ms, report.samples_for(ref), samples)
-        for i, pid in enumerate(prompt_ids):
+        for pid in prompt_ids:
             pm = out.prompts[pid].get(mode)
             if pm is not None:
-                pm.speedup = bootstrap_speedup([base_strata[i]], [mode_strata[i]])
+                pm.speedup = compare(mode_evidence(report.samples_for(ref, pid), ref),
+                                     mode_evidence(report.samples_for(mode, pid), mode))
                 _compare(pm, report.samples_for(ref, pid), report.samples_for(mode, pid))
         if mode == IN_SERVER_BASELINE:
-            if ms.speedup is not None:
+            if ms.speedup.shown:
                 out.flags.append(
                     f"{mode_label(IN_SERVER_BASELINE)} (what the chat toggle's per-request Baseline runs at: the draft stays "
-                    f"loaded) ran at {ms.speedup.ratio:.2f}x a server without the draft (95 % CI "
-                    f"{ms.speedup.ci_low:.2f}-{ms.speedup.ci_high:.2f}); the speed-ups above are against the "
-                    "server without the draft.")
+                    f"loaded) ran at {ms.speedup.text()} a server without the draft; the speed-ups above are "
+                    "against the server without the draft.")
             continue
         if differ and greedy:
             where = ", ".join(f"{p} rep {r + 1}" for p, r in differ[:5])
             out.flags.append(f"{mode_label(mode)}: with greedy decoding the text differs from the baseline in {len(differ)} of "
                              f"{ms.compared} replies ({where}). A lossless method should match; small differences "
                              "can come from batched verification numerics on a quantised model.")
-        if ms.speedup is not None and ms.speedup.ci_high < 1.0:
-            out.flags.append(f"{mode_label(mode)} is slower than the baseline ({ms.speedup.ratio:.2f}x, 95 % CI "
-                             f"{ms.speedup.ci_low:.2f}-{ms.speedup.ci_high:.2f}): leave it off for this kind of prompt.")
+        if ms.speedup.below(1.0):
+            out.flags.append(f"{mode_label(mode)} is slower than the baseline ({ms.speedup.text()}): leave it off "
+                             "for this kind of prompt.")
+        elif ms.speedup.why_not == DRAFTED_NOTHING:
+            out.flags.append(f"{mode_label(mode)} drafted nothing on these prompts (the server counted 0 draft "
+                             "tokens): its speed is the baseline's plus its overhead, no speed-up to show.")
     for m, st in out.overall.items():
         if st.gen_tps is not None and st.gen_tps.n >= 3 and st.gen_tps.spread_pct > 25:
             out.flags.append(f"{mode_label(m)}: generation speed varied by {st.gen_tps.spread_pct:.0f} % between replies "
                              "(other programs competing for the machine?): use more repetitions.")
+    if ref is not None and 0 < report.reps < MIN_RUNS and len(out.overall) > 1:
+        once = "once" if report.reps == 1 else "twice"
+        out.flags.append(f"{few_runs(report.reps).capitalize()}: each prompt ran {once} per mode, so no speed-up is "
+                         f"shown. Run {MIN_RUNS} or more repetitions for speed-ups with their 95 % intervals.")
     if report.errors:
         out.flags.extend(f"error: {e}" for e in report.errors[:10])
     if report.cancelled:
-        out.flags.append("The run was cancelled: the figures cover only the replies that finished.")
+        out.flags.append(cancelled_note(report))
     out.reference = guide_reference(report.environment)
     return out
+
+
+def cancelled_note(report: BenchReport) -> str:
+    """What a cancelled run measured and what it did not, per mode: "The run was cancelled: Baseline measured
+    all 9 replies; N-gram 4 of 9 (not measured: kv-report run 2-3, linked-list); DFlash none"."""
+    want = [(p.id, rep) for p in report.suite.prompts for rep in range(report.reps)]
+    parts = []
+    for mode in report.modes:
+        got = {(s.prompt_id, s.rep) for s in report.samples_for(mode)}
+        missing = [w for w in want if w not in got]
+        if not missing:
+            parts.append(f"{mode_label(mode)} measured all {len(want)} replies")
+        elif len(missing) == len(want):
+            parts.append(f"{mode_label(mode)} none")
+        else:
+            parts.append(f"{mode_label(mode)} {len(want) - len(missing)} of {len(want)} (not measured: "
+                         f"{_missing_text(missing, report.reps)})")
+    return ("The run was cancelled: " + "; ".join(parts) + ". The figures cover only the replies that finished; "
+            "speed-ups compare only the prompts both sides finished.")
+
+
+def _missing_text(missing: list[tuple[str, int]], reps: int) -> str:
+    by_prompt: dict[str, list[int]] = {}
+    for pid, rep in missing:
+        by_prompt.setdefault(pid, []).append(rep + 1)
+    out = []
+    for pid, runs in by_prompt.items():
+        if len(runs) == reps:
+            out.append(pid)
+        else:
+            out.append(f"{pid} run{'s' if len(runs) > 1 else ''} {', '.join(map(str, runs))}")
+    return ", ".join(out)
 
 
 def reference_mode(report: BenchReport) -> str | None:
@@ -274,7 +282,7 @@ def _mem(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**30:.2f} GiB"
 
 
-def _speedup(sp: Speedup | None) -> str:
+def _speedup(sp: Comparison | None) -> str:
     return "-" if sp is None else sp.text()
 
 

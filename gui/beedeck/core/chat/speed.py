@@ -1,5 +1,6 @@
 """The speed figures the gauge shows, without Qt: the live rate of a streaming reply, the dial's scale
-and the last figure per mode (chat replies, benchmark medians, tune results).
+and the last figure per mode (chat replies, benchmark medians, tune results), whose speed-ups come only
+from the one rule for ratios (:mod:`beedeck.core.engine.speculation.comparison`).
 
 Why a window of tokens with a floor on its time span: llama-server sends several pieces in one network
 read when speculation accepts a run of drafted tokens (N-gram, DFlash), so two pieces can arrive a few
@@ -17,6 +18,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from beedeck.core.engine.speculation.comparison import DRAFTED_NOTHING, Comparison
 from beedeck.core.engine.speculation.modes import BASELINE, IN_SERVER_BASELINE, LABELS, mode_label
 
 DEFAULT_SCALE = 50.0  # tokens/s: the dial before anything was measured on this server
@@ -106,29 +108,54 @@ class LiveRate:
 
 @dataclass(frozen=True)
 class Figure:
-    """One mode's last measured speed: ``source`` is "chat", "benchmark" or "tune"."""
+    """One mode's last measured speed: ``source`` is "chat" (one reply; ``drafted``: its draft tokens),
+    "benchmark" or "tune" (a median over many)."""
 
     mode: str
     tps: float
     source: str = "chat"
+    drafted: int | None = None
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A mode's last speed-up over the baseline, as the rule (core/engine/speculation/comparison.py) gave
+    it to a benchmark or a tune (like-for-like evidence: the same prompts, runs enough for an interval)."""
+
+    comparison: Comparison
+    source: str
 
 
 class ModeFigures:
     """The last figure per mode on the current server: what the comparison lines show and what the
-    dial's scale starts from at each reply. :meth:`clear` when the server (model, card) changes."""
+    dial's scale starts from at each reply. :meth:`clear` when the server (model, card) changes.
+
+    A ratio is shown only as a benchmark or a tune measured it by the one rule: a chat reply's figure is
+    one reply to one prompt, never a ratio against another reply (issue 37: "N-gram 45.6 tok/s · ×1.30"
+    after a reply that drafted nothing); such a reply says that it drafted nothing instead."""
 
     def __init__(self) -> None:
         self._by_mode: dict[str, Figure] = {}
+        self._compared: dict[str, Compared] = {}
 
-    def record(self, mode: str, tps: float, source: str = "chat") -> None:
+    def record(self, mode: str, tps: float, source: str = "chat", *, drafted: int | None = None,
+               comparison: Comparison | None = None) -> None:
+        """``mode``'s latest speed; ``comparison``: its speed-up over the baseline as the rule gave it to
+        this source (a benchmark's or a tune's, never a chat reply's)."""
         if mode and tps > 0 and math.isfinite(tps):
-            self._by_mode[mode] = Figure(mode, float(tps), source)
+            self._by_mode[mode] = Figure(mode, float(tps), source, drafted)
+        if mode and comparison is not None and source != "chat":
+            self._compared[mode] = Compared(comparison, source)
 
     def get(self, mode: str) -> Figure | None:
         return self._by_mode.get(mode)
 
+    def compared(self, mode: str) -> Compared | None:
+        return self._compared.get(mode)
+
     def clear(self) -> None:
         self._by_mode.clear()
+        self._compared.clear()
 
     def as_dict(self) -> dict[str, float]:
         return {m: f.tps for m, f in self._by_mode.items()}
@@ -139,17 +166,21 @@ class ModeFigures:
         return sorted(self._by_mode.values(), key=lambda f: (rank.get(f.mode, len(rank)), f.mode))
 
     def lines(self) -> list[str]:
-        """One line per mode, e.g. "DFlash 63.0 tok/s · ×2.10 (benchmark)"; the baseline's line is there
-        even when it was not measured (the reference every speed-up needs)."""
-        base = self.get(BASELINE)
-        out = [] if base else ["Baseline —"]
+        """One line per mode, e.g. "N-gram 45.6 tok/s (last reply) · drafted nothing", and under a mode a
+        benchmark or tune compared: "  vs Baseline: ×2.10 (1.95-2.30, 3 runs of 3 prompts; benchmark)".
+        The baseline's line is there even when it was not measured (the reference every speed-up needs)."""
+        out = [] if self.get(BASELINE) else ["Baseline —"]
         for f in self.ordered():
             text = f"{mode_label(f.mode)} {f.tps:.1f} tok/s"
-            if base and f.mode != BASELINE:
-                text += f" · ×{f.tps / base.tps:.2f}"
-            if f.source != "chat":
+            if f.source == "chat":
+                text += " (last reply)"
+                if f.drafted == 0 and f.mode not in (BASELINE, IN_SERVER_BASELINE):
+                    text += f" · {DRAFTED_NOTHING}"
+            else:
                 text += f" ({f.source})"
             out.append(text)
+            if (c := self._compared.get(f.mode)) is not None and f.mode != BASELINE:
+                out.append(f"  vs {mode_label(BASELINE)}: {_ratio_text(c.comparison)}; {c.source}")
         return out
 
     def scale_for(self, mode: str) -> float:
@@ -159,3 +190,10 @@ class ModeFigures:
         if not known:
             known = [f.tps for f in self._by_mode.values()]
         return nice_scale(max(known)) if known else DEFAULT_SCALE
+
+
+def _ratio_text(c: Comparison) -> str:
+    """"×2.10 (1.95-2.30, 3 runs of 3 prompts)", or the rule's reason there is none."""
+    if not c.shown:
+        return c.why_not
+    return f"×{c.ratio:.2f} ({c.interval_text()}, {c.evidence_text()})"

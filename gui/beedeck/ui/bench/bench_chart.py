@@ -54,13 +54,15 @@ def speed_bars(report: BenchReport, summary: Summary) -> list[Bar]:
 
 
 def speedup_bars(report: BenchReport, summary: Summary) -> list[Bar]:
-    """Speed-up over the baseline per prompt and overall, whiskers the 95 % bootstrap interval."""
+    """Speed-up over the baseline per prompt and overall, whiskers the 95 % bootstrap interval: only the
+    speed-ups the rule shows (core/engine/speculation/comparison.py), none from a single run."""
     out = []
     groups = [(p.id, summary.prompts.get(p.id, {})) for p in report.suite.prompts] + [("overall", summary.overall)]
     for gid, modes in groups:
         for mode, m in modes.items():
-            if m.speedup is not None:
-                out.append(Bar(gid, mode, m.speedup.ratio, m.speedup.ci_low, m.speedup.ci_high))
+            sp = m.speedup
+            if sp is not None and sp.ratio is not None and sp.ci_low is not None and sp.ci_high is not None:
+                out.append(Bar(gid, mode, sp.ratio, sp.ci_low, sp.ci_high))
     return out
 
 
@@ -79,11 +81,12 @@ def chart_frame(painter: QPainter, rect: QRectF, title: str) -> QRectF:
 
 
 def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, unit: str,
-               reference: float | None = None) -> None:
-    """Grouped vertical bars with whiskers; ``reference`` draws a dashed line (1.0 for speed-ups)."""
+               reference: float | None = None, empty: str = "no data yet") -> None:
+    """Grouped vertical bars with whiskers; ``reference`` draws a dashed line (1.0 for speed-ups); ``empty``
+    is what an empty chart says."""
     plot = chart_frame(painter, rect, title)
     if not bars or plot.width() < 20 or plot.height() < 20:
-        painter.drawText(plot, int(Qt.AlignmentFlag.AlignCenter), "no data yet")
+        painter.drawText(plot, int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap), empty)
         painter.restore()
         return
     top = max(max(b.high for b in bars), reference or 0.0) * 1.1 or 1.0
@@ -176,16 +179,18 @@ class BarChart(QWidget):
         super().__init__(parent)
         self.title, self.unit, self.reference = title, unit, reference
         self.bars: list[Bar] = []
+        self.empty = "no data yet"
         self.setMinimumHeight(220)
 
-    def set_bars(self, bars: list[Bar]) -> None:
-        self.bars = bars
+    def set_bars(self, bars: list[Bar], empty: str = "no data yet") -> None:
+        """Show ``bars``; without any, the chart says ``empty`` (e.g. why there is no speed-up)."""
+        self.bars, self.empty = bars, empty
         self.update()
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         try:
-            paint_bars(painter, QRectF(self.rect()), self.bars, self.title, self.unit, self.reference)
+            paint_bars(painter, QRectF(self.rect()), self.bars, self.title, self.unit, self.reference, self.empty)
         finally:
             painter.end()
 

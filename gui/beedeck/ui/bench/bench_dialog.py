@@ -112,13 +112,13 @@ class BenchDialog(ChatServerDialog):
         if report is None:
             return
         texts = {p.id: p.text for p in report.suite.prompts}
-        refs = references_from_bench((s.mode, texts.get(s.prompt_id, ""), s.gen_tps)
+        refs = references_from_bench((s.mode, s.prompt_id, texts.get(s.prompt_id, ""), s.gen_tps)
                                      for s in report.samples if s.error is None)
-        for (mode, kind), values in refs.items():
-            self.session.guard.add_reference(mode, kind, values)
+        for (mode, kind), evidence in refs.items():
+            self.session.guard.add_reference(mode, kind, evidence)
         for mode, m in summarize(report).overall.items():  # the speed panel's last figure per mode
             if m.gen_tps is not None:
-                self.session.record_figure(mode, m.gen_tps.median, "benchmark")
+                self.session.record_figure(mode, m.gen_tps.median, "benchmark", m.speedup)
         self._teach_advice(report)
 
     def _teach_advice(self, report: BenchReport) -> None:

@@ -34,7 +34,8 @@ from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.speculation.modes import LABELS, ModeOption
+from beedeck.core.engine.speculation.comparison import MIN_RUNS
+from beedeck.core.engine.speculation.modes import LABELS, ModeOption, mode_label
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.ui.background import Runner, run_in_background
@@ -81,6 +82,8 @@ class BenchView(RunView):
         self.reps = QSpinBox()
         self.reps.setRange(1, 50)
         self.reps.setValue(DEFAULT_REPS)
+        self.reps.setToolTip(f"Runs of every prompt per mode. A speed-up needs {MIN_RUNS} or more (its 95 % "
+                             "interval); fewer show the speeds without a ratio.")
         self.run_button = QPushButton("Run benchmark")
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
@@ -156,7 +159,7 @@ class BenchView(RunView):
             box = self.mode_boxes.get(o.key)
             if box is None:
                 continue
-            box.setText(o.label if o.key != MODEL_FREE or not o.spec_type else f"{o.label} ({o.spec_type})")
+            box.setText(LABELS.get(o.key, o.label))  # the toggle's name; the engine's type is in the tooltip
             box.setEnabled(o.available)
             box.setChecked(o.available and (o.key in (BASELINE, *FILE_MODES) or (o.key == MODEL_FREE and box.isChecked())))
             box.setToolTip(f"runs as --spec-type {o.spec_type}" if o.available and o.spec_type else
@@ -223,7 +226,7 @@ class BenchView(RunView):
             m = s.overall.get(mode)
             if m is None or m.gen_tps is None:
                 continue
-            cells = [mode, f"{m.gen_tps.median:.1f}", f"{m.gen_tps.min:.1f}-{m.gen_tps.max:.1f}",
+            cells = [mode_label(mode), f"{m.gen_tps.median:.1f}", f"{m.gen_tps.min:.1f}-{m.gen_tps.max:.1f}",
                      f"{m.prompt_tps.median:.1f}" if m.prompt_tps else "-",
                      f"{m.ttft_s.median:.3f}" if m.ttft_s else "-",
                      f"{100 * m.acceptance:.1f} %" if m.acceptance is not None else "-",
@@ -234,7 +237,10 @@ class BenchView(RunView):
         self.same_text_note.setText(note)
         self.same_text_note.setVisible(bool(note))
         self.speed_chart.set_bars(speed_bars(report, s))
-        self.speedup_chart.set_bars(speedup_bars(report, s))
+        reasons = [f"{mode_label(m)}: {x.speedup.why_not}" for m, x in s.overall.items()
+                   if x.speedup is not None and not x.speedup.shown]
+        self.speedup_chart.set_bars(speedup_bars(report, s), "No speed-up to show. " + "; ".join(reasons)
+                                    if reasons else "no data yet")
         state = "cancelled" if report.cancelled else ("finished with errors" if report.errors else "finished")
         self.status.setText(f"Benchmark {state}: {len(report.samples)} replies." +
                             (f" {s.flags[0]}" if s.flags else ""))

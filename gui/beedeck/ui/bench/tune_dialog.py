@@ -106,7 +106,10 @@ class TuneDialog(ChatServerDialog):
         the speed panel the best point's figure."""
         best = result.best if result is not None else None
         if result is not None and best is not None and best.gen_tps is not None:
-            self.session.record_figure(result.mode, best.gen_tps.median, "tune")
+            # A mode's speed-up only where the best differs from the baseline in the mode alone (the start's
+            # settings): a tuned knob on top would make it no like-for-like comparison of the mode.
+            mode_only = best.vs_baseline if not best.changes and result.mode != "baseline" else None
+            self.session.record_figure(result.mode, best.gen_tps.median, "tune", mode_only)
         advice = self.session.guard.advice
         profile = self.session.profile
         caps = self.session.known_caps.get(profile.engine) if profile is not None else None

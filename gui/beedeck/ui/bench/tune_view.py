@@ -47,6 +47,7 @@ from beedeck.core.bench.tune.points import min_budget_s, point_seconds
 from beedeck.core.bench.tune.report import COLUMNS, point_cells, write_tune_reports
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.comparison import MIN_RUNS
 from beedeck.core.starter import STARTER_TOKENS_PER_S, is_starter
 from beedeck.ui.bench.run_view import CoreWorker, RunView, append_row, results_table
 from beedeck.ui.bench.tune_chart import SearchChart, render_tune_chart
@@ -116,7 +117,7 @@ class TuneView(RunView):
         self.last_n.setValue(5)
         self.chat_consent = QCheckBox("Use these prompts of mine (sent only to the local server BeeDeck starts)")
         self.reps = QSpinBox()
-        self.reps.setRange(2, 20)
+        self.reps.setRange(MIN_RUNS, 20)  # an interval needs 3 runs a side (the rule)
         self.reps.setValue(DEFAULT_REPS)
         self.start_button = QPushButton("Start")
         self.cancel_button = QPushButton("Cancel")
@@ -335,9 +336,11 @@ class TuneView(RunView):
         self.verdict.setText(result.verdict + notes)
         self.status.setText(("Search cancelled" if result.cancelled else "Search finished")
                             + f" after {result.elapsed_s:.0f} s.")
-        self.save_profile_button.setEnabled(result.improved and result.best_settings is not None)
-        self.save_profile_button.setToolTip("Use the best configuration as the launch profile." if result.improved
-                                            else "Nothing beat the start measurably: the profile stays as it is.")
+        self.save_profile_button.setEnabled(result.savable)
+        self.save_profile_button.setToolTip(
+            "Use the best configuration as the launch profile." if result.improved else
+            "Use this unconfirmed win as the launch profile (run again to confirm it)." if result.savable else
+            "Nothing beat the start measurably: the profile stays as it is.")
         self.export_button.setEnabled(bool(result.points))
 
     # ---- results ----
@@ -354,6 +357,6 @@ class TuneView(RunView):
 
     @Slot()
     def _on_save_profile_clicked(self) -> None:
-        if self.result is not None and self.result.improved and self.result.best_settings is not None:
+        if self.result is not None and self.result.savable and self.result.best_settings is not None:
             self.save_requested.emit(self.result.best_settings)
             self.status.setText("The best configuration was handed over to become the launch profile.")

@@ -32,6 +32,7 @@ from beedeck.core.chat.speed import (
     mode_label,
     nice_scale,
 )
+from beedeck.core.engine.speculation.comparison import Comparison
 from beedeck.core.engine.speculation.modes import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 
@@ -268,11 +269,13 @@ class SpeedPanel(QFrame):
         if tps > 0:
             self.sparkline.add_value(tps, mode_color(mode), stopped=facts.cancelled)
         if tps > 0 and not facts.cancelled and mode is not None:
-            self.record_figure(mode, tps)
+            self.record_figure(mode, tps, drafted=facts.draft_n)
 
-    def record_figure(self, mode: str, tps: float, source: str = "chat") -> None:
-        """A mode's latest speed (a whole reply, a benchmark's median, a tune's best point)."""
-        self.figures.record(mode_key(mode), tps, source)
+    def record_figure(self, mode: str, tps: float, source: str = "chat", *, drafted: int | None = None,
+                      comparison: Comparison | None = None) -> None:
+        """A mode's latest speed (a whole reply with its ``drafted`` tokens, a benchmark's median, a tune's
+        best point); ``comparison``: its speed-up over the baseline by the rule (a benchmark's, a tune's)."""
+        self.figures.record(mode_key(mode), tps, source, drafted=drafted, comparison=comparison)
         self.show_figures()
 
     def show_figures(self) -> None:

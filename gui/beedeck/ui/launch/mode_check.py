@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.speculation.modes import BASELINE, DSPARK, LABELS, MODE_OF_SPEC, ModeOption
+from beedeck.core.engine.speculation.modes import DSPARK, LABELS, MODE_OF_SPEC, MODEL_FREE
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import check_pair, mode_refusal, modes_for
 
@@ -28,22 +28,19 @@ class Verdict:
     tooltip: str = ""
 
 
-def _runs_as(o: ModeOption) -> str:
-    if o.key == BASELINE:
-        return "Off"
-    return f"{o.label} ({o.spec_type})" if o.key == "model-free" and o.spec_type and o.label == LABELS[o.key] \
-        else o.label
-
-
 def modes_line(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None,
                draft: ModelInfo | None) -> Verdict:
-    """"Runs here: Off · MTP · N-gram (ngram-mod)", with every other mode's reason in the tooltip."""
+    """"Runs here: Baseline · MTP · N-gram": the toggle's names (one name per mode), with every other mode's
+    reason in the tooltip, and the engine's n-gram type there too (the "N-gram type" field sets it)."""
     options = modes_for(caps, s, target, draft)
     can = [o for o in options if o.available]
     cannot = [o for o in options if not o.available]
-    tip = "The toolbar toggle switches between the modes that run here.\n\n" + "\n".join(
-        f"• {o.label}: {o.reason}" for o in cannot) if cannot else "Every speculation mode runs here."
-    return Verdict(GREY, "Runs here: " + " · ".join(_runs_as(o) for o in can), tip)
+    tip = "The toolbar toggle switches between the modes that run here." + "".join(
+        f"\n{LABELS[o.key]} runs as --spec-type {o.spec_type} on this engine." for o in can
+        if o.key == MODEL_FREE and o.spec_type)
+    tip += ("\n\n" + "\n".join(f"• {LABELS.get(o.key, o.label)}: {o.reason}" for o in cannot) if cannot
+            else "\n\nEvery speculation mode runs here.")
+    return Verdict(GREY, "Runs here: " + " · ".join(LABELS.get(o.key, o.label) for o in can), tip)
 
 
 def draft_verdict(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None, draft: ModelInfo | None,

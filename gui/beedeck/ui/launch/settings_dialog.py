@@ -15,6 +15,7 @@ to the screen's available area, so the buttons are always on screen.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import shiboken6
@@ -34,6 +35,7 @@ from PySide6.QtWidgets import (
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import STARTER_NAME
+from beedeck.core.engine.speculation.modes import SPEC_OF_MODE, Mode, mode_of
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.starter import StarterMissing, StarterProfile, starter_engine, starter_model
@@ -84,7 +86,7 @@ class SettingsDialog(QDialog):
                  runner: Runner = run_in_background, form: LaunchForm | None = None,
                  local: Profile | None = None, local_caps: EngineCaps | None = None,
                  starter: Callable[[], Profile] = starter_local_profile,
-                 held: Callable[[list[int]], list[int]] | None = None) -> None:
+                 held: Callable[[list[int]], list[int]] | None = None, running: Mode | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         # A remote profile's "engine" is a URL: never probe it. Start from a local profile instead.
@@ -96,6 +98,10 @@ class SettingsDialog(QDialog):
         self.origin_note.setObjectName("origin-note")
         self.origin_note.setWordWrap(True)
         self.origin_note.setVisible(self.remote is not None)
+        self.running_note = QLabel()  # the mode the toolbar's toggle runs, when it is not the profile's
+        self.running_note.setObjectName("running-note")
+        self.running_note.setWordWrap(True)
+        self.running_note.hide()
         self.profile = profile
         self.caps = caps
         self.devices: list[int] | None = None  # None until detection reported
@@ -132,11 +138,13 @@ class SettingsDialog(QDialog):
         self.form.launch_button.setText("Launch")
         layout = QVBoxLayout(self)
         layout.addWidget(self.origin_note)
+        layout.addWidget(self.running_note)
         layout.addLayout(row)
         layout.addWidget(self.devices_label)
         layout.addWidget(self.form, 1)
         if profile is not None:
             self.form.set_settings(profile.settings)
+            self._show_running(profile, running)
         self.form.set_engine(caps, profile.engine if profile else None, None if profile else self._no_engine())
         self._show_caps()
         if profile is not None and caps is None:
@@ -146,6 +154,19 @@ class SettingsDialog(QDialog):
         runner(lambda: self._room(detect, held), self._on_detected, self._on_detect_failed)
         self.fit_to(available_area(self, parent))
         self._update_save()
+
+    def _show_running(self, profile: Profile, running: Mode | None) -> None:
+        """Show the mode that runs now: the toolbar's toggle may have switched away from the profile's own
+        (the issue: Settings said "Baseline" while N-gram ran). Speculation shows the running mode, and a
+        note says which one the saved profile starts in."""
+        own = mode_of(profile.settings)
+        if running is None or running == own or self.remote is not None:
+            return
+        self.form.set_settings(replace(profile.settings, spec_mode=SPEC_OF_MODE[running]))
+        self.running_note.setText(f"{running.label} is running now: the toolbar's toggle switched to it. The saved "
+                                  f"profile starts in {own.label}; Save or Launch makes {running.label} the "
+                                  "profile's mode, Cancel changes nothing.")
+        self.running_note.show()
 
     def fit_to(self, available: QRect) -> None:
         """Size the dialog for a screen whose free area (without panels and taskbars) is ``available``:
@@ -298,8 +319,11 @@ def open_dialog(session: Session, parent: QWidget) -> SettingsDialog:
     caps = session.known_caps.get(profile.engine) if profile and not profile.is_remote else None
     local = session.last_local_profile
     local_caps = session.known_caps.get(local.engine) if local is not None else None
+    switch = session.switch
+    running = (switch.pending or switch.mode) if switch.enabled and session.controller.is_running() else None
     dialog = SettingsDialog(profile, caps, parent, probe=session.probe, detect=session.detect_hardware,
-                            local=local, local_caps=local_caps, held=session.controller.held_gpu_memory)
+                            local=local, local_caps=local_caps, held=session.controller.held_gpu_memory,
+                            running=running)
     # Launch always starts or restarts, also when the server is stopped or has failed.
     dialog.profile_applied.connect(lambda profile, caps: session.apply_profile(profile, caps, start=True))
     dialog.profile_saved.connect(session.save_profile)  # saved for the next start; the server is left as it is

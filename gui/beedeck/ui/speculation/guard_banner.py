@@ -50,7 +50,7 @@ class GuardMonitor(QObject):
         # A stopped reply's speed is a partial figure; replies without a mode (no toggle) say nothing.
         if kind is None or facts.mode is None or not facts.full_speed or facts.tps is None:
             return
-        advice = self.guard.observe(facts.mode, facts.tps, kind)
+        advice = self.guard.observe(facts.mode, facts.tps, kind, facts.draft_n)
         if advice is not None:
             self.advice_given.emit(advice)
 

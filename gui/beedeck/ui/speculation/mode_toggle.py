@@ -12,6 +12,7 @@ tooltip.
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable
 
@@ -130,7 +131,10 @@ class ModeToggle(QWidget):
             button.setText(o.label)
             button.setEnabled(o.available and sw.pending is None)
             what = WHAT[o.key].format(spec_type=o.spec_type or "n-gram")
-            button.setToolTip(f"{o.label}: " + (what if o.available else f"not available. {o.reason}"))
+            note = sw.notes.get(o.key, "")
+            tip = f"{o.label}: " + (f"{what} {note}".rstrip() if o.available else f"not available. {o.reason}")
+            # A measured note makes it long: rich text, which Qt wraps (a plain tooltip is one line)
+            button.setToolTip(f"<p>{html.escape(tip, quote=False)}</p>" if note and o.available else tip)
         self.setEnabled(sw.enabled)
         self._button(sw.pending or sw.mode).setChecked(True)
         self.status.setText(sw.status)

@@ -29,6 +29,7 @@ from beedeck.core.engine.speculation.modes import Mode, uses_draft
 from beedeck.core.engine.speculation.standby import RESTARTED
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models.header_cache import HeaderCache, Read
+from beedeck.core.starter import mode_notes
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.speculation.switch_checker import SwitchChecker
@@ -71,6 +72,7 @@ class SwitchRunner(QObject):
         start, whose paths are not read here. No file is touched on this thread: the headers are read by the
         runner."""
         self.switch.configure(settings, caps, per_request, self.headers.facts(settings), local_files)
+        self.switch.notes = mode_notes(settings) if settings is not None else {}
         self._read_headers()
         self.changed.emit()
 

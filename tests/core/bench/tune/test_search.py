@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from beedeck.core.bench.report import bootstrap_speedup
 from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, ModeRun, Sample
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.bench.tune import (
@@ -38,6 +37,7 @@ from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.speculation.comparison import Evidence, compare
 from tests.conftest import PERSISTENT
 from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
 
@@ -105,7 +105,8 @@ def test_a_real_improvement_is_found_with_its_interval_and_the_baseline_once() -
     assert result.best_settings is not None and result.best_settings.draft_n_max == 8
     assert result.best_vs_start is not None and result.best_vs_start.ci_low > 1.9
     assert result.best.vs_baseline is not None and result.best.vs_baseline.ratio == pytest.approx(140 / 50)
-    assert "Best: draft_n_max=8" in result.verdict and "2.00x the start (95 % CI " in result.verdict and ", both measured twice);" in result.verdict
+    assert "Best: draft_n_max=8" in result.verdict and "2.00x the start (95 % CI " in result.verdict
+    assert "6 runs of 2 prompts), both measured twice;" in result.verdict
     assert [p.role for p in result.points] == [BASELINE_ROLE, START_ROLE] + [CANDIDATE_ROLE] * 3 + [CONFIRM_ROLE] * 2
     assert result.confirmed is True and result.points[-1].label == "draft_n_max=8 (again)"
     assert result.points[-2].label == "start (again)"
@@ -162,13 +163,15 @@ def test_the_budget_stops_the_search_and_says_what_was_left() -> None:
     assert result.improved and result.confirmed and result.best is not None and result.best.changes == {"draft_n_max": 15}
 
 
-def test_a_win_without_room_to_confirm_it_stands_with_a_note() -> None:
+def test_a_win_without_room_to_confirm_it_is_an_unconfirmed_win_that_can_be_saved() -> None:
     fake = FakeBench(lambda s: 60.0 + 10 * (s.draft_n_max or 0))
     fake.on_call = lambda n: setattr(fake, "cost", 40.0) if n == 3 else None  # the candidate is slow to measure
     result = run(fake, [draft_max_knob(8)], budget_s=75.0)
     assert len(fake.calls) == 3 and result.elapsed_s == 60.0  # two more 20 s points would end at 100 s
-    assert result.improved and result.confirmed is None
-    assert any("not measured a second time" in n and "give more time to confirm it" in n for n in result.notes)
+    assert not result.improved and result.confirmed is None and result.unconfirmed and result.savable
+    assert result.best is not None and result.best.changes == {"draft_n_max": 8}
+    assert "Unconfirmed win: draft_n_max=8" in result.verdict and "run again to confirm" in result.verdict
+    assert "no room to measure it a second time" in result.verdict
 
 
 def test_cancel_stops_the_search_and_keeps_what_was_measured() -> None:
@@ -178,8 +181,10 @@ def test_cancel_stops_the_search_and_keeps_what_was_measured() -> None:
     result = run(fake, [draft_max_knob(8, 4, 2)], cancel_event=cancel)
     assert len(fake.calls) == 3 and result.cancelled
     assert any("cancelled" in n for n in result.notes)
-    # the candidate that was measured while cancel was pressed still counts; nothing after it ran
+    # the candidate that was measured while cancel was pressed still counts, unconfirmed; nothing after it ran
     assert result.best is not None and result.best.changes == {"draft_n_max": 8}
+    assert result.unconfirmed and result.savable and not result.improved
+    assert "cancelled before it was measured a second time: run again to confirm" in result.verdict
 
 
 def test_points_that_do_not_fit_are_skipped_without_a_server() -> None:
@@ -223,8 +228,8 @@ def test_bad_arguments_are_refused_before_anything_runs() -> None:
     fake = FakeBench(lambda s: 1.0)
     with pytest.raises(BenchError, match="budget must be positive"):
         run(fake, [], budget_s=0)
-    with pytest.raises(BenchError, match="at least 2 repetitions"):
-        run(fake, [], reps=1)
+    with pytest.raises(BenchError, match="at least 3 repetitions"):
+        run(fake, [], reps=2)  # two runs give no interval, so no win could ever be called
     assert not fake.calls
 
 
@@ -336,12 +341,11 @@ def test_planner_fit_uses_the_host_on_a_cpu_engine_and_vram_on_a_gpu() -> None:
 
 
 def test_the_bootstrap_the_search_relies_on_separates_noise_from_a_shift() -> None:
-    same = [[100 * k for k in NOISE]]
-    shifted = [[110 * k for k in NOISE]]
-    noise = bootstrap_speedup(same, [[101 * k for k in NOISE]])
-    assert noise is not None and noise.ci_low < 1.0 < noise.ci_high
-    win = bootstrap_speedup(same, shifted)
-    assert win is not None and win.ci_low > 1.02
+    same = Evidence({"a": [100 * k for k in NOISE]})
+    noise = compare(same, Evidence({"a": [101 * k for k in NOISE]}))
+    assert noise.ci_low is not None and noise.ci_high is not None and noise.ci_low < 1.0 < noise.ci_high
+    win = compare(same, Evidence({"a": [110 * k for k in NOISE]}))
+    assert win.above(1.02)
 
 
 @pytest.mark.parametrize(("accept", "order"), [(1.0, [15, 12, 8, 4, 2]), (0.0, [2, 4, 8, 12, 15]),
@@ -354,3 +358,72 @@ def test_the_start_acceptance_says_which_end_of_the_draft_max_goes_first(accept:
     run(fake, [draft_max_knob(8, 2, 15, 4, 12)], on_plan=lambda p: plans.append(replace(p)))
     assert [s.draft_n_max for s, _m in fake.calls][2:7] == order
     assert list(plans[-1].knobs[0].values) == order  # the plan the view shows says the same order
+
+
+def _threads_measure(cut_after: int | None) -> Callable[[LaunchSettings, str, Callable[[str], None]], BenchReport]:
+    """The starter's case (issue 37): threads=2 at 93.1 against 53.9 tok/s, the search cancelled while that
+    point was measured; ``cut_after``: how many replies it finished before the cancel (None: all)."""
+
+    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
+        report = BenchReport(SUITE, [mode], len(NOISE), 1)
+        speed = 93.1 if settings.threads == 2 else 53.9
+        replies = [(rep, k, p) for rep, k in enumerate(NOISE) for p in SUITE.prompts]
+        if settings.threads == 2:
+            report.cancelled = True
+            replies = replies[:cut_after]
+        for rep, k, p in replies:
+            report.samples.append(Sample(mode, p.id, rep, 42 + rep, completion_tokens=32, gen_tps=speed * k,
+                                         text="def f(): pass"))
+        return report
+
+    return measure
+
+
+def _tune_threads(cut_after: int | None) -> TuneResult:
+    start = LaunchSettings(target="/m/starter.gguf", threads=1)  # the starter: no speculation, start = baseline
+    knob = Knob("threads", "Threads", 1, (2,), lambda s, v: replace(s, threads=v))
+    return tune(None, CPU_CAPS, start, SUITE, budget_s=1000, measure=_threads_measure(cut_after), knobs=[knob],
+                fits=lambda s: None)
+
+
+def test_a_cancelled_candidate_far_ahead_is_an_unconfirmed_win_not_keep_the_start() -> None:
+    """Issue 37: "No configuration beat the start measurably… keep the start" beside a cancelled row of
+    threads=2 at 1.73x (1.71-1.75). The verdict now says what the row says, and the win can be saved."""
+    result = _tune_threads(cut_after=None)
+    row = result.points[-1]
+    assert row.status == "cancelled" and row.vs_start is not None and row.vs_start.above(1.6)
+    assert "keep the start" not in result.verdict
+    assert "Unconfirmed win: threads=2, 93.1 tok/s" in result.verdict and "1.73x the start" in result.verdict
+    assert "the cancel cut its measurement short" in result.verdict and "run again to confirm" in result.verdict
+    assert result.savable and not result.improved and result.best is row and result.best_settings is not None
+    assert result.best_settings.threads == 2
+    assert any("threads=2 cut short" in n for n in result.notes)  # what the cancel left unmeasured
+
+
+def test_a_candidate_cut_short_after_one_run_gets_no_ratio_and_the_verdict_says_so() -> None:
+    result = _tune_threads(cut_after=2)  # one run of each prompt before the cancel
+    row = result.points[-1]
+    assert row.vs_start is not None and not row.vs_start.shown and row.vs_start.why_not == "one run: no interval"
+    # the row says so in both ratio columns (the start is the baseline here): no interval from one run
+    assert format_table(result).splitlines()[-1].count("one run: no interval") == 2
+    assert "keep the start" in result.verdict and not result.savable
+    assert "threads=2 was cut short by the cancel (2 of 6 replies measured; one run: no interval): run again to " \
+           "measure it." in result.verdict
+
+
+def test_a_start_that_drafted_nothing_has_no_speed_up_over_the_baseline() -> None:
+    """The dock's case in tune's table: N-gram on the starter drafted no token, so its speed is no speed-up."""
+    fake = FakeBench(lambda s: 52.0 if s.draft_n_max == 1 else 51.0)
+
+    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
+        report = fake(settings, mode, status)
+        for s in report.samples:
+            s.draft_n = s.draft_n_accepted = 0
+        return report
+
+    result = tune(None, CPU_CAPS, START, SUITE, budget_s=1000, measure=measure, knobs=[draft_max_knob(8)],
+                  clock=fake.clock, fits=lambda s: None)
+    assert result.start is not None and result.start.vs_baseline is not None
+    assert result.start.vs_baseline.text() == "drafted nothing" and "no ratio to the baseline (drafted nothing)" in \
+        result.verdict
+    assert result.start.vs_start is None and result.points[2].vs_start is not None  # knob vs start: a comparison

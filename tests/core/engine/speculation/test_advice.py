@@ -43,40 +43,58 @@ def test_classify_the_shipped_suites_and_edge_cases() -> None:
     assert classify("Tell me a story about the sea at dusk") == PROSE
 
 
-def test_setup_key_names_engine_target_and_draft() -> None:
-    assert KEY == "mainline llama.cpp (build 11434) | target-Q4_K_M.gguf | dflash-Q8_0.gguf"
-    assert setup_key(CAPS, replace(SETTINGS, draft=None)).endswith("| -")
+def test_setup_key_names_engine_target_draft_and_the_other_settings() -> None:
+    assert KEY.startswith("mainline llama.cpp (build 11434) | target-Q4_K_M.gguf | dflash-Q8_0.gguf | settings ")
+    assert setup_key(CAPS, replace(SETTINGS, draft=None)).split(" | ")[2] == "-"
+    # the speculation may differ between the modes compared; any other setting makes another setup
+    assert setup_key(CAPS, replace(SETTINGS, spec_mode=SpecMode.OFF, draft_n_max=8, port=9999)) == KEY
+    assert setup_key(CAPS, replace(SETTINGS, threads=2)) != KEY
+    assert setup_key(CAPS, replace(SETTINGS, ctx_size=8192)) != KEY
 
 
-def test_best_mode_needs_evidence_of_two_modes_and_a_clear_winner(tmp_path: Path) -> None:
+def test_best_mode_needs_like_for_like_evidence_and_a_clear_winner(tmp_path: Path) -> None:
     a = WorkloadAdvice(tmp_path / "advice.json")
     assert a.best_mode(KEY, CODE) is None
     for v in (100.0, 102.0, 98.0):
-        a.record(KEY, CODE, DFLASH, v)
+        a.record(KEY, CODE, DFLASH, v, "p1")
     assert a.best_mode(KEY, CODE) is None  # one mode alone compares nothing
-    a.record(KEY, CODE, BASELINE, 50.0)
-    a.record(KEY, CODE, BASELINE, 51.0)
+    a.record(KEY, CODE, BASELINE, 50.0, "p1")
+    a.record(KEY, CODE, BASELINE, 51.0, "p1")
     verdict = a.verdict(KEY, CODE)
-    assert verdict.best is None and "too little evidence" in verdict.why and "Baseline 2" in verdict.why
-    a.record(KEY, CODE, BASELINE, 49.0)
+    assert verdict.best is None and "too little like-for-like evidence" in verdict.why
+    assert "2 runs: no interval (needs 3)" in verdict.why
+    a.record(KEY, CODE, BASELINE, 49.0, "p1")
     assert a.best_mode(KEY, CODE) == DFLASH
-    assert "DFlash 100.0 tok/s over Baseline 50.0 tok/s (2.00x" in a.verdict(KEY, CODE).why
+    why = a.verdict(KEY, CODE).why
+    assert why.startswith("DFlash 100.0 tok/s over Baseline 50.0 tok/s (2.00x (") and why.endswith(", 3 runs))")
     # per kind and per setup: prose knows nothing yet, another setup neither
     assert a.best_mode(KEY, PROSE) is None and a.best_mode("other", CODE) is None
     for v in (60.0, 61.0, 59.0):  # on prose MTP and baseline are within 3 %: a tie, no advice
-        a.record(KEY, PROSE, MTP, v)
-        a.record(KEY, PROSE, BASELINE, v * 0.99)
+        a.record(KEY, PROSE, MTP, v, "p2")
+        a.record(KEY, PROSE, BASELINE, v * 0.99, "p2")
     tie = a.verdict(KEY, PROSE)
-    assert tie.best is None and "within 3 %" in tie.why
+    assert tie.best is None and "within the noise or 3 % of each other" in tie.why
+
+
+def test_figures_of_different_prompts_never_make_a_verdict(tmp_path: Path) -> None:
+    """Like for like: DFlash measured on one prompt, the baseline on another, is no comparison."""
+    a = WorkloadAdvice(tmp_path / "advice.json")
+    for v in (100.0, 102.0, 98.0):
+        a.record(KEY, CODE, DFLASH, v, "p1")
+        a.record(KEY, CODE, BASELINE, v / 2, "p2")
+    v = a.verdict(KEY, CODE)
+    assert v.best is None and "different prompts: no ratio" in v.why
+    assert [(f.mode, f.n) for f in v.figures] == [(DFLASH, 3), (BASELINE, 3)]  # still shown
 
 
 def test_figures_persist_atomically_and_keep_only_the_newest(tmp_path: Path) -> None:
     path = tmp_path / "advice.json"
     a = WorkloadAdvice(path, window=3)
-    a.record_many(KEY, [(CODE, DFLASH, 10.0), (CODE, DFLASH, 20.0), (CODE, DFLASH, 30.0), (CODE, DFLASH, 40.0),
-                        (CODE, BASELINE, 0.0)])  # a failed reply (0 tok/s) is no figure
+    a.record_many(KEY, [(CODE, DFLASH, 10.0, "p"), (CODE, DFLASH, 20.0, "p"), (CODE, DFLASH, 30.0, "p"),
+                        (CODE, DFLASH, 40.0, "p"), (CODE, BASELINE, 0.0, "p")])  # a failed reply (0 tok/s) is no figure
     data = json.loads(path.read_text())
-    assert data["kind"] == "beedeck-advice" and data["setups"][KEY][CODE] == {DFLASH: [20.0, 30.0, 40.0]}
+    assert data["kind"] == "beedeck-advice" and data["schema"] == 2
+    assert data["setups"][KEY][CODE] == {DFLASH: {"p": [20.0, 30.0, 40.0]}}
     assert not list(tmp_path.glob(".advice.json.tmp-*"))  # the temp file was renamed over, none left
     assert WorkloadAdvice(path).verdict(KEY, CODE).figures[0].n == 3  # a new process reads it back
     with pytest.raises(AdviceError, match="Unknown speculation mode 'turbo'"):
@@ -85,6 +103,20 @@ def test_figures_persist_atomically_and_keep_only_the_newest(tmp_path: Path) -> 
         a.best_mode(KEY, "poetry")
     a.forget(KEY)
     assert a.setups() == [] and json.loads(path.read_text())["setups"] == {}
+
+
+def test_a_schema_1_file_is_read_its_figures_shown_never_compared(tmp_path: Path) -> None:
+    """Schema 1 kept no prompt per figure: its figures stay (nothing is lost) but cannot be like for like."""
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps({"kind": "beedeck-advice", "schema": 1, "setups": {
+        "old": {"code": {"dflash": [100.0, 101.0, 99.0], "baseline": [50.0, 51.0, 49.0]}}}}))
+    a = WorkloadAdvice(path)
+    assert not a.problem and not list(tmp_path.glob("advice.json.corrupt-*"))
+    v = a.verdict("old", CODE)
+    assert v.best is None and [f.n for f in v.figures] == [3, 3] and "different prompts" in v.why
+    a.record("old", CODE, DFLASH, 98.0, "p")  # written back as schema 2, the old figures kept
+    data = json.loads(path.read_text())
+    assert data["schema"] == 2 and data["setups"]["old"]["code"]["dflash"] == {"": [100.0, 101.0, 99.0], "p": [98.0]}
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"kind": "beedeck-advice", "schema": 1, "setups": {"k": '
@@ -97,7 +129,7 @@ def test_a_corrupt_file_is_kept_aside_with_a_message(tmp_path: Path, content: st
     assert len(aside) == 1 and aside[0].read_text() == content  # never deleted
     assert f"it was kept as {aside[0].name}" in a.problem and "learning starts again" in a.problem
     a.record(KEY, CODE, DFLASH, 5.0)  # and learning goes on in a fresh file
-    assert json.loads(path.read_text())["setups"][KEY][CODE][DFLASH] == [5.0]
+    assert json.loads(path.read_text())["setups"][KEY][CODE][DFLASH] == {"": [5.0]}
 
 
 def test_a_file_of_a_newer_beedeck_is_left_as_it_is(tmp_path: Path) -> None:
@@ -142,7 +174,7 @@ def test_a_benchmark_teaches_per_kind_and_the_guard_follows(tmp_path: Path) -> N
     assert SpecGuard().mode_for_prompt("Write code") is None  # without the advice: nothing to follow
 
 
-def test_a_tune_teaches_its_baseline_and_best(tmp_path: Path) -> None:
+def test_a_tune_teaches_its_baseline_and_best_when_only_the_speculation_changed(tmp_path: Path) -> None:
     from tests.core.bench.tune.test_search import CPU_CAPS, START, FakeBench, draft_max_knob
     from tests.core.bench.tune.test_search import SUITE as TUNE_SUITE
 
@@ -151,14 +183,31 @@ def test_a_tune_teaches_its_baseline_and_best(tmp_path: Path) -> None:
                   clock=fake.clock, fits=lambda s: None)
     assert result.improved
     samples = tune_advice_samples(result)
-    # two prompts x three repetitions of the baseline (50 tok/s) and of the best point, not the start's
+    # two prompts x three repetitions of the baseline (50 tok/s) and of the best point (140): the draft max is
+    # the speculation's own setting, so the best runs with the baseline's settings apart from the mode
     assert sorted({(m, t) for m, t, _v in samples}) == [(BASELINE, "Write code."), (BASELINE, "Write more code."),
                                                          (DFLASH, "Write code."), (DFLASH, "Write more code.")]
     assert len(samples) == 12 and max(v for m, _t, v in samples if m == DFLASH) == pytest.approx(140 * 1.03)
     a = WorkloadAdvice(tmp_path / "advice.json")
     key = setup_key(CPU_CAPS, START)
+    assert key == setup_key(CPU_CAPS, result.best_settings)  # type: ignore[arg-type]  # the same setup
     a.learn(key, samples)
-    assert a.best_mode(key, CODE) == DFLASH
+    assert a.best_mode(key, CODE) == DFLASH and "2.80x (" in a.verdict(key, CODE).why
+
+
+def test_a_tuned_best_that_changed_another_setting_teaches_the_start_instead(tmp_path: Path) -> None:
+    """threads=2 is another setup than the baseline measured with threads=1: not a comparison of modes."""
+    from beedeck.core.bench.tune.knobs import Knob
+    from tests.core.bench.tune.test_search import CPU_CAPS, START, FakeBench
+    from tests.core.bench.tune.test_search import SUITE as TUNE_SUITE
+
+    threads = Knob("threads", "Threads", 1, (2,), lambda s, v: replace(s, threads=v))
+    fake = FakeBench(lambda s: 70.0 * (s.threads or 1))
+    result = tune(None, CPU_CAPS, replace(START, threads=1), TUNE_SUITE, budget_s=1000, measure=fake, knobs=[threads],
+                  clock=fake.clock, fits=lambda s: None)
+    assert result.improved and result.best is not None and result.best.changes == {"threads": 2}
+    samples = tune_advice_samples(result)
+    assert max(v for m, _t, v in samples if m == DFLASH) == pytest.approx(70 * 1.03)  # the start's, not the best's
 
 
 def test_cli_advice_lists_classifies_and_forgets(beedeck_home: Path, capsys: pytest.CaptureFixture[str]) -> None:

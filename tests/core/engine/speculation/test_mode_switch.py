@@ -163,7 +163,7 @@ def test_the_headers_decide_which_modes_are_offered() -> None:
     n = sw.request("model-free")
     assert n.settings is not None and n.settings.spec_model_free_type == "ngram-mod"
     sw.restart_done(1.0)
-    assert sw.status == "N-gram: restarted the server with ngram-mod speculation in 1.0 s"
+    assert sw.status == "N-gram: restarted the server with N-gram speculation in 1.0 s"
 
 
 def test_the_engine_decides_too() -> None:

@@ -152,7 +152,7 @@ def test_model_free_type_is_one_the_engine_runs_safely(ml: EngineCaps, bee_a: En
     assert pick_model_free_type(bee_a, "ngram-mod") == "ngram-simple"
     s = LaunchSettings(target="/m/t.gguf", spec_model_free_type="copyspec")
     free = option(available_modes(bee_a, s, PLAIN_TARGET), MODEL_FREE)
-    assert free is not None and free.available and free.label == "Copyspec" and free.spec_type == "copyspec"
+    assert free is not None and free.available and free.label == "N-gram" and free.spec_type == "copyspec"  # one name per mode; the type apart
 
 
 def test_settings_for_mode_changes_only_the_speculation(ml: EngineCaps) -> None:

@@ -1,4 +1,6 @@
-"""The speculation guard: speaks once when DFlash is slower than the baseline, never nags."""
+"""The speculation guard: speaks once when a mode does not pay, and only from evidence the one rule for
+ratios accepts (issue 37): a like-for-like comparison (a benchmark's replies, the learnt advice), or the
+replies' own draft counters. One reply's speed against another's is never a ratio."""
 
 from __future__ import annotations
 
@@ -7,7 +9,19 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.bench.suites import load_suite
-from beedeck.core.engine.speculation.spec_guard import CODE, PROSE, STRUCTURED, SpecGuard, classify_prompt
+from beedeck.core.engine.speculation.comparison import Evidence
+from beedeck.core.engine.speculation.spec_guard import (
+    CODE,
+    PROSE,
+    STRUCTURED,
+    SpecGuard,
+    classify_prompt,
+    references_from_bench,
+)
+
+BASE = Evidence({"c1": [50.0, 51.0, 49.0], "c2": [40.0, 41.0, 39.0]})
+SLOW = Evidence({"c1": [40.0, 41.0, 39.0], "c2": [32.0, 33.0, 31.0]}, drafted=200)  # 0.80x, like for like
+SAME = Evidence({"c1": [50.5, 49.0, 51.5], "c2": [40.5, 39.5, 41.0]}, drafted=200)
 
 
 def test_classify_prompt_on_the_shipped_suites() -> None:
@@ -18,91 +32,94 @@ def test_classify_prompt_on_the_shipped_suites() -> None:
     assert classify_prompt("fix this: `foo()` returns None") == CODE
 
 
-def test_tells_once_with_the_numbers_after_enough_samples() -> None:
-    g = SpecGuard(min_samples=3, confirm=2)
-    for v in (50.0, 52.0, 48.0):
+def test_slower_replies_alone_are_no_evidence_two_replies_are_two_prompts() -> None:
+    """The old guard told "DFlash is costing you 20 %" from the medians of different replies."""
+    g = SpecGuard(confirm=2)
+    for v in (50.0, 51.0, 49.0):
         assert g.observe("baseline", v, PROSE) is None
-    assert g.observe("dflash", 40.0, PROSE) is None  # one DFlash reply is not enough
-    assert g.observe("dflash", 41.0, PROSE) is None
-    assert g.observe("dflash", 39.0, PROSE) is None  # armed, first confirmation
-    advice = g.observe("dflash", 40.0, PROSE)
-    assert advice is not None
-    assert (advice.mode, advice.kind, advice.suggested_mode) == ("dflash", PROSE, "baseline")
-    assert advice.baseline_tps == 50.0 and advice.mode_tps == 40.0 and advice.slowdown == pytest.approx(0.2)
-    assert "costing you 20% on prose" in advice.message and "40.0 tok/s against 50.0" in advice.message
-    for _ in range(10):  # never again in this conversation and kind
-        assert g.observe("dflash", 20.0, PROSE) is None
+    for v in (40.0, 41.0, 39.0, 40.0, 20.0):
+        assert g.observe("dflash", v, PROSE, drafted=30) is None
 
 
-def test_never_nags_when_dflash_is_faster_or_within_the_margin() -> None:
-    g = SpecGuard()
-    for v in (50.0, 50.0, 50.0):
-        g.observe("baseline", v, CODE)
-    for v in (49.0, 48.5, 49.5, 48.0, 120.0, 130.0):  # 1-4 % slower: inside the 5 % margin
-        assert g.observe("dflash", v, CODE) is None
-
-
-def test_hysteresis_disarms_only_on_real_recovery() -> None:
-    g = SpecGuard(min_samples=1, window=1, confirm=3, enter_margin=0.10, exit_margin=0.02)
-    g.observe("baseline", 100.0, CODE)
-    assert g.observe("dflash", 85.0, CODE) is None  # armed (15 % slower), streak 1
-    assert g.observe("dflash", 95.0, CODE) is None  # 5 %: between the margins, stays armed, streak 2
-    assert g.observe("dflash", 94.0, CODE) is not None  # streak 3: told
+def test_a_benchmark_that_found_the_mode_slower_is_told_once_with_its_interval() -> None:
+    g = SpecGuard(confirm=2)
+    g.add_reference("baseline", PROSE, BASE)
+    g.add_reference("dflash", PROSE, SLOW)
+    assert g.observe("dflash", 40.0, PROSE, drafted=30) is None  # one DFlash reply of this kind: not yet
+    advice = g.observe("dflash", 40.0, PROSE, drafted=30)
+    assert advice is not None and advice.mode == "dflash" and advice.kind == PROSE and advice.suggested_mode == "baseline"
+    assert advice.comparison is not None and advice.comparison.below(0.9)
+    c = advice.comparison
+    assert (f"DFlash is slower than Baseline on prose prompts here: {c.ratio:.2f}x (95 % CI {c.interval_text()}, "
+            "3 runs of 2 prompts; a benchmark on this server, the same prompts in both).") in advice.message
+    assert g.observe("dflash", 20.0, PROSE, drafted=30) is None  # once per conversation and kind
+    assert g.observe("dflash", 40.0, CODE, drafted=30) is None  # code has no evidence
     g.new_conversation("c2")
-    g.observe("baseline", 100.0, CODE)
-    assert g.observe("dflash", 85.0, CODE) is None  # armed
-    assert g.observe("dflash", 99.0, CODE) is None  # 1 %: recovered, disarmed
-    assert g.observe("dflash", 85.0, CODE) is None  # armed again, streak restarts at 1
+    g.observe("dflash", 40.0, PROSE, drafted=30)
+    assert g.observe("dflash", 40.0, PROSE, drafted=30) is not None  # a new conversation may be told once more
 
 
-def test_kinds_and_conversations_are_separate_and_references_stand_in() -> None:
-    g = SpecGuard(min_samples=2, confirm=1)
-    g.add_reference("baseline", PROSE, [60.0, 62.0])  # from a benchmark run
-    assert g.observe("dflash", 40.0, CODE) is None  # no code baseline at all
-    assert g.observe("dflash", 40.0, PROSE) is None
-    advice = g.observe("dflash", 41.0, PROSE)
-    assert advice is not None and advice.n_baseline == 2 and advice.baseline_tps == 61.0
-    g.new_conversation("next")
-    g.observe("dflash", 40.0, PROSE)
-    assert g.observe("dflash", 40.0, PROSE) is not None  # a new conversation may be told once more
-    with pytest.raises(ValueError, match="hysteresis"):
-        SpecGuard(enter_margin=0.01, exit_margin=0.05)
+def test_inside_the_noise_or_without_an_interval_it_never_nags() -> None:
+    g = SpecGuard(confirm=1)
+    g.add_reference("baseline", CODE, BASE)
+    g.add_reference("dflash", CODE, SAME)
+    g.add_reference("baseline", PROSE, Evidence({"p": [50.0]}))  # one run: no interval, no verdict
+    g.add_reference("dflash", PROSE, Evidence({"p": [20.0]}, drafted=9))
+    for _ in range(5):
+        assert g.observe("dflash", 40.0, CODE, drafted=30) is None
+        assert g.observe("dflash", 40.0, PROSE, drafted=30) is None
+    with pytest.raises(ValueError):
+        SpecGuard(confirm=0)
 
 
-def test_benchmark_figures_become_references_per_mode_and_kind() -> None:
-    from beedeck.core.engine.speculation.spec_guard import SpecGuard, references_from_bench
+def test_a_mode_that_drafted_nothing_in_its_last_replies_says_so() -> None:
+    """The starter's N-gram: "Drafts accepted: 0 drafted" reply after reply."""
+    g = SpecGuard(confirm=3)
+    assert g.observe("model-free", 45.6, CODE, drafted=0) is None
+    assert g.observe("model-free", 46.7, CODE, drafted=12) is None
+    assert g.observe("model-free", 32.6, CODE, drafted=0) is None  # the last three: 0, 12, 0
+    assert g.observe("model-free", 30.5, CODE, drafted=0) is None
+    advice = g.observe("model-free", 26.0, CODE, drafted=0)
+    assert advice is not None and advice.comparison is None and advice.replies == 5
+    assert advice.message == ("N-gram drafted nothing in your last 5 code replies (the server counted 0 draft "
+                              "tokens): it finds nothing to guess here, so it cannot speed them up. Switch to "
+                              "Baseline for this kind of prompt?")
+    assert "×" not in advice.message and "%" not in advice.message  # no ratio from replies
 
+
+def test_benchmark_replies_become_evidence_per_mode_kind_and_prompt() -> None:
+    code = "Write a Python function that parses JSON"
     refs = references_from_bench([
-        ("baseline", "Write a Python function that parses JSON", 40.0),
-        ("baseline", "Write a Python function that parses JSON", 42.0),
-        ("baseline", "Write a Python function that parses JSON", 41.0),
-        ("dflash", "Write a Python function that parses JSON", 130.0),
-        ("dflash", "Tell me a story about the sea at dusk", 0.0),  # failed reply: no figure
+        ("baseline", "a", code, 40.0), ("baseline", "a", code, 42.0), ("baseline", "a", code, 41.0),
+        ("dflash", "a", code, 130.0),
+        ("dflash", "b", "Tell me a story about the sea at dusk", 0.0),  # failed reply: no run
     ])
-    assert refs[("baseline", "code")] == [40.0, 42.0, 41.0]
-    assert refs[("dflash", "code")] == [130.0]
-    assert not any(kind == "prose" for _, kind in refs)
-    guard = SpecGuard(min_samples=3)
+    assert refs[("baseline", "code")].runs == {"a": [40.0, 42.0, 41.0]}
+    assert refs[("dflash", "code")].runs == {"a": [130.0]}
+    assert refs[("dflash", "prose")].runs == {}
+    guard = SpecGuard()
     guard.add_reference("baseline", "code", refs[("baseline", "code")])
-    assert guard.figure("baseline", "code") == (41.0, 3)
+    guard.add_reference("dflash", "code", refs[("dflash", "code")])
+    assert guard.comparison("dflash", "code") is None  # one DFlash run: no interval
+    guard.clear_references()
+    assert guard.comparison("dflash", "code") is None
 
 
-def test_the_learnt_advice_names_a_faster_mode_instead_of_the_baseline(tmp_path: Path) -> None:
+def test_the_learnt_advice_is_evidence_and_names_a_faster_mode_instead_of_the_baseline(tmp_path: Path) -> None:
     from beedeck.core.engine.speculation.advice import WorkloadAdvice
 
     advice = WorkloadAdvice(tmp_path / "advice.json")
-    for v in (90.0, 92.0, 88.0):  # tune/benchmark runs: on prose MTP beats the baseline and DFlash
-        advice.record("setup", PROSE, "mtp", v)
-        advice.record("setup", PROSE, "baseline", v / 2)
-    g = SpecGuard(min_samples=1, confirm=1, advice=advice, setup="setup")
-    g.observe("baseline", 50.0, PROSE)
-    told = g.observe("dflash", 30.0, PROSE)
-    assert told is not None and told.suggested_mode == "mtp"
-    assert "found MTP fastest for prose (MTP 90.0 tok/s over Baseline 45.0" in told.message
+    for prompt in ("p1", "p2"):  # tune/benchmark runs: on prose MTP beats the baseline, DFlash loses to it
+        for v in (90.0, 92.0, 88.0):
+            advice.record("setup", PROSE, "mtp", v, prompt)
+            advice.record("setup", PROSE, "baseline", v / 2, prompt)
+            advice.record("setup", PROSE, "dflash", v / 3, prompt)
+    g = SpecGuard(confirm=1, advice=advice, setup="setup")
+    told = g.observe("dflash", 30.0, PROSE, drafted=40)
+    assert told is not None and told.suggested_mode == "mtp" and told.source == "tune and benchmark runs on this setup"
+    assert "found MTP fastest for prose (MTP 90.0 tok/s over Baseline 45.0 tok/s (2.00x (" in told.message
     assert told.message.endswith("Switch to MTP for this kind of prompt?")
-    # A learnt verdict for the slow mode itself (or none) leaves the baseline as the suggestion.
+    # Without a learnt verdict for this setup: no evidence, nothing said (the replies drafted).
     g.use_advice(advice, "another setup")
     g.new_conversation("c2")
-    g.observe("baseline", 50.0, PROSE)
-    plain = g.observe("dflash", 30.0, PROSE)
-    assert plain is not None and plain.suggested_mode == "baseline" and not plain.learned
+    assert g.observe("dflash", 30.0, PROSE, drafted=40) is None

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from beedeck.core.bench.report import Speedup, Stats
+from beedeck.core.bench.report import Stats
 from beedeck.core.bench.results import BASELINE, Sample
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.bench.tune.knobs import Knob
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.comparison import Comparison
 
 # A win must clear the noise (the interval) and be worth a profile change: 2 % above the best so far.
 MIN_GAIN = 0.02
@@ -39,8 +40,8 @@ class TunePoint:
     seconds: float = 0.0
     samples: list[Sample] = field(default_factory=list)
     gen_tps: Stats | None = None
-    vs_baseline: Speedup | None = None
-    vs_start: Speedup | None = None
+    vs_baseline: Comparison | None = None
+    vs_start: Comparison | None = None
     acceptance: float | None = None
     identical: int = 0
     compared: int = 0
@@ -147,7 +148,7 @@ class TuneResult:
     start: TunePoint | None = None
     best: TunePoint | None = None
     improved: bool = False
-    best_vs_start: Speedup | None = None
+    best_vs_start: Comparison | None = None
     verdict: str = ""
     notes: list[str] = field(default_factory=list)
     cancelled: bool = False
@@ -157,9 +158,16 @@ class TuneResult:
     finished: float = 0.0
     identity_checked: bool = False
     confirmed: bool | None = None  # a win measured again (start and winner) held; None: not measured again
+    unconfirmed: bool = False  # ``best`` beat the start once, not measured again (cancelled, no budget): savable
     min_gain: float = MIN_GAIN
     engine: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def savable(self) -> bool:
+        """A best other than the start that may become the profile: a confirmed win, or an unconfirmed
+        one (said as such: "run again to confirm")."""
+        return (self.improved or self.unconfirmed) and self.best is not None and self.best is not self.start
 
     @property
     def best_settings(self) -> LaunchSettings | None:

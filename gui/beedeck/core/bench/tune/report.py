@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.bench.report import Speedup
 from beedeck.core.bench.tune.points import TunePoint, TuneResult
+from beedeck.core.engine.speculation.comparison import Comparison
 
 SCHEMA_VERSION = 1
 CSV_FIELDS = ("index", "role", "knob", "changes", "status", "accepted", "best", "gen_tps_median", "gen_tps_min",
@@ -26,8 +26,8 @@ CSV_FIELDS = ("index", "role", "knob", "changes", "status", "accepted", "best", 
 TuneChartRenderer = Callable[[TuneResult, Path], list[Path]]
 
 
-def _sp(sp: Speedup | None) -> dict[str, float] | None:
-    return None if sp is None else {"ratio": sp.ratio, "ci_low": sp.ci_low, "ci_high": sp.ci_high}
+def _sp(sp: Comparison | None) -> dict[str, Any] | None:
+    return None if sp is None else sp.as_dict()
 
 
 def point_dict(p: TunePoint, best: TunePoint | None) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def result_dict(r: TuneResult) -> dict[str, Any]:
         "schema": SCHEMA_VERSION, "kind": "beedeck-tune", "engine": r.engine, "mode": r.mode,
         "suite": r.suite.to_dict(), "budget_s": r.budget_s, "elapsed_s": r.elapsed_s, "started": r.started,
         "finished": r.finished, "cancelled": r.cancelled, "identity_checked": r.identity_checked,
-        "confirmed": r.confirmed,
+        "confirmed": r.confirmed, "unconfirmed": r.unconfirmed,
         "min_gain": r.min_gain,
         "plan": {"candidates": plan.candidates, "measured_points": plan.measured_points, "reps": plan.reps,
                  "prompts": plan.prompts, "point_s": plan.point_s, "est_total_s": plan.est_total_s,
@@ -78,8 +78,9 @@ def to_csv(r: TuneResult) -> str:
     return buf.getvalue()
 
 
-def _cell_sp(sp: Speedup | None) -> str:
-    return "-" if sp is None else f"{sp.ratio:.2f}x ({sp.ci_low:.2f}-{sp.ci_high:.2f})"
+def _cell_sp(sp: Comparison | None) -> str:
+    """The rule's words: "1.73x (1.71-1.75, 3 runs of 2 prompts)", or why there is no ratio."""
+    return "-" if sp is None else sp.text()
 
 
 def point_cells(p: TunePoint, best: TunePoint | None) -> list[str]:

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from beedeck.core.bench.environment import collect_environment
-from beedeck.core.bench.report import Speedup, bootstrap_speedup, stats
-from beedeck.core.bench.results import BASELINE, BenchReport, Sample
+from beedeck.core.bench.report import stats
+from beedeck.core.bench.results import BASELINE, SPECULATIVE_MODES, BenchReport, Sample
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.bench.tune.knobs import (
@@ -70,6 +70,7 @@ from beedeck.core.bench.tune.points import (
 )
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.speculation.comparison import MIN_RUNS, Comparison, Evidence, compare
 from beedeck.core.engine.speculation.modes import mode_of
 
 ProgressFn = Callable[[int, int, str], None]
@@ -112,8 +113,11 @@ def bench_mode(settings: LaunchSettings) -> str:
     return mode_of(settings)
 
 
-def _strata(samples: Sequence[Sample], prompt_ids: Sequence[str]) -> list[list[float]]:
-    return [[s.gen_tps for s in samples if s.prompt_id == pid and s.error is None] for pid in prompt_ids]
+def _evidence(samples: Sequence[Sample], mode: str | None = None) -> Evidence:
+    """A point's replies as the rule's evidence (core/engine/speculation/comparison.py): tokens/s per prompt;
+    with ``mode`` (a comparison against the baseline, which differs in the mode) what it drafted too."""
+    drafted = sum(s.draft_n for s in samples) if mode in SPECULATIVE_MODES else None
+    return Evidence.of(((s.prompt_id, s.gen_tps) for s in samples if s.error is None), drafted=drafted)
 
 
 def bench_measure(engine: str | Path, caps: EngineCaps, suite: BenchSuite, *, reps: int, warmup: int,
@@ -188,13 +192,13 @@ class _Search:
             point.gen_tps = stats([s.gen_tps for s in point.samples])
             drafted = sum(s.draft_n for s in point.samples)
             point.acceptance = sum(s.draft_n_accepted for s in point.samples) / drafted if drafted else None
-        self._compare(point)
+        self._compare(point, mode)
         return point
 
-    def _compare(self, point: TunePoint) -> None:
+    def _compare(self, point: TunePoint, mode: str) -> None:
         if self.baseline is not None and point is not self.baseline and point.samples:
             base = self.baseline.samples
-            point.vs_baseline = bootstrap_speedup(_strata(base, self.prompt_ids), _strata(point.samples, self.prompt_ids))
+            point.vs_baseline = compare(_evidence(base), _evidence(point.samples, mode))
             ref = {(s.prompt_id, s.rep): s.text for s in base}
             pairs = [(ref[(s.prompt_id, s.rep)], s.text) for s in point.samples if (s.prompt_id, s.rep) in ref]
             point.compared = len(pairs)
@@ -204,22 +208,23 @@ class _Search:
                 point.reason = (f"at temperature 0 its text differs from the baseline's in "
                                 f"{point.compared - point.identical} of {point.compared} replies")
         if self.start is not None and point is not self.start and point.samples and self.start.samples:
-            point.vs_start = bootstrap_speedup(_strata(self.start.samples, self.prompt_ids),
-                                               _strata(point.samples, self.prompt_ids))
+            point.vs_start = compare(_evidence(self.start.samples), _evidence(point.samples))
 
     def estimate(self) -> float:
         return statistics.fmean(self.durations) if self.durations else 0.0
 
-    def beats(self, point: TunePoint, best: TunePoint) -> Speedup | None:
-        """The interval of ``point`` over ``best`` when it lies wholly above 1 + min_gain, else None."""
+    def beats(self, point: TunePoint, best: TunePoint) -> Comparison | None:
+        """The comparison of ``point`` over ``best`` when its interval lies wholly above 1 + min_gain, else None."""
         return self.beats_samples(point, point.samples, best.samples)
 
-    def beats_samples(self, point: TunePoint, new: Sequence[Sample], ref: Sequence[Sample]) -> Speedup | None:
-        """The same test on given replies (a point measured twice pools both runs)."""
-        if point.status != MEASURED or not new or not ref:
+    def beats_samples(self, point: TunePoint, new: Sequence[Sample], ref: Sequence[Sample],
+                      statuses: tuple[str, ...] = (MEASURED,)) -> Comparison | None:
+        """The same test on given replies (a point measured twice pools both runs; ``statuses``: which
+        points may win, a cancelled one only as an unconfirmed win)."""
+        if point.status not in statuses or not new or not ref:
             return None
-        sp = bootstrap_speedup(_strata(ref, self.prompt_ids), _strata(new, self.prompt_ids))
-        return sp if sp is not None and sp.ci_low > 1.0 + self.min_gain else None
+        sp = compare(_evidence(ref), _evidence(new))
+        return sp if sp.above(1.0 + self.min_gain) else None
 
 
 def tune(engine: str | Path | None, caps: EngineCaps, start_settings: LaunchSettings, suite: BenchSuite, *,
@@ -240,8 +245,8 @@ def tune(engine: str | Path | None, caps: EngineCaps, start_settings: LaunchSett
     """
     if budget_s <= 0:
         raise BenchError(f"The time budget must be positive, not {budget_s:g} s: use e.g. 10m.")
-    if reps < 2:
-        raise BenchError(f"Tuning needs at least 2 repetitions per prompt for an interval, not {reps}.")
+    if reps < MIN_RUNS:
+        raise BenchError(f"Tuning needs at least {MIN_RUNS} repetitions per prompt for an interval, not {reps}.")
     if measure is None and engine is None:
         raise BenchError("Give the engine to tune (or a measurement function).")
     cancel = cancel_event or threading.Event()
@@ -354,8 +359,10 @@ def _confirm(s: _Search, mode: str, result: TuneResult) -> None:
 
 
 def _verdict(r: TuneResult, s: _Search) -> None:
+    """The one-paragraph verdict, which never contradicts the table: a confirmed win, an unconfirmed one
+    (cut short or not measured again: "run again to confirm", and it can still be saved), or the start."""
     if r.cancelled:
-        r.notes.append("The search was cancelled: the verdict covers only the points measured before that.")
+        r.notes.append(_cancel_note(r))
     if not r.identity_checked:
         r.notes.append(f"Output identity was not checked: the prompts ran at temperature {r.suite.temperature:g} "
                        "(tune at 0 to require the baseline's text).")
@@ -373,45 +380,92 @@ def _verdict(r: TuneResult, s: _Search) -> None:
         r.notes.append(f"The start itself does not reproduce the baseline's text ({r.start.reason}).")
     start = r.start
     best = r.best or start
-    r.best = best
-    base = r.baseline.gen_tps.median if r.baseline.gen_tps else 0.0
-    head = f"Baseline {base:.1f} tok/s; start {_tps(start)}{_vs_base(start, r.baseline)}."
+    r.best = start
+    head = f"Baseline {_tps(r.baseline)}; start {_tps(start)}{_vs_base(start, r.baseline)}."
     tried = f"{r.tried} point{'' if r.tried == 1 else 's'} tried in {_dur(r.elapsed_s)}"
-    if best is not start:
-        sp = s.beats(best, start)  # each step beat the one before; the verdict checks against the start itself
-        if sp is not None and s.again is not None:
-            again_start, again_best = s.again
-            pooled = s.beats_samples(again_best, best.samples + again_best.samples, start.samples + again_start.samples)
-            r.confirmed = pooled is not None
-            if pooled is None:
-                both = bootstrap_speedup(_strata(start.samples + again_start.samples, s.prompt_ids),
-                                         _strata(best.samples + again_best.samples, s.prompt_ids))
-                shown = "" if both is None else f" ({both.ratio:.2f}x, 95 % CI {both.ci_low:.2f}-{both.ci_high:.2f})"
-                r.notes.append(f"{best.label} first ran at {sp.ratio:.2f}x the start, but measured again after the "
-                               f"search, both runs together{shown} no longer clear the noise: the first figure "
-                               "was the machine's load, not the setting.")
-            sp = pooled
-        if sp is not None:
-            r.improved, r.best_vs_start = True, sp
-            again = ", both measured twice" if r.confirmed else ""
-            r.verdict = (f"{head} Best: {best.label}, {_tps(best)}{_vs_base(best, r.baseline)}, {sp.ratio:.2f}x "
-                         f"the start (95 % CI {sp.ci_low:.2f}-{sp.ci_high:.2f}{again}); {tried}.")
+    sp = s.beats(best, start) if best is not start else None  # each step beat the one before; this checks the start
+    if sp is not None and s.again is not None:
+        again_start, again_best = s.again
+        pooled = s.beats_samples(again_best, best.samples + again_best.samples, start.samples + again_start.samples)
+        r.confirmed = pooled is not None
+        if pooled is not None:
+            r.best, r.improved, r.best_vs_start = best, True, pooled
+            r.verdict = (f"{head} Best: {best.label}, {_tps(best)}{_vs_base(best, r.baseline)}, "
+                         f"{_against(pooled, 'the start')}, both measured twice; {tried}.")
             return
-        r.best = start
+        both = compare(_evidence(start.samples + again_start.samples), _evidence(best.samples + again_best.samples))
+        r.notes.append(f"{best.label} first ran at {_against(sp, 'the start')}, but measured again after the "
+                       f"search, both runs together ({both.text()}) no longer clear the noise: the first figure was "
+                       "the machine's load, not the setting.")
+    elif sp is not None:
+        why = ("the search was cancelled before it was measured a second time" if r.cancelled else
+               f"the budget of {_dur(s.plan.budget_s)} had no room to measure it a second time")
+        _unconfirmed(r, best, sp, head, why)
+        return
+    cut = [(p, c) for p in r.points if p.role == CANDIDATE_ROLE and p.status == CANCELLED
+           and (c := s.beats_samples(p, p.samples, start.samples, (CANCELLED,))) is not None]
+    if cut:
+        point, sp = max(cut, key=lambda pc: pc[1].ratio or 0.0)
+        _unconfirmed(r, point, sp, head, f"the cancel cut its measurement short ({_replies(point, r)})")
+        return
+    r.verdict = f"{head} {_keep_start(r, tried)}"
+
+
+def _unconfirmed(r: TuneResult, point: TunePoint, sp: Comparison, head: str, why: str) -> None:
+    """A win measured once, not confirmed: said as such, and it can still be saved."""
+    r.best, r.best_vs_start, r.unconfirmed = point, sp, True
+    base = "" if r.baseline is None else _vs_base(point, r.baseline)
+    r.verdict = (f"{head} Unconfirmed win: {point.label}, {_tps(point)}{base}, "
+                 f"{_against(sp, 'the start')}, but {why}: run again to confirm. It can be saved as it is.")
+
+
+def _keep_start(r: TuneResult, tried: str) -> str:
+    """"No configuration beat the start measurably …: keep the start", naming the closest candidate and
+    every candidate the cancel cut short (its row says cancelled: the verdict says what it lacks)."""
+    when = " in what was measured before the cancel" if r.cancelled else ""
     rivals = [p for p in r.points if p.role == CANDIDATE_ROLE and p.status == MEASURED and p.vs_start is not None]
-    top = max(rivals, key=lambda p: p.vs_start.ratio if p.vs_start else 0.0, default=None)
+    top = max(rivals, key=lambda p: p.vs_start.ratio or 0.0 if p.vs_start else 0.0, default=None)
     closest = "" if top is None or top.vs_start is None else (
-        f" The fastest candidate, {top.label}, ran at {top.vs_start.ratio:.2f}x the start (95 % CI "
-        f"{top.vs_start.ci_low:.2f}-{top.vs_start.ci_high:.2f}): inside the noise or below the "
-        f"{100 * r.min_gain:.0f} % needed.")
-    r.verdict = f"{head} No configuration beat the start measurably ({tried}): keep the start.{closest}"
+        f" The fastest candidate, {top.label}, ran at {_against(top.vs_start, 'the start')}: inside the noise or "
+        f"below the {100 * r.min_gain:.0f} % needed.")
+    cut = "".join(f" {p.label} was cut short by the cancel ({_replies(p, r)}; "
+                  f"{p.vs_start.text() if p.vs_start else 'not compared'}): run again to measure it."
+                  for p in r.points if p.role == CANDIDATE_ROLE and p.status == CANCELLED and p.samples)
+    return f"No configuration beat the start measurably{when} ({tried}): keep the start.{closest}{cut}"
+
+
+def _replies(p: TunePoint, r: TuneResult) -> str:
+    want = r.plan.reps * len(r.suite.prompts)
+    return f"{len(p.samples)} of {want} replies measured"
+
+
+def _cancel_note(r: TuneResult) -> str:
+    """What a cancelled search measured and what it did not."""
+    measured = [p for p in r.points if p.status != CANCELLED and p.gen_tps is not None]
+    cut = [p for p in r.points if p.status == CANCELLED]
+    candidates = sum(1 for p in r.points if p.role == CANDIDATE_ROLE)
+    left = max(0, r.plan.candidates - candidates)
+    parts = [f"{len(measured)} point{'' if len(measured) == 1 else 's'} measured in full"]
+    parts += [f"{p.label} cut short ({_replies(p, r)})" for p in cut]
+    if left:
+        parts.append(f"{left} candidate{'' if left == 1 else 's'} not tried")
+    return ("The search was cancelled: " + "; ".join(parts) + ". The verdict covers only what was measured; "
+            "a win found before the cancel was not confirmed.")
 
 
 def _vs_base(p: TunePoint, baseline: TunePoint) -> str:
     sp = p.vs_baseline
     if sp is None or p is baseline:
         return ""
-    return f" ({sp.ratio:.2f}x the baseline, 95 % CI {sp.ci_low:.2f}-{sp.ci_high:.2f})"
+    return f" ({_against(sp, 'the baseline')})"
+
+
+def _against(sp: Comparison, what: str) -> str:
+    """"1.73x the start (95 % CI 1.71-1.75, 3 runs of 2 prompts)", or "no ratio to the start (one run: no
+    interval)": the rule's comparison in a sentence."""
+    if not sp.shown:
+        return f"no ratio to {what} ({sp.why_not})"
+    return f"{sp.ratio:.2f}x {what} (95 % CI {sp.interval_text()}, {sp.evidence_text()})"
 
 
 def _tps(p: TunePoint) -> str:

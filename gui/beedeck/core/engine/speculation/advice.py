@@ -2,16 +2,19 @@
 
 The speculation guard (:mod:`beedeck.core.engine.speculation.spec_guard`) watches one conversation; this module
 remembers across runs. It learns from measured figures only (auto-tune points and benchmark replies,
-fed through :meth:`WorkloadAdvice.learn`), per *setup* (engine build + target + draft file, see
-:func:`setup_key`) and per prompt *kind* (:func:`classify`: code, prose or structured output), and
-answers :meth:`WorkloadAdvice.best_mode` only on enough evidence:
+fed through :meth:`WorkloadAdvice.learn`), per *setup* (engine build + target + draft file + every other
+setting apart from the speculation, see :func:`setup_key`), per prompt *kind* (:func:`classify`: code, prose
+or structured output) and per prompt (each figure keeps a short hash of the prompt it answered), and answers
+:meth:`WorkloadAdvice.best_mode` only by BeeDeck's one rule for ratios
+(:mod:`beedeck.core.engine.speculation.comparison`):
 
-- every mode compared needs at least ``min_samples`` figures for that setup and kind;
-- at least two modes must have them (one mode alone is not a comparison);
-- the winner's median must beat the runner-up's by ``margin`` (3 %), else it is a tie: no advice.
+- two modes are compared only on the prompts both answered, with ``min_runs`` runs of every such prompt;
+- the winner's whole 95 % interval over every other mode must lie above ``1 + margin`` (3 %), else there is
+  no advice, and the verdict says why (too few runs, different prompts, or within the noise).
 
-Figures are kept per (setup, kind, mode), the newest ``window`` only, in ``advice.json`` in the data
-folder, written atomically. A file that cannot be read is kept aside (``advice.json.corrupt-<time>``)
+Figures are kept per (setup, kind, mode, prompt), the newest ``window`` only, in ``advice.json`` in the data
+folder, written atomically. Schema 1 files (figures without their prompts) are read as figures of no known
+prompt: shown, never compared. A file that cannot be read is kept aside (``advice.json.corrupt-<time>``)
 and :attr:`WorkloadAdvice.problem` says so; learning starts again from nothing.
 
 Mode keys are :data:`beedeck.core.engine.speculation.modes.MODE_KEYS`. Qt-free.
@@ -19,6 +22,7 @@ Mode keys are :data:`beedeck.core.engine.speculation.modes.MODE_KEYS`. Qt-free.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -33,17 +37,25 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.speculation.comparison import MIN_RUNS, Comparison, Evidence, compare
 from beedeck.core.engine.speculation.modes import MODE_KEYS, engine_label, mode_label
 
 log = logging.getLogger(__name__)
 
 CODE, PROSE, STRUCTURED = "code", "prose", "structured"
 KINDS = (CODE, PROSE, STRUCTURED)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FILE_NAME = "advice.json"
-MIN_SAMPLES = 3
+MIN_SAMPLES = MIN_RUNS  # runs of every compared prompt, per mode (the rule's minimum)
 MARGIN = 0.03
-WINDOW = 30
+WINDOW = 30  # newest figures kept per prompt and mode
+UNKNOWN_PROMPT = ""  # a schema-1 figure: its prompt was not recorded, so it is never compared
+# Settings that make up the speculation itself (and the server's address): they may differ between the
+# modes a setup compares; every other setting must be the same (the rule's "apart from the mode").
+_SPECULATION_FIELDS = ("target", "draft", "spec_mode", "spec_model_free_type", "draft_n_max", "draft_n_min",
+                       "dflash_cross_ctx", "draft_ctx_size", "draft_n_gpu_layers", "draft_ubatch_size",
+                       "draft_cache_type", "host", "port", "api_key", "metrics")
+Figures = dict[str, dict[str, dict[str, dict[str, list[float]]]]]  # setup -> kind -> mode -> prompt -> tok/s
 
 _CODE_HINTS = re.compile(
     r"```|\b(def|class|import|return|function|const|let|var|public|static|void|struct|fn|impl|SELECT|"
@@ -81,10 +93,23 @@ def classify(text: str) -> str:
 
 
 def setup_key(caps: EngineCaps, settings: LaunchSettings) -> str:
-    """The setup the figures belong to: the engine build, the target file and the draft file (or "-")."""
+    """The setup the figures belong to: the engine build, the target file, the draft file (or "-") and a
+    digest of every other setting apart from the speculation (threads, context, sampling...), so figures
+    measured with other settings are never compared as if only the mode differed."""
     target = Path(settings.target).name if settings.target else "-"
     draft = Path(settings.draft).name if settings.draft else "-"
-    return f"{engine_label(caps)} | {target} | {draft}"
+    return f"{engine_label(caps)} | {target} | {draft} | settings {settings_digest(settings)}"
+
+
+def settings_digest(settings: LaunchSettings) -> str:
+    """8 hex digits of the settings apart from the speculation (:data:`_SPECULATION_FIELDS`)."""
+    rest = {k: v for k, v in settings.to_dict().items() if k not in _SPECULATION_FIELDS}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def prompt_key(text: str) -> str:
+    """The key a prompt's figures are filed under: 12 hex digits of its text (the text is not stored)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -111,22 +136,22 @@ class AdviceError(RuntimeError):
 
 
 class WorkloadAdvice:
-    """Learnt figures per setup, prompt kind and mode; see the module docstring for the rules."""
+    """Learnt figures per setup, prompt kind, mode and prompt; see the module docstring for the rules."""
 
     def __init__(self, path: Path | None = None, *, min_samples: int = MIN_SAMPLES, margin: float = MARGIN,
                  window: int = WINDOW) -> None:
-        if min_samples < 1 or window < min_samples or margin < 0:
-            raise ValueError("need 1 <= min_samples <= window and margin >= 0")
+        if min_samples < 2 or window < min_samples or margin < 0:
+            raise ValueError("need 2 <= min_samples <= window and margin >= 0 (an interval needs 2 runs at least)")
         self.path = path or paths.data_dir() / FILE_NAME
         self.min_samples, self.margin, self.window = min_samples, margin, window
         self.problem = ""  # a sentence for the user when the file had to be kept aside
         self._lock = threading.Lock()
         self._read_only = False  # set when the file belongs to a newer BeeDeck
-        self._data: dict[str, dict[str, dict[str, list[float]]]] = self._load()
+        self._data: Figures = self._load()
 
     # ---- persistence ----
 
-    def _load(self) -> dict[str, dict[str, dict[str, list[float]]]]:
+    def _load(self) -> Figures:
         if not self.path.exists():
             return {}
         try:
@@ -158,20 +183,21 @@ class WorkloadAdvice:
 
     # ---- learning ----
 
-    def record(self, setup_key: str, kind: str, mode: str, tokens_per_s: float) -> None:
-        """Add one measured generation speed (tokens/s) of ``mode`` on ``setup_key`` for ``kind``."""
-        self.record_many(setup_key, [(kind, mode, tokens_per_s)])
+    def record(self, setup_key: str, kind: str, mode: str, tokens_per_s: float, prompt: str = UNKNOWN_PROMPT) -> None:
+        """Add one measured generation speed (tokens/s) of ``mode`` on ``setup_key`` for ``kind``, answering
+        the prompt filed under ``prompt`` (:func:`prompt_key`; "" for a prompt not known: never compared)."""
+        self.record_many(setup_key, [(kind, mode, tokens_per_s, prompt)])
 
-    def record_many(self, setup_key: str, figures: Iterable[tuple[str, str, float]]) -> int:
-        """Add ``(kind, mode, tokens/s)`` figures in one write; returns how many were kept (speed > 0)."""
+    def record_many(self, setup_key: str, figures: Iterable[tuple[str, str, float, str]]) -> int:
+        """Add ``(kind, mode, tokens/s, prompt key)`` figures in one write; returns how many were kept (speed > 0)."""
         added = 0
         with self._lock:
             setup = self._data.setdefault(setup_key, {})
-            for kind, mode, tps in figures:
+            for kind, mode, tps, prompt in figures:
                 _check(kind, mode)
                 if not tps > 0:
                     continue
-                values = setup.setdefault(kind, {}).setdefault(mode, [])
+                values = setup.setdefault(kind, {}).setdefault(mode, {}).setdefault(prompt, [])
                 values.append(round(float(tps), 3))
                 del values[:-self.window]
                 added += 1
@@ -182,36 +208,58 @@ class WorkloadAdvice:
         return added
 
     def learn(self, setup_key: str, samples: Iterable[tuple[str, str, float]]) -> int:
-        """Learn from measured replies ``(mode, prompt text, tokens/s)``: each prompt is classified here
-        (the shape :func:`beedeck.core.bench.tune.advice_samples` and the benchmark's give)."""
-        return self.record_many(setup_key, [(classify(text), mode, tps) for mode, text, tps in samples
+        """Learn from measured replies ``(mode, prompt text, tokens/s)``: each prompt is classified and filed
+        by :func:`prompt_key` here (the shape :func:`beedeck.core.bench.advice_feed` gives)."""
+        return self.record_many(setup_key, [(classify(text), mode, tps, prompt_key(text)) for mode, text, tps in samples
                                             if mode in MODE_KEYS])
 
     # ---- answering ----
 
+    def evidence(self, setup_key: str, kind: str, mode: str) -> Evidence:
+        """``mode``'s figures for ``kind`` on this setup as the rule's evidence (prompts known only)."""
+        with self._lock:
+            by_prompt = self._data.get(setup_key, {}).get(kind, {}).get(mode, {})
+            return Evidence({p: list(v) for p, v in by_prompt.items() if p != UNKNOWN_PROMPT and v})
+
+    def comparison(self, setup_key: str, kind: str, mode: str, reference: str) -> Comparison:
+        """``mode``'s speed over ``reference``'s for ``kind`` on this setup, by the rule."""
+        _check(kind, mode)
+        return compare(self.evidence(setup_key, kind, reference), self.evidence(setup_key, kind, mode),
+                       min_runs=self.min_samples)
+
     def verdict(self, setup_key: str, kind: str) -> Verdict:
         _check(kind, None)
         with self._lock:
-            modes = {m: list(v) for m, v in self._data.get(setup_key, {}).get(kind, {}).items()}
-        figs = sorted((ModeFigure(m, statistics.median(v), len(v)) for m, v in modes.items() if v),
-                      key=lambda f: -f.median)
-        enough = [f for f in figs if f.n >= self.min_samples]
-        if len(enough) < 2:
-            why = (f"too little evidence: a verdict needs {self.min_samples} figures of at least two modes for "
-                   f"{kind} prompts on this setup (have {', '.join(f'{mode_label(f.mode)} {f.n}' for f in figs) or 'none'}); "
-                   "run beedeck tune or a benchmark with these prompts")
-            return Verdict(setup_key, kind, tuple(figs), None, why)
-        top, second = enough[0], enough[1]
-        if top.median < second.median * (1 + self.margin):
-            why = (f"{mode_label(top.mode)} ({top.median:.1f} tok/s) and {mode_label(second.mode)} ({second.median:.1f} tok/s) are within "
-                   f"{100 * self.margin:.0f} % of each other: no mode is clearly faster")
-            return Verdict(setup_key, kind, tuple(figs), None, why)
-        why = (f"{mode_label(top.mode)} {top.median:.1f} tok/s over {mode_label(second.mode)} {second.median:.1f} tok/s "
-               f"({top.median / second.median:.2f}x; medians of {top.n} and {second.n} figures)")
-        return Verdict(setup_key, kind, tuple(figs), top.mode, why)
+            modes = {m: [x for v in by_prompt.values() for x in v]
+                     for m, by_prompt in self._data.get(setup_key, {}).get(kind, {}).items()}
+        figs = tuple(sorted((ModeFigure(m, statistics.median(v), len(v)) for m, v in modes.items() if v),
+                            key=lambda f: -f.median))
+        if len(figs) < 2:
+            why = (f"too little evidence: a verdict compares two modes on the same {kind} prompts on this setup "
+                   f"(have {', '.join(f'{mode_label(f.mode)} {f.n}' for f in figs) or 'none'}); run beedeck tune or a "
+                   "benchmark with these prompts")
+            return Verdict(setup_key, kind, figs, None, why)
+        top = figs[0]
+        against = [(f, self.comparison(setup_key, kind, top.mode, f.mode)) for f in figs[1:]]
+        thin = next(((f, c) for f, c in against if not c.shown), None)
+        if thin is not None:
+            f, c = thin
+            why = (f"too little like-for-like evidence: {mode_label(top.mode)} against {mode_label(f.mode)} on "
+                   f"{kind} prompts: {c.why_not} (a verdict needs {self.min_samples} runs of the same prompts in both "
+                   "modes); run beedeck tune or a benchmark with these prompts")
+            return Verdict(setup_key, kind, figs, None, why)
+        close = next(((f, c) for f, c in against if not c.above(1 + self.margin)), None)
+        if close is not None:
+            f, c = close
+            why = (f"{mode_label(top.mode)} is not clearly faster than {mode_label(f.mode)}: {c.text()}, within the "
+                   f"noise or {100 * self.margin:.0f} % of each other")
+            return Verdict(setup_key, kind, figs, None, why)
+        f, c = against[0]
+        why = f"{mode_label(top.mode)} {top.median:.1f} tok/s over {mode_label(f.mode)} {f.median:.1f} tok/s ({c.text()})"
+        return Verdict(setup_key, kind, figs, top.mode, why)
 
     def best_mode(self, setup_key: str, kind: str) -> str | None:
-        """The fastest mode for ``kind`` on this setup, or None without enough evidence or a clear winner."""
+        """The fastest mode for ``kind`` on this setup, or None without like-for-like evidence of a clear winner."""
         return self.verdict(setup_key, kind).best
 
     def setups(self) -> list[str]:
@@ -243,19 +291,20 @@ class _NewerFile(ValueError):
     """The advice file was written by a newer BeeDeck."""
 
 
-def _validated(raw: Any) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """The setups of a parsed advice file; ValueError naming what is wrong."""
+def _validated(raw: Any) -> Figures:
+    """The setups of a parsed advice file (schema 1 read as figures of no known prompt); ValueError naming
+    what is wrong."""
     if not isinstance(raw, dict) or raw.get("kind") != "beedeck-advice":
         raise ValueError("not a BeeDeck advice file")
     schema = raw.get("schema")
     if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION:
         raise _NewerFile(f"schema {schema}, this BeeDeck reads {SCHEMA_VERSION}")
-    if schema != SCHEMA_VERSION:
-        raise ValueError(f"schema {schema!r}, this BeeDeck reads {SCHEMA_VERSION}")
+    if schema not in (1, SCHEMA_VERSION):
+        raise ValueError(f"schema {schema!r}, this BeeDeck reads 1 and {SCHEMA_VERSION}")
     setups = raw.get("setups")
     if not isinstance(setups, dict):
         raise ValueError("'setups' is not an object")
-    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    out: Figures = {}
     for key, kinds in setups.items():
         if not isinstance(kinds, dict):
             raise ValueError(f"setup {key!r} is not an object")
@@ -263,11 +312,18 @@ def _validated(raw: Any) -> dict[str, dict[str, dict[str, list[float]]]]:
             if kind not in KINDS or not isinstance(modes, dict):
                 raise ValueError(f"setup {key!r} has an unknown kind {kind!r}")
             for mode, values in modes.items():
-                if mode not in MODE_KEYS or not isinstance(values, list) or not all(
-                        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+                by_prompt = {UNKNOWN_PROMPT: values} if schema == 1 else values
+                if mode not in MODE_KEYS or not isinstance(by_prompt, dict) or not all(
+                        isinstance(p, str) and _figures_ok(v) for p, v in by_prompt.items()):
                     raise ValueError(f"setup {key!r}, {kind}: bad figures for {mode!r}")
-                out.setdefault(key, {}).setdefault(kind, {})[mode] = [float(v) for v in values]
+                out.setdefault(key, {}).setdefault(kind, {})[mode] = {p: [float(x) for x in v]
+                                                                      for p, v in by_prompt.items()}
     return out
+
+
+def _figures_ok(values: Any) -> bool:
+    return isinstance(values, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)
 
 
 def load_advice(path: Path | None = None) -> WorkloadAdvice:

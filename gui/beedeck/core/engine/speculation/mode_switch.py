@@ -110,6 +110,9 @@ class ModeSwitch:
         self.status = ""
         self.local_files = True  # the profile's files are on this machine (their headers may be read here)
         self.held = ""  # why the switch is held on a server BeeDeck did not start ("" when it is not)
+        # A mode that runs here but was measured not to help with these files (the starter's N-gram): the
+        # measured reason, shown where the mode is offered. The caller sets it with the profile.
+        self.notes: dict[str, str] = {}
         self.attached: RemoteInfo | None = None  # that server, while attached
         self.checked: set[str] = set()  # engines checked this session (an inconclusive check is not kept)
         self.began: float | None = None  # when the restart under way began (the caller's clock)
@@ -245,8 +248,7 @@ class ModeSwitch:
             return "with the draft"
         if mode == MTP:
             return "with the target's MTP heads"
-        chosen = option(self.options, mode)
-        return f"with {chosen.spec_type if chosen and chosen.spec_type else 'n-gram'} speculation"
+        return f"with {mode.label} speculation"  # the toggle's name, not the engine's type (ngram-mod)
 
     def timed(self, began: float, expected_s: float | None) -> None:
         """The restart under way began at ``began`` (the caller's monotonic clock); ``expected_s``: what such a

@@ -99,7 +99,7 @@ class ModeOption:
     """One mode for this engine and these files: ``reason`` says why not, and what to do, when not."""
 
     key: str
-    label: str
+    label: str  # Mode.label: one name per mode everywhere (the engine's n-gram type is ``spec_type``)
     available: bool
     reason: str = ""
     spec_type: str | None = None  # the --spec-type it runs as on this engine (None for baseline)
@@ -142,12 +142,6 @@ def pick_model_free_type(caps: EngineCaps, wanted: str | None = None) -> str | N
     if wanted and wanted in have:
         return wanted
     return next((t for t in MODEL_FREE_ORDER if t in have), have[0] if have else None)
-
-
-def model_free_label(spec_type: str | None) -> str:
-    if not spec_type or spec_type.startswith("ngram"):
-        return LABELS[MODEL_FREE]
-    return spec_type.capitalize()  # copyspec, suffix, recycle
 
 
 def parse_spec(text: str) -> tuple[SpecMode, str | None]:
@@ -307,8 +301,6 @@ def available_modes(caps: EngineCaps | None, settings: LaunchSettings,
             if key == MODEL_FREE and not engine_why:
                 spec_type = pick_model_free_type(caps, settings.spec_model_free_type)
             why = engine_why or files_why
-        if key == MODEL_FREE:
-            label = model_free_label(spec_type)
         out.append(ModeOption(key, label, not why, why, spec_type if not why else None))
     return out
 

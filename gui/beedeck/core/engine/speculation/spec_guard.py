@@ -1,33 +1,35 @@
-"""The "speculation is hurting" guard (docs/reference/anchors.md section 4, point 7): says once when DFlash is slower.
+"""The "speculation is hurting" guard (docs/reference/anchors.md section 4, point 7): says once when a mode does
+not pay here.
 
 BeeLlama's adaptive controller can turn drafting down, but users still hit cases where speculation
-costs speed (open prose, a mismatched draft, BeeLlama issue #94). The guard keeps a rolling
-generation speed per mode for the current conversation and prompt kind (code, prose or structured), compares
-the speculative mode with the measured baseline, and returns one :class:`Advice` when speculation is
-clearly slower. It never nags:
+costs speed (open prose, a mismatched draft, BeeLlama issue #94). The guard speaks from evidence the one
+rule for ratios accepts (:mod:`beedeck.core.engine.speculation.comparison`), never from one reply's speed
+against another's (two replies are two prompts):
 
-- it needs ``min_samples`` replies of each mode (benchmark figures can stand in for the baseline);
-- hysteresis: it arms when speculation is ``enter_margin`` slower than the baseline and disarms
-  only when it recovers to within ``exit_margin``; it must stay armed for ``confirm`` replies in a
-  row before it speaks;
-- it speaks at most once per conversation and prompt kind.
+- *slower*: a like-for-like comparison for this kind of prompt (code, prose or structured) says the mode
+  is slower than the baseline beyond the noise: a benchmark's replies on this server
+  (:meth:`SpecGuard.add_reference`, the same prompts in both modes) or the learnt advice for this setup;
+- *drafted nothing*: the mode's last ``confirm`` replies of this kind in this conversation drafted no token
+  at all (the server's own counters): it cannot speed them up.
 
-With the learnt advice (:mod:`beedeck.core.engine.speculation.advice`, given by :meth:`SpecGuard.use_advice`) it
-suggests the mode tune and benchmark runs found fastest for that kind on this setup instead of the
-baseline, and :meth:`SpecGuard.mode_for_prompt` tells a toggle that follows the advice (opt-in) which
-mode to use for the next prompt.
+It speaks after ``confirm`` replies of that mode and kind in the conversation (right after a reply in the
+mode, when the user sees its speed), at most once per conversation and prompt kind. With the learnt
+advice (:mod:`beedeck.core.engine.speculation.advice`, given by :meth:`SpecGuard.use_advice`) it suggests
+the mode tune and benchmark runs found fastest for that kind on this setup instead of the baseline, and
+:meth:`SpecGuard.mode_for_prompt` tells a toggle that follows the advice (opt-in) which mode to use for
+the next prompt.
 
 Qt-free: the chat view calls :meth:`SpecGuard.observe` after each reply and shows the advice.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from beedeck.core.engine.speculation.advice import CODE, KINDS, PROSE, STRUCTURED, WorkloadAdvice, classify
+from beedeck.core.engine.speculation.comparison import Comparison, Evidence, compare
 from beedeck.core.engine.speculation.modes import BASELINE, LABELS
 
 __all__ = ["CODE", "KINDS", "PROSE", "STRUCTURED", "Advice", "SpecGuard", "classify_prompt", "references_from_bench"]
@@ -41,30 +43,28 @@ def classify_prompt(text: str) -> str:
 
 @dataclass(frozen=True)
 class Advice:
-    """Speculation is slower than the baseline for this conversation and kind of prompt."""
+    """A mode does not pay for this kind of prompt: ``comparison`` (against the baseline, by the rule) shows
+    it slower, or (``comparison`` None) its last ``replies`` replies drafted nothing."""
 
     kind: str
-    mode: str  # the slower speculative mode, e.g. "dflash"
-    mode_tps: float  # its rolling median
-    baseline_tps: float
-    n_mode: int
-    n_baseline: int
+    mode: str  # the speculative mode that does not pay, e.g. "dflash"
+    comparison: Comparison | None  # its speed over the baseline's, like for like; None: it drafted nothing
+    source: str  # where the comparison comes from ("a benchmark on this server", "tune and benchmark runs")
+    replies: int  # this conversation's replies of the mode and kind behind the advice
     suggested_mode: str = "baseline"
-
-    @property
-    def slowdown(self) -> float:
-        """How much slower, as a fraction of the baseline (0.08 = 8 % slower)."""
-        return 1.0 - self.mode_tps / self.baseline_tps if self.baseline_tps else 0.0
-
     learned: str = ""  # why the suggestion is not the baseline: what the learnt advice measured
 
     @property
     def message(self) -> str:
         name = LABELS.get(self.mode, self.mode)
         switch = LABELS.get(self.suggested_mode, self.suggested_mode)
-        text = (f"{name} is costing you {self.slowdown:.0%} on {self.kind} in this conversation: "
-                f"{self.mode_tps:.1f} tok/s against {self.baseline_tps:.1f} tok/s without speculation "
-                f"(medians of {self.n_mode} and {self.n_baseline} replies).")
+        c = self.comparison
+        if c is not None and c.shown:
+            text = (f"{name} is slower than {LABELS[BASELINE]} on {self.kind} prompts here: {c.ratio:.2f}x "
+                    f"(95 % CI {c.interval_text()}, {c.evidence_text()}; {self.source}, the same prompts in both).")
+        else:
+            text = (f"{name} drafted nothing in your last {self.replies} {self.kind} replies (the server counted 0 "
+                    "draft tokens): it finds nothing to guess here, so it cannot speed them up.")
         if self.learned:
             text += f" Tune and benchmark runs on this setup found {switch} fastest for {self.kind} ({self.learned})."
         return text + f" Switch to {switch} for this kind of prompt?"
@@ -72,26 +72,24 @@ class Advice:
 
 @dataclass
 class _Track:
-    values: dict[str, deque[float]] = field(default_factory=dict)
-    armed_streak: int = 0
-    armed: bool = False
+    replies: dict[str, int] = field(default_factory=dict)  # replies per mode in this conversation
+    drafted: dict[str, deque[int | None]] = field(default_factory=dict)  # the last replies' draft counts per mode
     told: bool = False
 
 
 class SpecGuard:
-    """Rolling per-mode speed for one conversation at a time; see the module docstring for the rules."""
+    """Per conversation and kind of prompt: the replies per mode and what they drafted, and the like-for-like
+    evidence per mode and kind; see the module docstring for the rules."""
 
-    def __init__(self, *, min_samples: int = 3, window: int = 8, enter_margin: float = 0.05,
-                 exit_margin: float = 0.02, confirm: int = 2, baseline_mode: str = BASELINE,
+    def __init__(self, *, confirm: int = 3, margin: float = 0.05, baseline_mode: str = BASELINE,
                  advice: WorkloadAdvice | None = None, setup: str | None = None) -> None:
-        if not 0 <= exit_margin <= enter_margin < 1:
-            raise ValueError("need 0 <= exit_margin <= enter_margin < 1 for hysteresis")
-        self.min_samples, self.window, self.confirm = min_samples, window, confirm
-        self.enter_margin, self.exit_margin = enter_margin, exit_margin
+        if confirm < 1 or not 0 <= margin < 1:
+            raise ValueError("need confirm >= 1 and 0 <= margin < 1")
+        self.confirm, self.margin = confirm, margin
         self.baseline_mode = baseline_mode
         self.conversation: str | None = None
         self._tracks: dict[str, _Track] = {}
-        self._reference: dict[tuple[str, str], list[float]] = {}  # (mode, kind) -> figures from a benchmark
+        self._reference: dict[tuple[str, str], Evidence] = {}  # (mode, kind) -> a benchmark's replies
         self.advice, self.setup = advice, setup
 
     # ---- the learnt advice (core.engine.speculation.advice): what tune and benchmark runs found fastest ----
@@ -118,57 +116,52 @@ class SpecGuard:
         return mode
 
     def new_conversation(self, conversation_id: str | None = None) -> None:
-        """Forget this conversation's figures and promises (benchmark references stay)."""
+        """Forget this conversation's replies and promises (benchmark references stay)."""
         self.conversation = conversation_id
         self._tracks.clear()
 
-    def add_reference(self, mode: str, kind: str, tokens_per_s: list[float]) -> None:
-        """Benchmark figures that stand in for a mode until the conversation has its own."""
-        self._reference[(mode, kind)] = [v for v in tokens_per_s if v > 0][-self.window:]
+    def add_reference(self, mode: str, kind: str, evidence: Evidence) -> None:
+        """A benchmark's replies of ``mode`` for ``kind`` on this server (tokens/s per prompt): the
+        like-for-like evidence the guard compares a mode with the baseline by."""
+        self._reference[(mode, kind)] = evidence
 
-    def figure(self, mode: str, kind: str) -> tuple[float, int] | None:
-        """(rolling median tok/s, replies behind it) for this mode and kind, or None with too few."""
-        track = self._tracks.get(kind)
-        vals = list(track.values.get(mode, ())) if track else []
-        if len(vals) < self.min_samples:
-            vals = self._reference.get((mode, kind), []) if len(vals) == 0 else vals
-        if len(vals) < self.min_samples:
-            return None
-        return statistics.median(vals), len(vals)
+    def clear_references(self) -> None:
+        """Another server: its benchmark replies say nothing about this one."""
+        self._reference.clear()
 
-    def observe(self, mode: str, tokens_per_s: float, kind: str) -> Advice | None:
-        """Record one reply's generation speed; returns Advice once when speculation is slower."""
-        if tokens_per_s <= 0:
+    def comparison(self, mode: str, kind: str) -> tuple[Comparison, str] | None:
+        """``mode``'s speed over the baseline's for ``kind`` by the rule, and where it comes from: a benchmark on
+        this server, else the learnt advice for this setup; None when neither has a comparison to show."""
+        base, other = self._reference.get((self.baseline_mode, kind)), self._reference.get((mode, kind))
+        if base is not None and other is not None:
+            c = compare(base, other)
+            if c.shown:
+                return c, "a benchmark on this server"
+        if self.advice is not None and self.setup is not None:
+            c = self.advice.comparison(self.setup, kind, mode, self.baseline_mode)
+            if c.shown:
+                return c, "tune and benchmark runs on this setup"
+        return None
+
+    def observe(self, mode: str, tokens_per_s: float, kind: str, drafted: int | None = None) -> Advice | None:
+        """Record one reply (its mode, speed and ``drafted`` tokens: None when not counted); returns Advice
+        once per conversation and kind when the mode does not pay (see the module docstring)."""
+        if tokens_per_s <= 0 or mode == self.baseline_mode:
             return None
         track = self._tracks.setdefault(kind, _Track())
-        track.values.setdefault(mode, deque(maxlen=self.window)).append(tokens_per_s)
-        if track.told:
+        track.replies[mode] = track.replies.get(mode, 0) + 1
+        track.drafted.setdefault(mode, deque(maxlen=self.confirm)).append(drafted)
+        if track.told or track.replies[mode] < self.confirm:
             return None
-        base = self.figure(self.baseline_mode, kind)
-        spec_modes = [m for m in track.values if m != self.baseline_mode]
-        if base is None or not spec_modes:
+        found = self.comparison(mode, kind)
+        if found is not None and found[0].below(1.0 - self.margin):
+            advice = Advice(kind, mode, found[0], found[1], track.replies[mode], self.baseline_mode)
+        elif all(d == 0 for d in track.drafted[mode]):
+            advice = Advice(kind, mode, None, "", track.replies[mode], self.baseline_mode)
+        else:
             return None
-        worst: Advice | None = None
-        for m in spec_modes:
-            fig = self.figure(m, kind)
-            if fig is None:
-                continue
-            adv = Advice(kind, m, fig[0], base[0], fig[1], base[1], self.baseline_mode)
-            if worst is None or adv.slowdown > worst.slowdown:
-                worst = adv
-        if worst is None:
-            return None
-        if mode == self.baseline_mode and not track.armed:
-            return None  # speak right after a speculative reply, when the user sees its speed
-        if worst.slowdown >= self.enter_margin:
-            track.armed = True
-        elif worst.slowdown < self.exit_margin:
-            track.armed = False
-        track.armed_streak = track.armed_streak + 1 if track.armed else 0
-        if track.armed and track.armed_streak >= self.confirm:
-            track.told = True
-            return self._with_learned(worst)
-        return None
+        track.told = True
+        return self._with_learned(advice)
 
     def _with_learned(self, advice: Advice) -> Advice:
         """Suggest the learnt fastest mode instead of the baseline where the advice has one that is
@@ -177,18 +170,17 @@ class SpecGuard:
         if best is None or best in (advice.mode, advice.suggested_mode) or self.advice is None or self.setup is None:
             return advice
         why = self.advice.verdict(self.setup, advice.kind).why
-        return Advice(advice.kind, advice.mode, advice.mode_tps, advice.baseline_tps, advice.n_mode,
-                      advice.n_baseline, best, why)
+        return replace(advice, suggested_mode=best, learned=why)
 
 
-def references_from_bench(samples: Iterable[tuple[str, str, float]]) -> dict[tuple[str, str], list[float]]:
-    """Group benchmark replies ``(mode, prompt text, tokens/s)`` by (mode, prompt kind).
+def references_from_bench(samples: Iterable[tuple[str, str, str, float]]) -> dict[tuple[str, str], Evidence]:
+    """Group benchmark replies ``(mode, prompt id, prompt text, tokens/s)`` by (mode, prompt kind), as the
+    rule's evidence (tokens/s per prompt).
 
-    A benchmark measures both modes on the same prompts, so its figures let the guard judge DFlash
-    before the conversation has baseline replies of its own.
+    A benchmark measures every mode on the same prompts, so its figures let the guard judge a mode
+    against the baseline like for like, before and beyond what the conversation shows.
     """
-    out: dict[tuple[str, str], list[float]] = {}
-    for mode, text, tps in samples:
-        if tps > 0:
-            out.setdefault((mode, classify_prompt(text)), []).append(tps)
-    return out
+    runs: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for mode, pid, text, tps in samples:
+        runs.setdefault((mode, classify_prompt(text)), []).append((pid, tps))
+    return {key: Evidence.of(pairs) for key, pairs in runs.items()}
