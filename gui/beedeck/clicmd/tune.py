@@ -240,4 +240,8 @@ def _save(result: TuneResult, engine: Path, label: str, args: argparse.Namespace
     if not result.improved or result.best_settings is None:
         _say("Nothing was saved: no configuration beat the start, so the profile stays as it is.", args)
         return None
-    return str(save_profile(Profile(str(engine), result.best_settings, label or "tuned")))
+    try:
+        return str(save_profile(Profile(str(engine), result.best_settings, label or "tuned")))
+    except ProfileError as exc:  # a newer BeeDeck's profile.json: left as it is
+        _say(str(exc), args)
+        return None
