@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from beedeck import __version__
+from beedeck.core import paths
 from beedeck.core.printable import TerminalGuard
 
 # Each module defines register(sub, groups): `sub` is the top-level subparsers object and
@@ -56,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    words = [args.command, getattr(args, f"{args.command}_command", None)]
+    paths.set_role("`beedeck " + " ".join(w for w in words if w) + "`")  # how other BeeDeck processes name this one
     # Model names, tensor names and server answers end up in what the commands print: no control
     # character in them may act on the terminal (core/printable.py).
     out, err = sys.stdout, sys.stderr

@@ -51,9 +51,10 @@ def test_a_file_of_a_newer_beedeck_is_left_as_it_is_and_never_overwritten() -> N
     content = json.dumps({"schema_version": st.SCHEMA_VERSION + 1, "goal": "context", "future": [1]})
     path.write_text(content)
     s, notice = st.load_settings_checked()
-    assert s == st.AppSettings() and "newer BeeDeck" in notice and "saves no change" in notice
+    assert s == st.AppSettings() and "written by a newer BeeDeck" in notice and "saves no change" in notice
     s.goal = "context"
-    st.save_settings(s)
+    with pytest.raises(st.NewerSettingsError, match="newer BeeDeck .* is left as it is"):  # said, for the window
+        st.save_settings(s)
     assert path.read_text() == content and not list(path.parent.glob("settings.json.corrupt-*"))
     path.unlink()
     st.save_settings(s)  # with the newer file gone, saving works again
@@ -89,3 +90,24 @@ def test_wrong_types_and_unknown_values_fall_back_per_field() -> None:
     assert s.first_run_done is False and s.goal == "quality" and s.theme == "dark" and s.last_profile is None
     assert st.AppSettings(goal="fastest").check() == [
         "goal 'fastest' is unknown: use one of quality, speed, context."]
+
+
+def test_a_field_this_beedeck_does_not_know_survives_the_next_save() -> None:
+    """A newer BeeDeck of the same schema added a field: a theme change here must not drop it."""
+    path = st.settings_path()
+    path.write_text(json.dumps({"schema_version": st.SCHEMA_VERSION, "theme": "dark", "future": {"x": [1, 2]}}))
+    s, notice = st.load_settings_checked()
+    assert s.theme == "dark" and notice == ""
+    s.theme = "light"
+    st.save_settings(s)
+    saved = json.loads(path.read_text())
+    assert saved["future"] == {"x": [1, 2]} and saved["theme"] == "light"
+
+
+def test_an_older_files_renamed_fields_are_migrated_not_kept_as_unknown() -> None:
+    path = st.settings_path()
+    path.write_text(json.dumps({"schema_version": 1, "recommend_goal": "context", "old_extra": 1}))
+    s = st.load_settings()
+    st.save_settings(s)
+    saved = json.loads(path.read_text())
+    assert saved["goal"] == "context" and "recommend_goal" not in saved and saved["old_extra"] == 1

@@ -34,8 +34,8 @@ def _window(qtbot: QtBot) -> app_mod.MainWindow:
 
 
 def _notice(window: app_mod.MainWindow) -> str:
-    assert window.failure.isVisibleTo(window), "no notice in the window"
-    return str(window.failure.what.text())
+    assert window.notices.isVisibleTo(window), "no notice in the window"
+    return window.notices.text()
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"engine": "/x", "settings": ["x"]}',

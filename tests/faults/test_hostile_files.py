@@ -182,7 +182,7 @@ def test_a_config_file_that_is_a_fifo_a_device_or_huge_is_kept_aside_and_the_win
     make(path)  # type: ignore[operator]
     before = os.lstat(path)
     window = _window(qtbot)  # before: blocked for ever on the FIFO, or read /dev/zero into 7 GB
-    notice = str(window.failure.what.text())
+    notice = window.notices.text()
     assert says in notice and "kept as" in notice, notice
     (kept,) = path.parent.glob(f"{name}.corrupt-*")
     assert (os.lstat(kept).st_mode, os.lstat(kept).st_size) == (before.st_mode, before.st_size)  # the same thing
@@ -215,7 +215,7 @@ def test_a_chat_history_locked_by_another_process_is_in_use_not_damaged(qtbot: Q
     try:
         assert locker.stdout is not None and locker.stdout.readline().strip() == b"locked"
         window = _window(qtbot)
-        notice = str(window.failure.what.text())
+        notice = window.notices.text()
         assert "in use by another BeeDeck" in notice and "damaged" not in notice, notice
         assert list(db.parent.glob("chats.sqlite3.*")) == []  # nothing moved aside (the -wal is the locker's)
         window.close()

@@ -143,11 +143,12 @@ def test_the_one_app_settings_copy_is_saved_and_its_choices_take_effect(qtbot: Q
     def broken(_settings: AppSettings) -> None:
         raise OSError("read-only file system")
 
-    said: list[tuple[str, int]] = []
+    said: list[tuple[str, str, str]] = []
     failing = Session(AppSettings(), RecordingController(), saver=broken)
-    failing.said.connect(lambda text, ms: said.append((text, ms)))
+    failing.lasting_notice.connect(lambda key, title, text: said.append((key, title, text)))
     failing.set_theme("dark")
-    assert failing.app_settings.theme == "dark"  # in effect for this session
-    assert said == [("The theme could not be saved (read-only file system); it applies to this session.", 0)]
+    assert failing.app_settings.theme == "dark"  # in effect for this session, and said until dismissed
+    assert said == [("settings", "The theme applies to this session only",
+                     "The theme could not be saved (read-only file system); it applies to this session.")]
     session.shutdown()
     failing.shutdown()

@@ -102,9 +102,13 @@ def run_connect(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\nconnect to first token: {first * 1000:.0f} ms" if first is not None else "\nno token arrived")
     if args.save:
-        from beedeck.core.profile import remote_profile, save_profile
+        from beedeck.core.profile import ProfileError, remote_profile, save_profile
 
-        path = save_profile(remote_profile(info.url, api_key, args.label))
+        try:
+            path = save_profile(remote_profile(info.url, api_key, args.label))
+        except ProfileError as exc:  # a newer BeeDeck's profile.json: left as it is
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         out["saved"] = str(path)
         if not args.json:
             print(f"saved as the app's profile: {path} (the key is in the keyring, not in the file)")

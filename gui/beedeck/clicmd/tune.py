@@ -243,4 +243,8 @@ def _save(result: TuneResult, engine: Path, label: str, args: argparse.Namespace
         return None
     if not result.improved:
         _say("Saving an unconfirmed win (it was measured once): run tune again to confirm it.", args)
-    return str(save_profile(Profile(str(engine), result.best_settings, label or "tuned")))
+    try:
+        return str(save_profile(Profile(str(engine), result.best_settings, label or "tuned")))
+    except ProfileError as exc:  # a newer BeeDeck's profile.json: left as it is
+        _say(str(exc), args)
+        return None

@@ -337,6 +337,8 @@ def _attempt(
         with client.stream("GET", url, headers=req_headers) as response:
             watch.attach(response)
             mode = _resume_mode(response, have, shown, part)
+            if mode == "complete":
+                return _sha256_of(part)
             if mode == "wb":
                 have = 0  # the server ignored Range (or If-Range saw a new file)
             length = response.headers.get("Content-Length")
@@ -378,9 +380,12 @@ def _attempt(
 
 
 def _resume_mode(response: Any, have: int, shown: str, part: Path) -> str:
-    """How the answer's body is written: "ab" (a resume the server honoured at ``have``) or "wb" (the
-    whole file); raises for the answers that are failures or a resume gone wrong."""
+    """How the answer's body is written: "ab" (a resume the server honoured at ``have``), "wb" (the whole
+    file) or "complete" (nothing: the part already holds all of it); raises for the answers that are
+    failures or a resume gone wrong."""
     status = response.status_code
+    if status == 416 and have and _complete_length(response.headers.get("Content-Range")) == have:
+        return "complete"  # the .part is the whole file (killed before its rename): verified, not fetched again
     if status == 416 and have:
         _discard(part)  # our .part is longer than the remote file: it changed; start over
         raise _Transient("range not satisfiable", False, _bad_resume(shown))
@@ -454,6 +459,16 @@ class _SpeedCheck:
 def _bad_resume(shown: str) -> DownloadError:
     return DownloadError(f"{shown} keeps answering resume requests inconsistently: delete the partial "
                          "download and retry.")
+
+
+def _complete_length(value: str | None) -> int | None:
+    # A 416's "bytes */200": the whole file's length.
+    if not value or not value.startswith("bytes */"):
+        return None
+    try:
+        return int(value[8:])
+    except ValueError:
+        return None
 
 
 def _content_range_start(value: str | None) -> int | None:

@@ -21,6 +21,7 @@ from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, Refusal
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.ports import release_port
 from beedeck.core.engine.rpc import RpcDevice, RpcError, parse_workers
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, key_refusal, start_server
 from beedeck.core.engine.speculation.standby import with_margin
@@ -356,13 +357,17 @@ def launch(
 
     Raises :class:`LaunchRefused` (a ServerFailed: ``failure.code``) before starting anything, or ServerFailed.
     """
-    room = room if room is not None else room_now()
-    checked = preflight(caps, settings, devices=room.gpus, host_ram=room.host_ram)
-    if not checked.ok:
-        raise LaunchRefused(checked.refusals)
-    if on_checked is not None:
-        on_checked(checked)
-    proc = start_server(engine, caps, settings, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
-                        stop_leftover=stop_leftover)
+    try:
+        room = room if room is not None else room_now()
+        checked = preflight(caps, settings, devices=room.gpus, host_ram=room.host_ram)
+        if not checked.ok:
+            raise LaunchRefused(checked.refusals)
+        if on_checked is not None:
+            on_checked(checked)
+        proc = start_server(engine, caps, settings, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
+                            stop_leftover=stop_leftover)
+    except BaseException:
+        release_port(settings.port)  # the port claimed for this launch (ports.app_port), which no server took over
+        raise
     proc.notes = (*proc.notes, *(ArgNote("known_issue", "warning", str(w)) for w in checked.warnings))
     return proc

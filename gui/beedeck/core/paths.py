@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import stat
 import sys
@@ -211,3 +212,93 @@ def exclusive_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class Held:
+    """An exclusive hold on a lock file, taken by :func:`try_hold`: given back by :meth:`release`, or by the
+    kernel when the process ends, however it ends, so a holder that crashed never keeps it."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the last descriptor drops the lock
+
+
+def try_hold(path: Path, note: str = "") -> Held | None:
+    """Hold ``path`` (created with its folder) unless someone else holds it: None then, at once (it never
+    waits). ``note`` (who holds it, for messages) is written into the file: :func:`holder_note`. Two holds
+    of one path conflict within one process too (flock: one lock per open file). Raises OSError when the
+    file cannot be created (a read-only folder). The file is never removed: removing a lock file lets two
+    holders lock two files of one name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        if not _lock(fd):
+            os.close(fd)
+            return None
+        with contextlib.suppress(OSError):  # a full disk: held all the same, only the note is missing
+            os.ftruncate(fd, 0)
+            os.write(fd, note.encode("utf-8"))  # at offset 0: the file was just opened
+    except BaseException:
+        os.close(fd)
+        raise
+    return Held(path, fd)
+
+
+def _lock(fd: int) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # Windows: a lock on the first byte
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined,unused-ignore]
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def holder_note(path: Path) -> str:
+    """What the holder of ``path`` wrote there (:func:`try_hold`); "" when unknown."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[:1000]
+    except OSError:
+        return ""
+
+
+_ROLE = ""
+
+
+def set_role(role: str) -> None:
+    """Say what this BeeDeck process is ("`beedeck serve`", "a BeeDeck window"), for the messages another
+    BeeDeck process shows about what this one holds (a port, a server, a chat)."""
+    global _ROLE
+    _ROLE = role
+
+
+def process_role() -> str:
+    return _ROLE or "another BeeDeck process"
+
+
+def owner_note() -> str:
+    """Who this process is, as a line another process reads back from a held file (:func:`describe_note`)."""
+    return json.dumps({"pid": os.getpid(), "role": process_role()})
+
+
+def describe_note(note: str) -> str | None:
+    """"`beedeck serve` (pid N)" from an :func:`owner_note`; None when it cannot be read. (The note of a file
+    someone holds is its holder's: the kernel drops a dead process's hold.)"""
+    try:
+        data = json.loads(note)
+        return f"{data['role']} (pid {int(data['pid'])})" if isinstance(data["role"], str) else None
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -3,7 +3,9 @@
 No singleton: load once at start-up with :func:`load_settings` and pass the object around. The file
 carries a ``schema_version``; :data:`MIGRATIONS` upgrades older files step by step. A file that
 cannot be read is moved aside as ``settings.json.corrupt-<time>`` (never deleted) and the defaults
-are used, so a bad edit never locks the user out of the app.
+are used, so a bad edit never locks the user out of the app. Fields this BeeDeck does not know (a newer
+one's) are kept through a save; a file a newer BeeDeck wrote (a higher ``schema_version``) is left as it is,
+not used and never overwritten: :func:`save_settings` raises :class:`NewerSettingsError` instead.
 """
 
 from __future__ import annotations
@@ -88,8 +90,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     version = int(data.get("schema_version", 1))
     if version > SCHEMA_VERSION:
         raise NewerSettingsError(
-            f"settings.json has schema {version}, newer than this BeeDeck ({SCHEMA_VERSION}): "
-            "update BeeDeck, or remove the file to start from defaults."
+            f"settings.json was written by a newer BeeDeck (schema {version}; this one reads up to {SCHEMA_VERSION})"
         )
     while version < SCHEMA_VERSION:
         data = MIGRATIONS[version](data)
@@ -156,8 +157,8 @@ def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
         settings = from_dict(migrate(data), problems)
     except NewerSettingsError as exc:  # an older BeeDeck run after a newer one (a downgrade): keep the file
         log.warning("settings: %s", exc)
-        return AppSettings(), (f"BeeDeck's settings were written by a newer BeeDeck ({exc}). They are left as they "
-                               "are: this session uses the defaults and saves no change over them.")
+        return AppSettings(), (f"BeeDeck's {exc}. It is left as it is: this session uses the defaults and saves no "
+                               "change over it. Update BeeDeck, or remove the file to start from defaults.")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         aside = _set_aside(path, str(exc))
         return AppSettings(), (f"BeeDeck's settings file could not be read ({exc}): it was kept as {aside.name} "
@@ -167,25 +168,52 @@ def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
     return settings, ""
 
 
-def _newer_on_disk(path: Path) -> bool:
+def _on_disk(path: Path) -> dict[str, Any] | None:
+    """settings.json's object as it is now; None when there is none or it cannot be read."""
     try:
         data = json.loads(paths.read_regular_text(path, paths.CONFIG_MAX_BYTES))
-        return isinstance(data, dict) and int(data.get("schema_version", 1)) > SCHEMA_VERSION
-    except (OSError, UnicodeDecodeError, ValueError, TypeError):
-        return False
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _unknown_fields(old: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a stored (current or older) dict that this BeeDeck does not know: a newer one's."""
+    try:
+        current = migrate(dict(old))
+    except (ValueError, KeyError, TypeError):
+        return {}
+    known = {f.name for f in fields(AppSettings)} | {"schema_version"}
+    return {k: v for k, v in current.items() if k not in known}
 
 
 def save_settings(settings: AppSettings, path: Path | None = None) -> Path:
-    """Write atomically (a crash mid-write leaves the old file). Secrets never reach this file. A file
-    written by a newer BeeDeck is never overwritten (its user said so when it was read)."""
+    """Write atomically (a crash mid-write leaves the old file), keeping the fields a newer BeeDeck wrote
+    there. Secrets never reach this file. A file written by a newer BeeDeck is never overwritten: this
+    raises NewerSettingsError, writing nothing, so the caller can say the change is for this session only."""
     path = path or settings_path()
-    if _newer_on_disk(path):
-        log.warning("settings: %s was written by a newer BeeDeck; not overwritten", path)
-        return path
+    old = _on_disk(path)
+    if old is not None:
+        try:
+            migrate(dict(old))
+        except NewerSettingsError as exc:
+            log.warning("settings: %s was written by a newer BeeDeck; not overwritten", path)
+            raise NewerSettingsError(f"{exc} and is left as it is: update BeeDeck, or remove the file to save "
+                                     "settings with this version") from None
+        except (ValueError, KeyError, TypeError):
+            pass  # unreadable as settings: replaced, as a damaged file is at load
     data = asdict(settings)
     if isinstance(data.get("last_profile"), dict):
         data["last_profile"] = {k: v for k, v in data["last_profile"].items() if k != "api_key"}
-    data["schema_version"] = SCHEMA_VERSION
+    data = {**(_unknown_fields(old) if old is not None else {}), **data, "schema_version": SCHEMA_VERSION}
     paths.atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
     return path
 
+
+def try_save(settings: AppSettings) -> str | None:
+    """:func:`save_settings`; None when saved, else why not (a file that cannot be written, a newer BeeDeck's)."""
+    try:
+        save_settings(settings)
+    except (OSError, NewerSettingsError) as exc:
+        return str(exc)
+    return None

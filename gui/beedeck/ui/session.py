@@ -30,8 +30,8 @@ from beedeck.core.engine.speculation.mode_switch import ModeSwitch
 from beedeck.core.engine.speculation.spec_guard import SpecGuard
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.profile import Profile, save_profile
-from beedeck.core.settings import AppSettings, load_settings, save_settings
+from beedeck.core.profile import NewerProfileError, Profile, save_profile
+from beedeck.core.settings import AppSettings, NewerSettingsError, load_settings, save_settings
 from beedeck.ui.background import Runner
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.speculation.advice_follow import AdviceFollower
@@ -48,7 +48,9 @@ class Session(QObject):
     written; ``hardware_known(HardwareReport)``; ``said(str, int)`` a status-bar line and how long it stays
     (ms); ``notice_changed(str)`` the chat's notice line; ``failure_shown(ServerFailure, str, bool)`` what
     failed, the panel's title, and whether to offer "Use the local server"; ``notice_shown(str, str, str,
-    bool)`` a problem already handled (title, message, remedy, offer the local server); ``failure_cleared()``
+    bool)`` a problem already handled (title, message, remedy, offer the local server); ``lasting_notice(str, str,
+    str)`` (key, title, text) a notice that stays until dismissed (a change kept for this session only because
+    its file could not be written or a newer BeeDeck wrote it); ``failure_cleared()``
     when a shown failure is stale; ``serving_interrupted()`` when the server answering the chat goes away (a
     stop, a mode restart, a replacement): a reply in flight stops; ``setup_wanted()`` (Start without a
     profile: the setup wizard) and ``settings_wanted()`` (no local profile to go back to: Settings);
@@ -68,6 +70,7 @@ class Session(QObject):
     notice_changed = Signal(str)
     failure_shown = Signal(ServerFailure, str, bool)
     notice_shown = Signal(str, str, str, bool)
+    lasting_notice = Signal(str, str, str)
     failure_cleared = Signal()
     serving_interrupted = Signal()
     setup_wanted = Signal()
@@ -189,6 +192,8 @@ class Session(QObject):
         self.set_profile(profile)
         try:
             self.profile_saver(profile)
+        except NewerProfileError as exc:  # left as it is: said until dismissed, not cleared by the next start
+            self.lasting_notice.emit("profile", "The profile applies to this session only", str(exc))
         except OSError as exc:
             self.failure_shown.emit(as_failure(OSError(
                 f"The profile could not be saved ({exc}): check that BeeDeck's config folder is writable. It is "
@@ -305,7 +310,7 @@ class Session(QObject):
         """Write the one AppSettings copy; None when saved, else why not (for a status line)."""
         try:
             self._saver(self.app_settings)
-        except OSError as exc:
+        except (OSError, NewerSettingsError) as exc:
             return str(exc)
         self.controller.standby = self.app_settings.standby
         self.settings_saved.emit(self.app_settings)
@@ -313,8 +318,9 @@ class Session(QObject):
 
     def _save_choice(self, what: str) -> None:
         problem = self.save_settings()
-        if problem:
-            self.said.emit(f"The {what} could not be saved ({problem}); it applies to this session.", 0)
+        if problem:  # a lasting notice: a status-bar line goes at the next menu hover
+            self.lasting_notice.emit("settings", f"The {what} applies to this session only",
+                                     f"The {what} could not be saved ({problem}); it applies to this session.")
 
     def set_theme(self, theme: str) -> None:
         self.app_settings.theme = theme

@@ -312,3 +312,36 @@ def test_auto_title_takes_the_first_non_blank_line() -> None:
     assert auto_title("\n  Sort a list  \nplease") == "Sort a list"
     assert auto_title("x" * 80) == "x" * 60
     assert auto_title("   ") == "Untitled"
+
+
+def test_a_turn_follows_the_last_message_its_window_shows_not_another_windows(tmp_path: Path) -> None:
+    """Two windows on one chat (before leases, or where none can be taken): each one's turn follows its own
+    last message, so neither is saved as the reply to the other's answer, and after a restart the chat is one
+    path with the other window's turns as another version, never both interleaved."""
+    a, b = ChatStore(tmp_path / "c.sqlite3"), ChatStore(tmp_path / "c.sqlite3")
+    conv = a.create_conversation()
+    a1 = a.add_message(conv.id, "user", "A: first", parent_id=0)
+    ra1 = a.add_message(conv.id, "assistant", "answer to A", parent_id=a1.id)
+    b1 = b.add_message(conv.id, "user", "B: first", parent_id=0)  # B's window showed an empty chat
+    rb1 = b.add_message(conv.id, "assistant", "answer to B", parent_id=b1.id)
+    a2 = a.add_message(conv.id, "user", "A: follow-up", parent_id=ra1.id)
+    assert a2.parent_id == ra1.id  # not rb1: the reply to B's answer is what the defect saved
+    assert [m.content for m in a.messages(conv.id)] == ["A: first", "answer to A", "A: follow-up"]
+    b2 = b.add_message(conv.id, "user", "B: follow-up", parent_id=rb1.id)
+    after_restart = ChatStore(tmp_path / "c.sqlite3")
+    assert [m.content for m in after_restart.messages(conv.id)] == ["B: first", "answer to B", "B: follow-up"]
+    assert after_restart.versions(b1.id) == [a1.id, b1.id] and b2.parent_id == rb1.id
+    after_restart.show_version(a1.id)  # ◀ brings A's path back whole
+    assert [m.content for m in after_restart.messages(conv.id)] == ["A: first", "answer to A", "A: follow-up"]
+    for store in (a, b, after_restart):
+        store.close()
+
+
+def test_a_turn_after_rows_of_unknown_parent_keeps_them_shown(tmp_path: Path) -> None:
+    store = ChatStore(tmp_path / "c.sqlite3")
+    conv = store.create_conversation()
+    old = [store.add_message(conv.id, "user", f"old {i}") for i in range(3)]
+    store.connection.execute("UPDATE messages SET parent_id=NULL")  # salvaged from a file before versions
+    store.add_message(conv.id, "assistant", "late", parent_id=old[1].id)
+    assert [m.content for m in store.messages(conv.id)] == ["old 0", "old 1", "late"]
+    store.close()

@@ -54,3 +54,82 @@ def test_a_just_stopped_server_does_not_count_as_taken() -> None:
 def test_an_address_of_another_machine_is_left_to_the_server() -> None:
     port = free_port()
     assert app_port("192.0.2.1", port) == (port, None)  # TEST-NET-1: not this machine's; the server says so
+
+
+CLAIMER = """
+import sys
+from beedeck.core import paths
+from beedeck.core.engine.ports import app_port
+paths.set_role(sys.argv[2])
+port, why = app_port("127.0.0.1", int(sys.argv[1]))
+print(port, why, flush=True)
+sys.stdin.read()  # holds the claim, as a window does between picking the port and its server binding it
+"""
+
+
+@contextmanager
+def claimed_elsewhere(port: int, role: str) -> Iterator[int]:
+    """Another BeeDeck process that picked ``port`` for its server and has not bound it yet."""
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", CLAIMER, str(port), role], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert child.stdout is not None and child.stdout.readline().split()[:2] == [str(port).encode(), b"None"]
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_a_port_another_beedeck_just_picked_is_not_picked_again_and_it_is_named() -> None:
+    """Two BeeDeck processes started at the same moment both found the port free before either server bound
+    it: the claim makes the second one move, and say which BeeDeck process has it (not "another program")."""
+    from beedeck.core.engine.ports import release_port
+
+    wanted = free_port()
+    with claimed_elsewhere(wanted, "a BeeDeck window") as pid:
+        port, why = app_port("127.0.0.1", wanted)
+        assert port != wanted and why is not None
+        assert f"Port {wanted} is being taken by a BeeDeck window (pid {pid})" in why and "another program" not in why
+        release_port(port)
+    port, why = app_port("127.0.0.1", wanted)  # that process gone, its claim is gone with it
+    assert (port, why) == (wanted, None)
+    release_port(wanted)
+
+
+def test_a_port_a_beedeck_server_listens_on_names_that_server_and_its_beedeck() -> None:
+    import json
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from beedeck.core.engine.pidfile import records_dir
+    from beedeck.core.engine.ports import release_port
+
+    server = subprocess.Popen([sys.executable, "-c", "import socket, sys, time\ns = socket.socket()\n"
+                               "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True)\n"
+                               "time.sleep(600)"], stdout=subprocess.PIPE)
+    owner = subprocess.Popen(["sleep", "600"])
+    try:
+        assert server.stdout is not None
+        wanted = int(server.stdout.readline())
+        records_dir().mkdir(parents=True, exist_ok=True)
+        (records_dir() / f"{server.pid}.json").write_text(json.dumps({
+            "pid": server.pid, "create_time": psutil.Process(server.pid).create_time(), "engine": "llama-server",
+            "port": wanted, "argv_hash": "x", "owner_pid": owner.pid,
+            "owner_create_time": psutil.Process(owner.pid).create_time(), "started": time.time(),
+            "owner_role": "`beedeck serve`"}))
+        port, why = app_port("127.0.0.1", wanted)
+        assert port != wanted and why is not None and "another program" not in why
+        assert f"Port {wanted} is taken by BeeDeck's own llama-server (pid {server.pid}) of `beedeck serve` " \
+               f"(pid {owner.pid})" in why and "Stop that one to have it back" in why
+        release_port(port)
+    finally:
+        for p in (server, owner):
+            p.kill()
+            p.wait(10)

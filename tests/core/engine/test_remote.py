@@ -235,7 +235,7 @@ def test_the_health_watch_keeps_a_server_behind_a_key_guarded_proxy() -> None:
 def test_a_remote_profile_keeps_its_key_in_the_keyring() -> None:
     path = save_profile(remote_profile("pod.example:8080", "sk-remote-1", "GPU pod"))
     data = json.loads(Path(path).read_text())
-    assert data == {"kind": "remote", "url": "http://pod.example:8080", "label": "GPU pod"}
+    assert data == {"kind": "remote", "url": "http://pod.example:8080", "label": "GPU pod", "schema_version": 1}
     assert secrets.get_secret(secrets.remote_api_key_name("http://pod.example:8080")) == "sk-remote-1"
     loaded = load_saved_profile()
     assert loaded is not None and loaded.is_remote and loaded.engine == "http://pod.example:8080"
@@ -272,6 +272,19 @@ def test_connect_key_comes_from_file_env_or_keyring(tmp_path: Path, monkeypatch:
     empty.write_text("")
     assert main(["connect", f"http://127.0.0.1:{free_port()}", "--api-key-file", str(empty)]) == 1
     assert "is empty" in capsys.readouterr().err
+
+
+def test_connect_save_over_a_newer_beedecks_profile_says_so_and_leaves_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from beedeck.cli import main
+    from beedeck.core.profile import profile_path
+
+    text = json.dumps({"schema_version": 9, "kind": "remote", "url": "http://elsewhere:1", "label": "newer"})
+    profile_path().write_text(text)
+    with FakeLlamaServer(SSEScript()) as fake:
+        assert main(["connect", fake.base_url, "--save"]) == 1  # before: a NewerProfileError traceback
+    err = capsys.readouterr().err
+    assert "was written by a newer BeeDeck" in err and "Traceback" not in err
+    assert profile_path().read_text() == text
 
 
 def test_bench_url_takes_the_key_a_saved_remote_profile_keeps(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,6 +72,7 @@ def test_switching_the_theme_repaints_every_widget_like_a_fresh_window(
     light = shots(switched)
     switched.set_theme("dark")
     after_switch = shots(switched)
+    switched.chat.leases.release()  # the same chat in a second window, for the comparison (the app opens another)
     fresh_dark = open_window(qtbot, store, conversation)
     dark = shots(fresh_dark)
     for part in PARTS:

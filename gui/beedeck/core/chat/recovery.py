@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from beedeck.core import paths
-from beedeck.core.chat.store import ChatStore, ChatStoreError, busy, default_path, in_use_error, uri
+from beedeck.core.chat.store import ChatStore, ChatStoreError, damaged, default_path, store_error, uri
 
 
 @dataclass
@@ -53,8 +53,9 @@ def set_aside(db: Path, tag: str = "damaged") -> Path:
 
 
 def check(path: Path) -> str | None:
-    """None when the file is a healthy database (or does not exist yet), else what is wrong. A file
-    another process holds locked is not damaged: ChatStoreError (``in_use``) says so instead."""
+    """None when the file is a healthy database (or does not exist yet), else what is wrong. Only what SQLite
+    calls corrupt is damage: a file another process holds locked (ChatStoreError ``in_use``), or one that
+    cannot be read for another reason, raises ChatStoreError instead, and is never set aside."""
     if not path.exists():
         return None
     try:
@@ -63,9 +64,9 @@ def check(path: Path) -> str | None:
             rows = db.execute("PRAGMA quick_check").fetchall()
         finally:
             db.close()
-    except sqlite3.DatabaseError as exc:
-        if busy(exc):
-            raise in_use_error(path, exc) from exc
+    except sqlite3.Error as exc:
+        if not damaged(exc):  # locked, unreadable, a bug: said as such, the file left where it is
+            raise store_error(path, exc, "checking the chat history") from exc
         return str(exc)
     results = [str(r[0]) for r in rows]
     return None if results == ["ok"] else "; ".join(results[:3])
@@ -179,11 +180,12 @@ def writable(path: Path) -> bool:
 
 
 def fallback(exc: ChatStoreError, path: Path | None = None) -> tuple[ChatStore, str]:
-    """When the history cannot be opened: a file in use by another BeeDeck, or in a folder that cannot
-    be written, stays exactly as it is and this window's chats live in memory; any other unreadable
-    file (a newer schema) is kept aside and a fresh one started. Returns the store and the notice."""
+    """When the history cannot be opened: a damaged file, or one a newer BeeDeck wrote, is kept aside and a
+    fresh one started; any other (in use by another BeeDeck, a folder that cannot be written, an error of
+    BeeDeck's own) stays exactly as it is and this window's chats live in memory. Returns the store and the
+    notice."""
     path = path or default_path()
-    if not exc.in_use and path.exists() and writable(path):
+    if (exc.damaged or exc.newer) and path.exists() and writable(path):
         with contextlib.suppress(OSError, ChatStoreError):
             kept = set_aside(path, "unreadable")
             return ChatStore(path), (f"{exc} BeeDeck kept it as {kept} and started a fresh chat history; copy it "

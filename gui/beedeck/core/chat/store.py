@@ -26,7 +26,6 @@ import json
 import re
 import sqlite3
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +33,11 @@ from typing import Any, TypeVar
 
 from beedeck.core import paths
 from beedeck.core.chat.reply_facts import ReplyFacts
+from beedeck.core.chat.store_errors import ChatStoreError, busy, damaged, in_use_error, store_error, uri
 from beedeck.core.chat.store_schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ChatStore", "ChatStoreError", "Conversation", "Message", "default_path"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ChatStore", "ChatStoreError", "Conversation", "Message", "busy", "damaged",
+           "default_path", "in_use_error", "store_error", "uri"]
 
 
 @dataclass(frozen=True)
@@ -66,32 +67,6 @@ class Message:
         return ReplyFacts.from_json(self.stats)
 
 
-class ChatStoreError(RuntimeError):
-    """The chat database cannot be used; the message says why and what to do. ``disk_full`` marks the
-    one failure the user can fix on the spot (free space) and after which saving resumes."""
-
-    def __init__(self, message: str, disk_full: bool = False, in_use: bool = False) -> None:
-        super().__init__(message)
-        self.disk_full = disk_full
-        self.in_use = in_use  # locked by another process: not damage, never to be moved aside
-
-
-def uri(path: Path, mode: str = "ro") -> str:
-    """The SQLite URI of ``path``, escaped: a '%41' or '#' in a folder name is part of the name, not an
-    escape or the start of a fragment (which made a healthy file look damaged, or a stray database)."""
-    return f"file:{urllib.parse.quote(str(path))}?mode={mode}"
-
-
-def busy(exc: sqlite3.Error) -> bool:
-    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) \
-        or "database is locked" in str(exc)
-
-
-def in_use_error(path: Path, exc: sqlite3.Error) -> ChatStoreError:
-    return ChatStoreError(f"The chat history at {path} is in use by another BeeDeck ({exc}): close the other BeeDeck "
-                          "(or wait for it to finish), then start again. The file was left as it is.", in_use=True)
-
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -102,20 +77,8 @@ def _guarded(fn: F) -> F:
     def wrapper(self: ChatStore, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(self, *args, **kwargs)
-        except sqlite3.OperationalError as exc:
-            text = str(exc)
-            if busy(exc):
-                raise in_use_error(self.path, exc) from exc
-            if "full" in text:
-                raise ChatStoreError(
-                    f"The disk holding the chat history is full ({self.path.parent}): free some space; what is "
-                    "on screen is kept and saved once there is room.", disk_full=True) from exc
-            raise ChatStoreError(f"The chat history could not be used ({text}): check that {self.path} is "
-                                 "writable.") from exc
-        except sqlite3.DatabaseError as exc:
-            raise ChatStoreError(
-                f"The chat history file is damaged ({exc}): restart BeeDeck, which keeps the damaged file "
-                "aside and recovers every conversation it can still read.") from exc
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc, f"ChatStore.{fn.__name__}") from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -156,12 +119,12 @@ class ChatStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            if busy(exc):
-                raise in_use_error(self.path, exc) from exc
+        except sqlite3.Error as exc:
+            if not damaged(exc):
+                raise store_error(self.path, exc, "opening the chat history") from exc
             raise ChatStoreError(
                 f"The chat history at {self.path} cannot be opened ({exc}): move the file aside and restart "
-                "BeeDeck to begin a fresh history."
+                "BeeDeck to begin a fresh history.", damaged=True
             ) from exc
 
     # -- schema -------------------------------------------------------------------------------
@@ -172,7 +135,7 @@ class ChatStore:
         if current > SCHEMA_VERSION:
             raise ChatStoreError(
                 f"The chat history at {self.path} was written by a newer BeeDeck (schema {current} > "
-                f"{SCHEMA_VERSION}): update BeeDeck or move the file aside."
+                f"{SCHEMA_VERSION}): update BeeDeck or move the file aside.", newer=True
             )
         for version in range(current + 1, SCHEMA_VERSION + 1):
             self._db.execute("BEGIN")
@@ -261,23 +224,56 @@ class ChatStore:
         stats: dict[str, Any] | None = None,
         complete: bool = True,
         reasoning: str = "",
+        parent_id: int | None = None,
     ) -> Message:
-        """Append a message to the shown conversation (after its last shown message)."""
+        """Append a message to the shown conversation, after ``parent_id``: its last message as the caller
+        shows it (0: it is the first). Shown messages after that one which the caller never saw (another
+        window wrote them) become an earlier version of this turn, not the middle of it. None: after the
+        last shown message, whoever wrote it."""
         now = time.time()
-        row = self._db.execute(
-            "SELECT max(id) FROM messages WHERE conversation_id=? AND active=1", (conversation_id,)
-        ).fetchone()
-        parent = int(row[0] or 0)
-        cur = self._db.execute(
-            "INSERT INTO messages(conversation_id, role, content, stats, complete, created, reasoning, parent_id) "
-            "VALUES(?,?,?,?,?,?,?,?)",
-            (conversation_id, role, content, json.dumps(stats) if stats else None, int(complete), now, reasoning,
-             parent),
-        )
-        self._touch(conversation_id)
+        self._db.execute("BEGIN IMMEDIATE")  # the parent read and the insert see one state of the file
+        try:
+            if parent_id is None:
+                row = self._db.execute(
+                    "SELECT max(id) FROM messages WHERE conversation_id=? AND active=1", (conversation_id,)
+                ).fetchone()
+                parent = int(row[0] or 0)
+            else:
+                parent = int(parent_id)
+                self._show_path_to(conversation_id, parent)
+            cur = self._db.execute(
+                "INSERT INTO messages(conversation_id, role, content, stats, complete, created, reasoning, "
+                "parent_id) VALUES(?,?,?,?,?,?,?,?)",
+                (conversation_id, role, content, json.dumps(stats) if stats else None, int(complete), now,
+                 reasoning, parent),
+            )
+            self._touch(conversation_id)
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:  # SQLite may have rolled it back itself (a full disk)
+                self._db.execute("ROLLBACK")
+            raise
         return Message(
             int(cur.lastrowid or 0), conversation_id, role, content, dict(stats or {}), complete, now, reasoning, parent
         )
+
+    def _show_path_to(self, conversation_id: int, message_id: int) -> None:
+        """Make the path that ends at ``message_id`` (0: none yet) the shown one, in the open transaction: its
+        messages shown, any other after its start hidden (kept as other versions). Nothing to do when it ends
+        the shown path already (one window: always). Rows whose parent is unknown (salvaged from an older file)
+        start the path: the rows before them stay as they are."""
+        last = self._db.execute("SELECT max(id) FROM messages WHERE conversation_id=? AND active=1",
+                                (conversation_id,)).fetchone()[0]
+        if int(last or 0) == message_id:
+            return
+        path = (  # the ids of message_id and its ancestors, up to a first message (0) or an unknown parent
+            "WITH RECURSIVE up(id, parent_id) AS (SELECT id, parent_id FROM messages WHERE id=? AND conversation_id=? "
+            "UNION ALL SELECT m.id, m.parent_id FROM messages m JOIN up ON m.id=up.parent_id AND m.id<up.id) ")
+        args = (message_id, conversation_id)
+        start = self._db.execute(path + "SELECT min(id) FROM up WHERE parent_id IS NULL", args).fetchone()[0]
+        self._db.execute(f"UPDATE messages SET active=0 WHERE conversation_id=? AND active=1 AND id>? "
+                         f"AND id NOT IN ({path}SELECT id FROM up)", (conversation_id, int(start or 0), *args))
+        self._db.execute(f"UPDATE messages SET active=1 WHERE id IN ({path}SELECT id FROM up)", args)
 
     @_guarded
     def update_message(

@@ -5,7 +5,9 @@ the server (pid, start time, engine, port) and the BeeDeck process that owns it 
 so a reused pid is not mistaken for it). Before starting a server BeeDeck cleans up only *leftovers*:
 servers whose owner is gone (a BeeDeck that crashed or was killed). A server whose owner still runs
 belongs to a sibling session (another window, ``beedeck serve``, ``chat``, ``bench``) and is left
-alone. Also the process-group signalling the server wrapper uses.
+alone. Also the process-group signalling the server wrapper uses. A record names what its owner is
+(``paths.set_role``: "`beedeck serve`", "a BeeDeck window"), so that another process's messages name it as
+BeeDeck's own rather than "another program".
 """
 
 from __future__ import annotations
@@ -59,8 +61,6 @@ def _create_time(pid: int) -> float | None:
 
 
 _OWNER: tuple[int, float] | None = None
-
-
 def owner_identity() -> tuple[int, float]:
     """(pid, start time) of this BeeDeck process."""
     global _OWNER
@@ -79,6 +79,7 @@ class ServerRecord:
     owner_pid: int
     owner_create_time: float
     started: float
+    owner_role: str = ""  # what the owning BeeDeck process is (set_role); "" in records of earlier versions
 
     def server_alive(self) -> bool:
         t = _create_time(self.pid)
@@ -91,6 +92,10 @@ class ServerRecord:
     def mine(self) -> bool:
         return (self.owner_pid, self.owner_create_time) == owner_identity()
 
+    def owner(self) -> str:
+        """The owning BeeDeck process in words: "`beedeck serve` (pid N)"."""
+        return f"{self.owner_role or 'another BeeDeck process'} (pid {self.owner_pid})"
+
 
 def record_path(pid: int, folder: Path | None = None) -> Path:
     return (folder or records_dir()) / f"{pid}.json"
@@ -98,7 +103,8 @@ def record_path(pid: int, folder: Path | None = None) -> Path:
 
 def write_record(path: Path, pid: int, engine: str, port: int, argv_hash: str) -> ServerRecord:
     owner, owner_t = owner_identity()
-    rec = ServerRecord(pid, _create_time(pid) or time.time(), engine, port, argv_hash, owner, owner_t, time.time())
+    rec = ServerRecord(pid, _create_time(pid) or time.time(), engine, port, argv_hash, owner, owner_t, time.time(),
+                       paths.process_role())
     with contextlib.suppress(OSError):  # a read-only state folder must not stop the server
         paths.atomic_write_text(path, json.dumps(asdict(rec)))
     return rec
@@ -109,7 +115,7 @@ def read_record(path: Path) -> ServerRecord | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         return ServerRecord(int(data["pid"]), float(data["create_time"]), str(data["engine"]), int(data["port"]),
                             str(data["argv_hash"]), int(data["owner_pid"]), float(data["owner_create_time"]),
-                            float(data["started"]))
+                            float(data["started"]), str(data.get("owner_role", "")))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -50,12 +50,18 @@ from beedeck.core.engine.pidfile import (
     SIGKILL,
     record_path,
     remove_record,
-    sibling_on_port,
     signal_group,
     stop_leftovers,
     write_record,
 )
-from beedeck.core.engine.ports import HostError, free_port
+from beedeck.core.engine.ports import (
+    HostError,
+    claim_port,
+    claimed_free_port,
+    free_port,
+    port_taken,
+    release_port,
+)
 
 __all__ = [
     "ServerFailed",
@@ -237,6 +243,12 @@ class ServerProcess:
         self._t_start = time.monotonic()
         self.state_times.clear()
         self._set_state(ServerState.STARTING)
+        holder = claim_port(self.port, self)  # held until it stops: no other BeeDeck picks this port meanwhile
+        if holder is not None:
+            taken = port_taken(self.port, holder)
+            assert taken is not None
+            self._set_state(ServerState.FAILED, taken)
+            raise ServerFailed(taken)
         try:
             self._proc = spawn.popen(
                 self.command(),
@@ -254,6 +266,7 @@ class ServerProcess:
                 "Check that the engine file exists and is executable, or pick another engine.",
             )
             self._set_state(ServerState.FAILED, failure)
+            release_port(self.port, self)
             raise ServerFailed(failure) from exc
         _live.add(self)
         self._write_pid_file()
@@ -284,17 +297,15 @@ class ServerProcess:
     def _on_exit(self, rc: int) -> None:
         self.exit_code = rc
         self._remove_pid_file()
+        release_port(self.port, self)
         _live.discard(self)
         if self._stopping:
             self._set_state(ServerState.STOPPED)
             return
         sig = -rc if rc < 0 else None
         failure = classify_failure(self.log_lines(), rc, sig, self.caps)
-        if failure.code == "port_in_use" and (sibling := sibling_on_port(self.port)) is not None:
-            failure = replace(failure, message=(
-                f"Port {self.port} is taken by another BeeDeck session's llama-server (pid {sibling.pid}, "
-                f"started by BeeDeck pid {sibling.owner_pid}), which BeeDeck leaves running."),
-                remedy="Use another port for this one (or 0 for any free port), or stop the other session first.")
+        if failure.code == "port_in_use" and (taken := port_taken(self.port)) is not None:
+            failure = replace(failure, message=taken.message, remedy=taken.remedy)
         self._set_state(ServerState.FAILED, failure)
 
     def _health_status(self) -> int | None:
@@ -391,6 +402,7 @@ class ServerProcess:
         elif self.state != ServerState.FAILED:
             self._set_state(ServerState.STOPPED)
         self._remove_pid_file()
+        release_port(self.port, self)
         for secret in self.secret_files:  # the 0600 API-key file outlives nothing it protected
             secret.unlink(missing_ok=True)
         _live.discard(self)
@@ -450,9 +462,19 @@ def start_server(
     if settings.port == 0:
         build_argv(settings, caps)  # its refusals (a LAN bind without a key) before a port is looked for
         try:
-            settings = replace(settings, port=free_port(settings.host))
+            settings = replace(settings, port=claimed_free_port(settings.host))
         except HostError as exc:
             raise LaunchRefused([Refusal("bad_value", str(exc), "", setting="host")]) from None
+    try:
+        return _start(engine, caps, settings, on_line, on_state, pid_file, env, stop_leftover)
+    except BaseException:
+        release_port(settings.port)  # a claim no server took over (ServerProcess releases the one it took)
+        raise
+
+
+def _start(engine: str | Path, caps: EngineCaps, settings: LaunchSettings,
+           on_line: Callable[[str], None] | None, on_state: Callable[[ServerState, ServerFailure | None], None] | None,
+           pid_file: Path | None, env: dict[str, str] | None, stop_leftover: bool) -> ServerProcess:
     plan = build_argv(settings, caps)
     why_key = key_refusal(settings, caps)
     if why_key is not None:

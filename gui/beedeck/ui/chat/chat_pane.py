@@ -8,6 +8,10 @@ drop or re-derive reasoning, and resending it would only eat context).
 Nothing is deleted by regenerate or edit-and-resend: the replaced messages stay in the store as an
 earlier version of their turn, and "◀ 1/2 ▶" on the message brings them back. Edit mode shows its own
 bar with Cancel (and Esc in the message box), and ends when the conversation changes.
+
+Each window holds a lease on the chat it shows (core/chat/leases.py): a chat another live window has open
+is not opened here, and every message is stored after the last one this pane shows, so two windows on one
+history never write one chat's turns into each other's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
+from beedeck.core.chat.leases import ChatLeases
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore, ChatStoreError, Message, auto_title
 from beedeck.core.engine.client import ChatResult, InvalidText, check_text
@@ -63,6 +68,7 @@ class ChatPane(QWidget):
     def __init__(self, store: ChatStore, parent: QWidget | None = None, *, enter_sends: bool = True) -> None:
         super().__init__(parent)
         self.store = store
+        self.leases = ChatLeases(store.path)  # the chat shown here, held against other windows
         self.client: Any = None
         self.mode_provider: ModeProvider = lambda: (None, {})
         # Called with the text before a message goes out; False holds it (it stays in the input box),
@@ -168,11 +174,20 @@ class ChatPane(QWidget):
         except ChatStoreError as exc:
             self._store_failed(exc)
             return None
-        self.load_conversation(conv.id)
+        self.load_conversation(conv.id, quiet=True)  # a new chat: no other window has it
         self.conversations_edited.emit()
         return conv.id
 
-    def load_conversation(self, conversation_id: int) -> None:
+    def load_conversation(self, conversation_id: int, quiet: bool = False) -> bool:
+        """Show a conversation; False (and, unless ``quiet``, a notice saying where it is open) when another
+        BeeDeck window has it open, or it cannot be read."""
+        if conversation_id != self.conversation_id and (holder := self.leases.holder(conversation_id)):
+            if not quiet:
+                self.set_notice(f"That chat is open in {holder}: it stays there, so that two windows never write "
+                                "one chat. Switch to that window, or pick another chat.")
+            if self.conversation_id is not None:
+                self.conversation_changed.emit(self.conversation_id)  # the list shows this pane's chat again
+            return False
         if self._run is not None:
             self.stop()
         try:
@@ -180,15 +195,16 @@ class ChatPane(QWidget):
             messages = self.store.messages(conversation_id) if conv is not None else []
         except ChatStoreError as exc:
             self._store_failed(exc)
-            return
-        if conv is None:
-            return
+            return False
+        if conv is None or self.leases.take(conversation_id) is not None:
+            return False  # gone, or another window took it in the meantime
         self.cancel_edit()  # an edit belongs to the conversation it started in
         self.conversation_id = conversation_id
         self.system_prompt.setText(conv.system_prompt)
         self._show(messages)
         self._update_buttons()
         self.conversation_changed.emit(conversation_id)
+        return True
 
     def _show(self, messages: list[Message] | None = None, keep_scroll: bool = False) -> None:
         """Lay the current conversation out again, with each turn's "◀ 1/2 ▶" (raises ChatStoreError)."""
@@ -235,8 +251,10 @@ class ChatPane(QWidget):
             return
         assert self.conversation_id is not None
         edited, draft, retitle = self._edit_from is not None, "", False
+        parent = self._last_shown()  # what this window shows last: another window's turns are not this one's
         if self._edit_from is not None:
             retitle = self._titled_after(self._edit_from)
+            parent = self._last_shown(self._edit_from)  # the new version follows what the edited one followed
             # Edit-and-resend: the edited prompt takes that message's place; it and the replies after
             # it stay in the store as the earlier version of the turn.
             self.store.supersede_from(self.conversation_id, self._edit_from)
@@ -245,7 +263,7 @@ class ChatPane(QWidget):
         conv = self.store.conversation(self.conversation_id)
         if conv is not None and (conv.title == "New chat" or retitle):
             self.store.rename(self.conversation_id, auto_title(text))
-        msg = self.store.add_message(self.conversation_id, "user", text)
+        msg = self.store.add_message(self.conversation_id, "user", text, parent_id=parent)
         if edited:
             self._show()
         else:
@@ -255,6 +273,12 @@ class ChatPane(QWidget):
         self._start_reply()
         if edited:
             self.set_notice("The earlier version is kept: ◀ on your message shows it again.")
+
+    def _last_shown(self, before: int | None = None) -> int:
+        """The id of the last message this pane shows (before message ``before``, when given): what a new one
+        follows. 0 when there is none (the first message)."""
+        ids = [m.id for m in self.view.messages() if before is None or m.id < before]
+        return ids[-1] if ids else 0
 
     def _titled_after(self, message_id: int) -> bool:
         """Whether ``message_id`` is the first message and the title was taken from it (not typed by the
@@ -366,7 +390,7 @@ class ChatPane(QWidget):
         extra = {"timings_per_token": True, **(extra or {})}
         stream = self.client.stream_chat(self._history(), max_tokens=self.max_tokens, extra=extra)
         reply = self.store.add_message(self.conversation_id, "assistant", "", ReplyFacts(mode=mode).to_json(),
-                                       complete=False)
+                                       complete=False, parent_id=self._last_shown())
         self._reply_id, self._reply_mode = reply.id, mode
         self.view.begin_reply(self._view_of(reply, self.store.version_positions(self.conversation_id)))
         run = ChatRun(stream, self)

@@ -64,6 +64,8 @@ class ConversationList(QWidget):
         self.ask_confirm = self._ask_confirm
         self.ask_save_path = self._ask_save_path
         self.show_error = self._show_error
+        # Who else (another BeeDeck window) has a chat open, or None: such a chat is not deleted here.
+        self.held_elsewhere: Callable[[int], str | None] = lambda _conversation_id: None
         self.refresh()
 
     def refresh(self) -> None:
@@ -144,6 +146,10 @@ class ConversationList(QWidget):
             self.refresh()
 
     def _delete(self, conversation_id: int) -> None:
+        holder = self.held_elsewhere(conversation_id)
+        if holder:  # deleting it there would fail that window's next message
+            self.show_error(f"This chat is open in {holder}: close it there (or open another chat there) first.")
+            return
         conv = self.store.conversation(conversation_id)
         if conv is None or not self.ask_confirm(f"Delete the chat “{conv.title}”? This cannot be undone."):
             return

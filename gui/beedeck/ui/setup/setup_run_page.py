@@ -38,7 +38,7 @@ from beedeck.core.engine.releases import download_engine, resolve_release
 from beedeck.core.launcher import preflight
 from beedeck.core.models import hub, library
 from beedeck.core.models.recommend import tune_for_files
-from beedeck.core.settings import load_settings, save_settings
+from beedeck.core.settings import load_settings, try_save
 from beedeck.ui.setup.build_preview import BuildPreview
 from beedeck.ui.setup.engine_choice import EngineChoice
 from beedeck.ui.setup.services import SetupResult, WizardServices
@@ -487,13 +487,10 @@ class RunPage(QWizardPage):
         app.last_engine = self.engine.binary
         app.default_engine_id = self.engine.id
         app.goal = self.recommend_page.goal()
-        if self.services.save_settings is not None:  # the session's copy: it saves it, and says so
-            problem = self.services.save_settings()
-            if problem:
-                self.log.appendPlainText(f"BeeDeck's settings could not be saved ({problem}): the setup applies to "
-                                         "this session, and the wizard opens again next time.")
-        else:
-            save_settings(app)
+        problem = self.services.save_settings() if self.services.save_settings is not None else try_save(app)
+        if problem:  # the session's copy says so itself too
+            self.log.appendPlainText(f"BeeDeck's settings could not be saved ({problem}): the setup applies to "
+                                     "this session, and the wizard opens again next time.")
         self.result = SetupResult(self.engine.binary, settings, self.engine.name or self.engine.id, self.engine.id)
         self._done = True
         self._idle()
@@ -501,3 +498,4 @@ class RunPage(QWizardPage):
         self.start_button.setText("Ready")
         self.completeChanged.emit()
         self.finished_setup.emit(self.result)
+

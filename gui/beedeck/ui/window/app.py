@@ -23,6 +23,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from beedeck import APP_DISPLAY_NAME, APP_ID, APP_NAME, __version__
+from beedeck.core import paths
 from beedeck.core.chat.recovery import fallback as chat_fallback
 from beedeck.core.chat.recovery import open_store
 from beedeck.core.chat.store import ChatStoreError
@@ -98,14 +99,12 @@ def build_window(no_autostart: bool = False, *, detect: Callable[[], HardwareRep
     window.open_latest_chat()
     try:
         saved = load_saved_profile()
-    except ProfileError as exc:  # kept aside: the first-start path below offers the starter again
+    except ProfileError as exc:  # kept aside, or a newer BeeDeck's left as it is: the first start offers the starter
         saved, settings_notice = None, " ".join(x for x in (settings_notice, str(exc)) if x)
     notice = " ".join(x for x in (notice, settings_notice, _engine_registry_notice()) if x)
-    if notice:  # the person at the window must see it, not only a terminal
+    if notice:  # the person at the window must see it, not only a terminal, and until dismissed
         print(notice, file=sys.stderr)
-        window.failure.show_notice("BeeDeck repaired its own files", notice,
-                                   "Nothing else to do: the damaged or invalid copies are kept beside the originals.")
-        window.statusBar().showMessage(notice)
+        window.notices.show_notice("files", "BeeDeck's own files", notice)
     if saved is not None:
         session.set_profile(saved)
         if session.app_settings.autostart and not no_autostart:
@@ -315,6 +314,7 @@ def _process_age() -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    paths.set_role("a BeeDeck window")  # how other BeeDeck processes name this one (a port it holds, a chat it has open)
     if args.screenshot:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     app = create_app([sys.argv[0]])

@@ -50,6 +50,7 @@ from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.window.about_dialog import AboutDialog, session_facts
 from beedeck.ui.window.connect_dialog import open_connect_dialog
 from beedeck.ui.window.menus import MenuCommands, ToolbarActions, build_menus
+from beedeck.ui.window.notice_bar import NoticeBar
 from beedeck.ui.window.placeholder_dialog import PlaceholderDialog
 from beedeck.ui.window.shortcuts_dialog import ShortcutsDialog
 from beedeck.ui.window.starter_banner import StarterBanner
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
 
         self.chat = ChatPane(store, enter_sends=self.session.app_settings.enter_sends)
         self.failure = FailurePanel()
+        self.notices = NoticeBar()  # lasting: BeeDeck's own files, a port another process holds
         self.conversations = ConversationList(store)
         self.speed = SpeedPanel(figures=self.session.figures)
         self.log = LogDock(self)
@@ -133,6 +135,7 @@ class MainWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(8, 8, 8, 8)
+        layout.addWidget(self.notices)
         layout.addWidget(self.failure)
         layout.addWidget(self.starter_banner)
         layout.addWidget(self.banner)
@@ -203,6 +206,7 @@ class MainWindow(QMainWindow):
         s.notice_changed.connect(self.chat.set_notice)
         s.failure_shown.connect(self._show_failure)
         s.notice_shown.connect(lambda title, what, remedy, local: self.failure.show_notice(title, what, remedy, local))
+        s.lasting_notice.connect(self.notices.show_notice)
         s.failure_cleared.connect(self.failure.hide)
         s.serving_interrupted.connect(self.chat.stop)
         s.setup_wanted.connect(lambda: self._open(self.wizard_factory or self.settings_factory, "Set up BeeDeck"))
@@ -215,7 +219,9 @@ class MainWindow(QMainWindow):
         c.state_changed.connect(self._on_state)
         c.line_received.connect(self.log.append_line)
         s.serving.connect(self._on_ready)  # the controller's ready, through the session: before the switch hears it
-        c.port_fallback_used.connect(lambda _wanted, _used, message: self.statusBar().showMessage(message, 20000))
+        # Wrapped and lasting: in the status bar the line was cut, and a menu hover took it away.
+        c.port_fallback_used.connect(lambda _wanted, _used, message: self.notices.show_notice(
+            "port", "The server listens on another port this time", message))
         # The speed figures belong to one server: a remote one by its address, the local one by its model.
         s.serving.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
 
@@ -254,6 +260,7 @@ class MainWindow(QMainWindow):
         self.conversations.conversation_selected.connect(self.chat.load_conversation)
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.conversation_deleted.connect(self._on_conversation_deleted)
+        self.conversations.held_elsewhere = self.chat.leases.holder  # a chat another window has open stays
         self.chat.reply_finished.connect(s.switching.reply_finished)  # a "baseline" reply that drafted: restart
 
     def _show_log(self) -> None:
@@ -311,6 +318,8 @@ class MainWindow(QMainWindow):
     def _on_ready(self, base_url: str) -> None:
         self.chat.set_client(self.session.client(base_url))
         self.endpoint.set_base_url(base_url, self.session.controller.port_note)
+        if not self.session.controller.port_note:
+            self.notices.dismiss("port")  # on the port asked for again: that notice is over
 
     def _on_guard_advice(self, advice: Advice) -> None:
         if self.session.switching.offers(advice.suggested_mode):
@@ -327,14 +336,13 @@ class MainWindow(QMainWindow):
         self.chat.focus_input()
 
     def open_latest_chat(self) -> None:
+        """The newest chat no other BeeDeck window has open, else a new one: two windows never share a chat."""
         try:
             convs = self.store.list_conversations()
         except ChatStoreError as exc:
             self.chat.set_notice(str(exc))
             return
-        if convs:
-            self.chat.load_conversation(convs[0].id)
-        else:
+        if not any(self.chat.load_conversation(conv.id, quiet=True) for conv in convs):
             self.chat.new_conversation()
 
     def _on_conversation_deleted(self, conversation_id: int) -> None:
@@ -419,6 +427,7 @@ class MainWindow(QMainWindow):
         for dialog in self.findChildren(QDialog):
             dialog.close()  # their reject/done stop their own workers (benchmark, wizard downloads)
         self.chat.wait_idle()
+        self.chat.leases.release()  # its chat is free for another window now
         self.session.shutdown()  # nothing is left running after the window closes
         while self.close_hooks:
             self.close_hooks.pop()()
