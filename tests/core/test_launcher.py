@@ -197,3 +197,17 @@ def test_where_the_driver_hides_the_process_its_plan_is_counted_back(ml: EngineC
     assert planned is not None and back == [planned.gpus[0].total] and back[0] > 18 * GiB
     assert given_back([], free, nvml_module=fake) == [0]  # nothing stops: nothing comes back
     assert given_back([Held(4242, ml, replace(s, n_gpu_layers="0"))], free, nvml_module=fake)[0] < GiB
+
+
+def test_a_model_split_over_rpc_workers_is_judged_by_the_split(ml: EngineCaps, tmp_path: Path) -> None:
+    """The preflight's memory plan is the launch's (core/models/planner/launch.py): over RPC workers the layers
+    go to the workers, so this machine's RAM is judged by what stays here, as the form's bar shows it."""
+    from beedeck.core.engine.rpc import RpcDevice
+
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    s = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", rpc_workers=["10.0.0.2:50052"])
+    workers = [RpcDevice("RPC0", "10.0.0.2:50052", 48 * 1024, 47 * 1024, worker="10.0.0.2:50052")]
+    p = preflight(ml, s, rpc=workers, host_ram=8 * GiB, build_options=None)
+    assert p.ok, p.refusals
+    assert p.memory is not None and [g.name for g in p.memory.gpus] == ["RPC0[10.0.0.2:50052]"]
+    assert p.memory.host.total < 8 * GiB < p.memory.gpus[0].total

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, Refusal, build_argv, merged
-from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.rpc import RpcDevice, RpcError, parse_workers
@@ -27,7 +27,8 @@ from beedeck.core.engine.speculation.standby import with_margin
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
-from beedeck.core.models.planner import GiB, MemoryPlan, plan
+from beedeck.core.models.planner import GiB, MemoryPlan
+from beedeck.core.models.planner.launch import plan_launch
 
 __all__ = ["UNSET", "Held", "LaunchRefused", "Preflight", "Refusal", "Room", "args_refusal", "build_options_of",
            "given_back", "launch", "preflight", "room_now", "standby_refusal"]
@@ -44,13 +45,15 @@ Unset = _Unset
 @dataclass
 class Preflight:
     """What :func:`preflight` found: ``refusals`` (empty: the launch may start), the guard's warnings, the
-    argument list, the memory plan and the RPC workers' devices where they could be made."""
+    argument list, the memory plan (``unplanned``: why there is none) and the RPC workers' devices where they
+    could be made."""
 
     refusals: list[Refusal] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
     argv: LaunchPlan | None = None
     memory: MemoryPlan | None = None
     rpc_devices: list[RpcDevice] = field(default_factory=list)
+    unplanned: str = ""
 
     @property
     def ok(self) -> bool:
@@ -99,12 +102,11 @@ def args_refusal(text: str) -> Refusal | None:
 
 def _memory(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, caps: EngineCaps,
             devices: list[int] | None, host_ram: int | None, out: Preflight) -> None:
-    gen = caps.generation if caps.generation != Generation.UNKNOWN else Generation.MAINLINE
-    devices = None if settings.rpc_workers else devices  # over RPC: the workers' plan is the memory bar's
+    devices = None if settings.rpc_workers else devices  # over RPC: no local GPU check (the workers' plan)
     try:
-        memory = out.memory = plan(target, draft if settings.spec_mode != SpecMode.OFF else None, settings, gen,
-                                   devices or [])
-    except Exception:  # an estimate (PlanError included: the bar shows it): a model the planner cannot read
+        memory = out.memory = plan_launch(target, draft, settings, caps, devices, out.rpc_devices)
+    except Exception as exc:  # an estimate (PlanError included: the bar shows it): a model the planner cannot read
+        out.unplanned = str(exc)
         return  # must not block a launch the engine may run
     host = memory.host.total
     if host_ram is not None and host > host_ram:
