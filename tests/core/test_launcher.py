@@ -122,6 +122,46 @@ def test_launch_refuses_before_starting_anything(ml: EngineCaps, tmp_path: Path)
     assert err.value.refusals == preflight(ml, LaunchSettings(target=str(fake))).refusals
 
 
+def test_the_preflight_chooses_the_port_by_its_rule(ml: EngineCaps, tmp_path: Path) -> None:
+    """One place says what port 0 means: the form sees BeeDeck's default (never --port 0), the CLI any free port,
+    and a host that cannot be listened on is a refusal of the host."""
+    from beedeck.core.engine.launch_settings import DEFAULT_PORT
+    from beedeck.core.engine.ports import ANY_FREE
+
+    target = str(mg.tiny_model(tmp_path / "t.gguf"))
+    shown = preflight(ml, LaunchSettings(target=target), read=False)
+    assert shown.settings is not None and shown.settings.port == DEFAULT_PORT and shown.argv is not None
+    assert shown.argv.argv[shown.argv.argv.index("--port") + 1] == str(DEFAULT_PORT)
+    cli = preflight(ml, LaunchSettings(target=target), port=ANY_FREE, host_ram=64 * GiB)
+    assert cli.ok and cli.port is not None and cli.port.used not in (0, DEFAULT_PORT)
+    assert cli.argv is not None and cli.argv.argv[cli.argv.argv.index("--port") + 1] == str(cli.port.used)
+    far = preflight(ml, LaunchSettings(target=target, host="no-such-host.invalid", api_key="k"), port=ANY_FREE)
+    assert [(r.code, r.setting) for r in far.refusals] == [("bad_value", "host")]
+    assert "'no-such-host.invalid' cannot be resolved" in far.refusals[0].message
+
+
+def test_launch_starts_the_argument_list_its_preflight_built(ml: EngineCaps, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: the argument list was built again by the start (twice for port 0); the preflight's is what runs."""
+    from beedeck.core import launcher
+
+    checked: list[Preflight] = []
+    started: list[object] = []
+
+    def seen(passed: Preflight) -> None:
+        checked.append(passed)
+
+    def start_server(engine: object, caps: EngineCaps, plan: object, **kw: object) -> object:
+        started.append(plan)
+        return dataclasses.make_dataclass("Proc", [("notes", tuple)])(())
+
+    monkeypatch.setattr(launcher, "start_server", start_server)
+    target = str(mg.tiny_model(tmp_path / "t.gguf"))
+    launch("/e/ml/llama-server", ml, LaunchSettings(target=target), on_checked=seen,
+           room=launcher.Room(None, 64 * GiB))
+    assert started == [checked[0].argv] and started[0] is checked[0].argv
+
+
 def test_the_headers_given_are_used_as_read(ml: EngineCaps, tmp_path: Path) -> None:
     target = mg.tiny_model(tmp_path / "t.gguf")
     info = inspect(target)

@@ -1,12 +1,15 @@
 """Ports: a free one for a headless server, BeeDeck's stable default for the app's (with a fallback
-that says so when another program holds it)."""
+that says so when another program holds it), and the one rule every launch's port follows (:class:`PortRule`)."""
 
 from __future__ import annotations
 
 import errno
 import socket
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 
+from beedeck.core.engine.launch_settings import DEFAULT_PORT
 from beedeck.core.engine.pidfile import stop_leftovers
 
 
@@ -75,3 +78,53 @@ def app_port(host: str, wanted: int) -> tuple[int, str | None]:
     return port, (f"Port {wanted} is taken by another program, so the server listens on port {port} this time: "
                   f"editors and scripts set to port {wanted} will not reach it. Close the program that holds "
                   f"port {wanted}, or pick another port under Settings → Server.")
+
+
+# -- the port rule: what port 0 means, and whether the port is claimed now ---------------------------
+
+
+@dataclass(frozen=True)
+class PortChoice:
+    """The port a launch listens on: ``wanted`` (the settings' port, 0 read as the rule says), ``used``, and
+    ``note``: why they differ (another program holds ``wanted``), for the user; None when they do not."""
+
+    wanted: int
+    used: int
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class PortRule:
+    """How a launch's port is chosen, in one place for every launch (core/launcher.py ``preflight`` applies it).
+
+    ``default``: what port 0 means: this port (the app: :data:`DEFAULT_PORT`, so editors keep one URL), or None:
+    any free port (the CLI, the benchmark). ``claim``: look now whether the port is free; the app's port, when
+    another program holds it, falls back to a free one and says so (:func:`app_port`); a port given to the CLI is
+    used as given (a taken one fails as the engine says). Unclaimed (the form, a check before a stop) 0 shows as
+    ``default``, never ``--port 0``. ``freed``: ports the servers a launch stops first hold, free for it."""
+
+    default: int | None = DEFAULT_PORT
+    claim: bool = False
+    freed: frozenset[int] = frozenset()
+
+    def choose(self, host: str, port: int) -> PortChoice:
+        """The port for ``host`` and the settings' ``port``. Raises HostError (claiming a port on a host that
+        does not resolve, or is no address of this machine)."""
+        if self.default is None:  # any free port
+            if port or not self.claim:
+                return PortChoice(port, port or DEFAULT_PORT)
+            return PortChoice(0, free_port(host))
+        wanted = port or self.default
+        if not self.claim or wanted in self.freed:
+            return PortChoice(wanted, wanted)
+        used, why = app_port(host, wanted)
+        return PortChoice(wanted, used, why)
+
+
+SHOWN = PortRule()  # judged, not claimed: 0 is BeeDeck's default port (the form, a check, a held server's plan)
+ANY_FREE = PortRule(default=None, claim=True)  # the CLI and the benchmark: 0 is any free port, claimed at launch
+
+
+def app_rule(default: int = DEFAULT_PORT, freed: Iterable[int] = ()) -> PortRule:
+    """The app's server: 0 is ``default``, claimed now (``freed``: held by the servers it stops first)."""
+    return PortRule(default=default, claim=True, freed=frozenset(freed))

@@ -87,11 +87,11 @@ class KeptServer:
         if not self.standby or caps is None or running is None or current is None or self._closed or self.is_remote():
             return False
         gpu_free, ram = self._free_now()
-        from beedeck.core.launcher import standby_refusal  # imported lazily: the GUI opens without it
-        why = standby_refusal(caps, settings, gpu_free=gpu_free, ram_available=ram)
-        if why is not None:
+        from beedeck.core.launcher import standby_preflight  # imported lazily: the GUI opens without it
+        checked = standby_preflight(caps, settings, gpu_free=gpu_free, ram_available=ram)
+        if not checked.ok:
             self.line_received.emit(f"BeeDeck: mode switch restarts the server: the other mode cannot stay loaded "
-                                    f"beside it ({why})")
+                                    f"beside it ({checked.refusals[0].message})")
             return False
         self._drop_parked()  # a third mode's server: only two are ever kept
         from beedeck.core.engine.ports import app_port  # imported lazily: the GUI opens without it

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, Refusal
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.launcher import UNSET, Unset, build_options_of, preflight
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
@@ -313,10 +313,11 @@ class LaunchForm(QWidget):
     def build_plan(self) -> LaunchPlan:
         """The argument list after the same :func:`preflight` a launch runs (with what the form gathered: the
         headers read so far, the build options, the workers' check, free GPU memory, host RAM), else
-        LaunchRefused with every refusal. Port 0 shows as BeeDeck's default, never ``--port 0``."""
+        LaunchRefused with every refusal. Port 0 shows as BeeDeck's default, never ``--port 0`` (the preflight's
+        port rule, unclaimed)."""
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
-        s = replace(self.settings(), port=self.settings().port or DEFAULT_PORT)
+        s = self.settings()
         errors = {p: v for p, v in self.infos.items() if isinstance(v, str) and v != "loading"}
         checked = preflight(self.caps, s, target=self._info(s.target), draft=self._info(s.draft), read=False,
                             errors=errors, devices=self.devices, host_ram=self.host_ram,

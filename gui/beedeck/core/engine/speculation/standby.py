@@ -6,7 +6,7 @@ target on an H200, most of it copying the weights to the GPU). Where the GPU (an
 the other mode's server beside the running one, the switch starts it on a second port and keeps the first
 one loaded: every later switch between the two is a change of the port the chat talks to, no load at all.
 
-The decision (:func:`beedeck.core.launcher.standby_refusal`) is the launch preflight's memory check (the planner's figures for the other mode's settings)
+The decision (:func:`beedeck.core.launcher.standby_preflight`) is the launch preflight's memory check (the planner's figures for the other mode's settings)
 against the memory free *now*, with the running server loaded, less a margin, so a switch never pushes the
 running server out of memory. A 24 GB card with a 19 GB target never has that room: it restarts.
 """
