@@ -26,7 +26,6 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -56,6 +55,7 @@ from beedeck.core.engine.pidfile import (
     write_record,
 )
 from beedeck.core.engine.ports import free_port
+from beedeck.core.engine.server_state import ServerState
 
 __all__ = [
     "ServerFailed",
@@ -66,15 +66,6 @@ __all__ = [
     "key_refusal",
     "start_server",
 ]
-
-
-class ServerState(StrEnum):
-    STARTING = "starting"  # process spawned, nothing listening yet
-    LOADING = "loading"  # /health answers 503
-    READY = "ready"  # /health answers 200
-    FAILED = "failed"  # the process died (or never got ready); see .failure
-    STOPPED = "stopped"  # not started yet, or stopped on request
-
 
 
 _POLL_S = 0.01  # health poll period while starting; a refused connect costs microseconds

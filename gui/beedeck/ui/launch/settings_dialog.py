@@ -299,7 +299,7 @@ def open_dialog(session: Session, parent: QWidget) -> SettingsDialog:
     local = session.last_local_profile
     local_caps = session.known_caps.get(local.engine) if local is not None else None
     dialog = SettingsDialog(profile, caps, parent, probe=session.probe, detect=session.detect_hardware,
-                            local=local, local_caps=local_caps, held=session.controller.held_gpu_memory)
+                            local=local, local_caps=local_caps, held=session.server.held_gpu_memory)
     # Launch always starts or restarts, also when the server is stopped or has failed.
     dialog.profile_applied.connect(lambda profile, caps: session.apply_profile(profile, caps, start=True))
     dialog.profile_saved.connect(session.save_profile)  # saved for the next start; the server is left as it is
