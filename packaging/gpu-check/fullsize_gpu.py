@@ -381,7 +381,7 @@ def _nvml_used_mib() -> list[int]:
 
 
 def phase_standby(args: argparse.Namespace) -> int:
-    """The switch as BeeDeck's ServerController makes it with memory free for both: the first switch loads the
+    """The switch as BeeDeck's serving (core/serving) makes it with memory free for both: the first switch loads the
     other mode beside the running server (core/engine/speculation/standby.py decides, from the launch preflight's plan
     against what is free now), every later one only changes the server the chat talks to; timed from the
     click to the first token of a reply on the other server."""
@@ -390,7 +390,7 @@ def phase_standby(args: argparse.Namespace) -> int:
     from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
     from beedeck.core.engine.speculation.restart import fast_restart_settings
     from beedeck.core.engine.speculation.standby import free_now
-    from beedeck.core.launcher import standby_refusal
+    from beedeck.core.launcher import standby_preflight
 
     out = _out(args)
     engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
@@ -408,7 +408,8 @@ def phase_standby(args: argparse.Namespace) -> int:
         baseline = settings_for_mode(first, BASELINE, caps)
         gpu_free, ram = free_now()
         rec["free_before_switch"] = {"gpu": gpu_free, "ram": ram}
-        rec["refusal"] = standby_refusal(caps, baseline, gpu_free=gpu_free, ram_available=ram)
+        beside = standby_preflight(caps, baseline, gpu_free=gpu_free, ram_available=ram)
+        rec["refusal"] = beside.refusals[0].message if beside.refusals else None
         other_settings = fast_restart_settings(dataclasses.replace(baseline, port=free_port()), caps)
         if args.preload:  # the app's preload: loaded in the background while the running server answers
             import threading

@@ -122,6 +122,46 @@ def test_launch_refuses_before_starting_anything(ml: EngineCaps, tmp_path: Path)
     assert err.value.refusals == preflight(ml, LaunchSettings(target=str(fake))).refusals
 
 
+def test_the_preflight_chooses_the_port_by_its_rule(ml: EngineCaps, tmp_path: Path) -> None:
+    """One place says what port 0 means: the form sees BeeDeck's default (never --port 0), the CLI any free port,
+    and a host that cannot be listened on is a refusal of the host."""
+    from beedeck.core.engine.launch_settings import DEFAULT_PORT
+    from beedeck.core.engine.ports import ANY_FREE
+
+    target = str(mg.tiny_model(tmp_path / "t.gguf"))
+    shown = preflight(ml, LaunchSettings(target=target), read=False)
+    assert shown.settings is not None and shown.settings.port == DEFAULT_PORT and shown.argv is not None
+    assert shown.argv.argv[shown.argv.argv.index("--port") + 1] == str(DEFAULT_PORT)
+    cli = preflight(ml, LaunchSettings(target=target), port=ANY_FREE, host_ram=64 * GiB)
+    assert cli.ok and cli.port is not None and cli.port.used not in (0, DEFAULT_PORT)
+    assert cli.argv is not None and cli.argv.argv[cli.argv.argv.index("--port") + 1] == str(cli.port.used)
+    far = preflight(ml, LaunchSettings(target=target, host="no-such-host.invalid", api_key="k"), port=ANY_FREE)
+    assert [(r.code, r.setting) for r in far.refusals] == [("bad_value", "host")]
+    assert "'no-such-host.invalid' cannot be resolved" in far.refusals[0].message
+
+
+def test_launch_starts_the_argument_list_its_preflight_built(ml: EngineCaps, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: the argument list was built again by the start (twice for port 0); the preflight's is what runs."""
+    from beedeck.core import launcher
+
+    checked: list[Preflight] = []
+    started: list[object] = []
+
+    def seen(passed: Preflight) -> None:
+        checked.append(passed)
+
+    def start_server(engine: object, caps: EngineCaps, plan: object, **kw: object) -> object:
+        started.append(plan)
+        return dataclasses.make_dataclass("Proc", [("notes", tuple)])(())
+
+    monkeypatch.setattr(launcher, "start_server", start_server)
+    target = str(mg.tiny_model(tmp_path / "t.gguf"))
+    launch("/e/ml/llama-server", ml, LaunchSettings(target=target), on_checked=seen,
+           room=launcher.Room(None, 64 * GiB))
+    assert started == [checked[0].argv] and started[0] is checked[0].argv
+
+
 def test_the_headers_given_are_used_as_read(ml: EngineCaps, tmp_path: Path) -> None:
     target = mg.tiny_model(tmp_path / "t.gguf")
     info = inspect(target)
@@ -197,3 +237,17 @@ def test_where_the_driver_hides_the_process_its_plan_is_counted_back(ml: EngineC
     assert planned is not None and back == [planned.gpus[0].total] and back[0] > 18 * GiB
     assert given_back([], free, nvml_module=fake) == [0]  # nothing stops: nothing comes back
     assert given_back([Held(4242, ml, replace(s, n_gpu_layers="0"))], free, nvml_module=fake)[0] < GiB
+
+
+def test_a_model_split_over_rpc_workers_is_judged_by_the_split(ml: EngineCaps, tmp_path: Path) -> None:
+    """The preflight's memory plan is the launch's (core/models/planner/launch.py): over RPC workers the layers
+    go to the workers, so this machine's RAM is judged by what stays here, as the form's bar shows it."""
+    from beedeck.core.engine.rpc import RpcDevice
+
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    s = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", rpc_workers=["10.0.0.2:50052"])
+    workers = [RpcDevice("RPC0", "10.0.0.2:50052", 48 * 1024, 47 * 1024, worker="10.0.0.2:50052")]
+    p = preflight(ml, s, rpc=workers, host_ram=8 * GiB, build_options=None)
+    assert p.ok, p.refusals
+    assert p.memory is not None and [g.name for g in p.memory.gpus] == ["RPC0[10.0.0.2:50052]"]
+    assert p.memory.host.total < 8 * GiB < p.memory.gpus[0].total

@@ -15,6 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.server import free_port
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.profile import Profile, remote_profile
 from beedeck.core.starter import StarterProfile
 from beedeck.ui.window.main_window import MainWindow
@@ -32,7 +33,7 @@ def test_a_refused_launch_keeps_the_working_server(qtbot: QtBot, tmp_path: Path,
     window.session.set_profile(Profile(engine, good, "starter (CPU)"))
     with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
         window.session.start_server()
-    pid, url = window.session.controller._proc.pid, window.session.controller.base_url
+    pid, url = window.session.server.proc.pid, window.session.server.base_url
 
     fake = tmp_path / "fake.gguf"
     fake.write_text("this is a text file\n")
@@ -42,14 +43,14 @@ def test_a_refused_launch_keeps_the_working_server(qtbot: QtBot, tmp_path: Path,
         assert words in blocker.args[0].message
         assert window.failure.isVisible() and "Not launched: the running server keeps serving" in window.failure.title.text()
         assert words in window.failure.what.text()
-        assert window.session.controller.state == "ready" and window.session.controller._proc.pid == pid  # never stopped
+        assert window.session.server.state == ServerState.READY and window.session.server.proc.pid == pid  # never stopped
         assert window.session.profile is not None and window.session.profile.settings is good  # still shown
         assert httpx2.get(url + "/health", timeout=5).status_code == 200
 
     # A launch that passes restarts the server, and the stale panel goes.
     with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
         window.session.apply_profile(Profile(engine, replace(good, ctx_size=2048), "starter (CPU)"), start=True)
-    assert not window.failure.isVisible() and window.session.controller._proc.pid != pid
+    assert not window.failure.isVisible() and window.session.server.proc.pid != pid
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
     # Launch when the server is stopped starts it (it used to do nothing).
@@ -59,7 +60,7 @@ def test_a_refused_launch_keeps_the_working_server(qtbot: QtBot, tmp_path: Path,
         window.session.apply_profile(Profile(engine, good, "starter (CPU)"), start=True)
     assert window.state_label.text() == "server: ready"
     window.close()
-    assert window.session.controller.state == "stopped"
+    assert window.session.server.state == ServerState.STOPPED
 
 
 @pytest.mark.engine
@@ -95,5 +96,5 @@ def test_back_to_the_local_server_after_disconnect_and_when_the_remote_dies(
 
     with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
         window.failure.local_button.click()  # "Use the local server"
-    assert window.session.profile is local and not window.session.controller.is_remote()
+    assert window.session.profile is local and not window.session.server.is_remote()
     window.close()

@@ -31,6 +31,7 @@ from beedeck.core.bench.suites import BenchPrompt, BenchSuite
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.profile import Profile
 from beedeck.ui.window.main_window import MainWindow
 from tests.conftest import PERSISTENT, REPO
@@ -125,7 +126,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
-    window.session.controller.standby = False  # the restart path (kept loaded: tests/engine/test_ui_toggle_real.py)
+    window.session.server.standby = False  # the restart path (kept loaded: tests/engine/test_ui_toggle_real.py)
     window.session.set_profile(Profile(str(starter_engine_path), settings, "CPU engine + synthetic MTP target"))
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
@@ -178,5 +179,5 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         window.close()
         QApplication.processEvents()
         store.close()
-    assert window.session.controller.state == "stopped"
+    assert window.session.server.state == ServerState.STOPPED
     assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"

@@ -24,7 +24,9 @@ from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.remote import RemoteError, inspect_server
 from beedeck.core.engine.server import ServerProcess, free_port
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.profile import load_saved_profile, remote_profile, save_profile
+from beedeck.core.serving import Serving, ServingParts
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.window.main_window import MainWindow
 from tests.engine.conftest import StartServer
@@ -119,25 +121,26 @@ def test_controller_connects_disconnects_and_sees_the_server_go(
 ) -> None:
     proc = start_server(api_key=KEY, port=free_port(), ctx_size=2048)
     proc.wait_ready(120)
-    controller = ServerController(health_interval_s=0.3)
+    controller = ServerController(serving=Serving(ServingParts(health_interval_s=0.3)))
+    serving = controller.serving
     with qtbot.waitSignal(controller.remote_attached, timeout=30_000) as attached:
-        controller.start(proc.base_url, LaunchSettings(api_key=KEY))
-    assert attached.args[0].model_name.startswith("smollm2") and controller.state == "ready"
-    assert controller.is_remote() and controller.base_url == proc.base_url
+        serving.start(proc.base_url, LaunchSettings(api_key=KEY))
+    assert attached.args[0].model_name.startswith("smollm2") and serving.state == ServerState.READY
+    assert serving.is_remote() and serving.base_url == proc.base_url
     with qtbot.waitSignal(controller.failed, timeout=5000) as failed:
-        controller.restart(LaunchSettings())
-    assert "did not start this server" in str(failed.args[0]) and controller.state == "ready"
+        serving.restart(LaunchSettings())
+    assert "did not start this server" in str(failed.args[0]) and serving.state == ServerState.READY
     with qtbot.waitSignal(controller.stopped, timeout=10_000):
-        controller.stop()
-    assert controller.state == "stopped" and pid_alive(proc.pid), "Disconnect must leave the server running"
+        serving.stop()
+    assert serving.state == ServerState.STOPPED and pid_alive(proc.pid), "Disconnect must leave the server running"
 
     with qtbot.waitSignal(controller.ready, timeout=30_000):
-        controller.start(proc.base_url, LaunchSettings(api_key=KEY))
+        serving.start(proc.base_url, LaunchSettings(api_key=KEY))
     with qtbot.waitSignal(controller.failed, timeout=20_000) as gone:
         proc.stop(5.0)
     assert gone.args[0].code == f"remote:{remote.REFUSED}" and "went away" in gone.args[0].message
-    assert controller.state == "failed" and controller.remote is None
-    controller.shutdown()
+    assert serving.state == ServerState.FAILED and serving.remote is None
+    serving.shutdown()
 
 
 def _window(qtbot: QtBot) -> tuple[MainWindow, ChatStore]:

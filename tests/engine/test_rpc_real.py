@@ -329,8 +329,8 @@ def test_the_app_launches_over_workers_and_keeps_the_chat_when_one_dies(
     window.session.set_profile(Profile(str(rpc_engine_path), settings, "split"))
     with qtbot.waitSignal(window.session.controller.ready, timeout=120_000):
         window.start_action.trigger()
-    pid = window.session.controller._proc.pid
-    _check_plan(mem, window.session.controller._proc, n_devices=2)  # the form's plan against the app's own server
+    pid = window.session.server.proc.pid
+    _check_plan(mem, window.session.server.proc, n_devices=2)  # the form's plan against the app's own server
     window.chat.max_tokens = 2000
     window.chat.input.setPlainText("Tell me a very long story about bees.")
     window.chat.send_button.click()

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.profile import Profile
 from beedeck.core.starter import StarterProfile
 from beedeck.ui.window.main_window import MainWindow
@@ -29,15 +30,15 @@ def test_window_chats_with_the_real_starter_engine(
     settings = StarterProfile(starter_engine_path, starter_model_path).settings()
     window.session.set_profile(Profile(str(starter_engine_path), settings, "starter (CPU)"))
     window.chat.max_tokens = 24  # keep the CPU run short
-    states: list[str] = []
+    states: list[ServerState] = []
     window.session.controller.state_changed.connect(states.append)
 
     with qtbot.waitSignal(window.session.controller.ready, timeout=240_000):
         window.start_action.trigger()
-    assert "loading" in states or "starting" in states
+    assert ServerState.LOADING in states or ServerState.STARTING in states
     assert window.state_label.text() == "server: ready"
     assert window.endpoint.endpoint().startswith("http://127.0.0.1:")
-    pid = window.session.controller._proc.pid
+    pid = window.session.server.proc.pid
     assert psutil.pid_exists(pid)
     qtbot.waitUntil(lambda: window.log.view.line_count() > 5, timeout=5000)  # the real log reached the dock
 
@@ -68,6 +69,6 @@ def test_window_chats_with_the_real_starter_engine(
 
     window.close()  # must stop the server
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert window.session.controller.state == "stopped"
+    assert window.session.server.state == ServerState.STOPPED
     QApplication.processEvents()
     store.close()

@@ -24,6 +24,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.clicmd.bench import synthetic_settings
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART
 from beedeck.core.profile import Profile
 from beedeck.ui.window.main_window import MainWindow
@@ -126,7 +127,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
-    window.session.controller.standby = False  # the restart path (the other mode kept loaded: the last test)
+    window.session.server.standby = False  # the restart path (the other mode kept loaded: the last test)
     window.session.set_profile(_sticky_profile(real_engine.path, real_engine.draft_format))
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
@@ -138,7 +139,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
         pids.append(server_pid(window))
         assert _has_draft_on_command_line(pids[-1])
         # The check on ready: two short replies, as it is and asking for no drafts.
-        qtbot.waitUntil(lambda: window.session.per_request_memory.get(window.session.controller.caps) is not None, timeout=REPLY_MS)
+        qtbot.waitUntil(lambda: window.session.per_request_memory.get(window.session.server.caps) is not None, timeout=REPLY_MS)
         honours = real_engine.kind == "bee-a"
         assert window.session.switch.per_request is honours, toggle.toolTip()
         assert window.session.switch.path() == (PER_REQUEST if honours else RESTART)
@@ -192,7 +193,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
         QApplication.processEvents()
         store.close()
 
-    assert window.session.controller.state == "stopped"
+    assert window.session.server.state == ServerState.STOPPED
     assert not [pid for pid in pids if pid_alive(pid)], "a llama-server outlived the window"
     leftover = [p for p in psutil.Process().children(recursive=True) if "llama-server" in p.name()]
     assert not [p for p in leftover if p.status() != psutil.STATUS_ZOMBIE], leftover
@@ -218,7 +219,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
-    window.session.controller.standby = False  # the restart path: a switch whose start fails
+    window.session.server.standby = False  # the restart path: a switch whose start fails
     window.session.set_profile(profile)
     window.chat.max_tokens = MAX_TOKENS
     toggle = window.mode
@@ -248,7 +249,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
         )
         assert toggle.status.text() == "switch failed: see the server log"
         assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
-        assert window.session.controller.state == "failed" and not pid_alive(pids[-1])
+        assert window.session.server.state == ServerState.FAILED and not pid_alive(pids[-1])
         assert window.start_action.isEnabled(), "Start must work again after a failed switch"
         with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
@@ -287,7 +288,7 @@ def test_toggle_keeps_the_other_mode_loaded_beside_when_it_fits(qtbot: QtBot, up
     qtbot.addWidget(window)
     window.open_latest_chat()
     window.show()
-    assert window.session.controller.standby  # the default
+    assert window.session.server.standby  # the default
     window.session.set_profile(_sticky_profile(upstream_engine.path, upstream_engine.draft_format))
     window.chat.max_tokens = MAX_TOKENS
     pids: list[int] = []
@@ -295,9 +296,9 @@ def test_toggle_keeps_the_other_mode_loaded_beside_when_it_fits(qtbot: QtBot, up
         with qtbot.waitSignal(window.session.controller.ready, timeout=START_MS):
             window.start_action.trigger()
         pids.append(server_pid(window))
-        qtbot.waitUntil(lambda: window.session.per_request_memory.get(window.session.controller.caps) is not None, timeout=REPLY_MS)
+        qtbot.waitUntil(lambda: window.session.per_request_memory.get(window.session.server.caps) is not None, timeout=REPLY_MS)
         # The check said the engine ignores per-request speculation: Baseline is loaded beside at once.
-        qtbot.waitUntil(lambda: window.session.controller._parked is not None, timeout=START_MS)
+        qtbot.waitUntil(lambda: window.session.server.kept is not None, timeout=START_MS)
         _assert_dflash(_send(qtbot, window, "Say hello to the deck."))
         assert server_pid(window) == pids[0]  # the preload served nothing
         pids.append(_kept_toggle(qtbot, window, "baseline", "switched to the server kept loaded without the draft"))

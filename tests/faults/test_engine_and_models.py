@@ -248,11 +248,11 @@ def test_server_killed_mid_reply_the_window_says_it_stopped_while_running_and_ke
                         and len(chat.view.current_reply().content) > 20, timeout=120_000)
     except Exception:  # say what the window showed: the reply as far as it came, and whether it still runs
         shown = [(m.role, m.content[:200]) for m in chat.view.messages()]  # type: ignore[attr-defined]
-        proc = window.session.controller._proc
+        proc = window.session.server.proc
         tail = proc.log_lines()[-8:] if proc is not None else "no server"
         raise AssertionError(f"no reply of 20 characters streaming: generating={chat.is_generating()}, "  # type: ignore[attr-defined]
-                             f"running={window.session.controller.is_running()}, shown={shown}, server log tail={tail}") from None
-    server = window.session.controller._proc.pid
+                             f"running={window.session.server.is_running()}, shown={shown}, server log tail={tail}") from None
+    server = window.session.server.proc.pid
     os.kill(server, signal.SIGKILL)
     qtbot.waitUntil(lambda: window.failure.isVisibleTo(window), timeout=30_000)  # type: ignore[attr-defined]
     assert "The server stopped while running" in window.failure.title.text()

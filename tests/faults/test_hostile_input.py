@@ -16,6 +16,8 @@ import psutil
 import pytest
 from pytestqt.qtbot import QtBot
 
+from beedeck.core.engine.server_state import ServerState
+
 from .conftest import Beedeck, wait_for
 
 pytestmark = pytest.mark.engine
@@ -72,7 +74,7 @@ def test_a_megabytes_long_paste_in_the_window_is_answered_without_freezing_it(
     assert len(ticks) > 3  # the event loop kept turning while the server tokenized 4 MB
     user = [m for m in window.store.messages(chat.conversation_id) if m.role == "user"]
     assert user and user[-1].content == huge.strip()  # what was typed is kept
-    assert window.session.controller.state == "ready"  # the server survived it
+    assert window.session.server.state == ServerState.READY  # the server survived it
 
 
 def test_a_lan_bind_without_an_api_key_is_refused_with_both_ways_to_give_one(beedeck: Beedeck) -> None:

@@ -182,6 +182,7 @@ def test_a_full_disk_when_the_key_is_written_leaves_nothing_and_says_so(
         import errno
 
         from beedeck.core.engine import keyfile
+        from beedeck.core.engine.argv import build_argv
         from beedeck.core.engine.probe import probe_engine
         from beedeck.core.engine.server import ServerFailed, start_server
         from beedeck.core.starter import settings_for_model
@@ -192,8 +193,9 @@ def test_a_full_disk_when_the_key_is_written_leaves_nothing_and_says_so(
         monkeypatch.setattr(keyfile, "_write_all", full)
         settings = settings_for_model(beedeck.engine, beedeck.model)
         settings.api_key = SECRET
+        caps = probe_engine(str(beedeck.engine))
         with pytest.raises(ServerFailed) as err:
-            start_server(beedeck.engine, probe_engine(str(beedeck.engine)), settings)
+            start_server(beedeck.engine, caps, build_argv(settings, caps))
         message = str(err.value.failure)
     assert "The server's API key could not be written to" in message and "the disk is full" in message, message
     assert "Free some space on that disk, then start again." in message

@@ -17,7 +17,10 @@ from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.server import ServerState
+from beedeck.core.launcher import Preflight
 from beedeck.core.profile import Profile, remote_profile
+from beedeck.core.serving import Serving, ServingParts
 from beedeck.core.settings import AppSettings, load_settings
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.session import NOT_LAUNCHED, Session
@@ -31,8 +34,9 @@ REFUSAL = ServerFailure("out_of_memory", "A 999,999-token context needs 80 GiB; 
                         "Lower the context size.", setting="ctx_size")
 
 
-def _refuse_too_big(caps: EngineCaps, settings: LaunchSettings) -> ServerFailure | None:
-    return REFUSAL if settings.ctx_size == TOO_BIG else None
+def _refuse_too_big(caps: EngineCaps, settings: LaunchSettings, **_: Any) -> Preflight:
+    """The launch plan, or the refusal of a context of TOO_BIG."""
+    return Preflight([REFUSAL] if settings.ctx_size == TOO_BIG else [], caps=caps, settings=settings)
 
 
 def _no_engine_here(*_a: Any, **_kw: Any) -> Any:
@@ -42,14 +46,15 @@ def _no_engine_here(*_a: Any, **_kw: Any) -> Any:
 def _serving(qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer) -> tuple[MainWindow, Profile]:
     """A window whose server (the fake, ready) serves the saved profile ``old`` through a real controller, its
     preflight refusing a context of TOO_BIG, and a reply in flight (stalled after its first token)."""
-    controller = ServerController(preflight=_refuse_too_big, launch=_no_engine_here)
+    controller = ServerController(serving=Serving(ServingParts(preflight=_refuse_too_big, start=_no_engine_here)))
     w = MainWindow(store, controller)
     qtbot.addWidget(w)
     w.open_latest_chat()
     old = Profile(ENGINE, LaunchSettings(target="/m/old.gguf", ctx_size=4096), "mine")
     w.session.save_profile(old, ml_caps())
-    controller.engine, controller.settings, controller.caps = ENGINE, old.settings, ml_caps()
-    controller._set_state("ready")
+    serving = controller.serving
+    serving.engine, serving.settings, serving.caps = ENGINE, old.settings, ml_caps()
+    serving._set_state(ServerState.READY)
     controller.ready.emit(fake_server.base_url)
     fake_server.script.stall_after = 1
     w.chat.input.setPlainText("Write a long story.")
@@ -70,7 +75,7 @@ def test_a_refused_launch_keeps_the_old_profile_the_reply_and_the_server(
     assert w.session.profile is old and w.pair_label.text() == "model: old.gguf"
     saved = profile_mod.load_saved_profile()
     assert saved is not None and saved.settings.ctx_size == 4096  # profile.json still holds the old one
-    assert w.session.controller.state == "ready" and w.session.controller.settings is old.settings  # still serving
+    assert w.session.server.state == ServerState.READY and w.session.server.settings is old.settings  # still serving
     assert w.failure.isVisibleTo(w) and NOT_LAUNCHED in w.failure.title.text() and "80 GiB" in w.failure.what.text()
     assert w.chat.is_generating()  # the reply was not stopped
     with qtbot.waitSignal(w.chat.reply_finished, timeout=10_000) as finished:
@@ -104,7 +109,7 @@ def test_without_a_server_a_new_profile_is_shown_saved_and_started(qtbot: QtBot,
     profile = Profile(ENGINE, LaunchSettings(target="/m/q.gguf"), "mine")
     session.apply_profile(profile, ml_caps(), start=True)
     assert changed == [profile] and session.profile is profile and session.caps() is not None
-    assert controller.calls == [("start", ENGINE, profile.settings, session.caps())]
+    assert controller.serving.calls == [("start", ENGINE, profile.settings, session.caps())]
     saved = profile_mod.load_saved_profile()
     assert saved is not None and saved.settings.target == "/m/q.gguf"
     session.shutdown()
@@ -119,14 +124,14 @@ def test_back_to_the_local_server_or_to_settings(qtbot: QtBot) -> None:
     session.start_server()  # no profile yet: the setup wizard (or Settings) opens instead
     session.set_profile(remote_profile("http://127.0.0.1:9"))
     session.use_local_server()  # never a local profile: Settings opens on the starter
-    assert wanted == ["setup", "settings"] and controller.calls == []
+    assert wanted == ["setup", "settings"] and controller.serving.calls == []
     assert session.notice.startswith("Not connected. Press Connect")  # the chat says what Start means here
     local = Profile(ENGINE, LaunchSettings(target="/m/q.gguf"), "mine")
     session.set_profile(local)
     session.set_profile(remote_profile("http://127.0.0.1:9"))
     assert session.last_local_profile is local
     session.use_local_server()
-    assert session.profile is local and [c[0] for c in controller.calls] == ["start"]
+    assert session.profile is local and [c[0] for c in controller.serving.calls] == ["start"]
     session.shutdown()
 
 
@@ -137,7 +142,7 @@ def test_the_one_app_settings_copy_is_saved_and_its_choices_take_effect(qtbot: Q
     session.set_standby(False)
     session.set_follow_advice(True)
     stored = load_settings()
-    assert not stored.standby and stored.follow_advice and session.controller.standby is False
+    assert not stored.standby and stored.follow_advice and session.server.standby is False
     assert session.advice_follower.follow and saved == [session.app_settings] * 2
 
     def broken(_settings: AppSettings) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from beedeck.core.engine.rpc import (
     DEFAULT_WORKER_PORT,
@@ -21,6 +21,9 @@ from beedeck.core.engine.rpc import (
     require_worker_binary,
     start_worker,
 )
+
+if TYPE_CHECKING:
+    from beedeck.core.launcher import Preflight
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -80,26 +83,11 @@ def run_worker(args: argparse.Namespace) -> int:
         worker.stop()
 
 
-def print_rpc_plan(caps: Any, settings: Any, devices: Any) -> None:
-    """After the launch preflight probed the workers through the engine (``devices``, workers first): each
-    device, and the per-device plan, on stderr."""
-    for d in devices:
+def print_rpc_plan(passed: Preflight) -> None:
+    """After the launch preflight probed the workers through the engine: each device (workers first), and the
+    launch's memory plan per device (the preflight's own), on stderr."""
+    for d in passed.rpc_devices:
         print(f"device: {d.name} {d.description} ({d.free_mib:,} of {d.total_mib:,} MiB free)"
               + (f" on worker {d.worker}" if d.worker else " on this machine"), file=sys.stderr)
-    for line in _plan_lines(caps, settings, devices):
+    for line in passed.memory.explain() if passed.memory is not None else [f"not planned ({passed.unplanned})"]:
         print(f"plan: {line}", file=sys.stderr)
-
-
-def _plan_lines(caps: Any, settings: Any, devices: Any) -> list[str]:
-    from beedeck.core.engine.caps import Generation
-    from beedeck.core.models import gguf
-    from beedeck.core.models.planner import PlanError
-    from beedeck.core.models.planner.devices import plan_across
-
-    try:
-        target = gguf.inspect(settings.target)
-        draft = gguf.inspect(settings.draft) if settings.draft and settings.spec_mode.uses_draft_file else None
-        gen = caps.generation if caps.generation != Generation.UNKNOWN else Generation.MAINLINE
-        return plan_across(target, draft, settings, gen, devices).explain()
-    except (OSError, ValueError, PlanError) as exc:
-        return [f"not planned ({exc})"]

@@ -2,7 +2,9 @@
 
 Layers, top to bottom (import-linter enforces them; a wing imports only wings below it):
 
-- ``bench``, ``chat``: the benchmark, and the chat store and speculation guard (independent of each other)
+- ``agents``, ``bench``, ``chat``: coding agents' configs, the benchmark, and the chat store and speculation guard
+  (independent of each other)
+- ``serving``: the app's llama-server and its life (start, restart, swap, preload, replace, attach, stop)
 - ``launcher``, ``starter``: start a server after the pre-launch guard; the built-in starter profile
 - ``models``: GGUF files, the catalog, hub downloads, the library, pair checks, the memory planner,
   the recommender and the pre-launch guard

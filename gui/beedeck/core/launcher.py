@@ -1,10 +1,12 @@
-"""Start a llama-server from launch settings: one :func:`preflight`, then the engine.
+"""Start a llama-server from launch settings: one :func:`preflight`, then :func:`start` runs what it planned.
 
 The one way the app, the CLI and the benchmark start a server, so none of them can skip the checks. The
-launch form runs the same :func:`preflight` on every edit, with what it gathered off the GUI thread (the
-headers, the engine's build options, the RPC workers' check, the memory free), so Launch is greyed for
-exactly what a launch would refuse, with the same words: one refusal type (:data:`Refusal`, a code, a
-message, a remedy and the setting it is about), raised as :class:`LaunchRefused`.
+preflight decides everything a launch needs (the port, by its rule: :class:`PortRule`; the argument list,
+built once; the memory plan; the notes) and hands it on as the launch plan (:class:`Preflight`) that
+:func:`start` runs as it is. The launch form runs the same :func:`preflight` on every edit, with what it
+gathered off the GUI thread (the headers, the engine's build options, the RPC workers' check, the memory
+free), so Launch is greyed for exactly what a launch would refuse, with the same words: one refusal type
+(:data:`Refusal`, a code, a message, a remedy and the setting it is about), raised as :class:`LaunchRefused`.
 """
 
 from __future__ import annotations
@@ -18,20 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, Refusal, build_argv, merged
-from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.logparse import ServerFailure
-from beedeck.core.engine.ports import release_port
+from beedeck.core.engine.ports import ANY_FREE, SHOWN, HostError, PortChoice, PortRule, release_port
 from beedeck.core.engine.rpc import RpcDevice, RpcError, parse_workers
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, key_refusal, start_server
 from beedeck.core.engine.speculation.standby import with_margin
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
-from beedeck.core.models.planner import GiB, MemoryPlan, plan
+from beedeck.core.models.planner import GiB, MemoryPlan
+from beedeck.core.models.planner.launch import plan_launch
 
-__all__ = ["UNSET", "Held", "LaunchRefused", "Preflight", "Refusal", "Room", "args_refusal", "build_options_of",
-           "given_back", "launch", "preflight", "room_now", "standby_refusal"]
+__all__ = ["UNSET", "Held", "LaunchRefused", "PortRule", "Preflight", "Refusal", "Room", "args_refusal",
+           "build_options_of", "given_back", "launch", "preflight", "room_now", "standby_preflight", "start"]
 
 
 class _Unset(Enum):
@@ -44,14 +47,21 @@ Unset = _Unset
 
 @dataclass
 class Preflight:
-    """What :func:`preflight` found: ``refusals`` (empty: the launch may start), the guard's warnings, the
-    argument list, the memory plan and the RPC workers' devices where they could be made."""
+    """What :func:`preflight` found and decided, the launch plan :func:`start` runs: ``refusals`` (empty: the
+    launch may start), the guard's warnings, the engine, the settings on the port chosen (``port``: which, and
+    why when it is not the one asked), the argument list with build_argv's notes (built once: the start runs it
+    as it is), the memory plan (``unplanned``: why there is none) and the RPC workers' devices, each where it
+    could be made."""
 
     refusals: list[Refusal] = field(default_factory=list)
     warnings: list[GuardWarning] = field(default_factory=list)
     argv: LaunchPlan | None = None
     memory: MemoryPlan | None = None
     rpc_devices: list[RpcDevice] = field(default_factory=list)
+    caps: EngineCaps | None = None
+    settings: LaunchSettings | None = None
+    port: PortChoice | None = None
+    unplanned: str = ""
 
     @property
     def ok(self) -> bool:
@@ -100,12 +110,11 @@ def args_refusal(text: str) -> Refusal | None:
 
 def _memory(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, caps: EngineCaps,
             devices: list[int] | None, host_ram: int | None, out: Preflight) -> None:
-    gen = caps.generation if caps.generation != Generation.UNKNOWN else Generation.MAINLINE
-    devices = None if settings.rpc_workers else devices  # over RPC: the workers' plan is the memory bar's
+    devices = None if settings.rpc_workers else devices  # over RPC: no local GPU check (the workers' plan)
     try:
-        memory = out.memory = plan(target, draft if settings.spec_mode != SpecMode.OFF else None, settings, gen,
-                                   devices or [])
-    except Exception:  # an estimate (PlanError included: the bar shows it): a model the planner cannot read
+        memory = out.memory = plan_launch(target, draft, settings, caps, devices, out.rpc_devices)
+    except Exception as exc:  # an estimate (PlanError included: the bar shows it): a model the planner cannot read
+        out.unplanned = str(exc)
         return  # must not block a launch the engine may run
     host = memory.host.total
     if host_ram is not None and host > host_ram:
@@ -151,19 +160,22 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
               draft: ModelInfo | None = None, read: bool = True, errors: dict[str, str] | None = None,
               devices: list[int] | None = None, host_ram: int | None = None,
               build_options: Sequence[str] | None | Unset = UNSET,
-              rpc: Sequence[RpcDevice] | RpcError | Unset = UNSET, args_text: str | None = None) -> Preflight:
+              rpc: Sequence[RpcDevice] | RpcError | Unset = UNSET, args_text: str | None = None,
+              port: PortRule = SHOWN) -> Preflight:
     """Every reason a launch would be refused, before anything stops or starts, in this order: the extra
-    arguments as typed (``args_text``), the ranges, the engine's argument list (build_argv's refusals, the API
-    key's file), the model files (missing, not GGUF), the chosen mode against these files, the known-issue
-    table (the guard), the FlashAttention kernels this build has (``build_options``, its registry record), the
-    RPC workers (``rpc``: their probe's devices, or why it failed), and memory: host RAM (``host_ram`` bytes)
-    and each GPU (``devices``, free bytes; no GPU check with RPC workers or GPU layers "auto").
+    arguments as typed (``args_text``), the ranges, the port (by the rule ``port``: what 0 means, and whether it
+    is claimed now: :class:`PortRule`), the engine's argument list (build_argv's refusals, the API key's file),
+    the model files (missing, not GGUF), the chosen mode against these files, the known-issue table (the guard),
+    the FlashAttention kernels this build has (``build_options``, its registry record), the RPC workers
+    (``rpc``: their probe's devices, or why it failed), and memory: host RAM (``host_ram`` bytes) and each GPU
+    (``devices``, free bytes; no GPU check with RPC workers or GPU layers "auto"). What passed is the launch
+    plan: :func:`start` runs it.
 
     ``target``/``draft``: headers already read. ``read=True`` gathers what is not given (headers, the build
     options, the workers' probe: blocking I/O); ``read=False`` reads nothing (the launch form: what it gathered
     comes off the GUI thread, ``errors`` its header reads that failed, and a fact not gathered yet is judged when
     it is, except the RPC workers, which Launch waits for)."""
-    out = Preflight()
+    out = Preflight(caps=caps, settings=settings)
     if caps is None:
         out.refusals.append(Refusal("no_engine", "No engine is picked.", "Choose llama-server under Settings → Engine.",
                                     setting="engine"))
@@ -174,10 +186,12 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
     if problems:  # a number outside its range: said as such, not as what it would cost (a 1e11 context's RAM)
         out.refusals += [Refusal("bad_value", f"{p[0].upper()}{p[1:]}.", "", setting=name) for name, p in problems]
         return out
+    settings, why_host = _on_port(settings, port, out)
     try:
         out.argv = build_argv(settings, caps)
     except LaunchRefused as exc:
         out.refusals += exc.refusals
+    out.refusals += [why_host] if why_host else []  # after build_argv's: a LAN bind without a key is said first
     why_key = key_refusal(settings, caps)
     out.refusals += [why_key] if why_key else []
     target, draft = _files(caps, settings, target, draft, read, errors or {}, out)
@@ -192,7 +206,21 @@ def preflight(caps: EngineCaps | None, settings: LaunchSettings, *, target: Mode
     for r in out.refusals:  # a draft-less DFlash)
         said.setdefault(r.message, r)
     out.refusals = list(said.values())
+    if out.refusals and port.claim and out.port is not None:
+        release_port(out.port.used)  # claimed for a launch that will not start (a claim a server holds stays)
     return out
+
+
+def _on_port(settings: LaunchSettings, rule: PortRule, out: Preflight) -> tuple[LaunchSettings, Refusal | None]:
+    """``settings`` on the port ``rule`` chooses (``out.settings``; ``out.port`` says which and why), or as they
+    are with the refusal of a host that cannot be listened on (a name that does not resolve, an address of
+    another machine)."""
+    try:
+        out.port = rule.choose(settings.host, settings.port)
+    except HostError as exc:
+        return settings, Refusal("bad_value", str(exc), "", setting="host")
+    out.settings = replace(settings, port=out.port.used)
+    return out.settings, None
 
 
 def _rpc(caps: EngineCaps, settings: LaunchSettings, rpc: Sequence[RpcDevice] | RpcError | Unset, read: bool,
@@ -293,8 +321,7 @@ def given_back(stopping: Sequence[Held], gpus_free: Sequence[int], *, nvml_modul
         return [int(m or 0) for m in measured]
     planned = [0] * len(gpus_free)
     for h in stopping:  # none seen by the driver (a pid namespace, WDDM) or none at all: the plans
-        memory = preflight(h.caps, replace(h.settings, port=h.settings.port or DEFAULT_PORT),
-                           devices=list(gpus_free), build_options=None, rpc=[]).memory
+        memory = preflight(h.caps, h.settings, devices=list(gpus_free), build_options=None, rpc=[]).memory
         for i, gpu in enumerate(memory.gpus if memory else []):
             if i < len(planned):
                 planned[i] += gpu.total
@@ -312,30 +339,33 @@ def room_now(stopping: Sequence[Held] = (), *, nvml_module: Any = None) -> Room:
     return Room([f + b for f, b in zip(free, back, strict=True)] or None, report.system.ram_total, back)
 
 
-def standby_refusal(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: list[int] | None,
-                    ram_available: int | None) -> str | None:
-    """Why ``settings``' server cannot be loaded beside the running one (None: it fits, keep both): the
-    preflight's memory check against what is free now, less a margin (core/engine/speculation/standby.py).
+def standby_preflight(caps: EngineCaps, settings: LaunchSettings, *, gpu_free: list[int] | None,
+                      ram_available: int | None, port: PortRule = SHOWN) -> Preflight:
+    """The launch plan of ``settings``' server beside the running one, or why it cannot be loaded there (one
+    refusal, code ``standby``, whose message says why): the preflight's memory check against what is free now,
+    less a margin (core/engine/speculation/standby.py), its port by the rule ``port``.
 
     ``gpu_free``: each GPU's free bytes now (None: no GPU is used); ``ram_available``: the host's available
     bytes now (None: unknown, which refuses: a guess must not swap the machine)."""
+    def refused(why: str) -> Preflight:
+        return Preflight([Refusal("standby", why, "")], caps=caps, settings=settings)
+
     if ram_available is None:
-        return "the host's free memory is unknown"
+        return refused("the host's free memory is unknown")
     if settings.rpc_workers:
-        return "the model is split over RPC workers"
+        return refused("the model is split over RPC workers")
     if gpu_free and settings.n_gpu_layers == "auto":
-        return "its GPU layers are 'auto' (the engine fits them itself), so what it would take is not known"
-    checked = preflight(caps, replace(settings, port=settings.port or DEFAULT_PORT),  # the port is judged apart
-                        devices=[with_margin(f) for f in gpu_free] if gpu_free else None,
-                        host_ram=with_margin(ram_available))
+        return refused("its GPU layers are 'auto' (the engine fits them itself), so what it would take is not known")
+    checked = preflight(caps, settings, devices=[with_margin(f) for f in gpu_free] if gpu_free else None,
+                        host_ram=with_margin(ram_available), port=port)
     if checked.memory is None:
-        return "its memory could not be planned"
+        return refused("its memory could not be planned")
     memory = [r for r in checked.refusals if r.code == "out_of_memory"]
     if memory:
-        return "it needs more memory than is free beside the running server: " + memory[0].message
+        return refused("it needs more memory than is free beside the running server: " + memory[0].message)
     if not checked.ok:
-        return checked.refusals[0].message
-    return None
+        return refused(checked.refusals[0].message)
+    return checked
 
 
 def launch(
@@ -350,24 +380,46 @@ def launch(
     stop_leftover: bool = True,
     room: Room | None = None,
     on_checked: Callable[[Preflight], None] | None = None,
+    port: PortRule = ANY_FREE,
 ) -> ServerProcess:
-    """Run :func:`preflight` (reading what it needs; memory: ``room``, else :func:`room_now`), then start;
-    returns the running wrapper, whose ``notes`` carry build_argv's notes and the guard's warnings.
-    ``on_checked`` sees the passed preflight before the start (the CLI prints the RPC workers' devices).
+    """Run :func:`preflight` (reading what it needs; memory: ``room``, else :func:`room_now`; the port by the
+    rule ``port``: by default port 0 is any free one), then :func:`start` what it planned; returns the running
+    wrapper, whose ``notes`` carry build_argv's notes and the guard's warnings. ``on_checked`` sees the passed
+    preflight before the start (the CLI prints the RPC workers' devices and their memory plan).
 
     Raises :class:`LaunchRefused` (a ServerFailed: ``failure.code``) before starting anything, or ServerFailed.
     """
+    room = room if room is not None else room_now()
+    checked = preflight(caps, settings, devices=room.gpus, host_ram=room.host_ram, port=port)
+    if not checked.ok:
+        raise LaunchRefused(checked.refusals)
+    if on_checked is not None:
+        on_checked(checked)
+    return start(engine, checked, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
+                 stop_leftover=stop_leftover)
+
+
+def start(
+    engine: str | Path,
+    plan: Preflight,
+    *,
+    on_line: Callable[[str], None] | None = None,
+    on_state: Callable[[ServerState, ServerFailure | None], None] | None = None,
+    pid_file: Path | None = None,
+    env: dict[str, str] | None = None,
+    stop_leftover: bool = True,
+) -> ServerProcess:
+    """Start the launch ``plan`` a :func:`preflight` passed, as it was decided: its argument list as built (on
+    its port), its notes and the guard's warnings on the wrapper (``notes``). Raises ServerFailed, or
+    LaunchRefused for a plan that did not pass."""
+    if not plan.ok or plan.argv is None or plan.caps is None:
+        raise LaunchRefused(plan.refusals or [Refusal("bad_value", "The launch was not planned.", "")])
     try:
-        room = room if room is not None else room_now()
-        checked = preflight(caps, settings, devices=room.gpus, host_ram=room.host_ram)
-        if not checked.ok:
-            raise LaunchRefused(checked.refusals)
-        if on_checked is not None:
-            on_checked(checked)
-        proc = start_server(engine, caps, settings, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
-                            stop_leftover=stop_leftover)
+        proc = start_server(engine, plan.caps, plan.argv, on_line=on_line, on_state=on_state, pid_file=pid_file,
+                            env=env, stop_leftover=stop_leftover)
     except BaseException:
-        release_port(settings.port)  # the port claimed for this launch (ports.app_port), which no server took over
+        if plan.settings is not None:  # the port claimed for this launch (ports.PortRule), no server took it over
+            release_port(plan.settings.port)
         raise
-    proc.notes = (*proc.notes, *(ArgNote("known_issue", "warning", str(w)) for w in checked.warnings))
+    proc.notes = (*proc.notes, *(ArgNote("known_issue", "warning", str(w)) for w in plan.warnings))
     return proc

@@ -3,10 +3,11 @@ needs it.
 
 One :class:`Session` owns the profile (shown, saved, applied), the probed engine capabilities, the
 hardware found, the ONE :class:`AppSettings` copy (the window, the setup wizard and the dialogs change and
-save this same object, so a later save never writes back what another part changed meanwhile), the
-server controller and what its events mean (a start, a crash, a refused launch, a disconnect), the
-Qt-free mode switch with its runner (:class:`SwitchRunner`), the per-request verdicts, the speculation
-guard with the learnt advice (:class:`AdviceFollower`) and the speed figures per mode. It decides; the
+save this same object, so a later save never writes back what another part changed meanwhile), the app's
+server (``core/serving``; its events arrive as the controller's signals) and what they mean (a start, a crash,
+a refused launch, a disconnect), the Qt-free mode switch with its runner (:class:`SwitchRunner`), the
+per-request verdicts, the speculation guard with the learnt advice (:class:`AdviceFollower`) and the speed
+figures per mode. It decides; the
 window lays out views and renders it from its signals; dialogs get it (and a parent widget).
 """
 
@@ -24,6 +25,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure, as_failure
 from beedeck.core.engine.remote import RemoteInfo
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.engine.speculation.comparison import Comparison
 from beedeck.core.engine.speculation.mode_switch import ModeSwitch
@@ -31,6 +33,7 @@ from beedeck.core.engine.speculation.spec_guard import SpecGuard
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import NewerProfileError, Profile, save_profile
+from beedeck.core.serving import Replacing
 from beedeck.core.settings import AppSettings, NewerSettingsError, load_settings, save_settings
 from beedeck.ui.background import Runner
 from beedeck.ui.engine.server_controller import ServerController
@@ -57,6 +60,9 @@ class Session(QObject):
     ``figures_changed()`` when a benchmark or a tune recorded a mode's speed; ``serving(str)`` with the base
     URL of a server that became ready, before the switch hears of it (so the chat has its client by the time
     a switch says it is done).
+
+    ``server`` is the app's server and its rules (:class:`~beedeck.core.serving.serving.Serving`); ``controller``
+    brings its events as signals, which the session hears first.
 
     ``probe`` (engine path -> EngineCaps), ``detect_hardware``, ``profile_saver`` and ``client_factory(url,
     api_key)`` are the core calls the session and its dialogs make; tests replace the ones that need a GPU.
@@ -85,7 +91,8 @@ class Session(QObject):
         super().__init__(parent)
         self.app_settings = app_settings if app_settings is not None else load_settings()
         self.controller = controller or ServerController(self)
-        self.controller.standby = self.app_settings.standby
+        self.server = self.controller.serving  # the server and its rules (core/serving); the controller: its signals
+        self.server.standby = self.app_settings.standby
         self.switch = ModeSwitch()
         self.per_request_memory = memory or PerRequestMemory()
         self.guard = SpecGuard()
@@ -103,7 +110,7 @@ class Session(QObject):
         self.client_factory: Callable[[str, str | None], Any] = default_client
         self._saver = saver
         self._replacing: deque[tuple[Profile, EngineCaps | None]] = deque()  # launches waiting for their preflight
-        self.switching = SwitchRunner(self.switch, self.controller, self.per_request_memory,
+        self.switching = SwitchRunner(self.switch, self.server, self.per_request_memory,
                                       lambda url, key: self.client_factory(url, key), self, runner=runner)
         self.switching.restarting.connect(self._on_switch_restarting)
         self.advice_follower = AdviceFollower(self.guard, self.switching, self._setup, self,
@@ -111,7 +118,7 @@ class Session(QObject):
         self.advice_follower.said.connect(self.said)
         self.advice_follower.notice_changed.connect(self._set_notice)
         self._wire(self.controller)
-        self._state_notice(self.controller.state)
+        self._state_notice(self.server.state)
 
     def _wire(self, c: ServerController) -> None:
         # The session hears the controller first and hands its helpers each event in order; views connect later.
@@ -146,7 +153,7 @@ class Session(QObject):
                                  local_files=not profile.is_remote)
         self.advice_follower.refresh()
         self.profile_changed.emit(profile)
-        self._state_notice(self.controller.state)
+        self._state_notice(self.server.state)
 
     def learn_caps(self, engine: str, caps: EngineCaps) -> None:
         self.known_caps[engine] = caps
@@ -159,28 +166,28 @@ class Session(QObject):
         """Settings' Save: show and save the profile (profile.json, without the API key) for the next start;
         a running server keeps its settings until it is restarted."""
         self._store(profile, caps)
-        if self.controller.is_running():
+        if self.server.is_running():
             self.said.emit("Saved: the new settings apply when the server next starts.", 15000)
 
     def apply_profile(self, profile: Profile, caps: EngineCaps | None = None, start: bool = False) -> None:
         """A new profile from Settings, the wizard, Connect or Tool-safe: shown and saved (profile.json, without
         the API key), and the server restarted on it if one runs (``start``: started even if none runs).
 
-        A running server of BeeDeck's is replaced only once the new launch passed its preflight
-        (:meth:`ServerController.replace`): until then nothing changes, and a refused launch leaves the old
-        profile shown and saved, the reply in flight going and the old server serving (the panel says why)."""
+        What happens to the running server is the serving's rule (:meth:`Serving.replace`): one of BeeDeck's is
+        replaced only once the new launch passed its preflight: until then nothing changes, and a refused launch
+        leaves the old profile shown and saved, the reply in flight going and the old server serving (the panel
+        says why)."""
         caps = caps or self.known_caps.get(profile.engine)
-        if not (self.controller.is_running() or self.controller.is_busy()):
-            self._commit(profile, caps)
-            if start:
-                self.start_server()
-            return
         self._replacing.append((profile, caps))
-        if self.controller.replace(profile.engine, self.switch.launch_settings(profile.settings), caps):
+        how = self.server.replace(profile.engine, profile.settings, caps, in_mode=self.switch.launch_settings)
+        if how is Replacing.PREFLIGHT:
             return  # replace_started commits it, refused drops it
-        self._replacing.pop()  # a connection (to or from a server not ours) is replaced at once
-        self.serving_interrupted.emit()
+        self._replacing.pop()
+        if how is Replacing.AT_ONCE:  # a connection (to or from a server not ours) is replaced at once
+            self.serving_interrupted.emit()
         self._commit(profile, caps)
+        if how is Replacing.NONE and start:
+            self.start_server()
 
     def _commit(self, profile: Profile, caps: EngineCaps | None) -> None:
         self._store(profile, caps)
@@ -218,14 +225,12 @@ class Session(QObject):
         if self.profile is None:
             self.setup_wanted.emit()
             return
-        if self.controller.is_running() or self.controller.is_busy():
-            return
-        self.failure_cleared.emit()
-        self.controller.start(self.profile.engine, self.launch_settings(), self.caps())
+        if self.server.start_if_idle(self.profile.engine, self.launch_settings(), self.caps()):
+            self.failure_cleared.emit()
 
     def stop_server(self) -> None:
         self.serving_interrupted.emit()
-        self.controller.stop()
+        self.server.stop()
 
     def client(self, base_url: str) -> Any:
         """A client of the server ready at ``base_url`` (with the key it was started or connected with)."""
@@ -236,34 +241,34 @@ class Session(QObject):
         return self.switching.request(key)
 
     def _api_key(self) -> str | None:
-        return self.controller.settings.api_key if self.controller.settings else None
+        return self.server.settings.api_key if self.server.settings else None
 
     def _on_switch_restarting(self, _settings: LaunchSettings) -> None:
         self.serving_interrupted.emit()
         self._set_notice("Switching mode: restarting the server…")
 
-    def _on_state(self, state: str) -> None:
-        if state == "starting":
+    def _on_state(self, state: ServerState) -> None:
+        if state == ServerState.STARTING:
             self.served = False
         self.switching.state_changed(state)
         self._state_notice(state)
 
-    def _state_notice(self, state: str) -> None:
+    def _state_notice(self, state: ServerState) -> None:
         """What the chat says in this state, and the "Disconnected" panel after a Disconnect."""
         profile = self.profile
         remote = profile is not None and profile.is_remote
-        if remote and state == "starting":
+        if remote and state == ServerState.STARTING:
             assert profile is not None
             self._set_notice(f"Connecting to {profile.engine}…")
-        elif state in ("starting", "loading"):
+        elif state in (ServerState.STARTING, ServerState.LOADING):
             self._set_notice("Starting the server and loading the model…")
-        elif state == "stopped" and remote:
+        elif state == ServerState.STOPPED and remote:
             assert profile is not None
             self._set_notice(f"Not connected. Press Connect to chat with the server at {profile.engine}.")
             if self.served and self.switch.pending is None:  # after Disconnect
                 self.notice_shown.emit("Disconnected", f"The server at {profile.engine} keeps running where it is.",
                                        "Connect again, or go back to BeeDeck's own server.", True)
-        elif state == "stopped" and self.switch.pending is None:
+        elif state == ServerState.STOPPED and self.switch.pending is None:
             self._set_notice("The server is stopped. Press Start to chat." if profile else
                              "No engine or model is set up yet: open Settings.")
 
@@ -300,7 +305,7 @@ class Session(QObject):
         self._commit(profile, caps)
 
     def _on_controller_caps(self, caps: EngineCaps) -> None:
-        self.learn_caps(self.controller.engine or caps.path, caps)
+        self.learn_caps(self.server.engine or caps.path, caps)
 
     def _on_attached(self, info: RemoteInfo) -> None:
         self.switching.attached(info, self._api_key())
@@ -312,7 +317,7 @@ class Session(QObject):
             self._saver(self.app_settings)
         except (OSError, NewerSettingsError) as exc:
             return str(exc)
-        self.controller.standby = self.app_settings.standby
+        self.server.standby = self.app_settings.standby
         self.settings_saved.emit(self.app_settings)
         return None
 
@@ -332,8 +337,8 @@ class Session(QObject):
         self._save_choice("choice")
 
     def set_standby(self, on: bool) -> None:
-        """Server → Keep the other mode loaded (core/engine/speculation/standby.py); the controller follows."""
-        self.app_settings.standby = self.controller.standby = on  # for this session, saved or not
+        """Server → Keep the other mode loaded (core/engine/speculation/standby.py); the server follows."""
+        self.app_settings.standby = self.server.standby = on  # for this session, saved or not
         self._save_choice("choice")
 
     def set_hardware(self, report: HardwareReport) -> None:
@@ -352,7 +357,7 @@ class Session(QObject):
     def shutdown(self) -> None:
         """Nothing is left running after the window closes."""
         self.closing = True
-        self.controller.shutdown()
+        self.server.shutdown()
 
 
 # The core calls the session and the dialogs make by default (tests replace the ones that need a GPU);

@@ -11,6 +11,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, Sample
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import CODE, PROSE, WorkloadAdvice, setup_key
 from beedeck.core.profile import Profile, remote_profile
 from beedeck.ui.bench.bench_dialog import BenchDialog
@@ -61,8 +62,8 @@ def test_a_failed_run_teaches_nothing_and_raises_nothing(qtbot: QtBot, tmp_path:
 
 def test_a_remote_server_is_benchmarked_as_it_runs_without_stop_and_compare(qtbot: QtBot) -> None:
     host = make_host(qtbot, remote_profile(URL))
-    c = host.controller
-    c.engine, c.settings, c.base_url, c.state = URL, LaunchSettings(), URL, "ready"
+    c = host.server
+    c.engine, c.settings, c.base_url, c.state = URL, LaunchSettings(), URL, ServerState.READY
     dialog = BenchDialog(host, host.widget)
     qtbot.addWidget(dialog)
     dialog.show()

@@ -34,12 +34,12 @@ def make(qtbot: QtBot, advice: WorkloadAdvice | None = None,
 def test_stops_the_chat_server_tunes_saves_and_restarts_it(qtbot: QtBot, store: ChatStore, tmp_path: Path) -> None:
     advice = WorkloadAdvice(tmp_path / "advice.json")
     host, view = make(qtbot, advice)
-    host.controller.start(ENGINE, START)  # the chat server is up
+    host.server.start(ENGINE, START)  # the chat server is up
     dialog = TuneDialog(host, host.widget, store=store, view=view)
     assert dialog.stop_button.isVisibleTo(dialog) and not view.start_button.isEnabled()
     assert "stop it to tune" in dialog.note.text()
     dialog.stop_button.click()
-    assert host.controller.calls == ["start", "stop"]
+    assert host.server.calls == ["start", "stop"]
     qtbot.waitUntil(lambda: view.start_button.isEnabled(), timeout=10_000)  # probed off the GUI thread
     assert host.probed == [ENGINE] and host.known_caps[ENGINE] is CPU_CAPS
     assert "tunes the current profile on llama-server" in dialog.note.text()
@@ -51,7 +51,7 @@ def test_stops_the_chat_server_tunes_saves_and_restarts_it(qtbot: QtBot, store: 
         view.save_profile_button.click()
     assert chosen.args[0].draft_n_max == 8
     dialog.reject()
-    assert host.controller.calls == ["start", "stop", "start"]  # the chat server is back
+    assert host.server.calls == ["start", "stop", "start"]  # the chat server is back
 
 
 def test_with_the_server_stopped_it_is_ready_at_once_and_lists_the_chats(qtbot: QtBot, store: ChatStore) -> None:
@@ -65,7 +65,7 @@ def test_with_the_server_stopped_it_is_ready_at_once_and_lists_the_chats(qtbot: 
     with qtbot.waitSignal(view.run_finished, timeout=20_000):
         view.start_button.click()
     dialog.reject()
-    assert host.controller.calls == []  # it was not running, so it is not started
+    assert host.server.calls == []  # it was not running, so it is not started
 
 
 def test_without_a_profile_it_says_what_to_do(qtbot: QtBot, store: ChatStore) -> None:

@@ -18,9 +18,11 @@ from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import as_failure
 from beedeck.core.engine.remote import KEY_WRONG, RemoteError, RemoteInfo
+from beedeck.core.engine.server import ServerState
 from beedeck.core.engine.speculation.remote_switch import toggle_reason
 from beedeck.core.engine.speculation.switching import NO_DRAFTS
 from beedeck.core.profile import Profile, remote_profile
+from beedeck.core.serving import Serving, ServingParts
 from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.remote_binding import RemoteBinding
@@ -44,7 +46,9 @@ class Window:
                 raise inspect_info
             return replace(inspect_info, url=url)
 
-        self.controller = ServerController(inspect=inspect, health_interval_s=health_interval_s)
+        self.controller = ServerController(serving=Serving(ServingParts(inspect=inspect,
+                                                                        health_interval_s=health_interval_s)))
+        self.serving = self.controller.serving
         self.session = Session(AppSettings(), self.controller, saver=lambda s: None, runner=run_inline)
         self.session.client_factory = LlamaClient
         self.start_action, self.stop_action = QAction("Start"), QAction("Stop")
@@ -65,7 +69,7 @@ def _attach(qtbot: QtBot, w: Window, url: str) -> None:
     w.session.set_profile(remote_profile(url))
     w.notices.clear()  # what connecting says, from here
     with qtbot.waitSignal(w.controller.remote_attached, timeout=5000):
-        w.controller.start(url, LaunchSettings())
+        w.serving.start(url, LaunchSettings())
 
 
 def test_connect_disconnect_labels_follow_the_profile(qtbot: QtBot) -> None:
@@ -89,7 +93,7 @@ def test_an_honoured_no_drafts_offers_the_toggle_per_request(qtbot: QtBot) -> No
     w.session.request_mode("baseline")
     assert w.session.switching.provider() == ("baseline", NO_DRAFTS)  # per request: no restart of a server not ours
     assert "Target.gguf" in w.endpoint.label.toolTip()
-    w.controller.shutdown()
+    w.serving.shutdown()
 
 
 def test_an_ignored_no_drafts_disables_the_toggle_with_the_reason(qtbot: QtBot) -> None:
@@ -100,9 +104,9 @@ def test_an_ignored_no_drafts_disables_the_toggle_with_the_reason(qtbot: QtBot) 
             _attach(qtbot, w, fake.base_url)
     assert not w.mode.isEnabled() and w.session.switching.provider() == ("dflash", {})  # labelled with what the server runs
     assert "did not start this server" in w.mode.toolTip() and "ignores a per-request" in w.mode.toolTip()
-    w.controller.restart(LaunchSettings())  # what a contradicted per-request baseline asks for: refused
+    w.serving.restart(LaunchSettings())  # what a contradicted per-request baseline asks for: refused
     assert not w.mode.isEnabled() and "still drafted" in w.mode.toolTip()
-    w.controller.shutdown()
+    w.serving.shutdown()
 
 
 @pytest.mark.parametrize(("info", "words", "mode"), [
@@ -119,23 +123,23 @@ def test_servers_the_toggle_cannot_switch_are_not_asked(qtbot: QtBot, info: Remo
         _attach(qtbot, w, fake.base_url)
         assert not any(r.method == "POST" for r in fake.requests)  # no check replies were sent
     assert not w.mode.isEnabled() and words in w.mode.toolTip() and w.session.switching.provider() == (mode, {})
-    w.controller.shutdown()
+    w.serving.shutdown()
 
 
 def test_a_refused_connect_is_a_failure_and_disconnect_keeps_nothing(qtbot: QtBot) -> None:
     err = RemoteError(KEY_WRONG, "The server refused the API key (HTTP 401).", "Enter the key.")
     w = Window(qtbot, err)
     with qtbot.waitSignal(w.controller.failed, timeout=5000) as failed:
-        w.controller.start("http://127.0.0.1:1", LaunchSettings(api_key="k"))
-    assert failed.args[0] == as_failure(err) and w.controller.state == "failed" and w.controller.remote is None
+        w.serving.start("http://127.0.0.1:1", LaunchSettings(api_key="k"))
+    assert failed.args[0] == as_failure(err) and w.serving.state == ServerState.FAILED and w.serving.remote is None
 
     with FakeLlamaServer() as fake:
         w = Window(qtbot, replace(INFO, speculative=False))
         _attach(qtbot, w, fake.base_url)
-        assert w.controller.is_remote() and w.controller.is_running()
+        assert w.serving.is_remote() and w.serving.is_running()
         with qtbot.waitSignal(w.controller.stopped, timeout=5000):
-            w.controller.stop()
-    assert w.controller.state == "stopped" and w.controller.base_url == ""
+            w.serving.stop()
+    assert w.serving.state == ServerState.STOPPED and w.serving.base_url == ""
     assert w.pair_label.text() == "model: —" and w.endpoint.label.toolTip() == ""
     assert w.notices[0].startswith("Connecting to http://127.0.0.1:") and "Press Connect" in w.notices[-1]
 
@@ -152,13 +156,13 @@ def test_a_chat_reply_that_fails_on_the_remote_reports_it_at_once(qtbot: QtBot) 
     window wires it) can tell."""
     w = Window(qtbot, replace(INFO, speculative=False), health_interval_s=10.0)
     chat = ChatStub()
-    chat.reply_failed.connect(w.controller.request_failed)
+    chat.reply_failed.connect(w.serving.request_failed)
     with FakeLlamaServer() as fake:
         _attach(qtbot, w, fake.base_url)
     t0 = time.monotonic()
     with qtbot.waitSignal(w.controller.failed, timeout=5000) as failed:
         chat.reply_failed.emit("The server closed the connection.")
     assert time.monotonic() - t0 < 2.0 and failed.args[0].code == "remote:refused"
-    assert w.controller.state == "failed" and w.controller.remote is None
-    w.controller.request_failed()  # nothing attached any more: nothing to check
-    w.controller.shutdown()
+    assert w.serving.state == ServerState.FAILED and w.serving.remote is None
+    w.serving.request_failed()  # nothing attached any more: nothing to check
+    w.serving.shutdown()

@@ -18,6 +18,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.profile import Profile
+from beedeck.core.serving import Serving
 from beedeck.core.settings import AppSettings
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch import settings_dialog
@@ -169,8 +170,8 @@ def test_launch_says_why_while_the_engine_is_probed_and_when_the_probe_fails(qtb
     assert "No engine is picked" in label.text() and not dialog.save_button.isEnabled()
 
 
-class Recorder(ServerController):
-    """A chat server controller that records what it was asked (nothing is started here)."""
+class Recorder(Serving):
+    """A chat server that records what it was asked (nothing is started here)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,7 +183,7 @@ class Recorder(ServerController):
 
 def make_session(qtbot: QtBot) -> tuple[Session, QWidget, list[Profile]]:
     """A session with a profile and its engine's caps, a parent widget, and the profiles it saved."""
-    session = Session(AppSettings(), Recorder(), saver=lambda s: None)
+    session = Session(AppSettings(), ServerController(serving=Recorder()), saver=lambda s: None)
     saved: list[Profile] = []
     session.profile_saver = saved.append
     session.probe, session.detect_hardware = no_probe, HardwareReport
@@ -198,7 +199,7 @@ def test_open_dialog_wires_save_to_the_session(qtbot: QtBot) -> None:
     dialog = settings_dialog.open_dialog(session, parent)
     dialog.save_button.click()
     assert [p.settings for p in saved] == [LaunchSettings(target="/m/t.gguf")]
-    assert session.controller.calls == []  # type: ignore[attr-defined]  # saved only: nothing (re)started
+    assert session.server.calls == []  # type: ignore[attr-defined]  # saved only: nothing (re)started
 
 
 def test_settings_shows_the_mode_that_runs_not_the_profiles(qtbot: QtBot) -> None:

@@ -1,6 +1,6 @@
 """A session for the speculation views' tests: a real :class:`Session` (its switch, runner and checker)
-over a server controller that records restarts and preloads instead of running an engine, the toggle bound
-to it as the window binds it, and the controller's events a real restart would send."""
+over a server that records restarts and preloads instead of running an engine, the toggle bound to it as
+the window binds it, and the events a real restart would send."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.speculation.standby import RESTARTED
 from beedeck.core.engine.speculation.switching import PerRequestMemory
+from beedeck.core.serving import Serving
 from beedeck.core.settings import AppSettings
 from beedeck.ui.background import Runner
 from beedeck.ui.engine.server_controller import ServerController
@@ -22,7 +23,7 @@ from tests.fakes.inline_runner import run_inline
 URL = "http://127.0.0.1:9"
 
 
-class SwitchController(ServerController):
+class SwitchServing(Serving):
     """Records what a switch asks (a real restart needs a real engine and pair)."""
 
     def __init__(self) -> None:
@@ -38,7 +39,7 @@ class SwitchController(ServerController):
 
 
 def make_session(tmp_path: Path, runner: Runner = run_inline) -> Session:
-    return Session(AppSettings(), SwitchController(), saver=lambda s: None, runner=runner,
+    return Session(AppSettings(), ServerController(serving=SwitchServing()), saver=lambda s: None, runner=runner,
                    memory=PerRequestMemory(tmp_path / "per-request.json"))
 
 
@@ -53,7 +54,7 @@ def bind(qtbot: QtBot, session: Session) -> ModeToggle:
 
 def restart_done(session: Session, went: str = RESTARTED) -> None:
     """The restarted server is ready (``went``: how the switch went, core/engine/speculation/standby.py)."""
-    session.controller.last_switch = went
+    session.server.last_switch = went
     session.controller.ready.emit(URL)
 
 

@@ -46,7 +46,7 @@ def _window(qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer) -> tup
         restarts.append(settings)
         QTimer.singleShot(200, lambda: w.session.controller.ready.emit(fake_server.base_url))
 
-    w.session.controller.restart = fake_restart  # type: ignore[method-assign]
+    w.session.server.restart = fake_restart  # type: ignore[method-assign]
     w.session.controller.ready.emit(fake_server.base_url)
     return w, restarts
 
@@ -126,7 +126,7 @@ def test_a_failed_restart_keeps_the_message_in_the_box(
 
     _teach(prose_baseline=100, prose_dflash=40)
     w, _restarts = _window(qtbot, store, fake_server)
-    w.session.controller.restart = lambda settings: QTimer.singleShot(  # type: ignore[method-assign]
+    w.session.server.restart = lambda settings: QTimer.singleShot(  # type: ignore[method-assign]
         100, lambda: w.session.controller.failed.emit(ServerFailure("crash", "llama-server crashed.", "See its log.")))
     w.follow_advice_action.setChecked(True)
     w.chat.input.setPlainText(PROSE)

@@ -107,13 +107,13 @@ def test_restart_path(qtbot: QtBot, tmp_path: Path) -> None:
 
 def test_a_restart_says_in_advance_how_long_it_took_here_before(qtbot: QtBot, tmp_path: Path) -> None:
     """The issue: a 19 GB switch cost 11-12 s and the app showed nothing of it in advance. The toggle asks
-    what such a switch took before (the controller's learnt times, by whether the new mode loads the
+    what such a switch took before (the server's learnt times, by whether the new mode loads the
     draft) and shows it beside the seconds so far, with a bar that never fills before the server is ready."""
     caps = _caps(tmp_path, Generation.MAINLINE)
     s, t = _toggle(qtbot, tmp_path, caps, per_request=False)
     asked: list[bool] = []
-    # the controller's learnt times: 4.2 s to a mode without the draft, 5.1 s to one with it
-    s.controller.expected_switch_s = (  # type: ignore[method-assign]
+    # the server's learnt times: 4.2 s to a mode without the draft, 5.1 s to one with it
+    s.server.expected_switch_s = (  # type: ignore[method-assign]
         lambda with_draft: asked.append(with_draft) or (4.2 if not with_draft else 5.1))
     with qtbot.waitSignal(s.switching.restarting):
         t.baseline_button.click()
@@ -123,7 +123,7 @@ def test_a_restart_says_in_advance_how_long_it_took_here_before(qtbot: QtBot, tm
     assert "of about 4 s" in t.status.text() and t.progress.value() == 990
     restart_done(s)
     assert not t.progress.isVisibleTo(t)
-    s.controller.expected_switch_s = lambda with_draft: None  # type: ignore[method-assign]  # never measured
+    s.server.expected_switch_s = lambda with_draft: None  # type: ignore[method-assign]  # never measured
     with qtbot.waitSignal(s.switching.restarting):
         t.dflash_button.click()
     assert not t.progress.isVisibleTo(t)

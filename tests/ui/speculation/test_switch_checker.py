@@ -29,7 +29,7 @@ def test_checker_measures_a_server_that_ignores_no_drafts_and_remembers_it(qtbot
     # A new window on the same build does not ask again: the verdict is remembered.
     s2, t2 = _toggle(qtbot, tmp_path, caps)
     s2.switching.checker.runner = lambda *a: (_ for _ in ()).throw(AssertionError("checked again"))
-    s2.controller.caps = caps  # its server is ready
+    s2.server.caps = caps  # its server is ready
     s2.switching.server_ready("http://127.0.0.1:9", None)
     assert s2.switch.path() == RESTART and "Checked earlier on this engine build: it ignores" in t2.toolTip()
 
@@ -55,7 +55,7 @@ def test_an_inconclusive_check_keeps_restarting_and_is_not_remembered(qtbot: QtB
 def test_a_drafted_baseline_reply_switches_to_restarting(qtbot: QtBot, tmp_path: Path) -> None:
     caps = _caps(tmp_path, Generation.BEE_A)
     s, t = _toggle(qtbot, tmp_path, caps, per_request=True)
-    s.controller.caps = caps  # the running server's engine
+    s.server.caps = caps  # the running server's engine
     t.baseline_button.click()
     assert s.switch.mode == "baseline" and s.switch.path() == PER_REQUEST
     with qtbot.waitSignal(s.switching.restarting) as blocker:

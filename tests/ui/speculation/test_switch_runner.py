@@ -20,7 +20,7 @@ from beedeck.ui.background import Runner
 from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.speculation.switch_runner import SwitchRunner
 from tests.fakes.inline_runner import run_inline
-from tests.ui.speculation.sessions import URL, SwitchController
+from tests.ui.speculation.sessions import URL, SwitchServing
 from tests.ui.speculation.test_mode_toggle import WITH_DRAFT, _caps, _mtp_target, _real_caps
 
 
@@ -33,7 +33,7 @@ class _Refused:
 
 def _runner(qtbot: QtBot, tmp_path: Path, runner: Runner = run_inline,
             inspect: Any = gguf.inspect) -> tuple[SwitchRunner, ModeToggle]:
-    r = SwitchRunner(ModeSwitch(), SwitchController(), PerRequestMemory(tmp_path / "per-request.json"),
+    r = SwitchRunner(ModeSwitch(), SwitchServing(), PerRequestMemory(tmp_path / "per-request.json"),
                      lambda url, key: _Refused(), runner=runner, headers=HeaderCache(inspect))
     t = ModeToggle(r.switch)
     qtbot.addWidget(t)
@@ -97,17 +97,15 @@ def test_a_running_servers_paths_are_not_read_on_this_machine(qtbot: QtBot, tmp_
 def test_the_other_mode_is_loaded_beside_once_the_restart_path_is_known(qtbot: QtBot, tmp_path: Path) -> None:
     caps = _caps(tmp_path, Generation.MAINLINE)
     r, _t = _runner(qtbot, tmp_path)
-    controller = r.controller
-    assert isinstance(controller, SwitchController)
+    serving = r.serving
+    assert isinstance(serving, SwitchServing)
     r.configure(WITH_DRAFT, caps, r.memory.get(caps))
     r.launch_settings(WITH_DRAFT)  # the server starts in the profile's own mode
-    controller.caps = caps
+    serving.caps = caps
     r.server_ready(URL, None)  # its check fails: restart, and nothing is preloaded without a verdict
-    assert controller.preloads == [] and "The check failed (connection refused)" in r.switch.path_note
+    assert serving.preloads == [] and "The check failed (connection refused)" in r.switch.path_note
     r.memory.remember(caps, PerRequestVerdict(False, 40, 36, 0.0))  # an earlier check: it ignores "no drafts"
     r.switch.checked.clear()
     r.server_ready(URL, None)
-    assert [(s.spec_mode, s.draft) for s in controller.preloads] == [(SpecMode.OFF, None)]  # Baseline beside
-    controller.standby = False  # Server → Keep the other mode loaded, off
-    r.server_ready(URL, None)
-    assert len(controller.preloads) == 1
+    assert [(s.spec_mode, s.draft) for s in serving.preloads] == [(SpecMode.OFF, None)]  # Baseline beside
+    # Whether it is loaded (standby on, memory free) is the serving's rule: tests/core/serving/test_serving.py.

@@ -14,6 +14,7 @@ from beedeck import APP_ID
 from beedeck.core import profile as profile_mod
 from beedeck.core.chat.recovery import set_aside
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.server import ServerState
 from beedeck.ui.window import app as app_mod
 from beedeck.ui.window.theme import apply_theme
 
@@ -40,7 +41,7 @@ def test_saved_profile_roundtrip_and_window(qtbot: QtBot, beedeck_home: Path) ->
     qtbot.addWidget(window)
     assert window.session.profile is not None and window.pair_label.text() == "model: q.gguf + d.gguf"
     assert window.mode.isEnabled()  # a draft is configured
-    assert window.session.controller.state == "stopped"  # a saved (non-starter) profile is not started by itself
+    assert window.session.server.state == ServerState.STOPPED  # a saved (non-starter) profile is not started by itself
 
 
 def test_a_corrupt_or_malformed_profile_is_kept_aside_under_a_new_name_each_time(beedeck_home: Path) -> None:

@@ -57,7 +57,7 @@ def test_the_saved_profile_serves_again_when_the_app_opens(qtbot: QtBot, beedeck
     controller = RecordingController()
     window = app_mod.build_window(detect=detect_no_gpu, controller=controller)
     qtbot.addWidget(window)
-    started = [c for c in controller.calls if c[0] == "start"]
+    started = [c for c in controller.serving.calls if c[0] == "start"]
     assert len(started) == (1 if autostart else 0)
     if autostart:
         assert started[0][1] == "/opt/bee/llama-server" and started[0][2].target == "/m/q.gguf"
@@ -157,12 +157,12 @@ def test_keep_the_other_mode_loaded_is_on_by_default_and_its_menu_entry_is_remem
     window = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(window)
     action = window.menu_actions["standby"]
-    assert action.isCheckable() and action.isChecked() and window.session.controller.standby
+    assert action.isCheckable() and action.isChecked() and window.session.server.standby
     action.trigger()
-    assert not settings.load_settings().standby and window.session.controller.standby is False  # saved, and in effect
+    assert not settings.load_settings().standby and window.session.server.standby is False  # saved, and in effect
     again = MainWindow(ChatStore(), RecordingController())
     qtbot.addWidget(again)
-    assert not again.menu_actions["standby"].isChecked() and again.session.controller.standby is False
+    assert not again.menu_actions["standby"].isChecked() and again.session.server.standby is False
     window.close()
     again.close()
 
@@ -199,7 +199,7 @@ def test_the_engine_has_one_name_in_the_status_bar_and_about(qtbot: QtBot, beede
     profile = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434")
     window.session.set_profile(profile)
     assert window.engine_label.text() == "engine: mainline b11434"
-    window.session.controller.caps = ml_caps()
+    window.session.server.caps = ml_caps()
     window.session.controller.caps_known.emit(ml_caps())
     named = window.engine_label.text().removeprefix("engine: ")
     assert named == "mainline b11434 · mainline 11434"
@@ -229,11 +229,11 @@ def test_settings_save_keeps_the_running_server_and_says_when_it_applies(qtbot: 
     window.session.set_profile(Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "mainline b11434"))
     window.session.start_server()
     changed = Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf", ctx_size=16384), "mainline b11434")
-    calls = len(controller.calls)
+    calls = len(controller.serving.calls)
     window.session.save_profile(changed)
-    assert controller.calls[calls:] == []  # no stop, no restart
+    assert controller.serving.calls[calls:] == []  # no stop, no restart
     assert profile_mod.load_saved_profile().settings.ctx_size == 16384  # type: ignore[union-attr]
     assert "apply when the server next starts" in window.statusBar().currentMessage()
     window.session.apply_profile(changed)
-    assert [c[0] for c in controller.calls[calls:]] == ["replace"]  # Launch restarts (after its preflight)
+    assert [c[0] for c in controller.serving.calls[calls:]] == ["replace"]  # Launch restarts (after its preflight)
     window.close()

@@ -21,11 +21,13 @@ from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.server import ServerState
 from beedeck.core.engine.speculation.comparison import Evidence
 from beedeck.core.engine.speculation.modes import PER_REQUEST
 from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
+from beedeck.core.serving import Replacing, Serving
 from beedeck.ui.bench.bench_dialog import BenchDialog
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch.settings_dialog import SettingsDialog
@@ -51,8 +53,8 @@ def bee_caps(path: str) -> EngineCaps:
     return caps_from_texts(path, "version: 1 (ba1fdce)\nbuilt with cc", help_stdout(BEE_A))
 
 
-class RecordingController(ServerController):
-    """The controller's signals and state, with start/stop recorded instead of running an engine."""
+class RecordingServing(Serving):
+    """The app's server state and events, with its commands recorded instead of running an engine."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,24 +63,40 @@ class RecordingController(ServerController):
     def start(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
         self.calls.append(("start", engine, settings, caps))
         self.engine, self.settings = engine, settings
-        self._set_state("starting")
+        self._set_state(ServerState.STARTING)
 
     def stop(self) -> None:
         self.calls.append(("stop",))
-        self._set_state("stopped")
-        self.stopped.emit()
+        self._set_state(ServerState.STOPPED)
+        self.events.stopped()
 
     def restart(self, settings: LaunchSettings) -> None:
         self.calls.append(("restart", settings))
 
-    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None) -> None:
-        """Settings → Launch while a server runs (the real one runs the preflight first, then stop and start)."""
+    def replace(self, engine: str, settings: LaunchSettings, caps: EngineCaps | None = None, *,
+                in_mode: Callable[[LaunchSettings], LaunchSettings] | None = None) -> Replacing:
+        """Settings → Launch while a server runs: the real one runs the preflight first, then stops and starts;
+        this one's preflight passes at once."""
+        if not self.is_running():
+            return Replacing.NONE
+        settings = in_mode(settings) if in_mode is not None else settings
         self.calls.append(("replace", engine, settings, caps))
+        self.events.replace_started(engine)
         self.engine, self.settings = engine, settings
-        self._set_state("starting")
+        self._set_state(ServerState.STARTING)
+        return Replacing.PREFLIGHT
 
     def shutdown(self, timeout_s: float = 0) -> None:
         self.calls.append(("shutdown",))
+
+
+class RecordingController(ServerController):
+    """The controller's signals over a :class:`RecordingServing`."""
+
+    serving: RecordingServing
+
+    def __init__(self) -> None:
+        super().__init__(serving=RecordingServing())
 
 
 def make_window(qtbot: QtBot, store: ChatStore, detect: Callable[[], HardwareReport] = no_gpu_detect,
@@ -168,7 +186,7 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     w.session.known_caps[ENGINE] = ml_caps()
     target = mg.tiny_model(tmp_path / "gemma.gguf", n_embd=128)  # a real file: the form's preflight reads it
     w.session.set_profile(Profile(ENGINE, LaunchSettings(target=str(target), ctx_size=4096), "starter (CPU)"))
-    controller._set_state("ready")  # the chat server runs: Launch must restart it
+    controller.serving._set_state(ServerState.READY)  # the chat server runs: Launch must restart it
     w.settings_action.trigger()
     dialog = opened(w, SettingsDialog)
     qtbot.waitUntil(lambda: dialog.devices is not None, timeout=10_000)
@@ -191,8 +209,8 @@ def test_settings_launch_saves_the_profile_without_the_key_and_restarts(qtbot: Q
     saved = profile_mod.load_saved_profile()
     assert saved is not None and saved.engine == ENGINE and saved.settings.ctx_size == 8192
     assert saved.settings.api_key == SECRET  # back from the (test) OS keyring, never from the file
-    assert [c[0] for c in controller.calls] == ["replace"]  # preflight, then stop and start: the controller's
-    _, engine, started, caps = controller.calls[0]
+    assert [c[0] for c in controller.serving.calls] == ["replace"]  # preflight, then stop and start: the controller's
+    _, engine, started, caps = controller.serving.calls[0]
     assert engine == ENGINE and started.ctx_size == 8192 and started.api_key == SECRET and caps is w.session.known_caps[ENGINE]
     assert not dialog.isVisible()
 
@@ -206,7 +224,7 @@ def test_wizard_result_sets_the_profile_and_starts(qtbot: QtBot, store: ChatStor
     wizard.setup_finished.emit(SetupResult("/opt/bee/llama-server", s, "BeeLlama 0.1", "bee-0.1"))
     assert w.session.profile is not None and w.session.profile.engine == "/opt/bee/llama-server" and w.session.profile.label == "BeeLlama 0.1"
     assert w.pair_label.text() == "model: q.gguf + d.gguf" and w.mode.isEnabled()
-    assert controller.calls == [("start", "/opt/bee/llama-server", s, None)]  # caps unknown: the controller probes
+    assert controller.serving.calls == [("start", "/opt/bee/llama-server", s, None)]  # caps unknown: the controller probes
     data = json.loads(profile_mod.profile_path().read_text())
     assert data["engine"] == "/opt/bee/llama-server" and data["settings"]["draft"] == "/m/d.gguf"
     assert SECRET not in profile_mod.profile_path().read_text()
@@ -229,10 +247,10 @@ def test_first_start_picks_the_wizard_or_the_starter(qtbot: QtBot, monkeypatch: 
     assert w.session.profile is starter
     wizards = [d for d in w.findChildren(SetupWizard) if d.isVisible()]
     if wizard_shown:
-        assert len(wizards) == 1 and controller.calls == []  # the starter waits behind the wizard
+        assert len(wizards) == 1 and controller.serving.calls == []  # the starter waits behind the wizard
         qtbot.waitUntil(lambda: wizards[0].detect_page.report is not None, timeout=10_000)
     else:
-        assert wizards == [] and controller.calls == [("start", starter.engine, starter.settings, None)]
+        assert wizards == [] and controller.serving.calls == [("start", starter.engine, starter.settings, None)]
 
 
 def test_guard_banner_speaks_once_and_switches_to_baseline(
@@ -240,7 +258,7 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
 ) -> None:
     w, controller = make_window(qtbot, store)
     engine = "/opt/bee/llama-server"
-    w.session.known_caps[engine] = controller.caps = bee_caps(engine)
+    w.session.known_caps[engine] = controller.serving.caps = bee_caps(engine)
     w.session.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)))
     fake_server.script.tokens = [f"t{i} " for i in range(12)]
     # A server that honours a per-request "no drafts" (BeeLlama 0.1-0.3): the check on ready finds out,
@@ -286,7 +304,7 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
     assert switched.args == ["baseline"] and w.session.switch.mode == "baseline" and not w.banner.isVisible()
     assert reply(0).mode == "baseline"
     assert fake_server.requests[-1].body.get("speculative.n_max") == 0
-    assert controller.calls == []  # per-request switching: the server was never restarted
+    assert controller.serving.calls == []  # per-request switching: the server was never restarted
 
     first = w.session.guard.conversation
     w.new_chat()
@@ -302,8 +320,8 @@ def test_benchmark_runs_against_the_running_server_then_stops_it_to_compare(
     w, controller = make_window(qtbot, store)
     w.session.known_caps[ENGINE] = ml_caps()
     w.session.set_profile(Profile(ENGINE, LaunchSettings(target="/m/gemma.gguf")))
-    controller.base_url, controller.settings = fake_server.base_url, w.session.profile.settings  # type: ignore[union-attr]
-    controller._set_state("ready")
+    controller.serving.base_url, controller.serving.settings = fake_server.base_url, w.session.profile.settings  # type: ignore[union-attr]
+    controller.serving._set_state(ServerState.READY)
     w.bench_action.trigger()
     bench = opened(w, BenchDialog)
     assert bench.view._url == (fake_server.base_url, None) and bench.view.selected_modes() == ["baseline"]
@@ -316,7 +334,7 @@ def test_benchmark_runs_against_the_running_server_then_stops_it_to_compare(
     assert isinstance(report, BenchReport) and report.ok and report.modes == ["baseline"]
 
     bench.compare_button.click()  # frees the GPU: the view will start its own servers per mode
-    assert controller.calls == [("stop",)]
+    assert controller.serving.calls == [("stop",)]
     assert bench.view._launch is not None and bench.view._url is None and not bench.compare_button.isVisible()
     bench.reject()  # the chat server comes back when the dialog closes
-    assert controller.calls[-1][:2] == ("start", ENGINE)
+    assert controller.serving.calls[-1][:2] == ("start", ENGINE)

@@ -125,7 +125,7 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
         restarts.append(settings)
         w.session.controller.ready.emit(fake_server.base_url)
 
-    w.session.controller.restart = fake_restart  # type: ignore[method-assign]
+    w.session.server.restart = fake_restart  # type: ignore[method-assign]
     assert w.session.switch.mode == "dflash"
     with qtbot.waitSignal(w.session.switching.mode_changed):
         w.mode.baseline_button.click()

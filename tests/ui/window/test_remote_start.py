@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pytestqt.qtbot import QtBot
 
+from beedeck.core.engine.server import ServerState
 from beedeck.core.profile import remote_profile, save_profile
 from beedeck.ui.window import app as app_mod
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
@@ -17,9 +18,9 @@ def test_a_saved_remote_profile_connects_at_start(qtbot: QtBot) -> None:
         qtbot.addWidget(window)
         assert window.session.profile is not None and window.session.profile.is_remote
         assert window.start_action.text() == "Connect" and "GPU pod (running server)" in window.engine_label.text()
-        qtbot.waitUntil(lambda: window.session.controller.state == "ready", timeout=10_000)
+        qtbot.waitUntil(lambda: window.session.server.state == ServerState.READY, timeout=10_000)
         qtbot.waitUntil(lambda: "Pod-Q4.gguf" in window.pair_label.text(), timeout=5000)
         assert window.endpoint.endpoint() == pod.base_url + "/v1"
         assert any(r.headers.get("Authorization") == "Bearer sk-pod" for r in pod.requests)
         window.close()
-        assert window.session.controller.state == "stopped"
+        assert window.session.server.state == ServerState.STOPPED

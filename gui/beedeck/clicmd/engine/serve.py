@@ -145,7 +145,7 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
 
     def checked(passed: Preflight) -> None:
         if settings.rpc_workers:  # the workers the preflight probed through the engine, and the per-device plan
-            print_rpc_plan(caps, settings, passed.rpc_devices)
+            print_rpc_plan(passed)
 
     try:
         return launch(engine, caps, settings, on_line=on_line, on_checked=checked)

@@ -1,5 +1,6 @@
 """Ports: a free one for a headless server, BeeDeck's stable default for the app's (with a fallback
-that says so when another program, or another BeeDeck process, holds it).
+that says so when another program, or another BeeDeck process, holds it), and the one rule every launch's port
+follows (:class:`PortRule`).
 
 A port is *claimed* before it is used: :func:`claim_port` holds ``state_dir()/ports/<port>.lock`` (an
 exclusive lock the kernel drops when the process ends, however it ends) from the moment a process picks the
@@ -14,9 +15,12 @@ import errno
 import socket
 import sys
 import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from beedeck.core import paths
+from beedeck.core.engine.launch_settings import DEFAULT_PORT
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.pidfile import (
     live_records,
@@ -180,3 +184,54 @@ def app_port(host: str, wanted: int) -> tuple[int, str | None]:
     remedy = ("Stop that one to have it back" if holder else f"Close the program that holds port {wanted}")
     return port, (f"Port {wanted} {taken}, so the server listens on port {port} this time: editors and scripts set "
                   f"to port {wanted} will not reach it. {remedy}, or pick another port under Settings → Server.")
+
+
+# -- the port rule: what port 0 means, and whether the port is claimed now ---------------------------
+
+
+@dataclass(frozen=True)
+class PortChoice:
+    """The port a launch listens on: ``wanted`` (the settings' port, 0 read as the rule says), ``used``, and
+    ``note``: why they differ (another program holds ``wanted``), for the user; None when they do not."""
+
+    wanted: int
+    used: int
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class PortRule:
+    """How a launch's port is chosen, in one place for every launch (core/launcher.py ``preflight`` applies it).
+
+    ``default``: what port 0 means: this port (the app: :data:`DEFAULT_PORT`, so editors keep one URL), or None:
+    any free port (the CLI, the benchmark). ``claim``: look now whether the port is free; the app's port, when
+    another program or BeeDeck process holds it, falls back to a free one and says so (:func:`app_port`);
+    a claimed port is this process's until its server stops or the launch is refused; a port given to the CLI is
+    used as given (a taken one fails as the engine says). Unclaimed (the form, a check before a stop) 0 shows as
+    ``default``, never ``--port 0``. ``freed``: ports the servers a launch stops first hold, free for it."""
+
+    default: int | None = DEFAULT_PORT
+    claim: bool = False
+    freed: frozenset[int] = frozenset()
+
+    def choose(self, host: str, port: int) -> PortChoice:
+        """The port for ``host`` and the settings' ``port``. Raises HostError (claiming a port on a host that
+        does not resolve, or is no address of this machine)."""
+        if self.default is None:  # any free port
+            if port or not self.claim:
+                return PortChoice(port, port or DEFAULT_PORT)
+            return PortChoice(0, claimed_free_port(host))
+        wanted = port or self.default
+        if not self.claim or wanted in self.freed:
+            return PortChoice(wanted, wanted)
+        used, why = app_port(host, wanted)
+        return PortChoice(wanted, used, why)
+
+
+SHOWN = PortRule()  # judged, not claimed: 0 is BeeDeck's default port (the form, a check, a held server's plan)
+ANY_FREE = PortRule(default=None, claim=True)  # the CLI and the benchmark: 0 is any free port, claimed at launch
+
+
+def app_rule(default: int = DEFAULT_PORT, freed: Iterable[int] = ()) -> PortRule:
+    """The app's server: 0 is ``default``, claimed now (``freed``: held by the servers it stops first)."""
+    return PortRule(default=default, claim=True, freed=frozenset(freed))

@@ -26,7 +26,6 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,7 +34,7 @@ import psutil
 
 from beedeck.core import paths
 from beedeck.core.engine import spawn
-from beedeck.core.engine.argv import ArgNote, LaunchRefused, Refusal, build_argv, redact
+from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, Refusal, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.keyfile import KeyFileError, key_path, key_via_file, remove_orphans
 from beedeck.core.engine.launch_settings import LaunchSettings
@@ -54,14 +53,8 @@ from beedeck.core.engine.pidfile import (
     stop_leftovers,
     write_record,
 )
-from beedeck.core.engine.ports import (
-    HostError,
-    claim_port,
-    claimed_free_port,
-    free_port,
-    port_taken,
-    release_port,
-)
+from beedeck.core.engine.ports import claim_port, free_port, port_taken, release_port
+from beedeck.core.engine.server_state import ServerState
 
 __all__ = [
     "ServerFailed",
@@ -72,15 +65,6 @@ __all__ = [
     "key_refusal",
     "start_server",
 ]
-
-
-class ServerState(StrEnum):
-    STARTING = "starting"  # process spawned, nothing listening yet
-    LOADING = "loading"  # /health answers 503
-    READY = "ready"  # /health answers 200
-    FAILED = "failed"  # the process died (or never got ready); see .failure
-    STOPPED = "stopped"  # not started yet, or stopped on request
-
 
 
 _POLL_S = 0.01  # health poll period while starting; a refused connect costs microseconds
@@ -185,9 +169,9 @@ class ServerProcess:
         self._stopping = False
         self._t_start = 0.0
         self._threads: list[threading.Thread] = []
-        self.notes: tuple[Any, ...] = ()  # launch(): build_argv's ArgNotes and the guard's warnings
+        self.notes: tuple[Any, ...] = ()  # start(): build_argv's ArgNotes and the guard's warnings
         self.caps: EngineCaps | None = None  # start_server(): the engine, for failure explanations
-        self.secret_files: list[Path] = []  # launch(): the API-key file, removed on stop
+        self.secret_files: list[Path] = []  # start_server(): the API-key file, removed on stop
 
     # ---- properties ----
 
@@ -436,7 +420,11 @@ class ServerProcess:
 def key_refusal(settings: LaunchSettings, caps: EngineCaps) -> Refusal | None:
     """An API key this engine could only take on its command line (no --api-key-file), where every local user
     reads it (ps): refused (the launch preflight says it too)."""
-    if settings.api_key and not caps.has("--api-key-file"):
+    return _key_refusal(settings.api_key, caps)
+
+
+def _key_refusal(api_key: str | None, caps: EngineCaps) -> Refusal | None:
+    if api_key and not caps.has("--api-key-file"):
         return Refusal("unknown_argument", "This engine has no --api-key-file option, so its API key would be on the "
                        "command line, where every local user can read it (ps).", "Use an engine build that has "
                        "--api-key-file, or keep the server on 127.0.0.1 without a key.", setting="api_key")
@@ -446,7 +434,7 @@ def key_refusal(settings: LaunchSettings, caps: EngineCaps) -> Refusal | None:
 def start_server(
     engine: str | Path,
     caps: EngineCaps,
-    settings: LaunchSettings,
+    plan: LaunchPlan,
     *,
     on_line: Callable[[str], None] | None = None,
     on_state: Callable[[ServerState, ServerFailure | None], None] | None = None,
@@ -454,42 +442,28 @@ def start_server(
     env: dict[str, str] | None = None,
     stop_leftover: bool = True,
 ) -> ServerProcess:
-    """Build the argv with ``build_argv``, stop a leftover server, start; returns the running wrapper.
+    """Start ``plan``'s argument list (``build_argv`` made it, on its port) as it is, after stopping a leftover
+    server; returns the running wrapper. Its API key goes to the engine through a private file, never on the
+    command line (an engine without --api-key-file is refused).
 
-    Checks nothing about the model files: :func:`beedeck.core.launcher.launch` runs the pre-launch
-    guard first. Raises ServerFailed or LaunchRefused before starting anything.
+    Checks nothing about the model files: :func:`beedeck.core.launcher.preflight` made ``plan`` and
+    :func:`beedeck.core.launcher.start` runs it. Raises ServerFailed or LaunchRefused before starting anything.
     """
-    if settings.port == 0:
-        build_argv(settings, caps)  # its refusals (a LAN bind without a key) before a port is looked for
-        try:
-            settings = replace(settings, port=claimed_free_port(settings.host))
-        except HostError as exc:
-            raise LaunchRefused([Refusal("bad_value", str(exc), "", setting="host")]) from None
-    try:
-        return _start(engine, caps, settings, on_line, on_state, pid_file, env, stop_leftover)
-    except BaseException:
-        release_port(settings.port)  # a claim no server took over (ServerProcess releases the one it took)
-        raise
-
-
-def _start(engine: str | Path, caps: EngineCaps, settings: LaunchSettings,
-           on_line: Callable[[str], None] | None, on_state: Callable[[ServerState, ServerFailure | None], None] | None,
-           pid_file: Path | None, env: dict[str, str] | None, stop_leftover: bool) -> ServerProcess:
-    plan = build_argv(settings, caps)
-    why_key = key_refusal(settings, caps)
+    api_key = _argv_value(plan.argv, "--api-key")
+    why_key = _key_refusal(api_key, caps)
     if why_key is not None:
         raise LaunchRefused([why_key])
     cleaned = stop_leftovers() if stop_leftover else []  # only a gone BeeDeck's servers, never a live session's
     argv = plan.argv
     remove_orphans(paths.state_dir())  # the key files of a killed BeeDeck, which could not remove them
     key_file = key_path(paths.state_dir())
-    if settings.api_key:
+    if api_key:
         try:
-            argv = key_via_file(argv, settings.api_key, key_file)
+            argv = key_via_file(argv, api_key, key_file)
         except KeyFileError as exc:
             raise ServerFailed(exc.failure) from None
     proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
-                         api_key=settings.api_key)
+                         api_key=api_key)
     proc.notes = (*plan.notes, *(ArgNote("leftover", "info", done) for done in cleaned))
     proc.caps = caps
     if argv is not plan.argv:

@@ -16,12 +16,14 @@ import http.client
 import json
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailed, ServerFailure, uses_amx
+from beedeck.core.engine.ports import claimed_free_port, release_port
 from beedeck.core.engine.registry import ModelLocator, Prober, SmokeResult, smoke_test
 from beedeck.core.engine.server import ServerProcess, start_server
 
@@ -97,7 +99,13 @@ def check_generation(binary: str | Path, caps: EngineCaps, model: Path, *, gpu: 
     t0 = time.monotonic()
     proc: ServerProcess | None = None
     try:
-        proc = start_server(binary, caps, smoke_settings(model, gpu=gpu, threads=threads), stop_leftover=False)
+        settings = smoke_settings(model, gpu=gpu, threads=threads)
+        settings = replace(settings, port=claimed_free_port(settings.host))
+        try:
+            proc = start_server(binary, caps, build_argv(settings, caps), stop_leftover=False)
+        except BaseException:
+            release_port(settings.port)  # claimed for a server that did not start
+            raise
         proc.wait_ready(timeout=load_timeout)
         answer = _complete(proc, reply_timeout)
     except ServerFailed as exc:

@@ -10,6 +10,7 @@ from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.report import summarize
 from beedeck.core.bench.results import BASELINE, BenchReport
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import setup_key
 from beedeck.core.engine.speculation.modes import mode_label, mode_of
 from beedeck.core.engine.speculation.spec_guard import references_from_bench
@@ -41,12 +42,12 @@ class BenchDialog(ChatServerDialog):
         self.compare_button.clicked.connect(self._on_compare_clicked)
         self._lay_out(self.compare_button, 720)
         self.view.run_finished.connect(self._on_run_finished)
-        c = session.controller
-        if self._remote() and not (c.state == "ready" and c.base_url):
+        c = session.server
+        if self._remote() and not (c.state == ServerState.READY and c.base_url):
             self.note.setText("This profile is a server BeeDeck did not start: connect to it first (Connect), then "
                               "benchmark it as it runs. Comparing modes needs BeeDeck to start the engine itself.")
             self.view.run_button.setEnabled(False)
-        elif c.state == "ready" and c.base_url:
+        elif c.state == ServerState.READY and c.base_url:
             mode = mode_of(c.settings) if c.settings is not None else BASELINE
             self.use_running_server(c.base_url, c.settings.api_key if c.settings else None, mode)
         elif c.is_running():
@@ -59,7 +60,7 @@ class BenchDialog(ChatServerDialog):
 
     def _remote(self) -> bool:
         profile = self.session.profile
-        return self.session.controller.is_remote() or (profile is not None and profile.is_remote)
+        return self.session.server.is_remote() or (profile is not None and profile.is_remote)
 
     def use_running_server(self, url: str, api_key: str | None, mode: str) -> None:
         self.view.set_server_url(url, api_key)
@@ -124,7 +125,7 @@ class BenchDialog(ChatServerDialog):
     def _teach_advice(self, report: BenchReport) -> None:
         """Teach the learnt advice which mode was fastest per prompt kind (off the GUI thread: it writes a
         file). Needs the engine's caps for the setup's key: a server BeeDeck did not start has none."""
-        advice, profile, c = self.session.guard.advice, self.session.profile, self.session.controller
+        advice, profile, c = self.session.guard.advice, self.session.profile, self.session.server
         if advice is None or profile is None or profile.is_remote or c.is_remote():
             return
         caps = self.session.known_caps.get(profile.engine) or (c.caps if c.engine == profile.engine else None)

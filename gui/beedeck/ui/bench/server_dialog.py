@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLa
 
 from beedeck.core.bench.advice_feed import AdviceSample
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.ui.background import run_in_background
 from beedeck.ui.bench.run_view import RunView
@@ -74,8 +75,8 @@ class ChatServerDialog(QDialog):
         self.session.controller.state_changed.connect(self._on_chat_server_state)
         self.session.stop_server()
 
-    def _on_chat_server_state(self, state: str) -> None:
-        if state in ("stopped", "failed"):
+    def _on_chat_server_state(self, state: ServerState) -> None:
+        if state in (ServerState.STOPPED, ServerState.FAILED):
             self.session.controller.state_changed.disconnect(self._on_chat_server_state)
             self.configure()
 
@@ -93,6 +94,6 @@ class ChatServerDialog(QDialog):
         self.view.shutdown()
         super().done(result)
         self._closed()
-        if self.stopped_chat_server and not self.session.closing and not self.session.controller.is_running():
+        if self.stopped_chat_server and not self.session.closing and not self.session.server.is_running():
             self.session.start_server()
             self.stopped_chat_server = False

@@ -56,7 +56,7 @@ class TuneDialog(ChatServerDialog):
         if session.profile is not None and session.profile.is_remote:
             self.note.setText(REMOTE_NOTE)
             self.view.start_button.setEnabled(False)
-        elif session.controller.is_running():
+        elif session.server.is_running():
             self.note.setText("The chat server holds the model and the CPU: stop it to tune (each point of the "
                               "search starts its own server). It starts again when this dialog closes.")
             self.view.set_waiting("Stop the chat server first (the button above): every point of the search "

@@ -1,2 +1,2 @@
-"""The running engine: server controller (and the server kept loaded beside it), remote binding, server log,
-failure panel, endpoint. The Baseline | <modes> toggle is in ``ui/speculation``."""
+"""The running engine: the server controller (the Qt face of ``core/serving``: its events as signals), remote
+binding, server log, failure panel, endpoint. The Baseline | <modes> toggle is in ``ui/speculation``."""

@@ -13,6 +13,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from beedeck.core.engine.remote import RemoteInfo
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.profile import Profile
 from beedeck.ui.engine.endpoint_label import EndpointLabel
 from beedeck.ui.engine.server_controller import ServerController
@@ -52,13 +53,13 @@ class RemoteBinding(QObject):
         self.engine_label.setText(f"engine: {info.engine} {info.build_info} (running server)")
         self.endpoint.set_details(info.summary())
 
-    def _on_state(self, state: str) -> None:
-        if state in ("ready", "starting", "loading") or self.info is None:
+    def _on_state(self, state: ServerState) -> None:
+        if state.running or self.info is None:
             return
         self.info = None
         self.endpoint.set_details("")
         if self.profile is not None and self.profile.is_remote:
             self.pair_label.setText("model: —")
             # Never "(running server)" once it is gone: disconnected, or it stopped answering.
-            gone = "not connected" if state == "stopped" else "not answering"
+            gone = "not connected" if state == ServerState.STOPPED else "not answering"
             self.engine_label.setText(f"engine: {self.profile.label or self.profile.engine} ({gone})")

@@ -36,13 +36,13 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, Refusal
-from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
+from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.launcher import UNSET, Unset, build_options_of, preflight
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
-from beedeck.core.models.planner import MemoryPlan, plan
-from beedeck.core.models.planner.devices import plan_across
+from beedeck.core.models.planner import MemoryPlan
+from beedeck.core.models.planner.launch import plan_launch
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.field_editors import (
@@ -313,10 +313,11 @@ class LaunchForm(QWidget):
     def build_plan(self) -> LaunchPlan:
         """The argument list after the same :func:`preflight` a launch runs (with what the form gathered: the
         headers read so far, the build options, the workers' check, free GPU memory, host RAM), else
-        LaunchRefused with every refusal. Port 0 shows as BeeDeck's default, never ``--port 0``."""
+        LaunchRefused with every refusal. Port 0 shows as BeeDeck's default, never ``--port 0`` (the preflight's
+        port rule, unclaimed)."""
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
-        s = replace(self.settings(), port=self.settings().port or DEFAULT_PORT)
+        s = self.settings()
         errors = {p: v for p, v in self.infos.items() if isinstance(v, str) and v != "loading"}
         checked = preflight(self.caps, s, target=self._info(s.target), draft=self._info(s.draft), read=False,
                             errors=errors, devices=self.devices, host_ram=self.host_ram,
@@ -410,17 +411,13 @@ class LaunchForm(QWidget):
         self.memory_bar.schedule(self.compute_plan)
 
     def compute_plan(self) -> MemoryPlan | None:
+        """The memory bar's plan: the launch's (:func:`plan_launch`), with the headers read so far, the GPUs'
+        free memory and, with workers set, the devices their check found (workers first)."""
         s = self.settings()
         target = self._info(s.target)
         if target is None:
             return None
-        draft = self._info(s.draft) if s.spec_mode != SpecMode.OFF else None  # the planner knows which it loads
-        gen = self.caps.generation if self.caps else Generation.MAINLINE
-        if gen == Generation.UNKNOWN:
-            gen = Generation.MAINLINE
-        if s.rpc_workers and self.rpc_workers.devices:  # the workers' devices first, then this machine's
-            return plan_across(target, draft, s, gen, self.rpc_workers.devices)
-        return plan(target, draft, s, gen, self.devices)
+        return plan_launch(target, self._info(s.draft), s, self.caps, self.devices, self.rpc_workers.devices)
 
     # -- presets --------------------------------------------------------------------------------
     def _fill_presets(self) -> None:

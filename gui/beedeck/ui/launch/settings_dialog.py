@@ -320,9 +320,9 @@ def open_dialog(session: Session, parent: QWidget) -> SettingsDialog:
     local = session.last_local_profile
     local_caps = session.known_caps.get(local.engine) if local is not None else None
     switch = session.switch
-    running = (switch.pending or switch.mode) if switch.enabled and session.controller.is_running() else None
+    running = (switch.pending or switch.mode) if switch.enabled and session.server.is_running() else None
     dialog = SettingsDialog(profile, caps, parent, probe=session.probe, detect=session.detect_hardware,
-                            local=local, local_caps=local_caps, held=session.controller.held_gpu_memory,
+                            local=local, local_caps=local_caps, held=session.server.held_gpu_memory,
                             running=running)
     # Launch always starts or restarts, also when the server is stopped or has failed.
     dialog.profile_applied.connect(lambda profile, caps: session.apply_profile(profile, caps, start=True))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ from beedeck.core.engine import registry as engines
 from beedeck.core.engine.build import build_engine, minutes_text
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import download_engine, resolve_release
 from beedeck.core.launcher import preflight
@@ -469,7 +469,7 @@ class RunPage(QWizardPage):
         self._tuned = None
         self._retune(caps, on_line)
         if caps is not None:  # the launch's own preflight (files, mode, guard, kernels, memory the wizard detected)
-            checked = preflight(caps, replace(self.launch_settings(), port=DEFAULT_PORT),
+            checked = preflight(caps, self.launch_settings(),
                                 devices=[g.memory_free for g in report.gpus] or None if report else None,
                                 host_ram=report.system.ram_total if report else None)
             if not checked.ok or checked.argv is None:

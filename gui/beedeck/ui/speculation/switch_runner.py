@@ -3,11 +3,11 @@
 
 A click (or the advice's pick, or the guard banner's) goes through :meth:`SwitchRunner.request`: a switch
 per request is in effect for the next reply (:meth:`provider` gives the chat its mode and request fields);
-a restart goes to the server controller, timed against what such a switch took here before, and the other
-mode's server is loaded beside the running one as soon as the restart path is known, when memory allows
-(core/engine/speculation/standby.py). The model files' GGUF headers are read off the GUI thread
-(:class:`~beedeck.core.models.header_cache.HeaderCache`), and the per-request checks run in a
-:class:`SwitchChecker`. The session feeds it the controller's events in order; views render
+a restart goes to the serving (``core/serving``), timed against what such a switch took here before, and the
+other mode's server is offered to the serving to load beside the running one as soon as the restart path is
+known (the serving decides whether it may: core/engine/speculation/standby.py). The model files' GGUF headers
+are read off the GUI thread (:class:`~beedeck.core.models.header_cache.HeaderCache`), and the per-request
+checks run in a :class:`SwitchChecker`. The session feeds it the server's events in order; views render
 :attr:`switch` on ``changed``.
 """
 
@@ -24,19 +24,20 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import NO_RESTART, RemoteInfo
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
 from beedeck.core.engine.speculation.modes import Mode, uses_draft
 from beedeck.core.engine.speculation.standby import RESTARTED
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models.header_cache import HeaderCache, Read
+from beedeck.core.serving import Serving
 from beedeck.core.starter import mode_notes
 from beedeck.ui.background import Runner, run_in_background
-from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.speculation.switch_checker import SwitchChecker
 
 
 class SwitchRunner(QObject):
-    """Carries out :attr:`switch`'s decisions with the server ``controller``.
+    """Carries out :attr:`switch`'s decisions with the app's server (``serving``).
 
     Signals: ``changed()`` whenever the switch's state changed (views render it again); ``mode_changed(str)``
     once a new mode is in effect (a :class:`Mode` value); ``restarting(LaunchSettings)`` just before a switch
@@ -49,12 +50,12 @@ class SwitchRunner(QObject):
     mode_changed = Signal(str)
     restarting = Signal(LaunchSettings)
 
-    def __init__(self, switch: ModeSwitch, controller: ServerController, memory: PerRequestMemory,
+    def __init__(self, switch: ModeSwitch, serving: Serving, memory: PerRequestMemory,
                  client_factory: Callable[[str, str | None], Any], parent: QObject | None = None, *,
                  runner: Runner | None = None, headers: HeaderCache | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(parent)
-        self.switch, self.controller, self.memory = switch, controller, memory
+        self.switch, self.serving, self.memory = switch, serving, memory
         self._client = client_factory
         self._runner: Runner = runner or (lambda fn, done, err: run_in_background(fn, done, err, owner=self))
         self.headers = headers or HeaderCache()
@@ -103,7 +104,7 @@ class SwitchRunner(QObject):
 
     def reply_finished(self, facts: ReplyFacts) -> None:
         """A reply ended: a "baseline" reply that drafted may send the switch to restarts."""
-        self._carry_out(self.checker.reply_finished(self.controller.caps, facts))
+        self._carry_out(self.checker.reply_finished(self.serving.caps, facts))
 
     # -- switching -------------------------------------------------------------------------
     def request(self, key: str) -> bool:
@@ -123,26 +124,26 @@ class SwitchRunner(QObject):
             self.changed.emit()
             return
         assert decision.settings is not None
-        self.switch.timed(self.clock(), self.controller.expected_switch_s(uses_draft(decision.settings)))
+        self.switch.timed(self.clock(), self.serving.expected_switch_s(uses_draft(decision.settings)))
         self.changed.emit()
         self.restarting.emit(decision.settings)
-        self.controller.restart(decision.settings)
+        self.serving.restart(decision.settings)
 
     def offers(self, mode: str) -> bool:
         """Whether the guard's banner may suggest ``mode`` now: the switch is on, elsewhere, and it runs here."""
         chosen = next((o for o in self.switch.options if o.key == mode), None)
         return self.switch.enabled and self.switch.mode != mode and chosen is not None and chosen.available
 
-    # -- the controller's events, fed in order by the session --------------------------------
+    # -- the server's events, fed in order by the session ------------------------------------
     def server_ready(self, base_url: str, api_key: str | None) -> None:
-        """The controller's server is ready: a restart under way is done, its build may need a check, and the
+        """The app's server is ready: a restart under way is done, its build may need a check, and the
         other mode may be loaded beside it now."""
         if self.switch.pending is not None:
-            mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.controller.last_switch or RESTARTED)
+            mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.serving.last_switch or RESTARTED)
             if mode is not None:
                 self.mode_changed.emit(mode.value)
-        if not self.controller.is_remote():
-            self.checker.server_ready(self.controller.caps, lambda: self._client(base_url, api_key))
+        if not self.serving.is_remote():
+            self.checker.server_ready(self.serving.caps, lambda: self._client(base_url, api_key))
         self.changed.emit()
         self._keep_other_mode_loaded()
 
@@ -157,8 +158,8 @@ class SwitchRunner(QObject):
         self.checker.attached(info, self._client(info.url, api_key))
         self.changed.emit()
 
-    def state_changed(self, state: str) -> None:
-        if state not in ("ready", "starting", "loading") and self.switch.attached is not None:
+    def state_changed(self, state: ServerState) -> None:
+        if not state.running and self.switch.attached is not None:
             self.switch.detach()  # disconnected, or it stopped answering
 
     def _on_verdict_known(self) -> None:
@@ -166,8 +167,9 @@ class SwitchRunner(QObject):
         self._keep_other_mode_loaded()
 
     def _keep_other_mode_loaded(self) -> None:
-        """Load the other mode beside the running server as soon as the restart path is known, when memory
-        allows (the controller decides): the first switch then loads nothing either."""
+        """Offer the other mode's settings (the switch's, once the restart path is known) to be loaded beside the
+        running server (:meth:`Serving.preload` decides: standby on, memory free): the first switch then loads
+        nothing either."""
         other = self.switch.standby_settings()
-        if other is not None and self.controller.standby:
-            self.controller.preload(other)
+        if other is not None:
+            self.serving.preload(other)

@@ -19,7 +19,7 @@ from beedeck.ui.session import Session
 
 def session_facts(session: Session) -> list[tuple[str, str]]:
     """What the dialog lists: versions, the session's engine and model, the GPU, the data folder."""
-    profile, caps, hardware = session.profile, session.controller.caps, session.hardware
+    profile, caps, hardware = session.profile, session.server.caps, session.hardware
     facts = [("BeeDeck", __version__), ("Python", platform.python_version()),
              ("Qt", f"PySide6 {PySide6.__version__}")]
     if profile is not None:

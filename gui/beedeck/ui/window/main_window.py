@@ -31,6 +31,7 @@ from beedeck import APP_DISPLAY_NAME
 from beedeck.core import paths
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile, engine_display_name, pair_name
@@ -102,7 +103,7 @@ class MainWindow(QMainWindow):
         self._wire_session()
         self._wire_views()
         self._restore_view()
-        self._on_state(self.session.controller.state)
+        self._on_state(self.session.server.state)
         self.chat.set_notice(self.session.notice)
 
     # -- building --------------------------------------------------------------------------
@@ -223,7 +224,8 @@ class MainWindow(QMainWindow):
         c.port_fallback_used.connect(lambda _wanted, _used, message: self.notices.show_notice(
             "port", "The server listens on another port this time", message))
         # The speed figures belong to one server: a remote one by its address, the local one by its model.
-        s.serving.connect(lambda url: self.speed.server_ready(f"{url if c.is_remote() else 'local'} {self.pair_label.text()}"))
+        s.serving.connect(lambda url: self.speed.server_ready(
+            f"{url if s.server.is_remote() else 'local'} {self.pair_label.text()}"))
 
     def _wire_views(self) -> None:
         s = self.session
@@ -254,7 +256,7 @@ class MainWindow(QMainWindow):
         self.chat.pieces_arrived.connect(self.speed.pieces_arrived)  # thinking pieces are generated tokens too
         self.chat.reply_finished.connect(self.speed.reply_finished)
         # a failed reply makes the controller check an attached server now (a dead remote noticed within 2 s)
-        self.chat.reply_failed.connect(s.controller.request_failed)
+        self.chat.reply_failed.connect(s.server.request_failed)
         self.chat.conversations_edited.connect(self.conversations.refresh)
         self.chat.conversation_changed.connect(self.conversations.set_current)
         self.conversations.conversation_selected.connect(self.chat.load_conversation)
@@ -273,7 +275,7 @@ class MainWindow(QMainWindow):
         self._show_engine()
         self.starter_banner.show_for_starter(is_starter(profile.settings))
         self.remote.profile_set(profile)
-        self._on_state(self.session.controller.state)
+        self._on_state(self.session.server.state)
 
     def _show_engine(self) -> None:
         profile = self.session.profile
@@ -282,15 +284,14 @@ class MainWindow(QMainWindow):
 
     def _show_switch(self) -> None:
         self.mode.show_switch()
-        self._show_actions(self.session.controller.state)
+        self._show_actions(self.session.server.state)
 
-    def _show_actions(self, state: str) -> None:
-        running = state in ("starting", "loading", "ready")
-        self.start_action.setEnabled(not running and self.session.switch.pending is None)
-        self.stop_action.setEnabled(running)
+    def _show_actions(self, state: ServerState) -> None:
+        self.start_action.setEnabled(not state.running and self.session.switch.pending is None)
+        self.stop_action.setEnabled(state.running)
 
     def _show_failure(self, failure: ServerFailure, title: str, local: bool) -> None:
-        self._show_actions(self.session.controller.state)  # Start was held off while switching
+        self._show_actions(self.session.server.state)  # Start was held off while switching
         self.failure.show_failure(failure, title, local)
 
     def _show_settings(self, settings: AppSettings) -> None:
@@ -308,17 +309,17 @@ class MainWindow(QMainWindow):
         """What detection found: the starter banner says why there is no GPU."""
         self.starter_banner.set_no_gpu_reason("" if report.has_gpu else report.reason or "none was found.")
 
-    def _on_state(self, state: str) -> None:
+    def _on_state(self, state: ServerState) -> None:
         self.state_label.setText(f"server: {state}")
         self._show_actions(state)
-        if state != "ready":
+        if state != ServerState.READY:
             self.chat.set_client(None)
             self.endpoint.set_base_url("")
 
     def _on_ready(self, base_url: str) -> None:
         self.chat.set_client(self.session.client(base_url))
-        self.endpoint.set_base_url(base_url, self.session.controller.port_note)
-        if not self.session.controller.port_note:
+        self.endpoint.set_base_url(base_url, self.session.server.port_note)
+        if not self.session.server.port_note:
             self.notices.dismiss("port")  # on the port asked for again: that notice is over
 
     def _on_guard_advice(self, advice: Advice) -> None:
@@ -360,7 +361,7 @@ class MainWindow(QMainWindow):
     def open_agent(self, client_id: str) -> None:
         from beedeck.ui.window.agent_dialog import open_agent_dialog  # not on the start path (~20 ms)
 
-        s, c = self.session, self.session.controller
+        s, c = self.session, self.session.server
         running = c.settings if c.is_running() else None
         open_agent_dialog(self, client_id, s.profile, running or (s.launch_settings() if s.profile else None),
                           c.caps, lambda p: s.apply_profile(p, start=True))

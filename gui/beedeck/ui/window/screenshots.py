@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.server_state import ServerState
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.theme import apply_theme
 
@@ -45,8 +46,8 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
     window.resize(1280, 800)
     window.show()
     started = time.monotonic()
-    ready = _wait(app, lambda: window.session.controller.state in ("ready", "failed"), 300)
-    ok = ready and window.session.controller.state == "ready"
+    ready = _wait(app, lambda: window.session.server.state in (ServerState.READY, ServerState.FAILED), 300)
+    ok = ready and window.session.server.state == ServerState.READY
     if not ok:
         print("the starter server did not become ready; screenshots show the failure instead")
     _save(app, window, out_dir / "main-start.png")

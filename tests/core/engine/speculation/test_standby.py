@@ -1,5 +1,5 @@
 """The other mode kept loaded beside the running server (core/engine/speculation/standby.py): the margin, and the
-decision as the launch preflight makes it (core/launcher.py ``standby_refusal``) at full size: the memory an
+decision as the launch preflight makes it (core/launcher.py ``standby_preflight``) at full size: the memory an
 H200 had free with the DFlash server loaded (docs/gpu-runs/2026-12-02-h200-standby) and a 24 GB card's."""
 
 from __future__ import annotations
@@ -13,10 +13,17 @@ from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
 from beedeck.core.engine.speculation.standby import MARGIN_MIN, with_margin
-from beedeck.core.launcher import standby_refusal
+from beedeck.core.launcher import standby_preflight
 from beedeck.core.models.planner import GiB
 from tests.fixtures import meta_gguf as mg
 from tests.fixtures.engines import MAINLINE, help_stdout
+
+
+def standby_refusal(caps: EngineCaps, settings: LaunchSettings, **free: object) -> str | None:
+    """Why the server cannot stay loaded beside the running one (None: it can)."""
+    checked = standby_preflight(caps, settings, **free)  # type: ignore[arg-type]
+    assert len(checked.refusals) <= 1 and all(r.code == "standby" for r in checked.refusals)
+    return checked.refusals[0].message if checked.refusals else None
 
 
 @pytest.fixture(scope="module")

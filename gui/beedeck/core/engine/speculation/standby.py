@@ -6,20 +6,15 @@ target on an H200, most of it copying the weights to the GPU). Where the GPU (an
 the other mode's server beside the running one, the switch starts it on a second port and keeps the first
 one loaded: every later switch between the two is a change of the port the chat talks to, no load at all.
 
-The decision (:func:`beedeck.core.launcher.standby_refusal`) is the launch preflight's memory check (the planner's figures for the other mode's settings)
+The decision (:func:`beedeck.core.launcher.standby_preflight`) is the launch preflight's memory check (the planner's figures for the other mode's settings)
 against the memory free *now*, with the running server loaded, less a margin, so a switch never pushes the
 running server out of memory. A 24 GB card with a 19 GB target never has that room: it restarts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from beedeck.core.engine.launch_settings import LaunchSettings
-
 GiB = 1024**3
-# How a mode switch went (ServerController.last_switch).
+# How a mode switch went (Serving.last_switch, core/serving/serving.py).
 RESTARTED = "restarted"  # stopped the server, started the other mode's
 LOADED_BESIDE = "loaded beside"  # loaded the other mode's server beside the running one, which stays loaded
 SWAPPED = "swapped"  # the other mode's server was loaded already: the chat talks to it again
@@ -30,17 +25,6 @@ MARGIN_MIN = GiB // 2  # at least this much is left free on every device
 def with_margin(free: int) -> int:
     """What a second server may plan to use of ``free`` bytes."""
     return max(0, free - max(MARGIN_MIN, int(free * MARGIN_FRACTION)))
-
-
-@dataclass
-class Parked:
-    """A server kept loaded beside the running one: its process, its settings (on its port), the settings
-    as asked (what a switch back compares) and the token its state callbacks carry."""
-
-    proc: Any
-    settings: LaunchSettings
-    asked: LaunchSettings
-    token: object
 
 
 def free_now() -> tuple[list[int] | None, int | None]:
