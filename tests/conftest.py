@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -47,8 +48,25 @@ def beedeck_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
     previous = keyring.get_keyring()
     keyring.set_keyring(MemKeyring())
+    # ...nor what an earlier test's `beedeck` command or window called this process (paths.set_role).
+    from beedeck.core import paths
+
+    monkeypatch.setattr(paths, "_ROLE", "")
     yield home
     keyring.set_keyring(previous)
+
+
+@pytest.fixture(autouse=True)
+def light_theme_after() -> Iterator[None]:
+    """A test that switches the app to the dark theme leaves it light again for the next one (the palette is
+    the QApplication's, shared by every test of the run); tests that never start Qt import nothing of it."""
+    yield
+    widgets = sys.modules.get("PySide6.QtWidgets")
+    app = widgets.QApplication.instance() if widgets is not None else None
+    if app is not None and app.palette().window().color().lightness() < 128:
+        from beedeck.ui.window.theme import apply_theme
+
+        apply_theme(app, "light")
 
 
 @pytest.fixture(scope="session")

@@ -140,7 +140,7 @@ def test_a_lan_servers_key_reaches_the_agent_through_agent_key_only(
     assert KEY not in said and KEY not in (home / ".continue/config.yaml").read_text()
     (item,) = yaml.safe_load((home / ".continue/config.yaml").read_text())["models"]
     assert item["apiKey"] == "${{ secrets.BEEDECK_API_KEY }}" and item["apiBase"] == f"http://127.0.0.1:{port}/v1"
-    run = re.search(r"run: (.*) cn$", said, re.M)
+    run = re.search(r"run: (.*) cn( --allow Write)?$", said, re.M)
     assert run, said
     shell = [run.group(1) + " printenv BEEDECK_API_KEY"]
     clean = {k: v for k, v in os.environ.items() if k != "BEEDECK_API_KEY"}

@@ -46,12 +46,12 @@ def say(line: str) -> None:
 
 
 def state(window: Any) -> dict[str, Any]:
-    chat, controller = window.chat, window.session.controller
+    chat, server = window.chat, window.session.server
     bar = getattr(window, "notices", None)  # the lasting notices (a window without that bar: the failure panel)
     notices = bar.text() if bar is not None else window.failure.what.text()
     return {"conversation": chat.conversation_id, "notices": notices, "chat_notice": chat.notice.text(),
-            "status": window.statusBar().currentMessage(), "base_url": controller.base_url,
-            "port": controller.settings.port if controller.settings else None, "state": controller.state,
+            "status": window.statusBar().currentMessage(), "base_url": server.base_url,
+            "port": server.settings.port if server.settings else None, "state": server.state.value,
             "shown": [m.content for m in chat.view.messages()]}
 
 

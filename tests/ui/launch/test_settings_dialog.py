@@ -16,6 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.server_state import ServerState
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.profile import Profile
 from beedeck.core.serving import Serving
@@ -207,8 +208,8 @@ def test_settings_shows_the_mode_that_runs_not_the_profiles(qtbot: QtBot) -> Non
     from beedeck.core.engine.launch_settings import SpecMode
 
     session, parent, saved = make_session(qtbot)
-    session.controller.restart = lambda settings: None  # type: ignore[method-assign]  # no engine here
-    session.controller.state = "ready"  # the profile's server runs
+    session.server.restart = lambda *a, **k: None  # type: ignore[method-assign]  # no engine here
+    session.server.state = ServerState.READY  # the profile's server runs
     session.switch.configure(session.profile.settings, session.known_caps[ENGINE])  # type: ignore[union-attr]
     assert session.request_mode("model-free")  # the toggle: a restart into N-gram
     session.controller.ready.emit("http://127.0.0.1:9")

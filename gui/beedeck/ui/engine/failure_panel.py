@@ -30,6 +30,8 @@ CODE_WORDS = {
     "engine_bug": "a known engine bug",
     "no_mtp_heads": "the model has no MTP heads",
     "unsupported_cache_type": "a cache type this engine lacks",
+    "security": "any web page can use this server",
+    "tool_choice_ignored": "the engine does not force tool calls",
     "bad-url": "not a server address",
     "refused": "nothing answers at that address",
     "dns": "the host name is unknown",
