@@ -13,7 +13,7 @@ in core imports it; the ui and the commands do.
 
 from __future__ import annotations
 
-from beedeck.core.setup.choices import WAYS, SetupChoices, build_args, find_engines, unlisted_offers
+from beedeck.core.setup.choices import WAYS, SetupChoices, build_args, card_of, find_engines, unlisted_offers
 from beedeck.core.setup.services import SetupServices
 from beedeck.core.setup.steps import (
     STEP,
@@ -38,6 +38,7 @@ __all__ = [
     "StepCancelled",
     "StepFailed",
     "build_args",
+    "card_of",
     "find_engines",
     "run_all",
     "unlisted_offers",

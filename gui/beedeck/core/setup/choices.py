@@ -4,14 +4,16 @@ the build's arguments (the dry run's and the build's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from beedeck.core.engine import engine_offers
 from beedeck.core.engine import registry as engines
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.machine.report import HardwareReport
+from beedeck.core.models.mode_choice import card_class
 from beedeck.core.models.recommend import Choice
 from beedeck.core.setup.services import SetupServices
 
@@ -23,7 +25,8 @@ class SetupChoices:
     """The choices the steps run on. ``choice`` None (or the catalog's starter) is the starter profile, as is
     ``use_starter`` (the wizard's starter button). ``engine`` is the way to the engine: ``download`` (the
     release ``offers`` named), ``build``, or ``existing`` (the registered ``engine_id``, or ``engine_path``: a
-    llama-server to register first)."""
+    llama-server to register first). ``overrides`` are settings named outright (the command's ``--ctx``,
+    ``--cache-type-k``...): they win over the pick's and the re-plan's, and the launch check judges them."""
 
     report: HardwareReport | None
     choice: Choice | None
@@ -34,6 +37,7 @@ class SetupChoices:
     use_starter: bool = False
     card: str = "smaller"  # the first GPU's card class (mode_choice.card_class): what the settings are tuned for
     goal: str = "quality"
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def starter(self) -> bool:
@@ -52,6 +56,14 @@ class SetupChoices:
     def generation(self) -> str:
         return self.choice.generation.value if self.choice is not None else ""
 
+    def settings(self) -> LaunchSettings:
+        """The pick's settings with the ones named outright (a copy)."""
+        assert self.choice is not None
+        s = LaunchSettings.from_dict(self.choice.settings.to_dict())
+        for key, value in self.overrides.items():
+            setattr(s, key, value)
+        return s
+
     def free_vram(self) -> list[int]:
         """Free bytes per GPU the settings are planned for ([] for the starter, which runs on the CPU)."""
         if self.starter or self.report is None:
@@ -59,13 +71,21 @@ class SetupChoices:
         return [g.memory_free for g in self.report.gpus]
 
 
+def card_of(report: HardwareReport | None) -> str:
+    """The first GPU's card class (the mode advice's and the drafter's tuning: mode_choice.card_class)."""
+    gpus = report.gpus if report is not None else []
+    if not gpus:
+        return "smaller"
+    return card_class(gpus[0].memory_total, gpus[0].compute_capability, gpus[0].name)
+
+
 def build_args(choices: SetupChoices, registry: EngineRegistry) -> dict[str, Any]:
     """The build's arguments for this machine and the pick (the dry run's and the build's): the FlashAttention
     kernels of the pick's K/V types and no more (no pick: the engine's default set, which has f16 and q8_0)."""
     report = choices.report
     gpus = [g.compute_capability for g in (report.gpus if report else []) if g.compute_capability]
-    pick = choices.choice
-    pairs = [(pick.settings.cache_type_k, pick.settings.cache_type_v)] if pick is not None else None
+    s = choices.settings() if choices.choice is not None else None
+    pairs = [(s.cache_type_k, s.cache_type_v)] if s is not None else None
     return {"gpus": gpus, "cpu_only": not gpus, "cache_pairs": pairs,
             "driver_cuda": report.cuda_driver_version if report else None, "registry": registry}
 

@@ -72,10 +72,8 @@ class Setup:
     """One setup run: its choices, the core calls, and what the steps found so far (the engine, the model files,
     the settings re-planned for the engine). Steps run one at a time, on any thread."""
 
-    def __init__(self, choices: SetupChoices, services: SetupServices,
-                 overrides: dict[str, object] | None = None) -> None:
+    def __init__(self, choices: SetupChoices, services: SetupServices) -> None:
         self.choices, self.services = choices, services
-        self.overrides = dict(overrides or {})  # settings named outright (the command's --ctx, --cache-k...): kept
         self.engine: EngineRecord | None = None
         self.paths: dict[str, str] = {}
         self.tuned: LaunchSettings | None = None  # the choice re-planned for the engine (retune)
@@ -84,22 +82,14 @@ class Setup:
         """The steps this setup runs, in order (the skipped ones left out)."""
         return [s for s in STEPS if not s.skipped(self)]
 
-    def base_settings(self) -> LaunchSettings:
-        """The pick's settings with the ones named outright."""
-        assert self.choices.choice is not None
-        s = LaunchSettings.from_dict(self.choices.choice.settings.to_dict())
-        for key, value in self.overrides.items():
-            setattr(s, key, value)
-        return s
-
     def launch_settings(self) -> LaunchSettings:
         """The settings the setup saves: the starter's, or the pick's (re-planned for the engine) on the files
         the steps got; a setting named outright wins."""
         if self.choices.starter:
             return starter.StarterProfile(Path(self.engine.binary if self.engine else ""),
-                                          Path(self.paths["target"])).settings(**self.overrides)
-        s = LaunchSettings.from_dict((self.tuned or self.base_settings()).to_dict())
-        for key, value in self.overrides.items():
+                                          Path(self.paths["target"])).settings(**self.choices.overrides)
+        s = LaunchSettings.from_dict((self.tuned or self.choices.settings()).to_dict())
+        for key, value in self.choices.overrides.items():
             setattr(s, key, value)
         s.target, s.draft = self.paths["target"], self.paths.get("draft")
         return s
@@ -110,7 +100,7 @@ class Setup:
         self.tuned = None
         if self.choices.starter or caps is None:
             return
-        self.tuned, line = tune_for_files(self.base_settings(), caps, self.choices.card, self.paths["target"],
+        self.tuned, line = tune_for_files(self.choices.settings(), caps, self.choices.card, self.paths["target"],
                                           self.paths.get("draft"), self.choices.free_vram())
         if line:
             on_line(line)
@@ -237,7 +227,6 @@ def smoke_and_check(setup: Setup, on_progress: Progress, on_line: Line, cancel: 
     guard, kernels, the memory this machine has)."""
     engine, c = setup.need_engine("smoke"), setup.choices
     res = setup.services.smoke_test(engine.binary, expect_gpu=c.gpu and not c.starter)
-    on_line(res.message)
     if not res.ok:
         raise StepFailed("smoke", ServerFailure("engine_smoke", res.message, ""))
     caps = engine.engine_caps()
