@@ -142,3 +142,28 @@ def test_refused_flags_and_a_failed_step_have_their_exit_status(
     said = capsys.readouterr()
     assert "[3/4] Smoke test" in said.out and "error: " in said.err and "what to do: " in said.err
     assert "turbo4" in said.err and not (beedeck_home / "config" / "profile.json").exists()
+
+
+def test_on_a_gpu_machine_the_default_is_the_recommendation_read_from_the_headers_and_a_download(
+        beedeck_home: Path, catalog_hub: FakeHub, releases: FakeReleases, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An RTX 4090 (fake NVML, as every detection sees it): --refresh reads the catalog's headers from the Hub
+    first (as the wizard does), the pair is the recommendation `beedeck recommend` makes, and the engine comes by
+    the prebuilt download the wizard preselects; without a terminal and --yes nothing is fetched."""
+    import beedeck.core.engine.engine_offers as offers_mod
+    from beedeck.core.machine import hardware
+    from tests.fakes.fake_nvml import FakeNvml, rtx4090
+
+    fake = FakeNvml([rtx4090()])
+    monkeypatch.setattr(hardware, "import_pynvml", lambda: fake)
+    monkeypatch.setattr(offers_mod, "host_platform", lambda: ("linux", "x64"))
+    monkeypatch.setenv("HF_ENDPOINT", catalog_hub.endpoint)
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))
+    assert main(["setup", "--refresh"]) == 1
+    said = capsys.readouterr()
+    assert "machine: 1 NVIDIA GPU(s)" in said.out and "reading the headers of unsloth/gemma-4-31B-it-GGUF" in said.err
+    assert "recommended: Gemma 4 31B" in said.out and "pair: Gemma 4 31B" in said.out
+    assert "engine: Download BeeLlama v0.4.7 prebuilt" in said.out and "your driver (CUDA 13.0) runs" in said.out
+    assert "steps: engine, target model, draft model, smoke test, save" in said.out and "Nothing done" in said.err
+    assert catalog_hub.cdn_gets() and all(r.headers.get("range") for r in catalog_hub.cdn_gets())  # headers only
+    assert not (beedeck_home / "config" / "profile.json").exists()

@@ -65,6 +65,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--quant", action="append", help="with --repo: only this target quant (repeatable)")
     p.add_argument("--kind", help="with --repo: this speculation kind (dflash2, mtp, none...; default: the fast path)")
     p.add_argument("--goal", default="quality", choices=("quality", "speed", "context"))
+    p.add_argument("--refresh", action="store_true",
+                   help="read the catalog repos' GGUF headers from the Hub first, as the wizard does before it "
+                        "recommends (range requests, a few MB per file; cached by revision)")
     p.add_argument("--engine", metavar="WAY", default=None,
                    help="download, build or existing (the best engine you have), an engine id from `beedeck engine "
                         "list`, or the path of a llama-server to add (default: what the wizard preselects)")
@@ -130,6 +133,12 @@ def _pair(args: argparse.Namespace, report: HardwareReport, services: SetupServi
     card = card_of(report)
     if args.repo:
         return _repo_choice(args, report, card, caps, tune)
+    if args.refresh:
+        from beedeck.core.models import catalog_sizing
+
+        sizing = catalog_sizing.refresh(on_repo=lambda repo, i, n: print(f"[{i + 1}/{n}] reading the headers of "
+                                                                         f"{repo}", file=sys.stderr, flush=True))
+        print("\n".join(f"  {printable(x, 400)}" for x in sizing.lines()))
     rec = recommend([g.memory_free for g in report.gpus], args.goal, caps=caps, card=card, advice=load_advice(),
                     tune_caps=tune)
     print(f"recommended: {printable(rec.primary.summary(), 400)}")
@@ -247,6 +256,10 @@ def run_setup(args: argparse.Namespace) -> int:
 
     if (args.draft_repo or args.quant or args.kind) and not args.repo:
         print("error: --draft-repo, --quant and --kind go with --repo.", file=sys.stderr)
+        return 2
+    if args.refresh and (args.repo or args.starter):
+        print("error: --refresh reads the catalog's headers for the recommendation: leave out --repo and --starter.",
+              file=sys.stderr)
         return 2
     services = SetupServices(save_profile=save_profile)
     report = detect(disk_path=paths.models_dir())
