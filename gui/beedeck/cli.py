@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "beedeck.clicmd.engine.probe",
     "beedeck.clicmd.engine.manage",
     "beedeck.clicmd.engine.serve",
+    "beedeck.clicmd.setup",
     "beedeck.clicmd.chat",
     "beedeck.clicmd.bench",
     "beedeck.clicmd.connect",

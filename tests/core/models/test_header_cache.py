@@ -55,7 +55,8 @@ def test_a_missing_or_unreadable_file_counts_as_unread(tmp_path: Path) -> None:
     for path in cache.to_read(profile):
         cache.store(path, cache.reader(path)())
     assert cache.info(str(bad)) is None and cache.known[str(bad)][0] is not None  # looked at, not readable
-    assert cache.known[str(tmp_path / "gone.gguf")] == (None, None)
+    assert cache.known[str(tmp_path / "gone.gguf")] == (None, None, "")
+    assert cache.errors() == {str(bad): "model.gguf is truncated (the header ends early): download it again."}
     assert cache.facts(profile).target_name == "" and not cache.facts(profile).draft_read
     cache.to_read(profile)
     cache.forget(str(bad))  # a read that failed: the file may be read again

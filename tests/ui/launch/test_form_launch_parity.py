@@ -127,15 +127,14 @@ def _form_refusals(qtbot: QtBot, caps: EngineCaps, settings: LaunchSettings) -> 
     form = LaunchForm(runner=run_inline)  # the form's background reads, run inline
     qtbot.addWidget(form)
     room = room_now()  # what the Settings dialog's detection hands the form
-    form.host_ram = room.host_ram
-    form.set_devices(room.gpus or [])
+    form.set_devices(room.gpus or [], room.host_ram)
     form.set_engine(caps, caps.path)
     form.set_settings(settings)
     assert not form.launch_button.isEnabled()
-    for r in form.refusals:  # every refusal said under its field too (where the field has a row)
+    for r in form.facts.refusals:  # every refusal said under its field too (where the field has a row)
         if r.setting in form.under:
             assert str(r) in form.under[r.setting].text() and not form.under[r.setting].isHidden()
-    return form.refusals, form.settings()
+    return form.facts.refusals, form.settings()
 
 
 @pytest.mark.parametrize("name", list(CASES))

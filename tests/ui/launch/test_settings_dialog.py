@@ -122,7 +122,7 @@ def test_a_context_the_host_cannot_hold_greys_launch(qtbot: QtBot, tmp_path: Pat
     dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target=str(target), ctx_size=4_000_000,
                                                                n_gpu_layers="0"), "mainline"),
                          detect=lambda: ram)
-    assert dialog.form.host_ram == 23 << 30  # the dialog's detection (inline here) gave the form the RAM
+    assert dialog.form.facts.host_ram == 23 << 30  # the dialog's detection (inline here) gave the form the RAM
     assert not dialog.form.launch_button.isEnabled()
     assert "of host memory (RAM), and this machine has 23.0 GiB" in dialog.form.check_label.text()
     assert "of host memory" in dialog.form.under["ctx_size"].text()
@@ -164,8 +164,8 @@ def test_launch_says_why_while_the_engine_is_probed_and_when_the_probe_fails(qtb
     label = dialog.form.check_label
     assert not dialog.form.launch_button.isEnabled()
     assert not label.isHidden() and "Checking the engine" in label.text()
-    _, _, failed = jobs[0]
-    failed(RuntimeError("llama-server --help exited with 127."))
+    _, _, failed = next(j for j in jobs if "set_engine_path" in j[2].__qualname__)  # the probe (the form's own
+    failed(RuntimeError("llama-server --help exited with 127."))  # look at the model file waits beside it)
     assert "could not be checked: llama-server --help exited with 127." in label.text()
     dialog.set_engine_path("")
     assert "No engine is picked" in label.text() and not dialog.save_button.isEnabled()

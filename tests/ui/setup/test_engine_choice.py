@@ -159,5 +159,5 @@ def test_the_wizard_downloads_verifies_unpacks_and_probes_the_chosen_archive(
     assert fetched[-2:] == list(archives)
     log = run.log.toPlainText()
     assert "checked by sha256" in log and "unpacking cudart-llama-b11434" in log
-    rec = next(r for r in run.registry.list() if r.id.endswith("b11434-cuda"))
+    rec = next(r for r in run.tools.registry.list() if r.id.endswith("b11434-cuda"))
     assert not rec.ready and rec.generation == "mainline"  # probed, so the list can say what it is

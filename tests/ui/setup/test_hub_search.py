@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.repo_recommend import recommend_repo
 from beedeck.core.engine.registry import EngineRegistry
+from beedeck.core.setup import STEP
 from beedeck.ui.setup.hub_search import HubSearch
 from beedeck.ui.setup.services import WizardServices
 from beedeck.ui.setup.setup_wizard import SetupWizard
@@ -93,11 +94,11 @@ def test_a_search_result_becomes_the_setup_the_wizard_downloads(qtbot: QtBot, hu
     assert c.settings.spec_mode == "dflash" and c.settings.draft_n_max == 7 and c.plan is not None and c.plan.fits
     assert "Qwen3.8-27B-Q4_K_M.gguf + Qwen3.8-27B-DFlash2-Q4_K_M.gguf" in page.size_label.text()
     assert page.isComplete()
-    run = w.run_page
+    setup = w.run_page.make_setup()
     for which in ("target", "draft"):
-        run._get_model(which, on_progress=lambda *_: None, on_line=lambda _l: None, cancel_event=threading.Event())
+        STEP[which].run(setup, on_progress=lambda *_: None, on_line=lambda _l: None, cancel_event=threading.Event())
     assert fetched == [(REPO, "Qwen3.8-27B-Q4_K_M.gguf"), (DRAFTS, "Qwen3.8-27B-DFlash2-Q4_K_M.gguf")]
-    assert run.launch_settings().draft == str(tmp_path / "Qwen3.8-27B-DFlash2-Q4_K_M.gguf")
+    assert setup.launch_settings().draft == str(tmp_path / "Qwen3.8-27B-DFlash2-Q4_K_M.gguf")
     # the MTP row: no draft to fetch, the run page skips the draft step
     mtp = next(i for i in range(search.rows.count()) if search.rows.itemData(i).kind == "mtp")
     search.rows.setCurrentIndex(mtp)
@@ -105,7 +106,7 @@ def test_a_search_result_becomes_the_setup_the_wizard_downloads(qtbot: QtBot, hu
     c = page.choice
     assert c is not None and c.draft_file is None and c.settings.spec_mode == "mtp" and c.pair_id != "starter"
     assert page.title_label.text().startswith("Qwen3.8-27B + MTP (its own head): Q4_K_M")
-    assert [s.key for s in run._active_steps()] == ["engine", "target", "smoke"]
+    assert [s.key for s in w.run_page.make_setup().steps()] == ["engine", "target", "smoke", "save"]
 
 
 def test_a_missing_repo_shows_its_message_and_a_stale_answer_is_dropped(qtbot: QtBot, hub: FakeHub,

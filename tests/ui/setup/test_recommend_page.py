@@ -16,6 +16,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import SpecMode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.engine.speculation.modes import engine_label
+from beedeck.core.setup import STEP, StepFailed
 from beedeck.ui.setup.services import WizardServices
 from beedeck.ui.setup.setup_wizard import SetupWizard
 from tests.core.models import sidecar_files as sf
@@ -59,16 +60,16 @@ def test_the_page_recommends_the_model_with_its_sidecar_and_lists_the_reasons(qt
     assert page.memory_bar.plan is not None and page.memory_bar.state == "ok"
 
     # The run page takes both files from disk (no find_local, no download) into the launch settings.
-    run = w.run_page
+    setup = w.run_page.make_setup()
     kw: dict[str, Any] = {"on_progress": lambda *_: None, "on_line": lambda _l: None, "cancel_event": threading.Event()}
-    assert run._get_model("target", **kw) == f"on disk: {folder / 'Synth-Q5_K_M.gguf'}"
-    assert run._get_model("draft", **kw).endswith("dflash-Synth-Q4_K_M.gguf (found next to the model)")
-    s = run.launch_settings()
+    assert STEP["target"].run(setup, **kw) == f"on disk: {folder / 'Synth-Q5_K_M.gguf'}"
+    assert STEP["draft"].run(setup, **kw).endswith("dflash-Synth-Q4_K_M.gguf (found next to the model)")
+    s = setup.launch_settings()
     assert s.target == str(folder / "Synth-Q5_K_M.gguf") and s.draft == str(folder / "dflash-Synth-Q4_K_M.gguf")
     assert s.spec_mode == SpecMode.DFLASH
     (folder / "dflash-Synth-Q4_K_M.gguf").unlink()
-    with pytest.raises(FileNotFoundError, match="is gone since the recommendation: go Back"):
-        run._get_model("draft", **kw)
+    with pytest.raises(StepFailed, match="is gone since the recommendation. Get a new recommendation"):
+        STEP["draft"].run(setup, **kw)
 
 
 def _detect_rtx3090() -> Any:
@@ -119,17 +120,17 @@ def test_the_page_shows_the_mode_by_evidence_and_an_mtp_pick_downloads_no_draft(
     mode = page.mode_label.text()
     assert not page.mode_label.isHidden() and mode.startswith(f"Speculation: {'MTP (its own head)' if kind == 'mtp' else 'DFlash2'}, the fast path")
     assert "by published figures:" in mode and evidence in mode and "tokens of context here" in mode
-    run = w.run_page
+    setup = w.run_page.make_setup()
     kw: dict[str, Any] = {"on_progress": lambda *_: None, "on_line": lambda _l: None, "cancel_event": threading.Event()}
     if kind == "mtp":
         assert c.draft_file is None and "its MTP head is inside it: no draft to download" in page.size_label.text()
-        assert [s.key for s in run._active_steps()] == ["engine", "target", "smoke"]
-        run._get_model("target", **kw)
+        assert [s.key for s in setup.steps()] == ["engine", "target", "smoke", "save"]
+        STEP["target"].run(setup, **kw)
         assert fetched == [("unsloth/Qwen3.8-27B-GGUF", c.target_file)]
-        s = run.launch_settings()
+        s = setup.launch_settings()
         assert s.spec_mode == SpecMode.MTP and s.draft is None and s.target == str(tmp_path / c.target_file)
     else:
-        assert c.draft_repo == "incoai/Qwen3.8-27B-DFlash2-GGUF" and "draft" in [s.key for s in run._active_steps()]
+        assert c.draft_repo == "incoai/Qwen3.8-27B-DFlash2-GGUF" and "draft" in [s.key for s in setup.steps()]
 
 
 def test_the_run_page_replans_ubd_and_kvarn_for_the_engine_it_got(
@@ -160,24 +161,24 @@ def test_the_run_page_replans_ubd_and_kvarn_for_the_engine_it_got(
     c = w.recommend_page.choice
     assert c is not None and c.draft_kind == "dflash2" and c.settings.draft_ubatch_size == 64
     assert c.settings.draft_cache_type == "kvarn5"
-    run = w.run_page
+    setup = w.run_page.make_setup()
     kw: dict[str, Any] = {"on_progress": lambda *_: None, "on_line": lambda _l: None, "cancel_event": threading.Event()}
     for which in ("target", "draft"):
-        run._get_model(which, **kw)
+        STEP[which].run(setup, **kw)
     lines: list[str] = []
-    run._retune(v044, lines.append)
-    s = run.launch_settings()
+    setup.retune(v044, lines.append)
+    s = setup.launch_settings()
     assert s.draft_ubatch_size is None and s.draft_cache_type is None and s.ctx_size < c.settings.ctx_size
     assert lines and lines[0].startswith("Re-planned for ") and "tokens of context fit" in lines[0]
     lines.clear()
-    run._retune(v047, lines.append)
-    s = run.launch_settings()
+    setup.retune(v047, lines.append)
+    s = setup.launch_settings()
     assert (s.draft_ubatch_size, s.draft_cache_type, s.ctx_size) == (64, "kvarn5", c.settings.ctx_size)
     assert lines == [f"Tuned for {engine_label(v047)}: -ubd 64, kvarn5 drafter cache."]
     # a file whose header cannot be read: the recommended settings stay, and the line says why
-    bad = Path(run.paths["target"]).with_name("not-a-model.gguf")
-    run.paths["draft"] = str(bad)
+    bad = Path(setup.paths["target"]).with_name("not-a-model.gguf")
+    setup.paths["draft"] = str(bad)
     lines.clear()
-    run._retune(v044, lines.append)
+    setup.retune(v044, lines.append)
     assert lines[0].startswith("The settings were not re-planned for this engine:")
-    assert run.launch_settings().ctx_size == c.settings.ctx_size
+    assert setup.launch_settings().ctx_size == c.settings.ctx_size

@@ -18,8 +18,9 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.models import library
 from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.core.setup import SetupResult
 from beedeck.core.starter import STARTER_MODEL_TITLE
-from beedeck.ui.setup.services import SetupResult, WizardServices
+from beedeck.ui.setup.services import WizardServices
 from beedeck.ui.setup.setup_wizard import SetupWizard
 from tests.fakes.fake_hub import FakeHub
 from tests.fakes.fake_nvml import detect_no_gpu as no_gpu_detect
@@ -230,7 +231,7 @@ def test_run_page_lists_engines_off_the_gui_thread(qtbot: QtBot) -> None:
         raise StarterMissing("no starter in this test")
 
     w = make_wizard(qtbot, gpu_detect, starter_engine=None)
-    w.run_page.locate_starter = locate
+    w.run_page.tools.locate_starter = locate
     w.services.recommend = lambda vram, goal, **_kw: _fake_choice()
     w.next()
     w.services.runner = run_in_background  # the app's real background runner from here on

@@ -28,10 +28,10 @@ from beedeck.core.engine.speculation.spec_guard import Advice
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.serving import Replacing, Serving
+from beedeck.core.setup import SetupResult
 from beedeck.ui.bench.bench_dialog import BenchDialog
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.launch.settings_dialog import SettingsDialog
-from beedeck.ui.setup.services import SetupResult
 from beedeck.ui.setup.setup_wizard import SetupWizard
 from beedeck.ui.window import app as app_mod
 from beedeck.ui.window.main_window import MainWindow, PlaceholderDialog
@@ -127,9 +127,9 @@ def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> No
     w.settings_action.trigger()
     dialog = opened(w, SettingsDialog)
     qtbot.waitUntil(lambda: dialog.devices is not None, timeout=10_000)
-    assert dialog.devices == [gpu_detect().gpus[0].memory_free] and dialog.form.devices == dialog.devices
+    assert dialog.devices == [gpu_detect().gpus[0].memory_free] and dialog.form.facts.devices == dialog.devices
     assert "RTX 4090" in dialog.devices_label.text()
-    assert dialog.form.caps is w.session.known_caps[ENGINE] and dialog.engine_path() == ENGINE
+    assert dialog.form.facts.caps is w.session.known_caps[ENGINE] and dialog.engine_path() == ENGINE
     assert dialog.form.settings().target == "/m/gemma.gguf"
     dialog.reject()
 

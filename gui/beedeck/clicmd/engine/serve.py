@@ -23,6 +23,7 @@ from beedeck.core.engine.rpc.probe import restate
 from beedeck.core.engine.server import ServerFailed, ServerFailure, ServerProcess, describe
 from beedeck.core.engine.speculation.modes import parse_spec, pick_model_free_type
 from beedeck.core.launcher import Preflight, launch
+from beedeck.core.profile import ProfileError, load_saved_profile
 from beedeck.core.starter import (
     StarterMissing,
     StarterProfile,
@@ -43,12 +44,15 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
 
 
 def add_launch_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--saved", action="store_true",
+                   help="the saved profile (what `beedeck setup` or the app saved) instead of the starter; the "
+                        "flags below change it for this run")
     p.add_argument("--engine", metavar="BIN", help="llama-server binary (default: the starter engine)")
     p.add_argument("--model", metavar="GGUF", help="target model (default: the starter model)")
     p.add_argument("--draft", metavar="GGUF", help="draft model (a DFlash, EAGLE-3 or DSpark GGUF)")
-    p.add_argument("--spec", metavar="MODE", default="off",
-                   help="speculative decoding: off, dflash, eagle3, dspark (with --draft), mtp (the target's own "
-                        "MTP heads, no draft), or an N-gram type such as ngram-mod")
+    p.add_argument("--spec", metavar="MODE",
+                   help="speculative decoding: off (the default, but --saved's own), dflash, eagle3, dspark (with "
+                        "--draft), mtp (the target's own MTP heads, no draft), or an N-gram type such as ngram-mod")
     p.add_argument("--port", type=int, metavar="N", help="port (default: a free one)")
     p.add_argument("--host", metavar="H", help="address to listen on (default: 127.0.0.1; another address "
                    "needs an API key: BEEDECK_API_KEY in the environment, or --api-key-prompt)")
@@ -57,17 +61,37 @@ def add_launch_arguments(p: argparse.ArgumentParser) -> None:
     add_settings_arguments(p)
 
 
+def saved_profile(args: argparse.Namespace) -> tuple[Path, LaunchSettings]:
+    """``--saved``: the saved profile's engine and settings (raises ProfileError: none saved, a server BeeDeck did
+    not start, a newer BeeDeck's file, or flags that name another engine or model)."""
+    if args.engine or args.model or args.draft:
+        raise ProfileError("--saved starts the saved profile's engine and models: leave out --engine, --model "
+                           "and --draft (or --saved).")
+    profile = load_saved_profile()
+    if profile is None:
+        raise ProfileError("No profile is saved yet: run `beedeck setup` (or the app's setup wizard) first.")
+    if profile.is_remote:
+        raise ProfileError(f"The saved profile is a server BeeDeck did not start ({profile.engine}): talk to it "
+                           f"with `beedeck chat --url {profile.engine}`.")
+    return Path(profile.engine), profile.settings
+
+
 def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]:
-    """Engine, its capabilities and the settings for these arguments (raises StarterMissing, ProbeError)."""
+    """Engine, its capabilities and the settings for these arguments (raises StarterMissing, ProbeError,
+    ProfileError)."""
     # Only what was not given comes from the starter: assembling its model for a user's own model
     # would cost a 250 MB copy, and its chat template (Gemma's) would be wrong for another model.
-    engine = Path(args.engine) if args.engine else starter_engine()
+    saved = getattr(args, "saved", False)
     settings: LaunchSettings
-    if args.model:
-        settings = settings_for_model(engine, Path(args.model))
+    if saved:
+        engine, settings = saved_profile(args)
     else:
-        settings = StarterProfile(engine=engine, model=starter_model()).settings()
-    settings.spec_mode, model_free_type = parse_spec(args.spec)
+        engine = Path(args.engine) if args.engine else starter_engine()
+        settings = (settings_for_model(engine, Path(args.model)) if args.model
+                    else StarterProfile(engine=engine, model=starter_model()).settings())
+    model_free_type = None
+    if args.spec is not None or not saved:  # the saved profile keeps its own mode unless one is named
+        settings.spec_mode, model_free_type = parse_spec(args.spec)
     if model_free_type:
         settings.spec_model_free_type = model_free_type
     if args.draft:
@@ -77,7 +101,7 @@ def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]
         settings.port = args.port
     if args.host:
         settings.host = args.host
-    settings.api_key = api_key_from(args)
+    settings.api_key = api_key_from(args) or (settings.api_key if saved else None)  # the saved one's: the keyring
     caps = probe_engine(str(engine))
     if settings.spec_mode == SpecMode.MODEL_FREE and not model_free_type:  # "--spec model-free": one that runs here
         settings.spec_model_free_type = pick_model_free_type(caps, settings.spec_model_free_type) or \
@@ -139,7 +163,7 @@ def start_from_args(args: argparse.Namespace, *, on_line: Any = None) -> ServerP
     """Launch for these arguments; on a refusal print why and return the exit status instead."""
     try:
         engine, caps, settings = resolve(args)
-    except (StarterMissing, ProbeError) as exc:
+    except (StarterMissing, ProbeError, ProfileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
@@ -175,7 +199,7 @@ def run_serve(args: argparse.Namespace) -> int:
         try:  # the command line alone (build_argv's refusals): nothing starts, so nothing else is judged
             engine, caps, settings = resolve(args)
             plan = build_argv(replace(settings), caps)
-        except (StarterMissing, ProbeError) as exc:
+        except (StarterMissing, ProbeError, ProfileError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except LaunchRefused as exc:

@@ -3,15 +3,16 @@
 Only options the probed engine supports are enabled; the others are greyed out with a tooltip that
 says why. The memory bar, the pair check and the command preview all follow the form live, and
 "Copy command" copies exactly what ``build_argv`` produces (API key masked; port 0 shown as the
-app's default port). Launch is greyed by the launch's own :func:`beedeck.core.launcher.preflight`, fed with
-what the form gathered off the GUI thread (headers, the engine's build options, the RPC workers' check, the
-memory free); each reason shows under the field it is about, and the label beside Launch lists them all.
+app's default port). Launch is greyed by the launch's own :func:`beedeck.core.launcher.preflight`, asked of the
+form's :class:`~beedeck.core.launch_facts.LaunchFacts` (the headers, the engine's build options, the RPC workers'
+check, the memory free, all gathered off the GUI thread); each reason shows under the field it is about, and the
+label beside Launch lists them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from beedeck.core.engine.argv import LaunchPlan, LaunchRefused, Refusal
+from beedeck.core.engine.argv import LaunchPlan, LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.launcher import UNSET, Unset, build_options_of, preflight
+from beedeck.core.launch_facts import LaunchFacts
+from beedeck.core.launcher import build_options_of
 from beedeck.core.models import gguf
 from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.header_cache import HeaderCache, Read
 from beedeck.core.models.planner import MemoryPlan
-from beedeck.core.models.planner.launch import plan_launch
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.field_editors import (
@@ -66,8 +68,9 @@ class LaunchForm(QWidget):
 
     Signals: ``settings_changed(LaunchSettings)`` (on every edit), ``launch_requested(LaunchSettings)``
     (LaunchSettings, the Launch button), ``command_copied(str)``.
-    Feed it with :meth:`set_engine` (probed caps + binary), :meth:`set_devices` (free bytes per GPU)
-    and :meth:`set_settings`. A dialog adds its own buttons beside Launch with :meth:`insert_button`.
+    Feed it with :meth:`set_engine` (probed caps + binary), :meth:`set_devices` (free bytes per GPU, host RAM)
+    and :meth:`set_settings`. A dialog adds its own buttons beside Launch with :meth:`insert_button`. What the
+    preflight knows is :attr:`facts` (Qt-free); the form fills it off the GUI thread and renders it.
     """
 
     settings_changed = Signal(LaunchSettings)
@@ -77,16 +80,8 @@ class LaunchForm(QWidget):
     def __init__(self, parent: QWidget | None = None, *, runner: Runner = run_in_background,
                  inspect_fn: Callable[[str], ModelInfo] = gguf.inspect) -> None:
         super().__init__(parent)
-        self.caps: EngineCaps | None = None
-        self.binary = "llama-server"
-        self.engine_problem: str | None = None  # why there are no caps (probing, probe failed), from set_engine
-        self.devices: list[int] = []
-        self.host_ram: int | None = None  # this machine's RAM (the settings dialog's detection): the preflight
-        self.refusals: list[Refusal] = []  # the preflight's last verdict (empty: Launch is enabled)
-        self.refused_fields: dict[str, str] = {}  # field -> why the preflight refuses the launch over it
-        self.build_options: tuple[str, ...] | None | Unset = UNSET  # the engine's recorded build (looked up off-thread)
-        self.infos: dict[str, ModelInfo | str] = {}  # path -> ModelInfo, or the error text
-        self._runner, self._inspect = runner, inspect_fn
+        self.facts = LaunchFacts(HeaderCache(inspect_fn))
+        self._runner = runner
         self._loading = False
         self.widgets: dict[str, QWidget] = {}
         self.rows: dict[str, QLabel] = {}
@@ -222,27 +217,23 @@ class LaunchForm(QWidget):
     def set_engine(self, caps: EngineCaps | None, binary: str | None = None, problem: str | None = None) -> None:
         """The probed engine; enables what it supports and re-checks everything. With no caps,
         ``problem`` is what Launch says instead (e.g. "Checking the engine…", or the probe's error)."""
-        self.caps = caps
-        self.engine_problem = problem
-        self.binary = binary or (caps.path if caps else "llama-server")
+        lookup = self.facts.set_engine(caps, binary, problem)
         self.rpc_workers.set_engine(caps.path if caps else None)
         fill_engine_choices(self.widgets, caps)
         self._fill_presets()
-        self.build_options = UNSET
-        if caps is not None:  # which FlashAttention kernels this build has (its registry record): file I/O
-            path = caps.path
-            self._runner(lambda: build_options_of(path), lambda found: self._on_build_options(path, found),
-                         lambda _exc: self._on_build_options(path, None))
+        if lookup is not None:  # which FlashAttention kernels this build has (its registry record): file I/O
+            self._runner(lambda: build_options_of(lookup), lambda found: self._on_build_options(lookup, found),
+                         lambda _exc: self._on_build_options(lookup, None))
         self._on_widget_changed()
 
     def _on_build_options(self, path: str, options: tuple[str, ...] | None) -> None:
-        if shiboken6.isValid(self) and self.caps is not None and self.caps.path == path:
-            self.build_options = options
+        if shiboken6.isValid(self) and self.facts.build_options_found(path, options):
             self._check_argv(self.settings())
 
-    def set_devices(self, free_bytes: list[int]) -> None:
-        """Free bytes per GPU (empty: CPU only), for the memory bar and the preflight (with ``host_ram``)."""
-        self.devices = list(free_bytes)
+    def set_devices(self, free_bytes: list[int], host_ram: int | None = None) -> None:
+        """Free bytes per GPU (empty: CPU only) and this machine's RAM (None: unknown), for the memory bar and
+        the preflight."""
+        self.facts.devices, self.facts.host_ram = list(free_bytes), host_ram
         self._check_argv(self.settings())
         self._schedule_plan()
 
@@ -267,7 +258,7 @@ class LaunchForm(QWidget):
     # -- engine rules --------------------------------------------------------------------------
     def reason_disabled(self, name: str) -> str | None:
         """Why field ``name`` is disabled now (engine support or another setting), or None."""
-        why = field_reason(name, self.caps)
+        why = field_reason(name, self.facts.caps)
         if why:
             return why
         mode = SpecMode(self._get_spec("spec_mode"))
@@ -302,12 +293,11 @@ class LaunchForm(QWidget):
             return
         self._apply_enabled()
         s = self.settings()
-        self._load_infos(s)
+        self._read_headers(s)
         self._check_argv(s)
         self._check_pair(s)
         self._schedule_plan()
-        header = self.infos.get(s.target)
-        self.sidecar_offer.target_changed(s, self.caps, None if header == "loading" else header)
+        self.sidecar_offer.target_changed(s, self.facts.caps, self.facts.header(s.target))
         self.settings_changed.emit(s)
 
     def build_plan(self) -> LaunchPlan:
@@ -317,25 +307,15 @@ class LaunchForm(QWidget):
         port rule, unclaimed)."""
         extra = self.widgets["extra_args"]
         assert isinstance(extra, QLineEdit)
-        s = self.settings()
-        errors = {p: v for p, v in self.infos.items() if isinstance(v, str) and v != "loading"}
-        checked = preflight(self.caps, s, target=self._info(s.target), draft=self._info(s.draft), read=False,
-                            errors=errors, devices=self.devices, host_ram=self.host_ram,
-                            build_options=self.build_options, rpc=self.rpc_workers.result(), args_text=extra.text())
-        if self.caps is None and self.engine_problem:  # what the engine is doing (being probed, a probe failed)
-            checked.refusals[0] = replace(checked.refusals[0], message=self.engine_problem, remedy="")
-        self.refusals = checked.refusals
-        self.refused_fields = {}
-        for r in checked.refusals:
-            if r.setting:
-                self.refused_fields[r.setting] = " ".join(filter(None, (self.refused_fields.get(r.setting), str(r))))
+        self.facts.rpc = self.rpc_workers.result()
+        checked = self.facts.check(self.settings(), extra.text())
         if checked.refusals or checked.argv is None:
             raise LaunchRefused(checked.refusals or ["The command line could not be built."])
         return checked.argv
 
     def command_line(self) -> str | None:
         try:
-            return self.build_plan().command_line(self.binary)
+            return self.build_plan().command_line(self.facts.binary)
         except LaunchRefused:
             return None
 
@@ -347,11 +327,10 @@ class LaunchForm(QWidget):
         self.command_copied.emit(line)
 
     def _check_argv(self, s: LaunchSettings) -> None:
-        self.refused_fields = {}
         try:
             lp = self.build_plan()
         except LaunchRefused as exc:
-            mark_refused(self.rows, self.under, self.refused_fields)
+            mark_refused(self.rows, self.under, self.facts.refused_fields)
             text = "Cannot launch yet:\n• " + "\n• ".join(exc.reasons)
             self.check_label.setStyleSheet("color: #d62728;")
             self.check_label.setText(text)
@@ -369,38 +348,30 @@ class LaunchForm(QWidget):
         self.launch_button.setEnabled(True)
         self.launch_button.setToolTip("Start llama-server with these settings")
         self.copy_button.setEnabled(True)
-        self.copy_button.setToolTip(lp.command_line(self.binary))
+        self.copy_button.setToolTip(lp.command_line(self.facts.binary))
 
-    def _load_infos(self, s: LaunchSettings) -> None:
-        for path in (s.target, s.draft):
-            if not path or path in self.infos or not Path(path).is_file():
-                continue
-            self.infos[path] = "loading"
+    def _read_headers(self, s: LaunchSettings) -> None:
+        """The target's and the draft's headers, looked at off the GUI thread (read again only when the file
+        changed); a look that found something new checks everything again."""
+        headers = self.facts.headers
+        for path in self.facts.to_read(s):
+            def done(result: Read, path: str = path) -> None:
+                if shiboken6.isValid(self) and headers.store(path, result):
+                    self._on_widget_changed()
 
-            def ok(info: Any, path: str = path) -> None:
-                self.infos[path] = info
-                self._on_widget_changed()
+            def failed(_exc: BaseException, path: str = path) -> None:
+                headers.forget(path)
 
-            def err(exc: BaseException, path: str = path) -> None:
-                self.infos[path] = str(exc)
-                self._on_widget_changed()
-
-            self._runner(lambda path=path: self._inspect(path), ok, err)  # type: ignore[misc]
-
-    def _info(self, path: str | None) -> ModelInfo | None:
-        info = self.infos.get(path or "")
-        return info if isinstance(info, ModelInfo) else None
+            self._runner(headers.reader(path), done, failed)
 
     def _check_pair(self, s: LaunchSettings) -> None:
         """The draft's verdict for the chosen mode, and the modes this engine and these files run."""
-        target, draft = self._info(s.target), self._info(s.draft)
-        bad = next((v for p in (s.target, s.draft) if p and isinstance(v := self.infos.get(p), str)
-                    and v != "loading"), None)
+        caps, target, draft = self.facts.caps, self.facts.info(s.target), self.facts.info(s.draft)
         # A file that is no GGUF is said under its own field (the preflight's refusal), not here.
-        self._show(self.pair_label, Verdict(GREY, "") if bad else
-                   draft_verdict(self.caps, s, target, draft, None, Path(s.draft or "").is_file()))
+        self._show(self.pair_label, Verdict(GREY, "") if self.facts.unreadable(s) else
+                   draft_verdict(caps, s, target, draft, None, self.facts.reading(s)))
         self._pair_form.setRowVisible(self.pair_label, bool(self.pair_label.text()))
-        self._show(self.modes_label, modes_line(self.caps, s, target, draft))
+        self._show(self.modes_label, modes_line(caps, s, target, draft))
 
     def _show(self, label: WrapLabel, verdict: Verdict) -> None:
         label.setStyleSheet(f"color: {verdict.color};")
@@ -413,11 +384,8 @@ class LaunchForm(QWidget):
     def compute_plan(self) -> MemoryPlan | None:
         """The memory bar's plan: the launch's (:func:`plan_launch`), with the headers read so far, the GPUs'
         free memory and, with workers set, the devices their check found (workers first)."""
-        s = self.settings()
-        target = self._info(s.target)
-        if target is None:
-            return None
-        return plan_launch(target, self._info(s.draft), s, self.caps, self.devices, self.rpc_workers.devices)
+        self.facts.rpc_devices = self.rpc_workers.devices
+        return self.facts.plan(self.settings())
 
     # -- presets --------------------------------------------------------------------------------
     def _fill_presets(self) -> None:
@@ -429,7 +397,7 @@ class LaunchForm(QWidget):
         assert isinstance(model, QStandardItemModel)
         for p in launch_presets.BUILTIN_PRESETS:
             combo.addItem(p.name, ("builtin", p.name))
-            why = p.unavailable_reason(self.caps)
+            why = p.unavailable_reason(self.facts.caps)
             item = model.item(combo.count() - 1)
             item.setEnabled(why is None)
             item.setToolTip(why or p.description)

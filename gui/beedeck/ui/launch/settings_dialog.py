@@ -269,8 +269,7 @@ class SettingsDialog(QDialog):
             return
         report, back = found
         self.devices = [g.memory_free + b for g, b in zip(report.gpus, back, strict=True)]
-        self.form.host_ram = report.system.ram_total
-        self.form.set_devices(self.devices)
+        self.form.set_devices(self.devices, report.system.ram_total)
         if report.gpus:
             free = ", ".join(f"{g.name}: {g.memory_free / GiB:.1f} GiB free"
                              + (f" + {b / GiB:.1f} GiB the running server frees when Launch restarts it" if b else "")

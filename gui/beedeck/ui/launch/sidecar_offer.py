@@ -22,8 +22,9 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.speculation.modes import MODE_OF_KIND, MODE_OF_SPEC, SPEC_OF_MODE
 from beedeck.core.models import sidecars
-from beedeck.core.models.gguf import ModelInfo, read_header
+from beedeck.core.models.gguf import read_header
 from beedeck.core.models.gguf_types import FILE_TYPES
+from beedeck.core.models.header_cache import Read
 from beedeck.core.models.library import sidecars_next_to
 from beedeck.core.models.sidecars import Sidecar
 from beedeck.ui.background import Runner, run_in_background
@@ -104,17 +105,17 @@ class SidecarOffer(QWidget):
         self.undo_button.hide()
         self.hide()
 
-    def target_changed(self, s: LaunchSettings, caps: EngineCaps | None, header: ModelInfo | str | None) -> None:
+    def target_changed(self, s: LaunchSettings, caps: EngineCaps | None, header: Read | None) -> None:
         """The form's settings changed: look next to a newly picked target when the draft field is empty.
-        ``header``: the target's header as the form read it, why it could not be read (a str), or None while
-        it is being read (the form calls again once it is)."""
+        ``header``: what the form's look at the target found, or None while it is being looked at (the form
+        calls again once it is)."""
         if s.target == self._target:
             return
-        if header is None and s.target and Path(s.target).is_file():
+        if header is None and s.target:
             return  # judged once its header is read
         self._target = s.target
         self._clear()
-        if not s.target or s.draft or not isinstance(header, ModelInfo):
+        if not s.target or s.draft or header is None or header.info is None:
             return  # no GGUF model (or none there): the preflight says why, under the target field
         target = s.target
         self._runner(lambda: self._finder(target), lambda found: self._on_found(target, s, caps, found),

@@ -75,16 +75,5 @@ class WizardServices:
                               endpoint=self.endpoint, advice=self.advice(), tune_caps=caps)
 
 
-@dataclass
-class SetupResult:
-    """What the wizard produced: launch ``engine`` with ``settings`` (the main window's Profile)."""
-
-    engine: str
-    settings: Any  # LaunchSettings
-    label: str = ""
-    engine_id: str = ""
-
-
-
 def gib_text(n: float) -> str:
     return f"{n / GiB:.1f} GiB"

@@ -1,15 +1,13 @@
-"""Page 3 of the setup wizard: one button gets an engine, downloads the pair, smoke-tests, and hands
-over to the main window. Every step runs in a :class:`TaskRunner`; a failure shows the core's
-message (what happened and what to do) with a Retry button that resumes from that step (downloads
-continue from their ``.part`` files).
+"""Page 3 of the setup wizard: one button gets an engine, downloads the pair, smoke-tests, saves, and hands
+over to the main window. The steps are core's (:mod:`beedeck.core.setup`: the same list ``beedeck setup`` runs);
+this page shows a row per step and runs each in a :class:`TaskRunner`. A failure shows the step's message and
+remedy with a Retry button that resumes from that step (downloads continue from their ``.part`` files).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import shiboken6
@@ -26,22 +24,22 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from beedeck.core import starter
-from beedeck.core.engine import engine_offers
-from beedeck.core.engine import registry as engines
-from beedeck.core.engine.build import build_engine, minutes_text
-from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers, Offer
-from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.registry import EngineRecord, EngineRegistry
-from beedeck.core.engine.releases import download_engine, resolve_release
-from beedeck.core.launcher import preflight
-from beedeck.core.models import hub, library
-from beedeck.core.models.recommend import tune_for_files
-from beedeck.core.settings import load_settings, try_save
+from beedeck.core.engine.build import minutes_text
+from beedeck.core.engine.engine_offers import BUILD, EngineOffers
+from beedeck.core.engine.registry import EngineRecord
+from beedeck.core.setup import (
+    STEPS,
+    Setup,
+    SetupChoices,
+    SetupResult,
+    SetupServices,
+    build_args,
+    find_engines,
+    unlisted_offers,
+)
 from beedeck.ui.setup.build_preview import BuildPreview
 from beedeck.ui.setup.engine_choice import EngineChoice
-from beedeck.ui.setup.services import SetupResult, WizardServices
+from beedeck.ui.setup.services import WizardServices
 from beedeck.ui.setup.task_runner import TaskRunner
 from beedeck.ui.wrap_label import WrapLabel
 
@@ -49,7 +47,11 @@ if TYPE_CHECKING:
     from beedeck.ui.setup.detect_page import DetectPage
     from beedeck.ui.setup.recommend_page import RecommendPage
 
-StepFn = Callable[..., Any]  # fn(on_progress=, on_line=, cancel_event=) -> result
+# WizardServices.extra's keys (tests replace these core calls) -> SetupServices' fields
+_EXTRA = {"registry": "registry", "starter_engine": "locate_starter", "starter_model": "starter_model",
+          "download_model": "download_model", "build_engine": "build_engine", "download_engine": "download_engine",
+          "resolve_release": "resolve_release", "missing_build_tools": "missing_build_tools",
+          "smoke_test": "smoke_test", "find_local": "find_local"}
 
 
 @dataclass
@@ -62,7 +64,6 @@ class _Step:
     retry: QPushButton
 
 
-
 class RunPage(QWizardPage):
     """Page 3. Signals: ``finished_setup(SetupResult)``."""
 
@@ -71,20 +72,8 @@ class RunPage(QWizardPage):
     def __init__(self, services: WizardServices, detect_page: DetectPage, recommend_page: RecommendPage) -> None:
         super().__init__()
         self.services, self.detect_page, self.recommend_page = services, detect_page, recommend_page
-        x = services.extra
-        self.registry: EngineRegistry = x.get("registry") or EngineRegistry()
-        self.locate_starter: Callable[[], Path] = x.get("starter_engine") or starter.starter_engine
-        self.starter_model: Callable[[], Path] = x.get("starter_model") or starter.starter_model
-        if self.registry.smoke_model is None:  # a new engine generates from the starter model before it is ready
-            self.registry.smoke_model = x.get("starter_model") or (lambda: starter.starter_model(download=False))
-        self.download_model: Callable[..., list[Path]] = x.get("download_model") or hub.download_model
-        self.build_engine: Callable[..., Any] = x.get("build_engine") or build_engine
-        self.download_engine: Callable[..., Any] = x.get("download_engine") or download_engine
-        self.resolve_release: Callable[..., Any] = x.get("resolve_release") or resolve_release
-        self.missing_build_tools: Callable[..., list[str]] = (x.get("missing_build_tools")
-                                                              or engine_offers.missing_build_tools)
-        self.smoke_test: Callable[..., engines.SmokeResult] = x.get("smoke_test") or engines.smoke_test
-        self.find_local: Callable[[str, str], Any] = x.get("find_local") or library.find_local
+        self.tools = SetupServices(**{name: services.extra[key] for key, name in _EXTRA.items()
+                                      if services.extra.get(key) is not None})
         self.runner = TaskRunner(self)
         self.runner.progress_changed.connect(self._on_runner_progress)
         self.runner.eta_changed.connect(self._on_runner_eta)
@@ -92,15 +81,11 @@ class RunPage(QWizardPage):
         self.runner.finished.connect(self._on_runner_finished)
         self.runner.failed.connect(self._on_runner_failed)
         self.runner.cancelled.connect(self._on_runner_cancelled)
-        self.engine: EngineRecord | None = None
-        self.paths: dict[str, str] = {}
-        self._tuned: LaunchSettings | None = None  # the choice re-planned for the engine (_retune)
-        self.result: Any = None
+        self.setup: Setup | None = None  # the run under way: what its steps got so far (made by start)
+        self.result: SetupResult | None = None
         self._index = 0
         self._done = False
-        self._chosen = ""
         self.offers: EngineOffers | None = None
-        self._found_id = ""
         self._list_generation = 0  # initializePage's engine listing that may still fill the combo
         self.setTitle("Get everything ready")
         self.setSubTitle("One click: engine, models, a smoke test, then BeeDeck starts the server.")
@@ -112,7 +97,7 @@ class RunPage(QWizardPage):
         c = self.choice
         self.engine_group, self.use_found, self.found_combo = c.group, c.use_found, c.found_combo
         self.download_radio, self.build_radio = c.download_radio, c.build_radio
-        self.preview = BuildPreview(lambda **kw: self.build_engine(**kw))
+        self.preview = BuildPreview(lambda **kw: self.tools.build_engine(**kw))
         c.build_detail.addWidget(self.preview)
         self.preview.runner.line_received.connect(self._on_runner_line)
         self.preview.changed.connect(self._sync_start_button)
@@ -123,9 +108,8 @@ class RunPage(QWizardPage):
         self.grid.setVerticalSpacing(4)
         self.grid.setColumnStretch(1, 1)
         self.steps: list[_Step] = []
-        for key, title in (("engine", "Engine"), ("target", "Target model"), ("draft", "Draft model"),
-                           ("smoke", "Smoke test")):
-            self._add_step(key, title)
+        for step in STEPS:  # a row per step of the one list `beedeck setup` runs too
+            self._add_step(step.key, step.title)
         self.start_button = QPushButton("Set up and launch")
         self.start_button.setDefault(True)
         self.start_button.clicked.connect(self.start)
@@ -184,8 +168,8 @@ class RunPage(QWizardPage):
 
     # -- page life ---------------------------------------------------------------------------
     def initializePage(self) -> None:
-        starter_mode = self._starter_mode()
-        no_draft = starter_mode or self._no_draft()
+        choices = self.choices()
+        self.setup = None
         self.choice.set_looking()
         self.start_button.setEnabled(False)  # until the engine list is in
         self.start_button.setToolTip("Looking for engines…")
@@ -193,28 +177,22 @@ class RunPage(QWizardPage):
         # download offer asks the releases API and the build's preflight runs tools: never on the GUI thread.
         self._list_generation += 1
         generation = self._list_generation
-        self.services.runner(lambda: self._engines(starter_mode),
-                             lambda found: self._show_engines(generation, starter_mode, found),
-                             lambda exc: self._show_engines(generation, starter_mode, None, exc))
-        for step in self.steps:
-            shown = not (no_draft and step.key == "draft")
-            for w in (step.label, step.bar, step.status):
-                w.setVisible(shown)
-        self.steps[1].label.setText("Starter model" if starter_mode else "Target model")
+        self.services.runner(lambda: find_engines(choices, self.tools),
+                             lambda found: self._show_engines(generation, choices.starter, found),
+                             lambda exc: self._show_engines(generation, choices.starter, None, exc))
+        shown = Setup(choices, self.tools).steps()
+        for row, step in zip(self.steps, STEPS, strict=True):
+            for w in (row.label, row.bar, row.status):
+                w.setVisible(step in shown)
+            row.title = step.title_for(choices)
+            row.label.setText(row.title)
 
     def _show_engines(self, generation: int, starter_mode: bool,
                       found: tuple[list[EngineRecord], EngineOffers] | None,
                       error: BaseException | None = None) -> None:
         if not shiboken6.isValid(self) or generation != self._list_generation:
             return  # the wizard closed, or the page was entered again, while the list was loading
-        if found is None:  # the listing itself failed: only a build is left to offer
-            found = ([], EngineOffers({
-                DOWNLOAD: Offer(DOWNLOAD, False, f"The engine list could not be read ({error}).",
-                                "Download a prebuilt release"),
-                BUILD: Offer(BUILD, not starter_mode, engine_offers.STARTER_WHY if starter_mode
-                             else engine_offers.BUILD_WHY, "Build BeeLlama from source"),
-                EXISTING: Offer(EXISTING, False, f"The engine list could not be read ({error}).")}, BUILD))
-        records, self.offers = found
+        records, self.offers = found if found is not None else ([], unlisted_offers(starter_mode, error))
         self.choice.show_offers(self.offers, records)
         self.start_button.setEnabled(not self._done)
         self.start_button.setToolTip("")
@@ -223,26 +201,20 @@ class RunPage(QWizardPage):
             self.log.appendPlainText(f"The engine list could not be read: {error}. Build an engine, or "
                                      "check that BeeDeck's engines folder is readable.")
 
-    def _generation(self) -> str:
-        choice = self.recommend_page.choice
-        return choice.generation.value if choice else ""
+    def choices(self) -> SetupChoices:
+        """What the pages show now (read here, on the GUI thread: the steps run on a worker)."""
+        rec = self.recommend_page
+        return SetupChoices(self.detect_page.report, rec.choice, engine=self.choice.chosen(),
+                            engine_id=str(self.found_combo.currentData()), offers=self.offers,
+                            use_starter=self.detect_page.use_starter, card=rec.card(), goal=rec.goal())
 
-    def _engines(self, starter_mode: bool) -> tuple[list[EngineRecord], EngineOffers]:
-        """(the ready engines, best first; the three offers): worker thread, no widget access."""
-        try:
-            self.registry.ensure_starter(self.locate_starter)
-        except engines.EngineError:
-            pass  # no starter installed: the list simply lacks it
-        records = [r for r in self.registry.list() if r.ready]
-        report = self.detect_page.report
-        if starter_mode:
-            records.sort(key=lambda r: r.origin != engines.Origin.STARTER)
-        else:  # the best for the recommended pair on this machine first
-            records = engine_offers.order_records(records, self._generation(), bool(report and report.has_gpu))
-        offers = engine_offers.engine_offers(
-            report, records, generation=self._generation(), starter_mode=starter_mode,
-            resolve=self.resolve_release, missing_tools=lambda: self.missing_build_tools(report, self.registry.root))
-        return records, offers
+    def make_setup(self) -> Setup:
+        """A setup run of what the pages show now, with the wizard's core calls."""
+        self.tools.endpoint, self.tools.models_dir = self.services.endpoint, self.services.models_dir
+        self.tools.settings = self.services.settings
+        save = self.services.save_settings  # the session's: it saves its one copy (services.settings)
+        self.tools.save_settings = (lambda _app: save()) if save is not None else None
+        return Setup(self.choices(), self.tools)
 
     def _on_build_toggled(self, checked: bool) -> None:
         """The build's plan shows while the build is the choice (the user's pick of it starts the dry run;
@@ -261,14 +233,7 @@ class RunPage(QWizardPage):
 
     def _build_args(self) -> dict[str, Any]:
         """The build's arguments for this machine and the recommended pick (the dry run's and the build's)."""
-        report = self.detect_page.report
-        gpus = [g.compute_capability for g in (report.gpus if report else []) if g.compute_capability]
-        pick = self.recommend_page.choice
-        # Build the FlashAttention kernels of the recommended K/V types and no more (an unknown pick:
-        # the engine's default set, which has f16 and q8_0).
-        pairs = [(pick.settings.cache_type_k, pick.settings.cache_type_v)] if pick is not None else None
-        return {"gpus": gpus, "cpu_only": not gpus, "cache_pairs": pairs,
-                "driver_cuda": report.cuda_driver_version if report else None, "registry": self.registry}
+        return build_args(self.choices(), self.tools.registry)
 
     def isComplete(self) -> bool:
         return self._done
@@ -278,22 +243,11 @@ class RunPage(QWizardPage):
         self.runner.shutdown()
 
     # -- running -----------------------------------------------------------------------------
-    def _active_steps(self) -> list[_Step]:
-        return [s for s in self.steps if not (s.key == "draft" and (self._starter_mode() or self._no_draft()))]
-
-    def _starter_mode(self) -> bool:
-        c = self.recommend_page.choice
-        return self.detect_page.use_starter or c is None or c.pair_id == "starter"
-
-    def _no_draft(self) -> bool:
-        """A Hub search's pick without a draft file: the target's own MTP head, or no speculation."""
-        c = self.recommend_page.choice
-        return c is not None and c.draft_file is None
-
     def start(self) -> None:
         if self.choice.chosen() == BUILD and not self.preview.has_plan(self._build_args()):
             self.preview.show_plan_for(self._build_args())  # first what it compiles and for how long
             return
+        self.setup = self.make_setup()
         self._index = 0
         for s in self.steps:
             self._set_status(s, "waiting", None)
@@ -302,37 +256,36 @@ class RunPage(QWizardPage):
         self._run_current()
 
     def _retry(self, key: str) -> None:
-        self._index = next(i for i, s in enumerate(self._active_steps()) if s.key == key)
+        if self.setup is None:
+            return
+        self._index = next(i for i, s in enumerate(self.setup.steps()) if s.key == key)
         self._run_current()
 
     def _run_current(self) -> None:
-        steps = self._active_steps()
+        assert self.setup is not None
+        steps = self.setup.steps()
         if self._index >= len(steps):
             self._complete()
             return
-        step = steps[self._index]
-        step.retry.hide()
-        step.bar.setRange(0, 0)  # busy until the first progress report
+        step, row = steps[self._index], self._current()
+        row.retry.hide()
+        row.bar.setRange(0, 0)  # busy until the first progress report
         self.start_button.setEnabled(False)
         if step.key == "engine" and self.choice.chosen() == BUILD and self.preview.busy:
-            self._set_status(step, "waiting for the dry run to finish configuring the build's folder…", None)
+            self._set_status(row, "waiting for the dry run to finish configuring the build's folder…", None)
             self.choice.freeze()
             self.preview.when_idle(self._run_current)
             return
-        self._set_status(step, "working…", None)
+        self._set_status(row, "working…", None)
         self.cancel_button.setEnabled(True)
-        # Read the widgets here, on the GUI thread: the step itself runs on a worker.
-        self._chosen = self.choice.chosen()
-        self._found_id = str(self.found_combo.currentData())
+        self.setup.choices = self.choices()  # the engine choice as it is now (a Retry may follow a new pick)
         self.choice.freeze()
-        self.runner.start(self._task(step.key))
-
-    def _task(self, key: str) -> StepFn:
-        return {"engine": self._get_engine, "target": lambda **kw: self._get_model("target", **kw),
-                "draft": lambda **kw: self._get_model("draft", **kw), "smoke": self._smoke}[key]
+        self.runner.start(partial(step.run, self.setup), here=step.here)
 
     def _current(self) -> _Step:
-        return self._active_steps()[self._index]
+        assert self.setup is not None
+        key = self.setup.steps()[self._index].key
+        return next(s for s in self.steps if s.key == key)
 
     def _set_status(self, step: _Step, text: str, color: str | None) -> None:
         step.status.setStyleSheet(f"color: {color};" if color else "color: palette(placeholder-text);")
@@ -380,122 +333,12 @@ class RunPage(QWizardPage):
         self.cancel_button.setEnabled(False)
         self.choice.restore()
 
-    # -- the steps (worker thread: no widget access; values are read before start) ---------------
-    def _get_engine(self, *, on_progress: Callable[..., None], on_line: Callable[[str], None],
-                    cancel_event: threading.Event) -> str:
-        if self._chosen == BUILD:
-            # The builder reports (done, total, seconds left): the bar and the step's time left.
-            res = self.build_engine(**self._build_args(), on_progress=on_progress, on_line=on_line,
-                                    cancel_event=cancel_event)
-            if not res.ok or res.record is None:
-                raise engines.EngineError(res.smoke.message if res.smoke else "The build produced no engine.")
-            self.engine = res.record
-        elif self._chosen == DOWNLOAD:
-            report = self.detect_page.report
-            offer = self.offers[DOWNLOAD] if self.offers is not None else None
-            if offer is None or offer.choice is None or self.offers is None:
-                raise engines.EngineError(offer.why if offer else "No release was looked up: go Back and Next again.")
-            # The release the page showed (its tag), not whatever is newest by now.
-            self.engine = self.download_engine(
-                repo=offer.choice.repo, tag=offer.choice.tag, backend=offer.backend,
-                cuda_driver_version=report.cuda_driver_version if report else None, api_url=self.offers.api_url,
-                on_progress=on_progress, on_line=on_line, cancel_event=cancel_event, registry=self.registry)
-            if not self.engine.ready:  # registered, so the engine list shows it, but not what this needs
-                why = self.engine.smoke.message if self.engine.smoke else "its smoke test failed"
-                raise engines.EngineError(f"Downloaded {offer.choice.asset.name}, but it is not ready: {why}")
-        else:
-            self.engine = self.registry.get(self._found_id)
-        return f"{self.engine.name or self.engine.id}: {self.engine.generation} {self.engine.version}".strip()
-
-    def _get_model(self, which: str, *, on_progress: Callable[[int, int | None], None],
-                   on_line: Callable[[str], None], cancel_event: threading.Event) -> str:
-        if self._starter_mode():
-            path = self.starter_model()
-            self.paths["target"] = str(path)
-            return f"{path.name} (installed with BeeDeck)"
-        choice = self.recommend_page.choice
-        assert choice is not None
-        on_disk = choice.target_path if which == "target" else choice.draft_path
-        if on_disk is not None:  # a target with its draft beside it: the recommender found both on disk
-            if not on_disk.is_file():
-                raise FileNotFoundError(f"{on_disk} is gone since the recommendation: go Back to get a new one.")
-            self.paths[which] = str(on_disk)
-            return f"on disk: {on_disk}" + (" (found next to the model)" if which == "draft" else "")
-        repo = choice.target_repo if which == "target" else choice.draft_repo
-        filename = choice.target_file if which == "target" else choice.draft_file
-        assert repo and filename
-        local = self.find_local(repo, filename)
-        if local is not None:
-            self.paths[which] = str(local.path)
-            return f"found {local.path}"
-        on_line(f"downloading {repo}/{filename}")
-        got = self.download_model(repo, filename, dest_dir=self.services.models_dir(),
-                                  endpoint=self.services.endpoint, on_progress=on_progress,
-                                  cancel_event=cancel_event)
-        self.paths[which] = str(got[0])
-        return f"downloaded to {got[0]}"
-
-    def launch_settings(self) -> LaunchSettings:
-        choice = self.recommend_page.choice
-        if self._starter_mode():
-            return starter.StarterProfile(Path(self.engine.binary if self.engine else ""),
-                                          Path(self.paths["target"])).settings()
-        assert choice is not None
-        s = LaunchSettings.from_dict((self._tuned or choice.settings).to_dict())
-        s.target, s.draft = self.paths["target"], self.paths.get("draft")
-        return s
-
-    def _retune(self, caps: EngineCaps | None, on_line: Callable[[str], None]) -> None:
-        """Re-plan -ubd and the drafter's KVarN cache for the engine now known, from the downloaded files' own
-        headers (worker thread; the recommendation may have been made for another engine or none)."""
-        choice = self.recommend_page.choice
-        if self._starter_mode() or caps is None or choice is None:
-            return
-        self._tuned, line = tune_for_files(choice.settings, caps, self.recommend_page.card(), self.paths["target"],
-                                           self.paths.get("draft"), self.detect_page.free_vram())
-        if line:
-            on_line(line)
-
-    def _smoke(self, *, on_progress: Callable[[int, int | None], None], on_line: Callable[[str], None],
-               cancel_event: threading.Event) -> str:
-        assert self.engine is not None
-        report = self.detect_page.report
-        expect_gpu = bool(report and report.has_gpu) and not self._starter_mode()
-        res = self.smoke_test(self.engine.binary, expect_gpu=expect_gpu)
-        on_line(res.message)
-        if not res.ok:
-            raise engines.EngineError(res.message)
-        caps = self.engine.engine_caps()
-        self._tuned = None
-        self._retune(caps, on_line)
-        if caps is not None:  # the launch's own preflight (files, mode, guard, kernels, memory the wizard detected)
-            checked = preflight(caps, self.launch_settings(),
-                                devices=[g.memory_free for g in report.gpus] or None if report else None,
-                                host_ram=report.system.ram_total if report else None)
-            if not checked.ok or checked.argv is None:
-                raise engines.EngineError("The chosen settings cannot run: " + " ".join(
-                    str(r) for r in checked.refusals)) from None
-            on_line("command: " + checked.argv.command_line(self.engine.binary))
-        return res.message
-
     def _complete(self) -> None:
-        assert self.engine is not None
-        settings = self.launch_settings()
-        app = self.services.settings if self.services.settings is not None else load_settings()
-        app.first_run_done = True
-        app.last_profile = settings.to_dict()
-        app.last_engine = self.engine.binary
-        app.default_engine_id = self.engine.id
-        app.goal = self.recommend_page.goal()
-        problem = self.services.save_settings() if self.services.save_settings is not None else try_save(app)
-        if problem:  # the session's copy says so itself too
-            self.log.appendPlainText(f"BeeDeck's settings could not be saved ({problem}): the setup applies to "
-                                     "this session, and the wizard opens again next time.")
-        self.result = SetupResult(self.engine.binary, settings, self.engine.name or self.engine.id, self.engine.id)
+        assert self.setup is not None
+        self.result = self.setup.result()
         self._done = True
         self._idle()
         self.start_button.setEnabled(False)
         self.start_button.setText("Ready")
         self.completeChanged.emit()
         self.finished_setup.emit(self.result)
-

@@ -16,10 +16,11 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.profile import Profile
+from beedeck.core.setup import SetupResult
 from beedeck.ui.session import Session
 from beedeck.ui.setup.detect_page import DetectPage
 from beedeck.ui.setup.recommend_page import RecommendPage
-from beedeck.ui.setup.services import SetupResult, WizardServices
+from beedeck.ui.setup.services import WizardServices
 from beedeck.ui.setup.setup_run_page import RunPage
 
 

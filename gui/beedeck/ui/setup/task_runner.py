@@ -84,12 +84,17 @@ class TaskRunner(QObject):
     def is_running(self) -> bool:
         return self._thread is not None
 
-    def start(self, fn: TaskFn) -> None:
-        """Run ``fn`` in the background. Raises RuntimeError if a task is already running."""
+    def start(self, fn: TaskFn, *, here: bool = False) -> None:
+        """Run ``fn`` in the background (``here``: on this thread, at once, with the same signals: a short task
+        that changes what this thread owns, such as the setup's save). Raises RuntimeError if a task is already
+        running."""
         if self._thread is not None:
             raise RuntimeError("A task is already running: wait for it or cancel it first.")
         self._cancel = threading.Event()
         self.last_error = None
+        if here:
+            self._run_here(fn)
+            return
         thread = QThread()
         worker = _Worker(fn, self._cancel)
         worker.moveToThread(thread)
@@ -102,6 +107,22 @@ class TaskRunner(QObject):
         self._thread, self._worker = thread, worker
         thread.start()
         self.started_running.emit()
+
+    def _run_here(self, fn: TaskFn) -> None:
+        self.started_running.emit()
+
+        def progress(done: object, total: object, eta: float | None = None) -> None:
+            self._on_worker_progress(done, total)
+            if eta is not None:
+                self.eta_changed.emit(float(eta))
+
+        try:
+            result = fn(on_progress=progress, on_line=self.line_received.emit, cancel_event=self._cancel)
+        except Exception as exc:  # said as a task's failure, as from a worker
+            log.debug("task failed: %s", traceback.format_exc())
+            self._on_worker_error(exc)
+            return
+        self.finished.emit(result)
 
     def cancel(self) -> None:
         """Ask the task to stop; thread-safe and immediate (an Event, not a queued slot)."""
