@@ -54,7 +54,7 @@ def test_a_search_runs_live_and_its_best_can_be_saved_and_exported(qtbot: QtBot,
     assert view.table.rowCount() == 6 and view.table.item(2, 1).text() == "draft_n_max=8"
     assert view.table.item(5, 1).text() == "draft_n_max=8 (again)"  # the winner measured a second time
     assert "measured (best)" in view.table.item(2, 2).text()
-    assert "Plan: 2 candidate points" in view.plan_label.text() and "About" in view.plan_label.text()
+    assert "Plan: try 2 values of 1 setting" in view.plan_label.text() and "About" in view.plan_label.text()
     assert "Best: draft_n_max=8" in view.verdict.text() and view.progress.value() == view.progress.maximum()
     assert view.save_profile_button.isEnabled() and view.export_button.isEnabled()
     with qtbot.waitSignal(view.save_requested) as saved:
@@ -230,3 +230,51 @@ def test_a_real_search_on_the_starter_engine_beats_a_poor_start(
 
 def _with_draft_max(s: LaunchSettings, value: Any) -> LaunchSettings:
     return replace(s, draft_n_max=int(value))
+
+
+def test_a_cancelled_search_reads_as_cancelled_in_its_plan_chart_bar_and_table(qtbot: QtBot) -> None:
+    """Issue 37, Tune on the starter (threads=2 the only candidate, cancelled while measured): the plan said
+    "1 candidate points over 1 knobs", the chart drew the cancelled point as rejected, the bar stayed at 25 %
+    as if the search still ran, and the time column's header was a bare "s"."""
+    from beedeck.core.bench.tune.knobs import Knob
+    from beedeck.core.bench.tune.report import COLUMNS
+    from tests.core.bench.tune.test_search import _threads_measure
+
+    view: TuneView
+    cut = _threads_measure(cut_after=2)  # two replies of the candidate measured, then the user's Cancel
+
+    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> Any:
+        if settings.threads == 2:
+            deadline = time.monotonic() + 10
+            while not view._cancel.is_set() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return cut(settings, mode, status)
+
+    knob = Knob("threads", "Threads", 1, (2,), lambda s, v: replace(s, threads=v))
+    view = TuneView(tune_fn=functools.partial(tune, measure=measure, fits=lambda s: None, knobs=[knob]))
+    qtbot.addWidget(view)
+    view.set_launch(Path("/e/llama-server"), CPU_CAPS, LaunchSettings(target="/m/starter.gguf", threads=1))
+    view.set_suite(SUITE)
+    with qtbot.waitSignal(view.run_finished, timeout=20_000) as done:
+        view.start_button.click()
+        qtbot.waitUntil(lambda: view.table.rowCount() == 1, timeout=10_000)  # the baseline measured
+        view.cancel_button.click()
+    result = done.args[0]
+    assert result.cancelled and result.points[-1].status == "cancelled"
+    plan = view.plan_label.text()
+    assert plan.startswith("Plan: try 1 value of 1 setting (Threads: now 1, try 2) against the baseline; if it wins")
+    assert "points over" not in plan and "knobs" not in plan
+    # the chart: the cancelled point is drawn as cancelled (its two replies), not as rejected
+    assert [d.kind for d in view.chart.dots] == ["cancelled"] and view.chart.dots[0].value is not None
+    view.chart.grab()  # its legend names it
+    # the bar: where it stopped (1 of the 4 planned points measured), and saying it stopped
+    assert (view.progress.value(), view.progress.maximum()) == (1, 4)
+    assert view.progress.text() == "Cancelled: 1 of 4 points measured"
+    assert COLUMNS[-1] == "time (s)" and view.table.horizontalHeaderItem(len(COLUMNS) - 1).text() == "time (s)"
+    # a new search starts with a plain bar again
+    view.set_suite(SUITE)
+    with qtbot.waitSignal(view.run_started):
+        view.start_button.click()
+    assert view.progress.format() == "%p%"
+    view.cancel_button.click()
+    qtbot.waitUntil(lambda: not view.running, timeout=20_000)
