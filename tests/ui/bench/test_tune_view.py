@@ -232,16 +232,14 @@ def _with_draft_max(s: LaunchSettings, value: Any) -> LaunchSettings:
     return replace(s, draft_n_max=int(value))
 
 
-def test_a_cancelled_search_reads_as_cancelled_in_its_plan_chart_bar_and_table(qtbot: QtBot) -> None:
-    """Issue 37, Tune on the starter (threads=2 the only candidate, cancelled while measured): the plan said
-    "1 candidate points over 1 knobs", the chart drew the cancelled point as rejected, the bar stayed at 25 %
-    as if the search still ran, and the time column's header was a bare "s"."""
+def _cancelled_threads_search(qtbot: QtBot) -> tuple[TuneView, TuneResult]:
+    """Issue 37's Tune on the starter: threads=2 the only candidate, the user's Cancel while it is measured
+    (two of its replies in)."""
     from beedeck.core.bench.tune.knobs import Knob
-    from beedeck.core.bench.tune.report import COLUMNS
     from tests.core.bench.tune.test_search import _threads_measure
 
     view: TuneView
-    cut = _threads_measure(cut_after=2)  # two replies of the candidate measured, then the user's Cancel
+    cut = _threads_measure(cut_after=2)
 
     def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> Any:
         if settings.threads == 2:
@@ -260,21 +258,40 @@ def test_a_cancelled_search_reads_as_cancelled_in_its_plan_chart_bar_and_table(q
         qtbot.waitUntil(lambda: view.table.rowCount() == 1, timeout=10_000)  # the baseline measured
         view.cancel_button.click()
     result = done.args[0]
-    assert result.cancelled and result.points[-1].status == "cancelled"
+    assert isinstance(result, TuneResult) and result.cancelled and result.points[-1].status == "cancelled"
+    return view, result
+
+
+def test_the_plan_says_what_it_tries_in_words_with_its_counts_in_agreement(qtbot: QtBot) -> None:
+    """Issue 37: "Plan: 1 candidate points over 1 knobs"."""
+    view, _result = _cancelled_threads_search(qtbot)
     plan = view.plan_label.text()
     assert plan.startswith("Plan: try 1 value of 1 setting (Threads: now 1, try 2) against the baseline; if it wins")
-    assert "points over" not in plan and "knobs" not in plan
-    # the chart: the cancelled point is drawn as cancelled (its two replies), not as rejected
+    assert "points over" not in plan and "knobs" not in plan and "1 prompts" not in plan
+
+
+def test_a_point_the_cancel_cut_short_is_drawn_as_cancelled_not_rejected(qtbot: QtBot) -> None:
+    view, _result = _cancelled_threads_search(qtbot)
     assert [d.kind for d in view.chart.dots] == ["cancelled"] and view.chart.dots[0].value is not None
     view.chart.grab()  # its legend names it
-    # the bar: where it stopped (1 of the 4 planned points measured), and saying it stopped
-    assert (view.progress.value(), view.progress.maximum()) == (1, 4)
+
+
+def test_a_cancelled_search_s_bar_stays_where_it_stopped_and_says_cancelled(qtbot: QtBot) -> None:
+    """Issue 37: the bar stayed at 25 % on Cancel, reading as a search still running."""
+    view, _result = _cancelled_threads_search(qtbot)
+    assert (view.progress.value(), view.progress.maximum()) == (1, 4)  # 1 of the 4 planned points measured
     assert view.progress.text() == "Cancelled: 1 of 4 points measured"
-    assert COLUMNS[-1] == "time (s)" and view.table.horizontalHeaderItem(len(COLUMNS) - 1).text() == "time (s)"
-    # a new search starts with a plain bar again
-    view.set_suite(SUITE)
+    view.set_suite(SUITE)  # a new search starts with a plain bar again
     with qtbot.waitSignal(view.run_started):
         view.start_button.click()
-    assert view.progress.format() == "%p%"
+    assert view.progress.format() == "%p%" and view.progress.value() == 0
     view.cancel_button.click()
     qtbot.waitUntil(lambda: not view.running, timeout=20_000)
+
+
+def test_the_time_column_is_named_for_what_it_holds(qtbot: QtBot) -> None:
+    """Issue 37: the last column's header was a bare "s"."""
+    from beedeck.core.bench.tune.report import COLUMNS
+
+    view, _result = _cancelled_threads_search(qtbot)
+    assert COLUMNS[-1] == "time (s)" and view.table.horizontalHeaderItem(len(COLUMNS) - 1).text() == "time (s)"
