@@ -130,7 +130,7 @@ def test_refused_flags_and_a_failed_step_have_their_exit_status(
     assert main(["setup", "--starter", "--engine", "/nowhere/llama-server", "--yes"]) == 2
     assert "was not added" in capsys.readouterr().err
     assert main(["setup", "--starter", "--engine", "build", "--yes"]) == 2  # the starter's engine is installed
-    assert "The starter runs on the engine installed with BeeDeck" in capsys.readouterr().err
+    assert "the starter's engine comes ready-made with BeeDeck" in capsys.readouterr().err
     monkeypatch.setattr(sys, "stdin", open(os.devnull))  # no terminal to ask on, and no --yes
     assert main(["setup", "--repo", MODEL_REPO, "--engine", str(starter_engine_path)]) == 1
     said = capsys.readouterr()

@@ -251,3 +251,38 @@ def test_a_model_split_over_rpc_workers_is_judged_by_the_split(ml: EngineCaps, t
     assert p.ok, p.refusals
     assert p.memory is not None and [g.name for g in p.memory.gpus] == ["RPC0[10.0.0.2:50052]"]
     assert p.memory.host.total < 8 * GiB < p.memory.gpus[0].total
+
+
+def test_workers_named_with_no_layers_to_give_them_are_refused_with_the_remedy(ml: EngineCaps, tmp_path: Path) -> None:
+    """Issue 37: the starter profile (GPU layers 0) with two workers launched with -ngl 0: the plan gave each
+    worker 0 MiB and kept every tensor here, so the workers held none of the model. That launch is refused,
+    under the GPU layers field, with the way out; with the layers given, they go to the workers."""
+    from beedeck.core.engine.rpc import RpcDevice, parse_workers
+
+    target = mg.tiny_model(tmp_path / "t.gguf")
+    workers = ["127.0.0.1:50552", "127.0.0.1:50553"]
+    devices = [RpcDevice(f"RPC{i}", str(w), 24 * 1024, 24 * 1024, worker=w) for i, w in enumerate(parse_workers(workers))]
+    s = LaunchSettings(target=str(target), ctx_size=2048, n_gpu_layers="0", rpc_workers=workers)
+    p = preflight(ml, s, rpc=devices, build_options=None)
+    why = [r for r in p.refusals if r.setting == "n_gpu_layers"]
+    assert len(why) == 1 and why[0].code == "rpc:no-layers", p.refusals
+    assert "GPU layers is 0" in why[0].message and "127.0.0.1:50552, 127.0.0.1:50553" in why[0].message
+    assert "none of the model" in why[0].message and "all" in why[0].remedy
+    p = preflight(ml, replace(s, n_gpu_layers="all"), rpc=devices, build_options=None)
+    assert p.ok, p.refusals
+    assert p.memory is not None and all(g.items.get("weights", 0) > 0 for g in p.memory.gpus)
+    assert "-ngl" in p.argv.argv and p.argv.argv[p.argv.argv.index("-ngl") + 1] == "all"  # type: ignore[union-attr]
+
+
+def test_workers_without_room_for_their_share_are_refused_by_name(ml: EngineCaps, tmp_path: Path) -> None:
+    """With workers named, the preflight judges each worker's share as it judges a GPU's (it judged none)."""
+    from beedeck.core.engine.rpc import RpcDevice, parse_workers
+
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    w = "10.0.0.2:50052"
+    s = LaunchSettings(target=str(target), ctx_size=8192, n_gpu_layers="all", rpc_workers=[w])
+    small = [RpcDevice("RPC0", w, 8 * 1024, 6 * 1024, worker=parse_workers(w)[0])]
+    p = preflight(ml, s, rpc=small, build_options=None)
+    why = [r for r in p.refusals if r.code == "out_of_memory"]
+    assert len(why) == 1 and f"on RPC0[{w}] (the RPC worker at {w})" in why[0].message, p.refusals
+    assert "6.0 GiB free" in why[0].message and "fewer layers" in why[0].remedy

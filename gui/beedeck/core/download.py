@@ -28,6 +28,7 @@ import filelock
 import httpx2
 
 from beedeck.core import paths
+from beedeck.core.connection import what_happened
 
 log = logging.getLogger(__name__)
 
@@ -366,14 +367,16 @@ def _attempt(
             ) from None
         if isinstance(exc, httpx2.ConnectError) and not state.get("any_bytes"):
             # Nothing listens or the name does not resolve: retrying for half a minute helps nobody.
+            host = urlsplit(url).netloc
             raise OfflineError(
-                f"Cannot reach {urlsplit(url).netloc} ({type(exc).__name__}): check the network "
-                "connection (or proxy settings) and retry."
+                f"Cannot reach {host}: {what_happened(exc, host)}. Check the network connection (or proxy "
+                "settings) and retry."
             ) from None
         raise _Transient(
             type(exc).__name__, progressed[0],
-            OfflineError(f"The connection to {urlsplit(url).netloc} kept failing ({type(exc).__name__}): "
-                         "check the network connection and retry; the download resumes where it stopped."),
+            OfflineError(f"The download from {urlsplit(url).netloc} kept failing: "
+                         f"{what_happened(exc, urlsplit(url).netloc)}. Check the network connection and retry; "
+                         "the download resumes where it stopped."),
         ) from None
     finally:
         watch.close()

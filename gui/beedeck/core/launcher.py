@@ -122,13 +122,17 @@ def _memory(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings
             "out_of_memory", f"This launch needs about {host / GiB:.1f} GiB of host memory (RAM), and this machine "
             f"has {host_ram / GiB:.1f} GiB.", "Lower the context size (or quantize the KV cache), or offload more "
             "layers to a GPU.", setting="ctx_size"))
-    if devices and settings.n_gpu_layers != "auto":  # "auto": llama.cpp's --fit moves layers itself
+    workers = {f"[{d.worker}]": str(d.worker) for d in out.rpc_devices if d.worker is not None}
+    if (devices or workers) and settings.n_gpu_layers != "auto":  # "auto": llama.cpp's --fit moves layers itself
         for gpu in memory.gpus:
             if (gpu.left or 0) < 0:
+                worker = next((w for tag, w in workers.items() if gpu.name.endswith(tag)), None)
+                where = f"{gpu.name} (the RPC worker at {worker})" if worker else gpu.name
                 out.refusals.append(Refusal(
-                    "out_of_memory", f"This launch needs about {gpu.total / GiB:.1f} GiB on {gpu.name}, which has "
+                    "out_of_memory", f"This launch needs about {gpu.total / GiB:.1f} GiB on {where}, which has "
                     f"{(gpu.free or 0) / GiB:.1f} GiB free.", "Lower the context size, quantize the KV cache, or "
-                    "put fewer layers on the GPU (GPU layers).", setting="n_gpu_layers"))
+                    + ("put fewer layers on the workers (GPU layers), or add a worker." if worker else
+                       "put fewer layers on the GPU (GPU layers)."), setting="n_gpu_layers"))
 
 
 def _files(caps: EngineCaps, settings: LaunchSettings, target: ModelInfo | None, draft: ModelInfo | None,

@@ -49,6 +49,10 @@ class AppSettings:
     # A mode switch keeps the other mode's server loaded beside the running one when memory allows
     # (core/engine/speculation/standby.py): switching back loads nothing. Off: every switch restarts the server.
     standby: bool = True
+    # File → Connect's last server BeeDeck did not start: its address and name, offered the next time (its API
+    # key is in the keyring with the profile, never here).
+    last_remote_url: str | None = None
+    last_remote_label: str | None = None
 
     def check(self) -> list[str]:
         """Problems with the values, one line each with the fix; empty when all is well."""

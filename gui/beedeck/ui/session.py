@@ -197,6 +197,8 @@ class Session(QObject):
         if caps is not None:
             self.learn_caps(profile.engine, caps)
         self.set_profile(profile)
+        if profile.is_remote:
+            self._remember_remote(profile)
         try:
             self.profile_saver(profile)
         except NewerProfileError as exc:  # left as it is: said until dismissed, not cleared by the next start
@@ -205,6 +207,19 @@ class Session(QObject):
             self.failure_shown.emit(as_failure(OSError(
                 f"The profile could not be saved ({exc}): check that BeeDeck's config folder is writable. It is "
                 "used for this session only.")), "The profile could not be saved", False)
+
+    def _remember_remote(self, profile: Profile) -> None:
+        """File → Connect offers the last server connected to again, once the window is back on a local profile
+        or after a restart: its address and name in the settings (its key is the keyring's, with the profile)."""
+        s = self.app_settings
+        if (s.last_remote_url, s.last_remote_label) != (profile.engine, profile.label):
+            s.last_remote_url, s.last_remote_label = profile.engine, profile.label
+            self._save_choice("server address")
+
+    def last_remote(self) -> tuple[str, str] | None:
+        """The last server connected to (address, name), for File → Connect; None: none yet."""
+        s = self.app_settings
+        return (s.last_remote_url, s.last_remote_label or "") if s.last_remote_url else None
 
     def use_local_server(self) -> None:
         """Back from a server BeeDeck did not start (disconnected, or gone) to the last local profile."""

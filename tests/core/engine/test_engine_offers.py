@@ -11,6 +11,7 @@ from beedeck.core.engine.engine_offers import (
     BUILD,
     DOWNLOAD,
     EXISTING,
+    STARTER_BUILD_WHY,
     STARTER_WHY,
     engine_offers,
     order_records,
@@ -80,5 +81,6 @@ def test_without_a_gpu_the_download_is_the_cpu_build_and_the_starter_needs_nothi
     starter = [_engine("starter", "mainline", "cpu", Origin.STARTER)]
     fake.requests.clear()
     offers = engine_offers(HardwareReport(), starter, generation="", starter_mode=True, api_url=fake.url, host=LINUX)
-    assert offers.default == EXISTING and offers[DOWNLOAD].why == offers[BUILD].why == STARTER_WHY
+    assert offers.default == EXISTING and offers[DOWNLOAD].why == STARTER_WHY
+    assert offers[BUILD].why == STARTER_BUILD_WHY != STARTER_WHY  # each greyed choice its own words (issue 37)
     assert not fake.requests  # the starter path asks no releases API

@@ -194,9 +194,12 @@ def test_offline_is_fast_and_clear() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.monotonic()
-    with pytest.raises(OfflineError, match="Cannot reach the Hugging Face Hub.*check the network"):
+    with pytest.raises(OfflineError, match="Cannot reach the Hugging Face Hub.*Check the network") as caught:
         download_model("org/m", "m.gguf", endpoint=f"http://127.0.0.1:{port}")
     assert time.monotonic() - t0 < 3
+    # Issue 37: it said "(ConnectError)", an exception's class name. It says what happened, and where.
+    said = str(caught.value)
+    assert f"the connection was refused (nothing listens at 127.0.0.1:{port}" in said and "Error" not in said
 
 
 def test_token_sources(isolated_hf: Path, monkeypatch: pytest.MonkeyPatch) -> None:

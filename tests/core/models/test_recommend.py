@@ -58,7 +58,13 @@ def test_no_gpu_gives_the_starter() -> None:
     # The starter is named as core/starter.py names it (it said "Gemma 3 270M", which it is not).
     from beedeck.core.starter import STARTER_MODEL_TITLE
 
-    assert STARTER_MODEL_TITLE in r.reasons[0] and "Gemma" not in r.reasons[0]
+    assert STARTER_MODEL_TITLE in r.primary.title and "Gemma" not in r.reasons[0]
+    # Why there is no GPU plan is the caller's to say (issue 37: the wizard said "was given", with no field to
+    # give it): the reason starts with it.
+    from beedeck.core.models.recommend import NO_GPU_FOUND
+
+    found = recommend([], "quality", no_gpu=NO_GPU_FOUND)
+    assert found.reasons[0].startswith(NO_GPU_FOUND + ". It runs on the CPU") and "given" not in found.reasons[0]
 
 
 @pytest.mark.parametrize("gen", [Generation.BEE_A, Generation.BEE_B, Generation.MAINLINE])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, STARTER_WHY
+from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, STARTER_BUILD_WHY
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.releases.index import RELEASES_API_ENV
 from beedeck.core.models.recommend import Choice
@@ -68,7 +68,7 @@ def test_on_a_gpu_machine_the_download_comes_first_and_the_cpu_starter_is_offere
     assert offers.default == DOWNLOAD and offers[DOWNLOAD].enabled and "v0.4.7" in offers[DOWNLOAD].label
     assert "leave the GPU idle" in offers[EXISTING].why and offers[BUILD].enabled
     _records, starter = find_engines(SetupChoices(detect_rtx4090(), None), services)
-    assert starter.default == EXISTING and not starter[DOWNLOAD].enabled and starter[BUILD].why == STARTER_WHY
+    assert starter.default == EXISTING and not starter[DOWNLOAD].enabled and starter[BUILD].why == STARTER_BUILD_WHY
 
 
 def test_an_engine_list_that_cannot_be_read_leaves_only_the_build() -> None:

@@ -54,7 +54,7 @@ def test_a_search_runs_live_and_its_best_can_be_saved_and_exported(qtbot: QtBot,
     assert view.table.rowCount() == 6 and view.table.item(2, 1).text() == "draft_n_max=8"
     assert view.table.item(5, 1).text() == "draft_n_max=8 (again)"  # the winner measured a second time
     assert "measured (best)" in view.table.item(2, 2).text()
-    assert "Plan: 2 candidate points" in view.plan_label.text() and "About" in view.plan_label.text()
+    assert "Plan: try 2 values of 1 setting" in view.plan_label.text() and "About" in view.plan_label.text()
     assert "Best: draft_n_max=8" in view.verdict.text() and view.progress.value() == view.progress.maximum()
     assert view.save_profile_button.isEnabled() and view.export_button.isEnabled()
     with qtbot.waitSignal(view.save_requested) as saved:
@@ -230,3 +230,68 @@ def test_a_real_search_on_the_starter_engine_beats_a_poor_start(
 
 def _with_draft_max(s: LaunchSettings, value: Any) -> LaunchSettings:
     return replace(s, draft_n_max=int(value))
+
+
+def _cancelled_threads_search(qtbot: QtBot) -> tuple[TuneView, TuneResult]:
+    """Issue 37's Tune on the starter: threads=2 the only candidate, the user's Cancel while it is measured
+    (two of its replies in)."""
+    from beedeck.core.bench.tune.knobs import Knob
+    from tests.core.bench.tune.test_search import _threads_measure
+
+    view: TuneView
+    cut = _threads_measure(cut_after=2)
+
+    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> Any:
+        if settings.threads == 2:
+            deadline = time.monotonic() + 10
+            while not view._cancel.is_set() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return cut(settings, mode, status)
+
+    knob = Knob("threads", "Threads", 1, (2,), lambda s, v: replace(s, threads=v))
+    view = TuneView(tune_fn=functools.partial(tune, measure=measure, fits=lambda s: None, knobs=[knob]))
+    qtbot.addWidget(view)
+    view.set_launch(Path("/e/llama-server"), CPU_CAPS, LaunchSettings(target="/m/starter.gguf", threads=1))
+    view.set_suite(SUITE)
+    with qtbot.waitSignal(view.run_finished, timeout=20_000) as done:
+        view.start_button.click()
+        qtbot.waitUntil(lambda: view.table.rowCount() == 1, timeout=10_000)  # the baseline measured
+        view.cancel_button.click()
+    result = done.args[0]
+    assert isinstance(result, TuneResult) and result.cancelled and result.points[-1].status == "cancelled"
+    return view, result
+
+
+def test_the_plan_says_what_it_tries_in_words_with_its_counts_in_agreement(qtbot: QtBot) -> None:
+    """Issue 37: "Plan: 1 candidate points over 1 knobs"."""
+    view, _result = _cancelled_threads_search(qtbot)
+    plan = view.plan_label.text()
+    assert plan.startswith("Plan: try 1 value of 1 setting (Threads: now 1, try 2) against the baseline; if it wins")
+    assert "points over" not in plan and "knobs" not in plan and "1 prompts" not in plan
+
+
+def test_a_point_the_cancel_cut_short_is_drawn_as_cancelled_not_rejected(qtbot: QtBot) -> None:
+    view, _result = _cancelled_threads_search(qtbot)
+    assert [d.kind for d in view.chart.dots] == ["cancelled"] and view.chart.dots[0].value is not None
+    view.chart.grab()  # its legend names it
+
+
+def test_a_cancelled_search_s_bar_stays_where_it_stopped_and_says_cancelled(qtbot: QtBot) -> None:
+    """Issue 37: the bar stayed at 25 % on Cancel, reading as a search still running."""
+    view, _result = _cancelled_threads_search(qtbot)
+    assert (view.progress.value(), view.progress.maximum()) == (1, 4)  # 1 of the 4 planned points measured
+    assert view.progress.text() == "Cancelled: 1 of 4 points measured"
+    view.set_suite(SUITE)  # a new search starts with a plain bar again
+    with qtbot.waitSignal(view.run_started):
+        view.start_button.click()
+    assert view.progress.format() == "%p%" and view.progress.value() == 0
+    view.cancel_button.click()
+    qtbot.waitUntil(lambda: not view.running, timeout=20_000)
+
+
+def test_the_time_column_is_named_for_what_it_holds(qtbot: QtBot) -> None:
+    """Issue 37: the last column's header was a bare "s"."""
+    from beedeck.core.bench.tune.report import COLUMNS
+
+    view, _result = _cancelled_threads_search(qtbot)
+    assert COLUMNS[-1] == "time (s)" and view.table.horizontalHeaderItem(len(COLUMNS) - 1).text() == "time (s)"

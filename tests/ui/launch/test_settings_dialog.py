@@ -32,13 +32,26 @@ from tests.ui.launch.test_launch_form import ml_caps
 ENGINE = "/opt/ml/llama-server"
 
 
+@pytest.fixture(autouse=True)
+def model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real (tiny) GGUF as the profiles' target: Save now needs a profile that can launch, as Launch does."""
+    from tests.fixtures import meta_gguf as mg
+
+    global TARGET
+    TARGET = str(mg.tiny_model(tmp_path_factory.mktemp("m") / "t.gguf"))
+    return TARGET
+
+
+TARGET = ""
+
+
 def no_probe(path: str) -> EngineCaps:
     pytest.fail(f"no probe expected here ({path})")
 
 
 def make_dialog(qtbot: QtBot, profile: Profile | None = None, caps: EngineCaps | None = None,
                 **kw: Any) -> SettingsDialog:
-    profile = profile or Profile(ENGINE, LaunchSettings(target="/m/t.gguf", threads=1), "mainline")
+    profile = profile or Profile(ENGINE, LaunchSettings(target=TARGET, threads=1), "mainline")
     kw.setdefault("probe", no_probe)
     kw.setdefault("runner", sync)
     kw.setdefault("detect", HardwareReport)
@@ -82,7 +95,7 @@ def test_save_saves_without_launching(qtbot: QtBot) -> None:
 
 
 def test_save_is_refused_for_settings_a_profile_cannot_hold(qtbot: QtBot) -> None:
-    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target="/m/t.gguf", batch_size=256, ubatch_size=512)))
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target=TARGET, batch_size=256, ubatch_size=512)))
     assert not dialog.save_button.isEnabled() and "larger than batch size" in dialog.save_button.toolTip()
     assert "larger than batch size" in dialog.form.check_label.text()  # Launch says it too
 
@@ -189,7 +202,7 @@ def make_session(qtbot: QtBot) -> tuple[Session, QWidget, list[Profile]]:
     session.profile_saver = saved.append
     session.probe, session.detect_hardware = no_probe, HardwareReport
     session.known_caps[ENGINE] = ml_caps()
-    session.set_profile(Profile(ENGINE, LaunchSettings(target="/m/t.gguf"), "mainline"))
+    session.set_profile(Profile(ENGINE, LaunchSettings(target=TARGET), "mainline"))
     parent = QWidget()
     qtbot.addWidget(parent)
     return session, parent, saved
@@ -199,7 +212,7 @@ def test_open_dialog_wires_save_to_the_session(qtbot: QtBot) -> None:
     session, parent, saved = make_session(qtbot)
     dialog = settings_dialog.open_dialog(session, parent)
     dialog.save_button.click()
-    assert [p.settings for p in saved] == [LaunchSettings(target="/m/t.gguf")]
+    assert [p.settings for p in saved] == [LaunchSettings(target=TARGET)]
     assert session.server.calls == []  # type: ignore[attr-defined]  # saved only: nothing (re)started
 
 
@@ -235,7 +248,7 @@ def test_a_remote_profile_starts_from_the_last_local_profile_without_probing_the
 
     probed: list[str] = []
     session, parent, saved = make_session(qtbot)
-    session.set_profile(Profile(ENGINE, LaunchSettings(target="/m/t.gguf", threads=3), "mainline"))
+    session.set_profile(Profile(ENGINE, LaunchSettings(target=TARGET, threads=3), "mainline"))
     session.set_profile(remote_profile(URL))  # the session keeps the last local profile
     session.probe = lambda path: probed.append(path) or ml_caps()  # type: ignore[assignment,func-returns-value]
     dialog = settings_dialog.open_dialog(session, parent)
@@ -273,3 +286,62 @@ def test_a_remote_profile_without_a_local_one_starts_from_the_starter(qtbot: QtB
     qtbot.addWidget(dialog)
     assert dialog.engine_path() == "" and "run `make install`" in dialog.origin_note.text()
     assert "Choose a llama-server binary" in dialog.origin_note.text()
+
+
+def test_save_is_greyed_for_a_profile_that_cannot_launch_and_says_why(qtbot: QtBot, tmp_path: Path) -> None:
+    """Issue 37: Save stayed enabled for a profile that could not launch, so it was saved and failed at the next
+    start. The launch preflight's refusals grey it as they grey Launch, with the same reasons."""
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target="/nonexistent/model.gguf"), "mainline"))
+    assert not dialog.form.launch_button.isEnabled()
+    assert not dialog.save_button.isEnabled()
+    assert "The target model /nonexistent/model.gguf does not exist" in dialog.save_button.toolTip()
+    with qtbot.assertNotEmitted(dialog.profile_saved):
+        dialog.save_button.click()
+    target = dialog.form.widgets["target"]
+    target.setText(TARGET)  # type: ignore[attr-defined]
+    target.textEdited.emit(TARGET)  # type: ignore[attr-defined]  # as typing it does
+    assert dialog.form.launch_button.isEnabled() and dialog.save_button.isEnabled(), dialog.save_button.toolTip()
+    assert dialog.save_button.toolTip().startswith("Save the profile without restarting")
+
+
+def test_a_refusal_found_after_the_dialog_opened_greys_save_too(qtbot: QtBot, tmp_path: Path) -> None:
+    """A fact gathered off the GUI thread (here the machine's RAM, from the detection) can refuse the launch
+    after the last edit: Save follows the preflight's every verdict, not only the edits."""
+    from tests.fixtures import meta_gguf as mg
+
+    jobs: list[tuple[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]]] = []
+    target = mg.qwen36_27b(tmp_path / "q36.gguf")
+    ram = HardwareReport(system=SystemInfo(ram_total=23 << 30))
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target=str(target), ctx_size=4_000_000,
+                                                               n_gpu_layers="0"), "mainline"),
+                         detect=lambda: ram, runner=lambda fn, ok, err: jobs.append((fn, ok, err)))
+    while jobs:  # the header read, the build options, the detection: in the order asked
+        fn, ok, err = jobs.pop(0)
+        ok(fn())
+    assert not dialog.form.launch_button.isEnabled()
+    assert not dialog.save_button.isEnabled() and "of host memory (RAM)" in dialog.save_button.toolTip()
+
+
+def test_a_preset_goes_back_to_the_starter_profile(qtbot: QtBot) -> None:
+    """Issue 37: there was no way back to the starter profile once Settings held another one."""
+    probed: list[str] = []
+
+    def probe(path: str) -> EngineCaps:
+        probed.append(path)
+        return replace(ml_caps(), path=path)
+
+    starter = Profile("/opt/starter/llama-server", LaunchSettings(target=TARGET, ctx_size=8192, n_gpu_layers="0",
+                                                                  threads=1), "Starter engine")
+    dialog = make_dialog(qtbot, Profile(ENGINE, LaunchSettings(target="/nonexistent/model.gguf", threads=4), "mine"),
+                         probe=probe, starter=lambda: starter)
+    combo = dialog.form.preset_combo
+    names = [combo.itemText(i) for i in range(combo.count())]
+    index = next(i for i, n in enumerate(names) if n.startswith("Starter profile"))
+    assert "starter" in (combo.itemData(index, Qt.ItemDataRole.ToolTipRole) or "").lower()
+    combo.activated.emit(index)
+    assert dialog.engine_path() == starter.engine and probed == [starter.engine]
+    assert dialog.form.settings() == starter.settings
+    assert dialog.save_button.isEnabled(), dialog.save_button.toolTip()
+    with qtbot.waitSignal(dialog.profile_saved) as saved:
+        dialog.save_button.click()
+    assert saved.args[0] == Profile(starter.engine, starter.settings, "Starter engine")

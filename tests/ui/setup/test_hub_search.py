@@ -187,3 +187,32 @@ def test_the_default_search_reads_the_services_hub_for_the_default_engine_with_t
         search.drafts_field.setText("nobody/no-drafts-GGUF")
         search.button.click()
     assert "nobody/no-drafts-GGUF" in failed.args[0] and "not found" in failed.args[0]
+
+
+@pytest.mark.parametrize("box", ["field", "drafts_field"])
+def test_enter_in_a_search_box_sizes_the_repo_and_stays_on_the_page(qtbot: QtBot, unreachable_hub: str,
+                                                                    box: str) -> None:
+    """Issue 37: Enter in "Any GGUF repo on the Hub" ran the sizing and also pressed the wizard's default button
+    (Next), so the answer (offline: the Hub's error) was only seen after Back. Enter sizes and stays."""
+    from PySide6.QtCore import Qt
+
+    w = SetupWizard(WizardServices(detect=gpu_detect, runner=sync, endpoint=unreachable_hub,
+                                   extra={"registry": EngineRegistry()}))
+    qtbot.addWidget(w)
+    w.show()
+    w.restart()
+    w.next()
+    page = w.currentPage()
+    assert page is w.recommend_page and page.isComplete()  # Next is enabled: Enter would reach it
+    search = w.recommend_page.hub_search
+    search.field.setText(REPO)
+    getattr(search, box).setFocus()
+    with qtbot.waitSignal(search.failed) as failed:
+        qtbot.keyClick(getattr(search, box), Qt.Key.Key_Return)
+    qtbot.wait(50)  # a default button's click would land in this turn of the event loop
+    assert w.currentPage() is page
+    assert search.result_label.isVisible() and search.result_label.text() == failed.args[0]
+    assert "Hugging Face Hub" in failed.args[0]
+    qtbot.keyClick(search.field, Qt.Key.Key_Enter)  # the keypad's Enter too
+    qtbot.wait(50)
+    assert w.currentPage() is page

@@ -275,5 +275,69 @@ def test_without_a_gpu_the_greyed_engine_choices_say_why(qtbot: QtBot, starter_e
     w.next()
     run = w.run_page
     qtbot.waitUntil(lambda: run.start_button.isEnabled(), timeout=30_000)
-    for radio in (run.build_radio, run.download_radio):
-        assert not radio.isEnabled() and "The starter runs on the engine installed with BeeDeck" in radio.toolTip()
+    assert not run.download_radio.isEnabled() and "The starter runs on the engine installed with BeeDeck" in \
+        run.download_radio.toolTip()
+    assert not run.build_radio.isEnabled() and "Nothing to build" in run.build_radio.toolTip()
+
+
+def _no_gpu_with_facts() -> Any:
+    from beedeck.core.machine.report import GIB, HardwareReport, SystemInfo
+
+    return HardwareReport(reason="No NVIDIA GPU driver found: BeeDeck will use the CPU starter profile.",
+                          system=SystemInfo(ram_total=32 * GIB, ram_available=int(20.5 * GIB), cpu_cores_physical=8,
+                                            cpu_cores_logical=16, disk_path="/data/models", disk_free=512 * GIB))
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_page_1_shows_the_ram_cores_and_disk_that_beedeck_detect_knows(qtbot: QtBot, gpu: bool) -> None:
+    """Issue 37: page 1 showed the GPU (or why there is none) and nothing of the RAM, cores and disk that
+    `beedeck detect` prints for the same report. Both say the same facts in the same words."""
+    import dataclasses
+
+    from beedeck.clicmd.machine import format_report
+
+    report = _no_gpu_with_facts()
+    if gpu:
+        report = dataclasses.replace(gpu_detect(), system=report.system)
+    w = make_wizard(qtbot, lambda: report)
+    page = w.detect_page
+    shown = [page.grid.itemAt(i).widget() for i in range(page.grid.count())]
+    cells = [w.text() for w in shown if isinstance(w, QLabel)]
+    pairs = {cells[i]: cells[i + 1] for i in range(0, len(cells), 2)}
+    assert pairs["RAM"] == "20.5 GiB available of 32.0 GiB"
+    assert pairs["CPU"] == "8 cores, 16 threads"
+    assert pairs["Disk"] == "512.0 GiB free in /data/models"
+    cli = format_report(report).splitlines()
+    assert all(f"{k}: {pairs[k]}" in cli for k in ("RAM", "CPU", "Disk")), cli
+    assert ("GPU 0" in pairs) == gpu
+
+
+def test_page_2_says_why_there_is_no_gpu_plan_in_the_words_of_page_1(qtbot: QtBot) -> None:
+    """Issue 37: page 2 said "No GPU memory was given", and the wizard has no field to give it: it says that no
+    NVIDIA GPU was found; with a GPU and the starter button, that the starter was chosen."""
+    w = make_wizard(qtbot, no_gpu_detect)
+    w.next()
+    reasons = w.recommend_page.reasons_label.text()
+    assert "given" not in reasons
+    assert reasons.startswith("• No NVIDIA GPU was found on this machine (page 1), so the starter profile")
+    w2 = make_wizard(qtbot, gpu_detect)
+    w2.detect_page.starter_button.click()
+    assert w2.currentPage() is w2.recommend_page
+    reasons = w2.recommend_page.reasons_label.text()
+    assert "given" not in reasons and "No NVIDIA GPU" not in reasons
+    assert reasons.startswith("• You chose the starter profile on page 1")
+
+
+def test_the_greyed_engine_choices_do_not_repeat_one_reason(qtbot: QtBot, starter_engine_path: Path) -> None:
+    """Issue 37: page 3 printed the same paragraph under both greyed choices on the starter path. Each says its
+    own reason, and the starter's explanation is said once."""
+    w = make_wizard(qtbot, no_gpu_detect, starter_engine_path)
+    w.next()
+    w.next()
+    run = w.run_page
+    qtbot.waitUntil(lambda: run.start_button.isEnabled(), timeout=30_000)
+    why = run.choice.why
+    texts = [why[k].text() for k in ("download", "build", "existing")]
+    assert len(set(texts)) == 3 and all(texts), texts
+    assert sum("installed with BeeDeck" in t for t in texts) == 1
+    assert "download" in texts[0].lower() and "build" in texts[1].lower()

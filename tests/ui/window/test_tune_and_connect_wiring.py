@@ -42,3 +42,38 @@ def test_file_menu_connects_to_a_running_server(qtbot: QtBot, store: ChatStore) 
     action.trigger()
     qtbot.waitUntil(lambda: any(isinstance(d, ConnectDialog) for d in _open_dialogs()), timeout=5000)
     next(d for d in _open_dialogs() if isinstance(d, ConnectDialog)).reject()
+
+
+def test_connect_remembers_the_last_address_but_never_the_key(qtbot: QtBot, store: ChatStore) -> None:
+    """Issue 37: File → Connect forgot the last address once the window was back on a local profile (and after a
+    restart): it remembers it (settings.json), and never the key."""
+    import socket
+
+    from beedeck.core.settings import load_settings, settings_path
+
+    with socket.socket() as sock:  # an address nothing listens on: the connection itself may fail
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    def open_connect(w: object) -> ConnectDialog:
+        w.menu_actions["connect"].trigger()  # type: ignore[attr-defined]
+        qtbot.waitUntil(lambda: any(isinstance(d, ConnectDialog) for d in _open_dialogs()), timeout=5000)
+        return next(d for d in _open_dialogs() if isinstance(d, ConnectDialog))  # type: ignore[return-value]
+
+    w = make(qtbot, store)
+    local = Profile("/e/llama-server", LaunchSettings(target="/m/t.gguf"), "mine")
+    w.session.set_profile(local)
+    dialog = open_connect(w)
+    assert dialog.url_edit.text() == ""  # nothing connected to yet
+    dialog.url_edit.setText(url)
+    dialog.key_edit.setText("sk-not-to-keep")
+    dialog.label_edit.setText("GPU pod")
+    dialog.connect_button.click()
+    assert w.session.profile is not None and w.session.profile.is_remote
+    w.session.set_profile(local)  # back on this machine (Use the local server, or a profile applied)
+    dialog = open_connect(w)
+    assert (dialog.url_edit.text(), dialog.label_edit.text(), dialog.key_edit.text()) == (url, "GPU pod", "")
+    dialog.reject()
+    stored = settings_path().read_text(encoding="utf-8")
+    assert url in stored and "sk-not-to-keep" not in stored
+    assert load_settings().last_remote_url == url  # a restart remembers it too

@@ -142,7 +142,9 @@ def run_recommend(args: argparse.Namespace) -> int:
             print("Sizing the catalog from its GGUF headers (range requests, nothing downloaded):")
             print("\n".join(f"  {printable(x, 400)}" for x in sizing.lines()))
     vram, card = gpus_and_card(args)
-    r = recommend(vram, args.goal, gen, caps=caps, card=card, advice=load_advice(), tune_caps=tune)
+    no_gpu = ("--vram 0 plans without a GPU, so the starter profile is recommended" if args.vram is not None
+              else "No NVIDIA GPU was detected, so the starter profile is recommended")
+    r = recommend(vram, args.goal, gen, caps=caps, card=card, advice=load_advice(), tune_caps=tune, no_gpu=no_gpu)
     c = r.primary
     if args.json:
         mode = None if c.mode is None else {"mode": c.mode.mode, "evidence": c.mode.evidence, "why": c.mode.why,

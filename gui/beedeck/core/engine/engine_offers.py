@@ -29,6 +29,8 @@ from beedeck.core.machine.report import HardwareReport
 DOWNLOAD, BUILD, EXISTING = "download", "build", "existing"
 STARTER_WHY = ("The starter runs on the engine installed with BeeDeck: nothing to download or build. For a "
                "real model go Back and pick a pair (it needs a GPU), or use Settings with a GGUF you have.")
+# Under the second greyed choice on the starter path: its own words, not the first one's paragraph again.
+STARTER_BUILD_WHY = "Nothing to build either: the starter's engine comes ready-made with BeeDeck."
 BUILD_WHY = ("The alternative: compile BeeLlama for exactly this GPU. It takes from several minutes to most of "
              "an hour (the CUDA kernels dominate) and needs git, CMake, a C++ compiler and, for the GPU, the "
              "CUDA toolkit.")
@@ -145,7 +147,7 @@ def engine_offers(report: HardwareReport | None, records: list[EngineRecord], *,
     existing = _existing_offer(records, gpu, generation)
     if starter_mode:
         return EngineOffers({DOWNLOAD: Offer(DOWNLOAD, False, STARTER_WHY, "Download a prebuilt release"),
-                             BUILD: Offer(BUILD, False, STARTER_WHY, "Build BeeLlama from source"),
+                             BUILD: Offer(BUILD, False, STARTER_BUILD_WHY, "Build BeeLlama from source"),
                              EXISTING: existing}, EXISTING if records else BUILD)
     try:
         base = api_url or releases_api_base()

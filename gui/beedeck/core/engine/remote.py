@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # httpx2 is imported where a request is made, not with this module: the window imports this module
 # at start, and httpx2 (with ssl) was about a sixth of the cold start (benchmarks/app_start.py).
 
+from beedeck.core.connection import what_happened
 from beedeck.core.engine.bounded import BodyTooLarge, Fetched, MiB, bounded_get
 from beedeck.core.engine.client import parse_prometheus
 from beedeck.core.printable import printable
@@ -174,7 +175,7 @@ def _transport_error(url: str, exc: Exception, waited_s: float = CONNECT_TIMEOUT
     if isinstance(cause, ssl.SSLError):
         return RemoteError(UNREACHABLE, f"The secure connection to {url} failed ({cause}).",
                            "llama-server speaks plain http unless it was built with SSL: try http:// instead.")
-    return RemoteError(UNREACHABLE, f"{url} could not be reached ({type(exc).__name__}: {exc}).",
+    return RemoteError(UNREACHABLE, f"{url} could not be reached: {what_happened(exc, host)}.",
                        "Check the address and the network between the two machines.")
 
 

@@ -97,6 +97,20 @@ class HardwareReport:
         )
 
 
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / GIB:.1f}"
+
+
+def system_rows(system: SystemInfo) -> list[tuple[str, str]]:
+    """The RAM, the CPU cores and the models folder's free disk, as (what, value) rows: ``beedeck detect``
+    prints them as "RAM: ..." lines, the wizard's first page as a table (one wording for both)."""
+    rows = [("RAM", f"{_gib(system.ram_available)} GiB available of {_gib(system.ram_total)} GiB"),
+            ("CPU", f"{system.cpu_cores_physical or '?'} cores, {system.cpu_cores_logical or '?'} threads")]
+    if system.disk_path is not None:
+        rows.append(("Disk", f"{_gib(system.disk_free)} GiB free in {system.disk_path}"))
+    return rows
+
+
 def cuda_version_text(value: int | None) -> str | None:
     """NVML's CUDA version integer to text: 13000 -> "13.0", 12040 -> "12.4"."""
     if not value or value <= 0:

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 import httpx2
 
 from beedeck.core import paths, secrets
+from beedeck.core.connection import what_happened
 from beedeck.core.download import (
     ChecksumMismatchError,
     DiskFullError,
@@ -137,6 +138,12 @@ def _endpoint(endpoint: str | None) -> str:
     return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
+def _host(endpoint: str | None) -> str:
+    """The Hub's host (and port), as a failed connection names it."""
+    url = _endpoint(endpoint)
+    return urlsplit(url).netloc or url
+
+
 def _redact(text: str, token: str | None) -> str:
     return text.replace(token, "***") if token else text
 
@@ -171,8 +178,10 @@ class RepoInfo:
         return next((f for f in self.files if f.filename == filename), None)
 
 
-def _translate(exc: BaseException, repo: str, filename: str | None, token: str | None) -> Exception:
-    """Map huggingface_hub / transport errors to BeeDeck's classes with remedies."""
+def _translate(exc: BaseException, repo: str, filename: str | None, token: str | None,
+               endpoint: str | None = None) -> Exception:
+    """Map huggingface_hub / transport errors to BeeDeck's classes with remedies (a failed connection says what
+    happened: refused, a name that does not resolve, no answer in time; never an exception's class name)."""
     from huggingface_hub import errors as hf_errors
 
     what = f"{repo}/{filename}" if filename else repo
@@ -217,11 +226,12 @@ def _translate(exc: BaseException, repo: str, filename: str | None, token: str |
         isinstance(exc, OSError) and not isinstance(exc, hf_errors.HfHubHTTPError)
     ):
         return OfflineError(
-            f"Cannot reach the Hugging Face Hub ({type(exc).__name__}): check the network connection or "
-            "proxy, then retry. Models already downloaded still work offline."
+            f"Cannot reach the Hugging Face Hub: {what_happened(exc, _host(endpoint))}. Check the network "
+            "connection or proxy, then retry. Models already downloaded still work offline."
         )
     if isinstance(exc, httpx2.TransportError):
-        return OfflineError(f"The connection to the Hub failed ({type(exc).__name__}): retry in a moment.")
+        return OfflineError(f"The connection to the Hugging Face Hub broke: {what_happened(exc, _host(endpoint))}. "
+                            "Retry in a moment.")
     return HubError(_redact(f"The Hub request for {what} failed: {exc}", token))
 
 
@@ -241,7 +251,7 @@ def repo_info(repo: str, *, revision: str | None = None, token: str | None = Non
         try:
             return _api(endpoint, tok).model_info(repo, revision=revision, files_metadata=True, timeout=api_timeout())
         except Exception as exc:
-            raise _translate(exc, repo, None, tok) from None
+            raise _translate(exc, repo, None, tok, endpoint) from None
 
     info = within_deadline(call, f"about {repo}")
     files = [
@@ -340,7 +350,7 @@ def file_metadata(repo: str, filename: str, *, revision: str = "main", token: st
             return get_hf_file_metadata(hf_hub_url(repo, filename, revision=revision, endpoint=ep),
                                         token=tok or False, endpoint=ep, timeout=api_timeout())
         except Exception as exc:
-            raise _translate(exc, repo, filename, tok) from None
+            raise _translate(exc, repo, filename, tok, endpoint) from None
 
     return within_deadline(call, f"about {repo}/{filename}")
 

@@ -20,9 +20,11 @@ import io
 import re
 import threading
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import httpx2
 
+from beedeck.core.connection import what_happened
 from beedeck.core.download import DownloadCancelled, DownloadError
 from beedeck.core.models.gguf_header import HEADER_BYTES
 
@@ -175,7 +177,7 @@ def http_ranges(client: httpx2.Client, url: str, headers: dict[str, str], name: 
             except httpx2.TimeoutException:
                 last = "the server stopped sending"
             except httpx2.TransportError as exc:
-                last = f"the connection failed ({type(exc).__name__})"
+                last = what_happened(exc, urlsplit(url).netloc or url)
         raise RangeReadError(f"Reading the header of {name} failed {tries} times ({last}): check the network "
                              "and retry; nothing was downloaded.")
 

@@ -217,11 +217,17 @@ def _scan() -> list[library.LocalModel]:
         return []  # an unreadable folder must not cost the user a recommendation
 
 
+# Why there is no GPU memory to plan for (recommend's ``no_gpu``): the first reason of the starter's recommendation.
+NO_GPU = "No GPU memory was given or detected, so the starter profile is recommended"
+NO_GPU_FOUND = "No NVIDIA GPU was found on this machine (page 1), so the starter profile is recommended"
+STARTER_CHOSEN = "You chose the starter profile on page 1"
+
+
 def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generation | None = None,
               cat: catalog_mod.Catalog | None = None,
               local: Sequence[library.LocalModel] | None = None, caps: EngineCaps | None = None,
               cache_dir: Path | None = None, *, card: str | None = None, advice: WorkloadAdvice | None = None,
-              tune_caps: EngineCaps | None = None) -> Recommendation:
+              tune_caps: EngineCaps | None = None, no_gpu: str = NO_GPU) -> Recommendation:
     """Recommend a pair, quants, speculation mode, context, cache types and batch sizes for GPUs with these
     free bytes.
 
@@ -235,6 +241,8 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     ``card``: the card class of the mode evidence (mode_choice.card_class; None: guessed from the memory);
     ``advice``: BeeDeck's own measured advice, which wins over published figures; ``tune_caps``: without
     ``caps``, the engine -ubd and the drafter's KVarN cache are tuned for (the registry's default).
+    ``no_gpu``: why there is no GPU memory to plan for, as the caller knows it (the wizard: no GPU was found, or
+    the user chose the starter; the CLI: ``--vram 0``, or none detected), the first reason of the starter's.
     """
     if goal not in GOALS:
         raise ValueError(f"Unknown goal {goal!r}: use one of {', '.join(GOALS)}.")
@@ -243,8 +251,7 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     if not vram:
         starter = _starter_choice(cat)  # core.starter sits above core.models: its name comes from the catalog
         return Recommendation(starter, None, [
-            f"No GPU memory was given or detected: the starter profile runs anywhere ({starter.title}). "
-            "Speculative pairs need a GPU with at least 8 GB."])
+            f"{no_gpu}. It runs on the CPU of any machine; speculative pairs need an NVIDIA GPU with at least 8 GB."])
     refused = _engine_refusal(caps)
     if refused:
         return Recommendation(_starter_choice(cat), None, refused)

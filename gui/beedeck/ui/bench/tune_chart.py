@@ -1,6 +1,7 @@
 """The chart of an auto-tune search, drawn with QPainter: generation speed per point in the order
 tried (median, min-max whisker), the baseline and the start as dashed reference lines, the best point
-highlighted; rejected points are marked where they were tried. The same painter draws the view's
+highlighted; rejected points are marked where they were tried, a point the cancel cut short as cancelled
+(what it measured before the cancel, or a hollow mark). The same painter draws the view's
 widget and the PNG the CLI writes (on a QImage, offscreen)."""
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QWidget
 
 from beedeck.core.bench.tune import BASELINE_ROLE, CONFIRM_ROLE, MEASURED, START_ROLE, TunePoint, TuneResult
+from beedeck.core.bench.tune.points import CANCELLED
 from beedeck.ui.bench.bench_chart import chart_frame, write_png
 
 COLORS = {"candidate": QColor("#3d8bd9"), "kept": QColor("#f2a900"), "best": QColor("#2e9e4f"),
-          "rejected": QColor("#c0392b"), "skipped": QColor("#9aa5b1"), "again": QColor("#8e44ad"),
+          "rejected": QColor("#c0392b"), "cancelled": QColor("#17becf"), "skipped": QColor("#9aa5b1"),
+          "again": QColor("#8e44ad"),
           "baseline": QColor("#7f8c9a"),
           "start": QColor("#f2a900")}
 
@@ -30,7 +33,7 @@ class Dot:
     value: float | None
     low: float
     high: float
-    kind: str  # candidate | kept | best | rejected | skipped | again (the confirmation after the search)
+    kind: str  # candidate | kept | best | rejected | cancelled | skipped | again (the confirmation after the search)
 
 
 def search_dots(points: list[TunePoint], best: TunePoint | None = None) -> list[Dot]:
@@ -42,6 +45,8 @@ def search_dots(points: list[TunePoint], best: TunePoint | None = None) -> list[
         g = p.gen_tps
         if p is best:
             kind = "best"
+        elif p.status == CANCELLED:  # cut short by the user: not judged, so not rejected
+            kind = "cancelled"
         elif p.role == CONFIRM_ROLE and g is not None:
             kind = "again"
         elif p.status != MEASURED:
@@ -105,17 +110,19 @@ def paint_search(painter: QPainter, rect: QRectF, dots: list[Dot], refs: dict[st
         painter.drawEllipse(QPointF(cx, y(d.value)), r, r)
         painter.setBrush(Qt.BrushStyle.NoBrush)
     lx = plot.left()
-    for kind in ("candidate", "kept", "best", "rejected", "skipped", "again"):
+    for kind in LEGEND:
+        width = painter.fontMetrics().horizontalAdvance(kind) + 4
         painter.fillRect(QRectF(lx, rect.bottom() - 18, 12, 12), COLORS[kind])
         painter.setPen(QColor("#222"))
-        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 80, 16), int(Qt.AlignmentFlag.AlignLeft), kind)
-        lx += 90
+        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, width, 16), int(Qt.AlignmentFlag.AlignLeft), kind)
+        lx += 16 + width + 10
     painter.setPen(QColor("#555"))
     painter.drawText(QRectF(max(lx, rect.right() - 270), rect.bottom() - 20, min(260, rect.right() - lx - 10), 16),
                      int(Qt.AlignmentFlag.AlignRight), "tok/s; point numbers as in the table")
     painter.restore()
 
 
+LEGEND = ("candidate", "kept", "best", "rejected", "cancelled", "skipped", "again")
 TITLE = "Auto-tune search: generation speed per point (median, min-max)"
 
 

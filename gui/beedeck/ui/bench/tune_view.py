@@ -283,6 +283,8 @@ class TuneView(RunView):
         self._points = []
         self.result = None
         self.chart.set_points([])
+        self.progress.setFormat("%p%")  # a bar that said "Cancelled" last time
+        self.progress.setValue(0)
         self.table.setRowCount(0)
         self.verdict.setText("")
         for b in (self.save_profile_button, self.export_button):
@@ -302,6 +304,7 @@ class TuneView(RunView):
         if self.running:
             self._cancel.set()
             self.cancel_button.setEnabled(False)
+            self.progress.setFormat("Cancelling… %p%")
             self.status.setText("Cancelling: the running server is stopped, the points measured so far are kept…")
 
     def _after_run(self) -> None:
@@ -336,6 +339,9 @@ class TuneView(RunView):
         self.verdict.setText(result.verdict + notes)
         self.status.setText(("Search cancelled" if result.cancelled else "Search finished")
                             + f" after {result.elapsed_s:.0f} s.")
+        # A cancelled search's bar stays where it stopped (the points measured of those planned), and says it
+        # stopped: at 25 % with nothing on it, it read as a search still running.
+        self.progress.setFormat("Cancelled: %v of %m points measured" if result.cancelled else "%p%")
         self.save_profile_button.setEnabled(result.savable)
         self.save_profile_button.setToolTip(
             "Use the best configuration as the launch profile." if result.improved else

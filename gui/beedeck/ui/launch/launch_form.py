@@ -67,7 +67,8 @@ class LaunchForm(QWidget):
     """Edit a :class:`LaunchSettings` for one engine.
 
     Signals: ``settings_changed(LaunchSettings)`` (on every edit), ``launch_requested(LaunchSettings)``
-    (LaunchSettings, the Launch button), ``command_copied(str)``.
+    (LaunchSettings, the Launch button), ``command_copied(str)``, ``launch_checked(list)`` after every preflight
+    (its refusals: empty when Launch is enabled; also when a fact gathered off the GUI thread arrives).
     Feed it with :meth:`set_engine` (probed caps + binary), :meth:`set_devices` (free bytes per GPU, host RAM)
     and :meth:`set_settings`. A dialog adds its own buttons beside Launch with :meth:`insert_button`. What the
     preflight knows is :attr:`facts` (Qt-free); the form fills it off the GUI thread and renders it.
@@ -76,6 +77,7 @@ class LaunchForm(QWidget):
     settings_changed = Signal(LaunchSettings)
     launch_requested = Signal(LaunchSettings)
     command_copied = Signal(str)
+    launch_checked = Signal(list)
 
     def __init__(self, parent: QWidget | None = None, *, runner: Runner = run_in_background,
                  inspect_fn: Callable[[str], ModelInfo] = gguf.inspect) -> None:
@@ -84,6 +86,7 @@ class LaunchForm(QWidget):
         self._runner = runner
         self._loading = False
         self.widgets: dict[str, QWidget] = {}
+        self.extra_presets: list[tuple[str, str, Callable[[], None]]] = []  # a dialog's own: name, tooltip, action
         self.rows: dict[str, QLabel] = {}
         self.under: dict[str, WrapLabel] = {}  # the line under each field: why Launch is refused over it
         self._build()
@@ -339,6 +342,7 @@ class LaunchForm(QWidget):
             self.launch_button.setToolTip(text)
             self.copy_button.setEnabled(False)
             self.copy_button.setToolTip(text)
+            self.launch_checked.emit(list(self.facts.refusals))
             return
         mark_refused(self.rows, self.under, {})
         notes = [n.message for n in lp.notes]
@@ -349,6 +353,7 @@ class LaunchForm(QWidget):
         self.launch_button.setToolTip("Start llama-server with these settings")
         self.copy_button.setEnabled(True)
         self.copy_button.setToolTip(lp.command_line(self.facts.binary))
+        self.launch_checked.emit([])
 
     def _read_headers(self, s: LaunchSettings) -> None:
         """The target's and the draft's headers, looked at off the GUI thread (read again only when the file
@@ -395,6 +400,9 @@ class LaunchForm(QWidget):
         combo.addItem("Choose a preset…")
         model = combo.model()
         assert isinstance(model, QStandardItemModel)
+        for i, (name, tip, _apply) in enumerate(self.extra_presets):
+            combo.addItem(name, ("extra", i))
+            combo.setItemData(combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         for p in launch_presets.BUILTIN_PRESETS:
             combo.addItem(p.name, ("builtin", p.name))
             why = p.unavailable_reason(self.facts.caps)
@@ -405,6 +413,11 @@ class LaunchForm(QWidget):
             combo.addItem(f"★ {name}", ("user", name))
         combo.setCurrentIndex(0)
         combo.blockSignals(False)
+
+    def add_preset(self, name: str, tooltip: str, apply: Callable[[], None]) -> None:
+        """A dialog's own preset, listed first (Settings: back to the starter profile, engine and all)."""
+        self.extra_presets.append((name, tooltip, apply))
+        self._fill_presets()
 
     def apply_preset(self, name: str) -> None:
         """Apply a built-in preset (keeps the model files) or a user preset (replaces everything)."""
@@ -424,7 +437,9 @@ class LaunchForm(QWidget):
 
     def _on_preset_activated(self, index: int) -> None:
         data = self.preset_combo.itemData(index)
-        if data:
+        if data and data[0] == "extra":
+            self.extra_presets[data[1]][2]()
+        elif data:
             self.apply_preset(data[1])
         self.preset_combo.setCurrentIndex(0)
 

@@ -83,11 +83,13 @@ class SettingsDialog(QDialog):
 
     def __init__(self, profile: Profile | None, caps: EngineCaps | None, parent: QWidget | None = None, *,
                  probe: Callable[[str], EngineCaps], detect: Callable[[], HardwareReport],
-                 runner: Runner = run_in_background, form: LaunchForm | None = None,
+                 runner: Runner | None = None, form: LaunchForm | None = None,
                  local: Profile | None = None, local_caps: EngineCaps | None = None,
                  starter: Callable[[], Profile] = starter_local_profile,
                  held: Callable[[list[int]], list[int]] | None = None, running: Mode | None = None) -> None:
         super().__init__(parent)
+        # The jobs' answers touch this dialog's widgets: one that arrives after it closed (deleted) is dropped.
+        runner = runner or (lambda fn, ok, err: run_in_background(fn, ok, err, owner=self))
         self.setWindowTitle("Settings")
         # A remote profile's "engine" is a URL: never probe it. Start from a local profile instead.
         self.remote: Profile | None = None
@@ -105,7 +107,7 @@ class SettingsDialog(QDialog):
         self.profile = profile
         self.caps = caps
         self.devices: list[int] | None = None  # None until detection reported
-        self._probe, self._runner = probe, runner
+        self._probe, self._runner, self._starter = probe, runner, starter
         self.engine_edit = QLineEdit(profile.engine if profile else "")
         self.engine_edit.setPlaceholderText("Path to llama-server (BeeLlama.cpp or mainline llama.cpp)")
         self.engine_edit.editingFinished.connect(lambda: self.set_engine_path(self.engine_edit.text().strip()))
@@ -126,6 +128,10 @@ class SettingsDialog(QDialog):
         self.form = form or LaunchForm(self, runner=runner)
         self.form.launch_requested.connect(self._on_form_launch_requested)
         self.form.settings_changed.connect(self._update_save)
+        self.form.launch_checked.connect(self._update_save)  # also a refusal found off the GUI thread
+        self.form.add_preset("Starter profile (tiny CPU demo)", "Back to the starter profile: its engine, installed "
+                             "with BeeDeck, and its model, SmolLM2 135M on the CPU. Save or Launch to keep it.",
+                             self.use_starter)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Close without changing the profile (Esc)")
         self.cancel_button.setAutoDefault(False)
@@ -196,9 +202,12 @@ class SettingsDialog(QDialog):
                                  "replaces the server profile with this one; Cancel keeps it.")
 
     def _on_starter_missing(self, exc: BaseException) -> None:
-        if not shiboken6.isValid(self) or self.remote is None:
+        if not shiboken6.isValid(self):
             return
         why = str(exc) if isinstance(exc, StarterMissing) else f"the starter profile could not be read ({exc})"
+        if self.remote is None:  # the Preset list's "Starter profile"
+            self.origin_note.setText(f"The starter profile is not available: {why}")
+            return
         self.origin_note.setText(f"The current profile is the running server at {self.remote.engine}, which BeeDeck "
                                  f"did not start, and there is no local profile to start from: {why} Choose a "
                                  "llama-server binary in the Engine row below.")
@@ -291,12 +300,29 @@ class SettingsDialog(QDialog):
         return Profile(engine, settings, label)
 
     def _update_save(self, *_: object) -> None:
-        """Save needs an engine and settings a saved profile can load back (in range); launchable or not."""
-        problems = self.form.settings().check()
+        """Save needs what Launch needs: an engine, and settings the launch preflight passes (the form's last
+        verdict, its refusals said as Launch says them). A profile that cannot launch is not saved to fail at the
+        next start."""
+        refusals = self.form.facts.refusals
         why = ("Choose the engine first." if not self.engine_path() else
-               f"Fix this first: {problems[0]}." if problems else "")
+               "Cannot save a profile that cannot launch:\n• " + "\n• ".join(map(str, refusals)) if refusals else "")
         self.save_button.setEnabled(not why)
         self.save_button.setToolTip(why or "Save the profile without restarting the server: the next start uses it")
+
+    def use_starter(self) -> None:
+        """The Preset list's "Starter profile": the starter's engine and settings, found off the GUI thread."""
+        self.origin_note.setText("Looking for the starter profile…")
+        self.origin_note.show()
+        self._runner(self._starter, self._on_starter_chosen, self._on_starter_missing)
+
+    def _on_starter_chosen(self, starter: Profile) -> None:
+        if not shiboken6.isValid(self):
+            return
+        self.profile = starter
+        self.form.set_settings(starter.settings)
+        self.set_engine_path(starter.engine, force=True)
+        self.origin_note.setText("The starter profile: Save keeps it for the next start, Launch starts it now, "
+                                 "Cancel changes nothing.")
 
     def _on_save_clicked(self) -> None:
         if not self.save_button.isEnabled():

@@ -1,4 +1,5 @@
-"""Setup page 1: the GPU that was detected, or why none was, with a path straight to the starter."""
+"""Setup page 1: the GPU that was detected, or why none was, with a path straight to the starter; the RAM, CPU
+cores and free disk as ``beedeck detect`` says them."""
 
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from beedeck.core.machine.report import HardwareReport
+from beedeck.core.machine.report import HardwareReport, system_rows
 from beedeck.core.starter import STARTER_MODEL_TITLE
 from beedeck.ui.setup.services import WizardServices, gib_text
 from beedeck.ui.wrap_label import WrapLabel
@@ -74,6 +75,7 @@ class DetectPage(QWizardPage):
             widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
+        rows: list[tuple[str, str]] = []
         if not report.has_gpu:
             self.status.setText(f"<b>No NVIDIA GPU found.</b> {report.reason}")
             self.use_starter = True
@@ -81,24 +83,29 @@ class DetectPage(QWizardPage):
             self.starter_button.setText("Continue with the starter profile")
         else:
             self.status.setText(f"<b>Found {len(report.gpus)} NVIDIA GPU{'s' if len(report.gpus) > 1 else ''}.</b>")
-            rows = [("Driver", report.driver_version or "unknown"),
-                    ("CUDA (driver)", report.cuda_driver_version or "unknown")]
             for g in report.gpus:
                 cc = ".".join(map(str, g.compute_capability)) if g.compute_capability else "?"
-                rows.insert(len(rows) - 2, (f"GPU {g.index}", f"{g.name} — {gib_text(g.memory_total)} VRAM, "
-                                                               f"{gib_text(g.memory_free)} free, compute {cc}"))
-            for r, (k, v) in enumerate(rows):
-                key = QLabel(k)
-                key.setStyleSheet("color: palette(placeholder-text);")
-                val = QLabel(v)
-                val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-                self.grid.addWidget(key, r, 0, Qt.AlignmentFlag.AlignRight)
-                self.grid.addWidget(val, r, 1)
-            self.grid.setColumnStretch(1, 1)
+                rows.append((f"GPU {g.index}", f"{g.name} — {gib_text(g.memory_total)} VRAM, "
+                                               f"{gib_text(g.memory_free)} free, compute {cc}"))
+            rows += [("Driver", report.driver_version or "unknown"),
+                     ("CUDA (driver)", report.cuda_driver_version or "unknown")]
             self.starter_box.show()
             self.starter_box.setTitle("Or start small")
             self.starter_button.setText("Use the starter profile instead")
+        # What `beedeck detect` says of the rest of the machine, in its words: the RAM the CPU plans use, the
+        # cores, and the disk the models go to.
+        self._fill_grid(rows + system_rows(report.system))
         self.completeChanged.emit()
+
+    def _fill_grid(self, rows: list[tuple[str, str]]) -> None:
+        for r, (k, v) in enumerate(rows):
+            key = QLabel(k)
+            key.setStyleSheet("color: palette(placeholder-text);")
+            val = QLabel(v)
+            val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.grid.addWidget(key, r, 0, Qt.AlignmentFlag.AlignRight)
+            self.grid.addWidget(val, r, 1)
+        self.grid.setColumnStretch(1, 1)
 
     def _on_starter_clicked(self) -> None:
         self._starter_clicked = True

@@ -1,7 +1,8 @@
 """The recommend page's search box: size any Hub GGUF repo from its headers, in the background.
 
 Type ``OWNER/NAME`` (or paste its Hub address), optionally the drafter repos to plan with it (as the
-CLI's ``--draft-repo``; empty: the catalog's drafts for that target), press Enter or "Size it": the
+CLI's ``--draft-repo``; empty: the catalog's drafts for that target), press Enter (which stays on the page:
+the answer shows here) or "Size it": the
 services' ``size`` call (:func:`beedeck.core.chat.repo_recommend.recommend_repo`) runs through the
 services' runner, off the GUI thread, and the result lists every quant with every draft kind and the fast path. A newer
 search makes an older answer stale: it is dropped when it arrives. The setups that fit are offered in
@@ -18,6 +19,7 @@ import re
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from beedeck.core.chat.repo_recommend import RepoRecommendation
@@ -25,6 +27,19 @@ from beedeck.core.models.live_plan import LiveRow
 from beedeck.core.models.recommend import Choice
 from beedeck.ui.background import Runner
 from beedeck.ui.wrap_label import WrapLabel
+
+
+class SearchField(QLineEdit):
+    """A line edit whose Enter is its own: it emits ``returnPressed`` (the search) and ends there.
+
+    A plain QLineEdit emits ``returnPressed`` and then ignores the key, so it travels on to the dialog, which
+    clicks its default button: in the wizard, Enter sized the repo and also went to the next page, where the
+    answer could not be seen."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        super().keyPressEvent(event)
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            event.accept()
 
 
 class HubSearch(QWidget):
@@ -40,12 +55,12 @@ class HubSearch(QWidget):
         self._size_repo, self._report, self._runner = size_repo, report, runner
         self._serial = 0
         self._rec: RepoRecommendation | None = None
-        self.field = QLineEdit()
+        self.field = SearchField()
         self.field.setPlaceholderText("Any GGUF repo on the Hub, e.g. unsloth/Qwen3.8-27B-GGUF")
         self.field.setToolTip("BeeDeck reads only the GGUF headers (a few MB) to size every quant and draft: "
                               "nothing is downloaded.")
         self.field.returnPressed.connect(self.search)
-        self.drafts_field = QLineEdit()  # optional, as the CLI's --draft-repo
+        self.drafts_field = SearchField()  # optional, as the CLI's --draft-repo
         self.drafts_field.setPlaceholderText("Draft repos (optional): OWNER/NAME, comma-separated")
         self.drafts_field.setToolTip("The drafter repos to plan with this target (DFlash, DFlash2, DSpark, EAGLE-3, "
                                      "MTP head files). Empty: the catalog's drafts for it; the target's own MTP head "

@@ -17,8 +17,8 @@ from PySide6.QtWidgets import (
 
 from beedeck.core.models.live_plan import LABEL
 from beedeck.core.models.mode_choice import EVIDENCE_LABEL, card_class
+from beedeck.core.models.recommend import NO_GPU_FOUND, STARTER_CHOSEN, Choice, Recommendation
 from beedeck.core.models.recommend import SIDECAR_NOTE_PREFIXES as SIDECAR_PREFIXES
-from beedeck.core.models.recommend import Choice, Recommendation
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.setup.detect_page import DetectPage
 from beedeck.ui.setup.hub_search import HubSearch
@@ -121,13 +121,16 @@ class RecommendPage(QWizardPage):
                                  else "Working out what fits…")
 
         card = self.card()
+        report = self.detect_page.report
+        # Why there is no GPU to plan for, in page 1's terms: the wizard has no field to give GPU memory.
+        no_gpu = STARTER_CHOSEN if report is not None and report.has_gpu else NO_GPU_FOUND
 
         def work() -> Recommendation:
             if first:  # the catalog types no sizes: they come from the headers, read live or from the cache
                 self.services.size_catalog(self.services.endpoint)
             # The mode by evidence for this card class; -ubd and the drafter's KVarN for the default engine
             return self.services.recommend(vram, goal, card=card, tune_caps=self.services.tune_caps(),
-                                           advice=self.services.advice())
+                                           advice=self.services.advice(), no_gpu=no_gpu)
 
         self.services.runner(work, self.show_recommendation,
                              lambda exc: self.title_label.setText(f"No recommendation: {exc}"))

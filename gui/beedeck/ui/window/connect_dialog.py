@@ -35,7 +35,8 @@ class ConnectDialog(QDialog):
 
     Signals: ``profile_chosen(Profile)`` (the remote profile) on Connect; ``checked(RemoteInfo)`` when a check
     found the server, ``check_failed(str)`` with what it said when not. ``inspect`` and ``runner`` are
-    injectable for tests.
+    injectable for tests. ``current``: the window's profile (a remote one fills every field); else ``last``, the
+    last server connected to (address, name: the key is typed again).
     """
 
     profile_chosen = Signal(Profile)
@@ -43,7 +44,8 @@ class ConnectDialog(QDialog):
     check_failed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, current: Profile | None = None, *,
-                 inspect: Callable[..., RemoteInfo] = inspect_server, runner: Runner | None = None) -> None:
+                 inspect: Callable[..., RemoteInfo] = inspect_server, runner: Runner | None = None,
+                 last: tuple[str, str] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Connect to a running server")
         self._inspect = inspect
@@ -56,6 +58,9 @@ class ConnectDialog(QDialog):
             self.url_edit.setText(current.engine)
             self.key_edit.setText(current.settings.api_key or "")
             self.label_edit.setText(current.label)
+        elif last is not None:  # the last server connected to: its address and name, never its key
+            self.url_edit.setText(last[0])
+            self.label_edit.setText(last[1])
         form = QFormLayout()
         form.addRow("Server address:", self.url_edit)
         form.addRow("API key:", self.key_edit)
@@ -131,12 +136,13 @@ class ConnectDialog(QDialog):
 
 
 def open_connect_dialog(parent: QWidget, on_profile: Callable[[Profile], None],
-                        current: Profile | None = None) -> ConnectDialog:
+                        current: Profile | None = None, last: tuple[str, str] | None = None) -> ConnectDialog:
     """Open the dialog (non-modal); ``on_profile`` gets the remote profile on Connect. File → Connect:
-    ``open_connect_dialog(window, lambda p: session.apply_profile(p, start=True), session.profile)``."""
+    ``open_connect_dialog(window, lambda p: session.apply_profile(p, start=True), session.profile,
+    session.last_remote())``."""
     from PySide6.QtCore import Qt
 
-    dialog = ConnectDialog(parent, current)
+    dialog = ConnectDialog(parent, current, last=last)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.profile_chosen.connect(on_profile)
     dialog.open()

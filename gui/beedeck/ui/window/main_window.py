@@ -356,7 +356,8 @@ class MainWindow(QMainWindow):
         self._open(self.wizard_factory, "Set up BeeDeck")
 
     def open_connect(self) -> None:
-        open_connect_dialog(self, lambda p: self.session.apply_profile(p, start=True), self.session.profile)
+        open_connect_dialog(self, lambda p: self.session.apply_profile(p, start=True), self.session.profile,
+                            self.session.last_remote())
 
     def open_agent(self, client_id: str) -> None:
         from beedeck.ui.window.agent_dialog import open_agent_dialog  # not on the start path (~20 ms)

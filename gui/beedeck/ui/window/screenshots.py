@@ -1,7 +1,9 @@
 """``beedeck-gui --screenshot DIR``: drive the real app offscreen and save PNGs of its main screens.
 
 With the starter engine installed it really starts llama-server and chats, so the pictures show
-real output and real speed figures. The failure-panel picture shows a sample failure (labelled).
+real output and real speed figures. The failure-panel picture shows a sample failure (labelled). The setup
+wizard's pages and Settings are taken as this machine shows them (:func:`take_setup_screenshots`): its own
+detection, its own Hub connection (offline: the search's message), its engines.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, QTimer
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtCore import QEventLoop, Qt, QTimer
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QLineEdit, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.logparse import ServerFailure
@@ -86,5 +89,55 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
         apply_theme(app, theme)
         window.resize(1366, 768)  # the smallest common laptop screen: the transcript keeps most of it
         _save(app, window, out_dir / "main-1366x768.png")
+    take_setup_screenshots(app, window, out_dir)
     window.close()  # stops the server: nothing is left running
     return 0 if ok else 1
+
+
+HUB_EXAMPLE = "unsloth/Qwen3.6-27B-GGUF"  # what the wizard's Hub search is shown sizing
+
+
+def take_setup_screenshots(app: QApplication, window: MainWindow, out_dir: Path) -> None:
+    """The setup wizard's three pages and Settings, as this machine shows them: page 1 with what was detected
+    (the RAM, cores and disk too), page 2 after Enter in the Hub search (it stays on the page with the answer),
+    page 3 with the engine choices and their reasons; Settings on the window's profile, and again with a model
+    file that is not there (Launch and Save greyed, the reason beside them)."""
+    from beedeck.ui.launch import settings_dialog
+    from beedeck.ui.setup import setup_wizard
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wizard = setup_wizard.open_dialog(window.session, window)
+    wizard.show()
+    wizard.restart()
+    detect = wizard.detect_page
+    _wait(app, lambda: detect.report is not None, 60)
+    gpu = detect.report is not None and detect.report.has_gpu
+    _save(app, wizard, out_dir / ("wizard-1-detected.png" if gpu else "wizard-1-no-gpu.png"))
+    wizard.next()
+    page = wizard.recommend_page
+    _wait(app, lambda: page.choice is not None, 120)
+    search = page.hub_search
+    search.field.setText(HUB_EXAMPLE)
+    search.field.setFocus()
+    QTest.keyClick(search.field, Qt.Key.Key_Return)
+    _wait(app, lambda: search.button.isEnabled(), 120)  # answered (sized, or why not)
+    _save(app, wizard, out_dir / ("wizard-2-recommend.png" if gpu else "wizard-2-starter.png"))
+    wizard.next()
+    run = wizard.run_page
+    _wait(app, lambda: run.choice.offers is not None, 120)
+    _save(app, wizard, out_dir / "wizard-3-run.png")
+    wizard.reject()
+    dialog = settings_dialog.open_dialog(window.session, window)
+    dialog.show()
+    dialog.resize(*settings_dialog.PREFERRED_SIZE)  # the offscreen screen is smaller than a real one
+    if not dialog.engine_path():  # no profile yet (a first run): the Preset list's way back to the starter
+        dialog.use_starter()
+    _wait(app, lambda: dialog.caps is not None and dialog.devices is not None
+          and dialog.form.memory_bar.plan is not None, 60)  # probed, detected, the model's header read
+    _save(app, dialog, out_dir / "settings-dialog.png")
+    target = dialog.form.widgets["target"]
+    if isinstance(target, QLineEdit) and target.text():  # a model file that is not there: Launch and Save say why
+        target.setText(str(Path(target.text()).with_name("moved-away.gguf")))
+        target.textEdited.emit(target.text())
+        _save(app, dialog, out_dir / "settings-cannot-launch.png")
+    dialog.reject()

@@ -114,7 +114,7 @@ def test_a_real_improvement_is_found_with_its_interval_and_the_baseline_once() -
     # The plan is shown before anything runs, then again with the time per point from the first measurement.
     assert plans[0].point_s is None and plans[0].candidates == 3 and "estimated from the first" in plans[0].describe()
     assert plans[1].point_s == 10.0 and plans[1].est_total_s == 70.0 and "About 10 s per point" in plans[1].describe()
-    assert "2 confirmation points" in plans[0].describe()
+    assert "the start and the winner are measured again (2 more runs)" in plans[0].describe()
     assert progress[-1] == (7, 7)
 
 
@@ -159,7 +159,7 @@ def test_the_budget_stops_the_search_and_says_what_was_left() -> None:
     # baseline + start + three candidates (ending at 50 s), the fourth would need 50 + 30 > 75
     # The fake accepts every draft, so the deep end goes first (tune_knobs.order_draft_max).
     assert [s.draft_n_max for s, _m in fake.calls] == [1, 1, 15, 12, 8, 1, 15] and result.elapsed_s == 70.0
-    assert any("budget (75 s) ran out: 2 of 5" in n for n in result.notes)
+    assert any("budget (75 s) ran out: 2 of the 5 values to try were not tried" in n for n in result.notes)
     assert result.improved and result.confirmed and result.best is not None and result.best.changes == {"draft_n_max": 15}
 
 

@@ -134,6 +134,12 @@ def test_partial_offload_and_untied_embeddings(models: dict[str, ModelInfo]) -> 
     assert on_cpu == {str(i) for i in range(32)}  # -ngl 33 = output layer + the last 32 layers
     assert part.host.items["kv"] > 0 and part.gpus[0].items["kv"] > 0
     assert part.gpus[0].items["weights"] + part.host.items["weights"] == m.tensor_bytes
+    # What the plan says of it: the layers left here, not the input layer every launch keeps here (with every
+    # layer offloaded it said "1 target tensors stay in host memory (partial -ngl)": neither was true).
+    assert not any("host memory" in line for line in full.explain())
+    kept = [n for n in part.cpu_tensors if n.startswith("blk.")]
+    assert f"{len(kept)} target tensors of 32 layers stay in host memory (GPU layers leave them here)." \
+        in part.explain()
 
 
 def test_two_gpus_split_layers(models: dict[str, ModelInfo]) -> None:

@@ -90,12 +90,19 @@ class TunePlan:
         return max(0, min(self.candidates, int(self.budget_s / self.point_s) - fixed))
 
     def describe(self) -> str:
-        knobs = "; ".join(f"{k.label} {_fmt_values(k)}" for k in self.knobs) or "no knob to search here"
-        confirm = (f" (and, when a candidate wins, the start and the winner again: {CONFIRM_POINTS} confirmation "
-                   "points)") if self.candidates else ""
-        head = (f"Plan: {self.candidates} candidate points over {len(self.knobs)} knobs ({knobs}), plus the "
-                f"baseline{'' if self.mode == BASELINE else ' and the start'}{confirm}; {self.prompts} prompts x "
-                f"{self.reps} repetitions each; budget {_dur(self.budget_s)}.")
+        """The plan in words: what is tried, against what, how often, within which budget."""
+        against = "the baseline" if self.mode == BASELINE else "the baseline and the start"
+        n, k = self.candidates, len(self.knobs)
+        if not n:
+            what = (f"nothing to try here (no setting of this engine and profile to search): only {against} "
+                    f"{'is' if self.mode == BASELINE else 'are'} measured")
+        else:
+            knobs = "; ".join(f"{kn.label}: {_fmt_values(kn)}" for kn in self.knobs)
+            what = (f"try {_count(n, 'value')} of {_count(k, 'setting')} ({knobs}) against {against}; if "
+                    f"{'it' if n == 1 else 'one'} wins, the start and the winner are measured again "
+                    f"({CONFIRM_POINTS} more runs)")
+        head = (f"Plan: {what}; {_count(self.prompts, 'prompt')} x {_count(self.reps, 'repetition')} each; "
+                f"budget {_dur(self.budget_s)}.")
         if self.point_s is None:
             return head + " The time per point is estimated from the first measurement."
         return f"{head} {self.estimate()}"
@@ -129,7 +136,13 @@ def min_budget_s(mode: str, point_s: float) -> float:
 
 def _fmt_values(k: Knob) -> str:
     shown = k.to_dict()
-    return f"{shown['current'] if shown['current'] is not None else 'default'} -> {', '.join(map(str, shown['values']))}"
+    return (f"now {shown['current'] if shown['current'] is not None else 'the default'}, "
+            f"try {', '.join(map(str, shown['values']))}")
+
+
+def _count(n: int, noun: str) -> str:
+    """"1 value", "2 values": a count and its noun in agreement."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _dur(seconds: float) -> str:

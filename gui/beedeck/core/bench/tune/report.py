@@ -95,7 +95,7 @@ def point_cells(p: TunePoint, best: TunePoint | None) -> list[str]:
 
 
 COLUMNS = ("#", "point", "status", "tok/s", "min-max", "accept", "vs baseline (95% CI)", "vs start (95% CI)",
-           "same text", "s")
+           "same text", "time (s)")
 
 
 def format_table(r: TuneResult) -> str:

@@ -334,8 +334,10 @@ def _search(s: _Search, start: LaunchSettings, mode: str, result: TuneResult) ->
                 point.accepted = True
                 s.best = point
     if skipped:
-        result.notes.append(f"The budget ({_dur(s.plan.budget_s)}) ran out: {skipped} of {s.plan.candidates} "
-                            "candidate points were not tried. Give more time to search them.")
+        planned = s.plan.candidates
+        result.notes.append(f"The budget ({_dur(s.plan.budget_s)}) ran out: {skipped} of the {planned} "
+                            f"value{'' if planned == 1 else 's'} to try {'was' if skipped == 1 else 'were'} not "
+                            "tried. Give more time to search them.")
     if s.best is not s.start:
         _confirm(s, mode, result)
 

@@ -19,6 +19,7 @@ from beedeck.core.engine.argv.build import (
     own_origin,
     redact,
 )
+from beedeck.core.engine.argv.rpc import layers_for_workers
 
-__all__ = ["SECRET_FLAGS", "ArgNote", "LaunchPlan", "LaunchRefused", "Refusal", "build_argv", "is_loopback", "merged",
-           "own_origin", "redact"]
+__all__ = ["SECRET_FLAGS", "ArgNote", "LaunchPlan", "LaunchRefused", "Refusal", "build_argv", "is_loopback",
+           "layers_for_workers", "merged", "own_origin", "redact"]

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+from beedeck.core.connection import what_happened
 from beedeck.core.engine.releases.assets import (
     BEE_REPO,
     AssetChoice,
@@ -110,7 +111,8 @@ class ReleaseIndex:
         try:
             resp = self.http.get(url, headers=headers)
         except httpx2.HTTPError as exc:
-            raise ReleaseError(f"Could not reach {self.api_url} ({type(exc).__name__}): check the network or "
+            host = urlsplit(self.api_url).netloc or self.api_url
+            raise ReleaseError(f"Could not reach {self.api_url}: {what_happened(exc, host)}. Check the network or "
                                f"proxy (a mirror goes in {RELEASES_API_ENV} or the releases_api setting), or "
                                "build from source.") from None
         if resp.status_code == 403 and resp.headers.get("x-ratelimit-remaining") == "0":

@@ -39,6 +39,7 @@ from beedeck.core.models.planner.units import (
 CUDA_CONTEXT = 350 * MiB  # §1.8: ~0.1-0.6 GiB, 350 MiB on a 3090/4090 under Linux
 DFLASH_FORMAT_MODES = (SpecMode.DFLASH, SpecMode.DSPARK)  # drafts in the dflash architecture
 DEFAULT_MARGIN = GiB  # llama.cpp's own --fit-target default
+INPUT_TENSORS = ("token_embd", "per_layer_token_embd")  # the input layer: always in host memory (dev_input = cpu)
 _REPACKED = frozenset({2, 12, 20})  # Q4_0, Q4_K, IQ4_NL
 
 
@@ -91,8 +92,12 @@ class MemoryPlan:
             lines.append(head)
         lines.append(f"context: {self.n_ctx} cells ({self.n_ctx_seq} per slot)"
                      + (f", sliding-window cache {self.cells_swa} cells" if self.cells_swa else ""))
-        if self.cpu_tensors:
-            lines.append(f"{len(self.cpu_tensors)} target tensors stay in host memory (partial -ngl).")
+        kept = [t for t in self.cpu_tensors if not t.startswith(INPUT_TENSORS)]  # the input layer always stays
+        if kept:
+            layers = {t.split(".")[1] for t in kept if t.startswith("blk.")}
+            lines.append(f"{len(kept)} target tensor{'' if len(kept) == 1 else 's'}"
+                         + (f" of {len(layers)} layer{'' if len(layers) == 1 else 's'}" if layers else "")
+                         + f" stay{'s' if len(kept) == 1 else ''} in host memory (GPU layers leave them here).")
         return lines + self.notes
 
 
@@ -132,7 +137,7 @@ def _place_weights(m: ModelInfo, ngl: int, gpus: list[DeviceUse], host: DeviceUs
             continue  # MTP / NextN blocks are skipped unless MTP is on
         if layer is not None:
             dev = layer_dev[layer]
-        elif t.name.startswith(("token_embd", "per_layer_token_embd")):
+        elif t.name.startswith(INPUT_TENSORS):
             dev = None  # the input layer always stays in host memory (dev_input = cpu)
         else:
             dev = out_dev  # output norm / head and shared tensors (rope_freqs) go with the output layer
