@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence
+import pytest
+from PySide6.QtCore import QRect, QSize, Qt
+from PySide6.QtGui import QKeySequence, QScreen
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -15,6 +16,7 @@ from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.ui.chat.composer import MAX_LINES
+from beedeck.ui.screen_fit import FRAME_H, FRAME_W
 from beedeck.ui.window.connect_dialog import ConnectDialog
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.menus import next_mode
@@ -114,4 +116,25 @@ def test_the_starter_note_is_never_cut_the_prompt_chips_give_way(qtbot: QtBot, b
                                banner.settings_button, banner.dismiss_button) if w.isVisible()]
         for a, b in zip(visible, visible[1:], strict=False):
             assert a.geometry().right() < b.geometry().left(), (width, a, b)  # side by side, none overlaps
+    window.close()
+
+
+@pytest.mark.parametrize("screen", [QRect(0, 0, 1366, 768 - 40), QRect(0, 24, 1280, 800 - 24 - 40)])
+def test_a_fresh_window_opens_inside_the_screens_free_area(qtbot: QtBot, beedeck_home: Path,
+                                                           monkeypatch: pytest.MonkeyPatch, screen: QRect) -> None:
+    """A first run (no saved geometry) on a 1366x768 laptop with a 40-px panel asked for 1280x800: Send, Stop,
+    Regenerate and the status bar sat below the screen's edge until the user maximised the window."""
+    monkeypatch.setattr(QScreen, "availableGeometry", lambda _screen: QRect(screen))
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    window.session.set_profile(starter_profile())
+    QApplication.processEvents()
+    # From where the window's frame begins, its client area with the title bar and borders a WM adds
+    outer = QRect(window.frameGeometry().topLeft(), window.size() + QSize(FRAME_W, FRAME_H))
+    assert screen.contains(outer), (outer, screen)
+    for widget in (window.chat.send_button, window.chat.stop_button, window.chat.regen_button, window.statusBar()):
+        corner = widget.mapTo(window, widget.rect().bottomRight())
+        assert widget.isVisible() and window.rect().contains(corner), widget  # laid out inside the window
     window.close()

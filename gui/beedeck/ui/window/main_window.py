@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QByteArray, QRect, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
@@ -45,6 +45,7 @@ from beedeck.ui.engine.log_dock import LogDock
 from beedeck.ui.engine.remote_binding import RemoteBinding
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
+from beedeck.ui.screen_fit import FRAME_H, FRAME_W, available_area, fit_to
 from beedeck.ui.session import Session
 from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.speculation.mode_toggle import ModeToggle
@@ -408,13 +409,22 @@ class MainWindow(QMainWindow):
         geometry = s.value("window/geometry")
         state = s.value("window/state")
         if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
+            self.restoreGeometry(geometry)  # Qt moves and shrinks it into a screen smaller than the one it was saved on
         else:
-            self.resize(1280, 800)
+            self.fit_screen(available_area(self))
         if isinstance(state, QByteArray):
             self.restoreState(state)
         else:
             self.log.hide()  # the transcript gets the height; View → Server log (or a failure) shows it
+
+    def fit_screen(self, available: QRect) -> None:
+        """A first run's geometry: :data:`PREFERRED_SIZE`, capped so that the window, its title bar and borders
+        fit the screen's free area (a 1366x768 laptop with a panel leaves 728 px: at 800 px Send, Stop and the
+        status bar were below its edge), centred in it."""
+        fit_to(self, PREFERRED_SIZE, available)
+        outer = self.size() + QSize(FRAME_W, FRAME_H)
+        self.move(available.x() + (available.width() - outer.width()) // 2,
+                  available.y() + (available.height() - outer.height()) // 2)
 
     def save_view(self) -> None:
         s = ui_settings()
@@ -436,3 +446,4 @@ class MainWindow(QMainWindow):
 
 
 CHAT_MIN_WIDTH = 420
+PREFERRED_SIZE = (1280, 800)  # a first run's window where the screen has room for it
