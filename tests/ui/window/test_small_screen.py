@@ -7,14 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PySide6 import QtGui
 from PySide6.QtCore import QRect, QSize, Qt
-from PySide6.QtGui import QKeySequence, QScreen
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QKeySequence, QScreen, QTextDocument
+from PySide6.QtWidgets import QApplication, QLabel, QToolTip
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.starter import STARTER_NOTE
 from beedeck.ui.chat.composer import MAX_LINES
 from beedeck.ui.screen_fit import FRAME_H, FRAME_W
 from beedeck.ui.window.connect_dialog import ConnectDialog
@@ -137,4 +139,25 @@ def test_a_fresh_window_opens_inside_the_screens_free_area(qtbot: QtBot, beedeck
     for widget in (window.chat.send_button, window.chat.stop_button, window.chat.regen_button, window.statusBar()):
         corner = widget.mapTo(window, widget.rect().bottomRight())
         assert widget.isVisible() and window.rect().contains(corner), widget  # laid out inside the window
+    window.close()
+
+
+def tip_size(tip: str) -> QSize:
+    """The size Qt gives a tooltip on a screen wider than it (QTipLabel: word wrap for rich text only)."""
+    label = QLabel()
+    label.setFont(QToolTip.font())
+    label.setWordWrap(QtGui.Qt.mightBeRichText(tip))  # QtGui's Qt namespace has it, QtCore's not
+    label.setText(tip)
+    return label.sizeHint()
+
+
+def test_the_starter_banners_tooltip_wraps(qtbot: QtBot, beedeck_home: Path) -> None:
+    """It was one plain line about 1,500 px wide (on a 1600-px screen Qt does not wrap it)."""
+    window = laptop_window(qtbot)
+    tip = window.starter_banner.toolTip()
+    assert tip_size(tip).width() <= 600, tip_size(tip)
+    doc = QTextDocument()
+    doc.setHtml(tip)
+    shown = doc.toPlainText()
+    assert STARTER_NOTE in shown and "No NVIDIA GPU in use: the NVIDIA driver is not installed" in shown
     window.close()
