@@ -10,12 +10,14 @@ import pytest
 from PySide6 import QtGui
 from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtGui import QKeySequence, QScreen, QTextDocument
-from PySide6.QtWidgets import QApplication, QLabel, QToolTip
+from PySide6.QtWidgets import QApplication, QLabel, QToolButton, QToolTip
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.server_state import ServerState
+from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED
 from beedeck.core.starter import STARTER_NOTE
 from beedeck.ui.chat.composer import MAX_LINES
 from beedeck.ui.screen_fit import FRAME_H, FRAME_W
@@ -160,4 +162,44 @@ def test_the_starter_banners_tooltip_wraps(qtbot: QtBot, beedeck_home: Path) -> 
     doc.setHtml(tip)
     shown = doc.toPlainText()
     assert STARTER_NOTE in shown and "No NVIDIA GPU in use: the NVIDIA driver is not installed" in shown
+    window.close()
+
+
+def test_a_switchs_report_leaves_the_toolbar_whole_and_goes_at_stop_or_when_old(qtbot: QtBot,
+                                                                                beedeck_home: Path) -> None:
+    """"N-gram: loaded the server … beside the other in 3.2 s; both stay loaded, so switching back loads nothing"
+    pushed "API" and Copy into the toolbar's overflow at 1366 px and stayed there for ever, after Stop too."""
+    window = laptop_window(qtbot)
+    s = window.session
+    binary = beedeck_home / "llama-server"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    binary.write_text("#!/bin/sh\n")
+    caps = EngineCaps(path=str(binary), generation=Generation.MAINLINE, spec_types=("ngram-mod",),
+                      flags=frozenset({"--spec-type"}))
+    s.switching.configure(LaunchSettings(target="/m/t.gguf"), caps)
+    s.server._set_state(ServerState.READY)
+    s.controller.ready.emit("http://127.0.0.1:8477")
+    assert s.request_mode("model-free")
+    s.server.last_switch = LOADED_BESIDE
+    s.controller.ready.emit("http://127.0.0.1:8477")  # the N-gram server is ready beside the other
+    QApplication.processEvents()
+    line = window.mode.status
+    assert "both stay loaded" in s.switch.status
+    assert "both stay loaded" in line.text() + line.toolTip()  # shown, whole or in its tooltip
+    extension = window.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+    assert window.endpoint.isVisible() and window.endpoint.copy_button.isVisible()
+    assert extension is None or not extension.isVisible()  # nothing went into the overflow menu
+    s.stop_server()
+    QApplication.processEvents()
+    assert line.text() == "" and s.switch.status == ""  # both servers are gone, so is the line saying they stay
+    # A report goes on its own too, once old
+    s.switching.news_ms = 50
+    s.server._set_state(ServerState.READY)
+    assert s.request_mode("baseline")
+    s.server.last_switch = RESTARTED
+    s.controller.ready.emit("http://127.0.0.1:8477")
+    QApplication.processEvents()  # laid out again for its new width
+    assert line.text() == "Baseline: restarted the server without speculation in 0.0 s"
+    qtbot.waitUntil(lambda: line.text() == "", timeout=2000)
+    assert window.mode.button("baseline") is not None and window.mode.button("baseline").isChecked()
     window.close()
