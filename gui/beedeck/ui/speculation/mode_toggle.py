@@ -44,6 +44,8 @@ from beedeck.ui.speculation.mode_popover import ModePopover, plain_html
 from beedeck.ui.wrap_label import wrapped_tip
 
 STATUS_MAX_W = 520  # px of the toolbar the status line asks for at most (its whole text is its tooltip)
+CHECKED_SHEET = ("QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); "
+                 "border: 1px solid palette(highlight); border-radius: 3px; }")
 STATUS_MIN_W = 60  # px it keeps when the toolbar is short of room (then it shows "…" and the tooltip)
 
 WHAT: dict[str, str] = {BASELINE: "no speculation: the target decodes every token itself.",
@@ -113,6 +115,9 @@ class ModeToggle(QWidget):
         self.buttons: dict[str, QToolButton] = {}
         self.group = QButtonGroup(self)
         self.group.setExclusive(True)
+        # The checked segment in the highlight colour: Fusion only darkens a checked button's background, which
+        # in the dark palette is dark already (it looked unchecked). palette(): the theme switch re-polishes it.
+        self.setStyleSheet(CHECKED_SHEET)
         self._segments = QHBoxLayout()
         self._segments.setSpacing(0)
         self.status = StatusLine()
