@@ -24,6 +24,7 @@ from beedeck.ui.screen_fit import FRAME_H, FRAME_W
 from beedeck.ui.window.connect_dialog import ConnectDialog
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.menus import next_mode
+from beedeck.ui.window.shortcuts_dialog import shortcut_rows
 from tests.ui.window.test_first_hour import NO_GPU, starter_profile
 from tests.ui.window.test_integration import RecordingController
 
@@ -202,4 +203,26 @@ def test_a_switchs_report_leaves_the_toolbar_whole_and_goes_at_stop_or_when_old(
     assert line.text() == "Baseline: restarted the server without speculation in 0.0 s"
     qtbot.waitUntil(lambda: line.text() == "", timeout=2000)
     assert window.mode.button("baseline") is not None and window.mode.button("baseline").isChecked()
+    window.close()
+
+
+def test_the_chat_can_be_exported_from_the_menus_and_by_key(qtbot: QtBot, beedeck_home: Path, tmp_path: Path) -> None:
+    """Issue 37: Export was only in the chat list's right-click menu."""
+    window = laptop_window(qtbot)
+    window.open_latest_chat()
+    cid = window.chat.conversation_id
+    assert cid is not None
+    window.store.add_message(cid, "user", "What is a list?")
+    asked: list[str] = []
+    window.conversations.ask_save_path = lambda suggested: asked.append(suggested) or str(tmp_path / suggested)
+    file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
+    entries = {a.text(): a for a in file_menu.actions()}
+    markdown, json_entry = entries["Export this chat as Markdown…"], entries["Export this chat as JSON…"]
+    assert markdown.shortcut() == QKeySequence("Ctrl+E")
+    markdown.trigger()
+    assert asked == ["New chat.md"] and "What is a list?" in (tmp_path / "New chat.md").read_text()
+    json_entry.trigger()
+    assert asked[-1] == "New chat.json" and "What is a list?" in (tmp_path / "New chat.json").read_text()
+    assert "New chat.json" in window.statusBar().currentMessage()  # where it went
+    assert ("Ctrl+E", "Export this chat as Markdown") in shortcut_rows(True)
     window.close()

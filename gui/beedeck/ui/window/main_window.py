@@ -159,9 +159,10 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.log], [160], Qt.Orientation.Vertical)
         toolbar = ToolbarActions(self.start_action, self.stop_action, self.bench_action, self.tune_action,
                                  self.settings_action)
-        commands = MenuCommands(new_chat=self.new_chat, open_wizard=self.open_wizard, open_connect=self.open_connect,
-                                open_agent=self.open_agent, regenerate=lambda: self.chat.regenerate(),
-                                stop_reply=lambda: self.chat.stop(), show_shortcuts=self.show_shortcuts,
+        commands = MenuCommands(new_chat=self.new_chat, export_chat=self.export_chat, open_wizard=self.open_wizard,
+                                open_connect=self.open_connect, open_agent=self.open_agent,
+                                regenerate=lambda: self.chat.regenerate(), stop_reply=lambda: self.chat.stop(),
+                                show_shortcuts=self.show_shortcuts,
                                 show_about=self.show_about, set_theme=self.set_theme)
         self.menu_actions = build_menus(self, self.session, toolbar, commands, [left, right, self.log])
         self.wizard_action = self.menu_actions["wizard"]
@@ -336,6 +337,15 @@ class MainWindow(QMainWindow):
     def new_chat(self) -> None:
         self.chat.new_conversation()
         self.chat.focus_input()
+
+    def export_chat(self, fmt: str) -> None:
+        """File → Export this chat (``fmt``: "markdown" or "json"): the chat list's export of the chat shown."""
+        if self.chat.conversation_id is None:
+            self.statusBar().showMessage("No chat to export yet: send a message first.", 5000)
+            return
+        out = self.conversations.export(self.chat.conversation_id, fmt)
+        if out is not None:
+            self.statusBar().showMessage(f"Exported the chat to {out}", 8000)
 
     def open_latest_chat(self) -> None:
         """The newest chat no other BeeDeck window has open, else a new one: two windows never share a chat."""
