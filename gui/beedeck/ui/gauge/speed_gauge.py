@@ -242,6 +242,11 @@ class SpeedPanel(QFrame):
         if first and (ttft := self.rate.ttft()) is not None:
             self.ttft.setText(f"{ttft:.2f} s")
 
+    def prompt_reading(self, text: str) -> None:
+        """How far the server has read the prompt (the chat's ``prompt_reading``), until the first token."""
+        if self.rate.first_token_at is None and self._live_timer.isActive():
+            self.ttft.setText(text)
+
     def live_rate(self) -> float:
         """The live tokens/s (0 until the window is long enough to be a rate)."""
         return self.rate.rate(time.perf_counter()) or 0.0

@@ -256,6 +256,7 @@ class MainWindow(QMainWindow):
         self.failure.log_requested.connect(self._show_log)
         self.chat.reply_started.connect(self.speed.reply_started)
         self.chat.pieces_arrived.connect(self.speed.pieces_arrived)  # thinking pieces are generated tokens too
+        self.chat.prompt_reading.connect(self.speed.prompt_reading)
         self.chat.reply_finished.connect(self.speed.reply_finished)
         # a failed reply makes the controller check an attached server now (a dead remote noticed within 2 s)
         self.chat.reply_failed.connect(s.server.request_failed)
