@@ -375,7 +375,7 @@ def test_the_recent_replies_line_is_said_in_words(qtbot: QtBot) -> None:
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     title = panel.sparkline_title.text()
-    assert title == "Speed of the last replies, in tokens per second"
+    assert title == "Recent replies, tokens per second"
     panel.reply_started("baseline")
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50))
     assert panel.sparkline_title.text() == title  # nothing to explain yet

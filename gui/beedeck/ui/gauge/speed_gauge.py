@@ -43,7 +43,7 @@ BASELINE_COLOR = QColor("#6c8ebf")
 OTHER_COLOR = QColor("#4f9a6a")  # the other speculation modes
 MODE_COLORS: dict[str, QColor] = {Mode.DFLASH: DFLASH_COLOR, Mode.DSPARK: DFLASH_COLOR, Mode.BASELINE: BASELINE_COLOR,
                                   IN_SERVER_BASELINE: BASELINE_COLOR}
-SPARKLINE_TITLE = "Speed of the last replies, in tokens per second"
+SPARKLINE_TITLE = "Recent replies, tokens per second"
 START_DEG, SPAN_DEG = 225.0, 270.0  # dial from bottom-left, clockwise to bottom-right
 
 
