@@ -68,6 +68,7 @@ class SwitchRunner(QObject):
         self.checker.remote_checked.connect(self.changed)
         self.checker.remote_check_failed.connect(self.changed)
         self.news_ms = NEWS_MS
+        self._news = ""  # the report the news timer runs for
         self._news_timer = QTimer(self, singleShot=True)
         self._news_timer.timeout.connect(self._on_news_old)
         self.changed.connect(self._on_changed)
@@ -173,11 +174,13 @@ class SwitchRunner(QObject):
             self.changed.emit()
 
     def _on_changed(self) -> None:
-        """A report of what a switch did goes after :attr:`news_ms` (a new report starts the time again)."""
-        if self.switch.news:
-            self._news_timer.start(self.news_ms)
-        else:
+        """A report of what a switch did goes after :attr:`news_ms` (a new report starts the time again; other
+        changes leave it be)."""
+        if not self.switch.news:
             self._news_timer.stop()
+        elif self.switch.status != self._news or not self._news_timer.isActive():
+            self._news_timer.start(self.news_ms)
+        self._news = self.switch.status if self.switch.news else ""
 
     def _on_news_old(self) -> None:
         if self.switch.news:
