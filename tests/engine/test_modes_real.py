@@ -150,10 +150,10 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
         t0 = time.monotonic()
         with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS) as changed:
             mtp_button.click()
-            assert window.session.switch.pending is not None and "restarting with the target's MTP heads" in toggle.status.text()
+            assert window.session.switch.pending is not None and "restarting with the target's MTP heads" in toggle.status.line()
         wall = time.monotonic() - t0
         assert changed.args == ["mtp"] and mtp_button.isChecked() and window.session.switch.pending is None
-        assert "MTP: restarted the server with the target's MTP heads in" in toggle.status.text()
+        assert "MTP: restarted the server with the target's MTP heads in" in toggle.status.line()
         assert window.session.switch.last_switch_s is not None and 0 < window.session.switch.last_switch_s <= wall
         pids.append(server_pid(window))
         assert pids[-1] != pids[-2] and not pid_alive(pids[-2]) and _spec_type(pids[-1]) == "draft-mtp"

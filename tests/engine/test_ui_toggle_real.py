@@ -85,12 +85,12 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
         button.click()
         assert window.session.switch.pending is not None  # the restart path shows progress while the server restarts
         assert not toggle.baseline_button.isEnabled() and not toggle.dflash_button.isEnabled()
-        assert "restarting" in toggle.status.text()
+        assert "restarting" in toggle.status.line()
     wall = time.monotonic() - t0
     assert blocker.args == [mode]
     assert window.session.switch.mode == mode and button.isChecked() and window.session.switch.pending is None
     assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
-    status = toggle.status.text()
+    status = toggle.status.line()
     match = TOOK.search(status)
     assert match, status
     assert match.group(1) == ("without" if mode == "baseline" else "with"), status
@@ -115,7 +115,7 @@ def _per_request_toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[fl
         (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
     wall = time.monotonic() - t0
     assert blocker.args == [mode] and window.session.switch.pending is None and server_pid(window) == pid
-    assert ("asks for no drafts" if mode == "baseline" else "uses the draft") in toggle.status.text()
+    assert ("asks for no drafts" if mode == "baseline" else "uses the draft") in toggle.status.line()
     return 0.0, wall
 
 
@@ -247,7 +247,7 @@ def test_a_failed_switch_and_a_stop_start_keep_the_chosen_mode(
         assert (
             window.session.switch.pending is None and window.session.switch.mode == "baseline" and toggle.baseline_button.isChecked()
         )
-        assert toggle.status.text() == "switch failed: see the server log"
+        assert toggle.status.line() == "switch failed: see the server log"
         assert toggle.baseline_button.isEnabled() and toggle.dflash_button.isEnabled()
         assert window.session.server.state == ServerState.FAILED and not pid_alive(pids[-1])
         assert window.start_action.isEnabled(), "Start must work again after a failed switch"
@@ -270,7 +270,7 @@ def _kept_toggle(qtbot: QtBot, window: MainWindow, mode: str, words: str) -> int
     with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS) as blocker:
         (toggle.baseline_button if mode == "baseline" else toggle.dflash_button).click()
     assert blocker.args == [mode] and window.session.switch.pending is None
-    assert words in toggle.status.text(), toggle.status.text()
+    assert words in toggle.status.line(), toggle.status.line()
     pid = server_pid(window)
     assert pid != before and pid_alive(before)  # the other server serves; the one before stays loaded
     assert _has_draft_on_command_line(pid) == (mode == "dflash")

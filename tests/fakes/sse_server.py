@@ -34,6 +34,9 @@ class SSEScript:
     reasoning_tokens: list[str] = field(default_factory=list)  # sent before the content as reasoning_content
     rate: float = 0.0  # tokens per second; 0 = as fast as possible
     first_token_delay: float = 0.0  # seconds of silence before the first token (a long prompt being read)
+    # What llama-server says while it reads the prompt, to a request with "return_progress": its
+    # prompt_progress objects (total, cache, processed, time_ms), spread over first_token_delay.
+    prompt_reads: list[tuple[int, int, int, float]] = field(default_factory=list)
     stall_after: int | None = None  # after N tokens, stop sending (connection stays open) until released
     cut_after: int | None = None  # after N tokens, close the connection without [DONE]
     error_after: int | None = None  # after N tokens, send data: {"error": ...} (as llama-server does)
@@ -162,8 +165,13 @@ class FakeLlamaServer:
     def stream_bytes(self, script: SSEScript) -> Iterator[bytes | None]:
         """The stream body, piece by piece; ``None`` means "cut the connection here"."""
         model = script.model
-        yield _chunk(model, {"role": "assistant", "content": None})
-        if script.first_token_delay:
+        if not script.prompt_reads:
+            yield _chunk(model, {"role": "assistant", "content": None})
+        for total, cache, processed, time_ms in script.prompt_reads:  # as llama-server frames them
+            yield _chunk(model, {"role": "assistant", "content": None}, prompt_progress={
+                "total": total, "cache": cache, "processed": processed, "time_ms": time_ms})
+            time.sleep(script.first_token_delay / len(script.prompt_reads))
+        if script.first_token_delay and not script.prompt_reads:
             time.sleep(script.first_token_delay)
         t0 = time.perf_counter()
         pieces = [("reasoning_content", t) for t in script.reasoning_tokens] + [("content", t) for t in script.tokens]
@@ -287,6 +295,8 @@ class FakeLlamaServer:
                 script = fake.script
                 if script.honours_no_drafts and isinstance(body, dict) and body.get("speculative.n_max") == 0:
                     script = dataclasses.replace(script, draft_n=0, draft_n_accepted=0)
+                if not (isinstance(body, dict) and body.get("return_progress") is True):
+                    script = dataclasses.replace(script, prompt_reads=[])  # said only when asked
                 if script.status != 200:
                     self._error(script.status, script.error_message, script.error_type)
                     return

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QGuiApplication
+from PySide6 import QtGui
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication, QTextDocument
+from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.argv import LaunchRefused, Refusal
@@ -45,6 +48,33 @@ def test_failure_panel_shows_what_why_and_remedy(qtbot: QtBot) -> None:
     assert "• The target model /m/x.gguf does not exist. Check the path." in p.remedy.text()
     p.close_button.click()
     assert p.isHidden()
+
+
+def shown(label: QLabel) -> str:
+    """What a label shows: its text as rich text where Qt renders it so, else as it is."""
+    fmt, text = label.textFormat(), label.text()
+    rich = fmt == Qt.TextFormat.RichText or (fmt == Qt.TextFormat.AutoText and QtGui.Qt.mightBeRichText(text))
+    doc = QTextDocument()
+    doc.setHtml(text) if rich else doc.setPlainText(text)
+    return doc.toPlainText()
+
+
+def test_the_failure_panel_shows_text_as_it_was_written(qtbot: QtBot) -> None:
+    """The Disconnected panel showed "BeeDeck&#x27;s own server": the text was HTML-escaped, apostrophe
+    included, into a label that took it for plain text. Whatever the text holds, it shows as written, and a
+    list of refusals keeps a line each."""
+    p = FailurePanel()
+    qtbot.addWidget(p)
+    p.show_notice("Disconnected", "The server at http://10.0.0.2:8080 keeps running where it is.",
+                  "Connect again, or go back to BeeDeck's own server.", True)
+    assert shown(p.remedy) == "Connect again, or go back to BeeDeck's own server."
+    assert shown(p.what) == "The server at http://10.0.0.2:8080 keeps running where it is."
+    assert shown(p.title) == "Disconnected"
+    p.show_failure(ServerFailure("bad_value", "The value <auto> & 'q8_0' isn't one this build takes.",
+                                 "First line.\nSecond line."), "A <new> title")
+    assert shown(p.what) == "What happened: The value <auto> & 'q8_0' isn't one this build takes."
+    assert shown(p.remedy).splitlines() == ["What to change: First line.", "Second line."]
+    assert shown(p.title).startswith("A <new> title")
 
 
 def test_failure_titles_say_words_for_every_code_beedeck_raises(qtbot: QtBot) -> None:

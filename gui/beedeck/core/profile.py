@@ -60,7 +60,10 @@ def engine_display_name(profile: Profile, caps: EngineCaps | None = None) -> str
     if caps is None:
         return name
     gen = getattr(caps.generation, "value", str(caps.generation))
-    return f"{name} · {gen} {caps.version}".strip()
+    version = caps.version
+    if caps.build and str(caps.build) != version:  # "0.6.0-dev (build 11434, ...)": which build, too
+        version += f" (b{caps.build})"
+    return f"{name} · {gen} {version}".strip()
 
 
 def pair_name(settings: LaunchSettings) -> str:

@@ -1,6 +1,9 @@
-"""A word-wrapped label that reserves the lines its text needs (used across the ui wings)."""
+"""A word-wrapped label that reserves the lines its text needs, and tooltips that wrap (used across the ui
+wings)."""
 
 from __future__ import annotations
+
+import html
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QResizeEvent, QShowEvent
@@ -45,3 +48,10 @@ class WrapLabel(QLabel):
         if height != self.minimumHeight():
             self.setMinimumHeight(height)
             self.updateGeometry()
+
+
+def wrapped_tip(text: str) -> str:
+    """``text`` as a tooltip Qt wraps, its line breaks kept: rich text. Qt shows a plain-text tooltip on one
+    line however long it is (it wraps one only when it is wider than the screen): the starter banner's was
+    about 1,500 px wide on a 1600-px screen."""
+    return "<p>" + html.escape(text, quote=False).replace("\n", "<br>") + "</p>"

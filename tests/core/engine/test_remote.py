@@ -316,3 +316,19 @@ def test_a_server_that_never_answers_is_a_timeout_naming_the_wait_that_ran_out()
         assert "SSH tunnel" in exc.value.remedy
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize(("build_info", "name"), [
+    ("b11434-515e85511", "b11434-515e85511"),
+    ("b11434-unknown", "b11434"),  # BeeDeck's starter build: its number given, its commit not in the sdist
+    ("b0-unknown", "build unknown"),  # a source archive built without its number (issue 37: "b0-unknown")
+    ("b0-unknown-dirty", "build unknown"),
+    ("b0-ba1fdce", "commit ba1fdce"),
+    ("?", "?"),
+])
+def test_the_build_is_named_in_words(build_info: str, name: str) -> None:
+    info = remote.RemoteInfo(url="", model="/m/t.gguf", n_ctx=None, n_ctx_train=None, total_slots=1,
+                             build_info=build_info, engine="llama.cpp", speculative=False, spec_types="",
+                             metrics=False, slots=True, needs_key=False)
+    assert f"llama.cpp {name}" in info.summary() and f"llama.cpp ({name})" in "\n".join(info.describe())
+    assert info.build_name == name

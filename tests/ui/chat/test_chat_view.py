@@ -86,3 +86,46 @@ def test_copying_a_message_says_copied_through_the_pane(qtbot: QtBot, store: Cha
         pane.view.anchorClicked.emit(QUrl(f"copy-msg:{msg.id}"))
     assert clipboard == ["copy me"] and blocker.args == ["Copied the message to the clipboard (1 line)."]
     assert QToolTip.isVisible() and QToolTip.text() == "Copied"
+
+
+PASTED = "class Point:\n    def __str__(self):\n        return f'({self.x}, {self.y})'\n\n\n    x  =  1  # two spaces"
+
+
+def test_a_users_message_keeps_its_text_as_typed(qtbot: QtBot) -> None:
+    """Issue 37: code pasted without a fence lost its indentation (and, read as Markdown, ``__str__`` is a bold
+    "str"). A message the user wrote is shown as typed: every space and line, no markup."""
+    view = make_view(qtbot)
+    view.set_messages([MessageView(1, "user", PASTED)])
+    assert PASTED in view.toPlainText()
+    view.append_message(MessageView(2, "user", PASTED))  # as sent, without the conversation laid out again
+    assert view.toPlainText().count(PASTED) == 2
+    doc = view.document()
+    block = doc.begin()
+    while block.isValid():
+        if "__str__" in block.text():
+            for fragment in (it.fragment() for it in block):  # no part of the message is bold
+                assert fragment.charFormat().fontWeight() <= 400, fragment.text()
+        block = block.next()
+    assert view.horizontalScrollBar().maximum() == 0
+
+
+LONG_LINE = "values = [" + ", ".join(str(i) for i in range(400)) + "]"
+UNBROKEN = "token = '" + "x" * 600 + "'"
+
+
+def test_a_long_code_line_wraps_in_its_frame_and_the_transcript_never_scrolls_sideways(qtbot: QtBot) -> None:
+    """Issue 37: one long code line scrolled the whole transcript sideways, finished or streaming."""
+    view = make_view(qtbot)
+    reply = f"Here:\n\n```python\n{LONG_LINE}\n{UNBROKEN}\n    y = 1\n```\n\nDone."
+    view.set_messages([MessageView(1, "user", UNBROKEN), MessageView(2, "assistant", reply)])
+    assert view.horizontalScrollBar().maximum() == 0
+    assert f"{LONG_LINE}\n{UNBROKEN}\n    y = 1\n" in view.toPlainText()  # wrapped on screen, the text whole
+    view.set_messages([])
+    view.begin_reply(MessageView(3, "assistant", "", complete=False))
+    view.append_delta(f"Here:\n\n```python\n{LONG_LINE}\n")
+    qtbot.waitUntil(lambda: LONG_LINE in view.toPlainText(), timeout=3000)
+    view.append_delta(f"{UNBROKEN}\n    y")
+    qtbot.waitUntil(lambda: "    y" in view.toPlainText(), timeout=3000)
+    assert view.horizontalScrollBar().maximum() == 0  # while it streams into its frame
+    view.end_reply(reply, ReplyFacts())
+    assert view.horizontalScrollBar().maximum() == 0

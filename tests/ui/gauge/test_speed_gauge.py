@@ -337,3 +337,48 @@ def test_speed_ups_come_only_from_a_benchmark_or_tune_with_their_interval_and_ru
     panel.server_ready("a")
     panel.server_ready("another server")
     assert panel.compare.text() == "Baseline —"  # another server: its figures and comparisons start over
+
+
+def test_the_dial_follows_the_server_in_use(qtbot: QtBot) -> None:
+    """Issue 37: after "Use the local server" the dial showed the remote server's 54.9 on the local one's
+    0-50 scale. The dial and the last reply's rows belong to the server they came from."""
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.server_ready("http://10.0.0.5:8080 remote")
+    panel.reply_started("baseline")
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=54.9, tokens=80, prompt_tps=300.0, ttft_s=0.2))
+    assert panel.gauge.value == 54.9 and panel.gauge.scale == 100
+    panel.server_ready("local model: SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert panel.gauge.value <= panel.gauge.scale
+    assert panel.gauge.value == 0 and panel.gauge.mode == "" and panel.gauge.scale == 50
+    assert [lab.text() for lab in (panel.ttft, panel.prefill, panel.tokens, panel.acceptance)] == ["—"] * 4
+
+
+def test_a_new_reply_shows_none_of_the_last_ones_figures_while_it_streams(qtbot: QtBot) -> None:
+    """Issue 37: Prefill showed the previous reply's figure while a new one streamed (and the drafts rows
+    theirs)."""
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    panel.reply_started("model-free")
+    panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=40.0, tokens=80, prompt_tps=151.0, ttft_s=0.3,
+                                    draft_n=20, draft_accepted=10))
+    assert panel.prefill.text() == "151 tok/s" and panel.acceptance.text() == "10/20 (50 %)"
+    panel.reply_started("model-free")
+    assert "151" not in panel.prefill.text() and panel.prefill.text() == "—"
+    assert panel.acceptance.text() == "—" and panel.draft_share.text() == "—"
+    panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=41.0, tokens=60, prompt_tps=163.0, ttft_s=0.2))
+    assert panel.prefill.text() == "163 tok/s" and panel.acceptance.text() == "0 drafted"
+
+
+def test_the_recent_replies_line_is_said_in_words(qtbot: QtBot) -> None:
+    """Issue 37: "Recent replies (tok/s; ring: stopped)" was cryptic."""
+    panel = SpeedPanel()
+    qtbot.addWidget(panel)
+    title = panel.sparkline_title.text()
+    assert title == "Recent replies, tokens per second"
+    panel.reply_started("baseline")
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50))
+    assert panel.sparkline_title.text() == title  # nothing to explain yet
+    panel.reply_started("baseline")
+    panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=10.0, tokens=12, cancelled=True))
+    assert panel.sparkline_title.text() == f"{title} (an open circle: a reply you stopped)"

@@ -5,9 +5,12 @@ session's switch decides (tests/core/engine/speculation/test_mode_switch.py has 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+from PySide6.QtWidgets import QApplication, QToolButton
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps, Generation
@@ -15,6 +18,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, settings_for_mode
 from beedeck.ui.session import Session
 from beedeck.ui.speculation.mode_toggle import ModeToggle
+from beedeck.ui.window.theme import apply_theme
 from tests.ui.speculation.sessions import bind, make_session, restart_done, restart_failed
 
 WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192)
@@ -249,3 +253,26 @@ def test_on_the_starter_n_gram_is_offered_with_the_measured_reason_it_will_not_h
     other = replace(starter, target=str(tmp_path / "qwen.gguf"))
     s.switching.configure(other, _real_caps("mainline"))
     assert STARTER_NGRAM_NOTE not in t.button("model-free").toolTip()  # type: ignore[union-attr]  # another model
+
+
+def _mean_colour(button: QToolButton) -> tuple[float, float, float]:
+    img = button.grab().toImage()
+    cs = [img.pixelColor(x, y) for x in range(3, img.width() - 3) for y in range(3, img.height() - 3)]
+    return tuple(sum(getattr(c, part)() for c in cs) / len(cs) for part in ("red", "green", "blue"))  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_checked_segment_stands_out_in_either_theme(qtbot: QtBot, tmp_path: Path, theme: str) -> None:
+    """Issue 37: in the dark theme the checked segment looked unchecked (Fusion darkens a checked button's
+    background, and the dark palette's is dark already: 81 against 87 of lightness)."""
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    apply_theme(app, theme)
+    caps = replace(_caps(tmp_path, Generation.MAINLINE), spec_types=("ngram-mod",))
+    _s, t = _toggle(qtbot, tmp_path, caps, profile=LaunchSettings(target="/m/t.gguf"))
+    t.show()
+    qtbot.waitExposed(t)
+    on, off = t.button("baseline"), t.button("model-free")
+    assert on is not None and off is not None and on.isChecked() and not off.isChecked()
+    a, b = _mean_colour(on), _mean_colour(off)
+    assert math.dist(a, b) >= 80, (theme, a, b)

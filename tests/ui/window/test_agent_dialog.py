@@ -44,7 +44,7 @@ def test_the_server_menu_has_use_with_each_agent(qtbot: QtBot) -> None:
     agents: list[str] = []
     toolbar = ToolbarActions(QAction("Start"), QAction("Stop"), QAction("B"), QAction("T"), QAction("S"))
     nothing: Callable[[], None] = lambda: None  # noqa: E731
-    commands = MenuCommands(new_chat=nothing, open_wizard=nothing, open_connect=nothing, open_agent=agents.append,
+    commands = MenuCommands(new_chat=nothing, export_chat=lambda fmt: None, open_wizard=nothing, open_connect=nothing, open_agent=agents.append,
                             regenerate=nothing, stop_reply=nothing, show_shortcuts=nothing, show_about=nothing,
                             set_theme=lambda theme: None)
     actions = build_menus(window, Session(AppSettings(), saver=lambda s: None), toolbar, commands, [])

@@ -6,18 +6,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QApplication
+import pytest
+from PySide6 import QtGui
+from PySide6.QtCore import QRect, QSize, Qt
+from PySide6.QtGui import QKeySequence, QScreen, QTextDocument
+from PySide6.QtWidgets import QApplication, QLabel, QToolButton, QToolTip
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.server_state import ServerState
+from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED
+from beedeck.core.starter import STARTER_NOTE
 from beedeck.ui.chat.composer import MAX_LINES
+from beedeck.ui.screen_fit import FRAME_H, FRAME_W
 from beedeck.ui.window.connect_dialog import ConnectDialog
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.menus import next_mode
+from beedeck.ui.window.shortcuts_dialog import shortcut_rows
 from tests.ui.window.test_first_hour import NO_GPU, starter_profile
 from tests.ui.window.test_integration import RecordingController
 
@@ -114,4 +121,108 @@ def test_the_starter_note_is_never_cut_the_prompt_chips_give_way(qtbot: QtBot, b
                                banner.settings_button, banner.dismiss_button) if w.isVisible()]
         for a, b in zip(visible, visible[1:], strict=False):
             assert a.geometry().right() < b.geometry().left(), (width, a, b)  # side by side, none overlaps
+    window.close()
+
+
+@pytest.mark.parametrize("screen", [QRect(0, 0, 1366, 768 - 40), QRect(0, 24, 1280, 800 - 24 - 40)])
+def test_a_fresh_window_opens_inside_the_screens_free_area(qtbot: QtBot, beedeck_home: Path,
+                                                           monkeypatch: pytest.MonkeyPatch, screen: QRect) -> None:
+    """A first run (no saved geometry) on a 1366x768 laptop with a 40-px panel asked for 1280x800: Send, Stop,
+    Regenerate and the status bar sat below the screen's edge until the user maximised the window."""
+    monkeypatch.setattr(QScreen, "availableGeometry", lambda _screen: QRect(screen))
+    window = MainWindow(ChatStore(), RecordingController())
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    window.session.set_profile(starter_profile())
+    QApplication.processEvents()
+    # From where the window's frame begins, its client area with the title bar and borders a WM adds
+    outer = QRect(window.frameGeometry().topLeft(), window.size() + QSize(FRAME_W, FRAME_H))
+    assert screen.contains(outer), (outer, screen)
+    for widget in (window.chat.send_button, window.chat.stop_button, window.chat.regen_button, window.statusBar()):
+        corner = widget.mapTo(window, widget.rect().bottomRight())
+        assert widget.isVisible() and window.rect().contains(corner), widget  # laid out inside the window
+    window.close()
+
+
+def tip_size(tip: str) -> QSize:
+    """The size Qt gives a tooltip on a screen wider than it (QTipLabel: word wrap for rich text only)."""
+    label = QLabel()
+    label.setFont(QToolTip.font())
+    label.setWordWrap(QtGui.Qt.mightBeRichText(tip))  # QtGui's Qt namespace has it, QtCore's not
+    label.setText(tip)
+    return label.sizeHint()
+
+
+def test_the_starter_banners_tooltip_wraps(qtbot: QtBot, beedeck_home: Path) -> None:
+    """It was one plain line about 1,500 px wide (on a 1600-px screen Qt does not wrap it)."""
+    window = laptop_window(qtbot)
+    tip = window.starter_banner.toolTip()
+    assert tip_size(tip).width() <= 600, tip_size(tip)
+    doc = QTextDocument()
+    doc.setHtml(tip)
+    shown = doc.toPlainText()
+    assert STARTER_NOTE in shown and "No NVIDIA GPU in use: the NVIDIA driver is not installed" in shown
+    window.close()
+
+
+def test_a_switchs_report_leaves_the_toolbar_whole_and_goes_at_stop_or_when_old(qtbot: QtBot,
+                                                                                beedeck_home: Path) -> None:
+    """"N-gram: loaded the server … beside the other in 3.2 s; both stay loaded, so switching back loads nothing"
+    pushed "API" and Copy into the toolbar's overflow at 1366 px and stayed there for ever, after Stop too."""
+    window = laptop_window(qtbot)
+    s = window.session
+    binary = beedeck_home / "llama-server"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    binary.write_text("#!/bin/sh\n")
+    caps = EngineCaps(path=str(binary), generation=Generation.MAINLINE, spec_types=("ngram-mod",),
+                      flags=frozenset({"--spec-type"}))
+    s.switching.configure(LaunchSettings(target="/m/t.gguf"), caps)
+    s.server._set_state(ServerState.READY)
+    s.controller.ready.emit("http://127.0.0.1:8477")
+    assert s.request_mode("model-free")
+    s.server.last_switch = LOADED_BESIDE
+    s.controller.ready.emit("http://127.0.0.1:8477")  # the N-gram server is ready beside the other
+    QApplication.processEvents()
+    line = window.mode.status
+    assert "both stay loaded" in s.switch.status
+    assert "both stay loaded" in line.text() + line.toolTip()  # shown, whole or in its tooltip
+    extension = window.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+    assert window.endpoint.isVisible() and window.endpoint.copy_button.isVisible()
+    assert extension is None or not extension.isVisible()  # nothing went into the overflow menu
+    s.stop_server()
+    QApplication.processEvents()
+    assert line.text() == "" and s.switch.status == ""  # both servers are gone, so is the line saying they stay
+    # A report goes on its own too, once old
+    s.switching.news_ms = 50
+    s.server._set_state(ServerState.READY)
+    assert s.request_mode("baseline")
+    s.server.last_switch = RESTARTED
+    s.controller.ready.emit("http://127.0.0.1:8477")
+    QApplication.processEvents()  # laid out again for its new width
+    assert line.text() == "Baseline: restarted the server without speculation in 0.0 s"
+    qtbot.waitUntil(lambda: line.text() == "", timeout=2000)
+    assert window.mode.button("baseline") is not None and window.mode.button("baseline").isChecked()
+    window.close()
+
+
+def test_the_chat_can_be_exported_from_the_menus_and_by_key(qtbot: QtBot, beedeck_home: Path, tmp_path: Path) -> None:
+    """Issue 37: Export was only in the chat list's right-click menu."""
+    window = laptop_window(qtbot)
+    window.open_latest_chat()
+    cid = window.chat.conversation_id
+    assert cid is not None
+    window.store.add_message(cid, "user", "What is a list?")
+    asked: list[str] = []
+    window.conversations.ask_save_path = lambda suggested: asked.append(suggested) or str(tmp_path / suggested)
+    file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
+    entries = {a.text(): a for a in file_menu.actions()}
+    markdown, json_entry = entries["Export this chat as Markdown…"], entries["Export this chat as JSON…"]
+    assert markdown.shortcut() == QKeySequence("Ctrl+E")
+    markdown.trigger()
+    assert asked == ["New chat.md"] and "What is a list?" in (tmp_path / "New chat.md").read_text()
+    json_entry.trigger()
+    assert asked[-1] == "New chat.json" and "What is a list?" in (tmp_path / "New chat.json").read_text()
+    assert "New chat.json" in window.statusBar().currentMessage()  # where it went
+    assert ("Ctrl+E", "Export this chat as Markdown") in shortcut_rows(True)
     window.close()

@@ -9,6 +9,7 @@ is sent as ``Authorization: Bearer`` and never appears in a message, a repr or a
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -119,6 +120,22 @@ class RemoteInfo:
     def model_name(self) -> str:
         return PurePosixPath(self.model).name or self.model
 
+    @property
+    def build_name(self) -> str:
+        """:attr:`build_info` in a reader's words: "b11434" for "b11434-unknown" (a build whose commit is not
+        known), "build unknown" for "b0-unknown" (a source archive built without its number: CMake found no git),
+        "commit ba1fdce" for "b0-ba1fdce"; a build with both, or another form, as the server says it."""
+        m = re.fullmatch(r"b(\d+)-(.+)", self.build_info)
+        if m is None:
+            return self.build_info
+        number, commit = int(m.group(1)), m.group(2)
+        known_commit = not commit.startswith("unknown")
+        if number and known_commit:
+            return self.build_info
+        if number:
+            return f"b{number}"
+        return f"commit {commit}" if known_commit else "build unknown"
+
     def speculation(self) -> str:
         if self.speculative is None:
             return "unknown (the server has /slots off)"
@@ -130,13 +147,13 @@ class RemoteInfo:
         """One line for the status bar: model, context, speculation, engine."""
         ctx = f"{self.n_ctx} tokens" if self.n_ctx else "?"
         return (f"{self.model_name} · context {ctx} · speculation {self.speculation()} · "
-                f"{self.engine} {self.build_info}")
+                f"{self.engine} {self.build_name}")
 
     def describe(self) -> list[str]:
         """Lines for ``beedeck connect``."""
         lines = [
             f"server:       {self.url}",
-            f"engine:       {self.engine} ({self.build_info})",
+            f"engine:       {self.engine} ({self.build_name})",
             f"model:        {self.model}",
             f"context:      {self.n_ctx or '?'} tokens per slot" + (f" (trained {self.n_ctx_train})"
                                                                  if self.n_ctx_train else ""),

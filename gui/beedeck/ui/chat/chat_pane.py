@@ -25,6 +25,7 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from beedeck.core.chat.leases import ChatLeases
+from beedeck.core.chat.prompt_read import prompt_chars
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore, ChatStoreError, Message, auto_title
 from beedeck.core.engine.client import ChatResult, InvalidText, check_text
@@ -34,6 +35,7 @@ from beedeck.ui.chat.chat_worker import ChatRun
 from beedeck.ui.chat.composer import ChatInput
 from beedeck.ui.chat.edit_bar import EditBar
 from beedeck.ui.chat.message_html import MessageView
+from beedeck.ui.chat.prompt_wait import PromptWait
 from beedeck.ui.chat.reply_saver import ReplySaver
 
 PERSIST_MS = 250  # the streaming reply is written to SQLite at most 4 times a second
@@ -48,7 +50,7 @@ class ChatPane(QWidget):
 
     Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer text (a run of pieces);
     ``reasoning_received(str)`` thinking text; ``pieces_arrived(int)`` how many pieces (about one token
-    each) a batch brought; ``reply_finished(ReplyFacts)``; ``reply_failed(str)``;
+    each) a batch brought; ``prompt_reading(str)`` how far the server has read the prompt (in short); ``reply_finished(ReplyFacts)``; ``reply_failed(str)``;
     ``store_failed(str)`` the chat store refused a write or read (the text stays on screen);
     ``conversation_changed(int)``; ``conversations_edited()`` (titles/order);
     ``copied(str)`` a copy link put text on the clipboard (a sentence for the status bar).
@@ -58,6 +60,7 @@ class ChatPane(QWidget):
     delta_received = Signal(str)
     reasoning_received = Signal(str)
     pieces_arrived = Signal(int)
+    prompt_reading = Signal(str)
     reply_finished = Signal(ReplyFacts)
     reply_failed = Signal(str)
     store_failed = Signal(str)
@@ -123,6 +126,8 @@ class ChatPane(QWidget):
         self._saver = ReplySaver(store, self)
         self._saver.failed.connect(self._store_failed)
         self._saver.saved_late.connect(lambda: self.set_notice("The reply that could not be saved is saved now."))
+        self._wait = PromptWait(self.set_notice, self.notice.text, self)  # the wait for the first token, said
+        self._wait.reading.connect(self.prompt_reading)
         self.set_enter_sends(enter_sends)
 
     def set_enter_sends(self, enter_sends: bool) -> None:
@@ -385,16 +390,18 @@ class ChatPane(QWidget):
         assert self.conversation_id is not None
         asked, extra = self.mode_provider()
         mode = Mode.parse(asked)  # a Mode (the toggle's), or a stored word
-        # Timings on every chunk: a reply the user stops still has the server's figures (prefill,
-        # tok/s, drafts) for what it generated. Servers that lack the field ignore it.
-        extra = {"timings_per_token": True, **(extra or {})}
-        stream = self.client.stream_chat(self._history(), max_tokens=self.max_tokens, extra=extra)
+        # Timings on every chunk (a stopped reply keeps the server's figures), the prompt's progress while the
+        # server reads it (a long chat takes seconds before the first token). Others ignore the fields.
+        extra = {"timings_per_token": True, "return_progress": True, **(extra or {})}
+        history = self._history()
+        stream = self.client.stream_chat(history, max_tokens=self.max_tokens, extra=extra)
         reply = self.store.add_message(self.conversation_id, "assistant", "", ReplyFacts(mode=mode).to_json(),
                                        complete=False, parent_id=self._last_shown())
         self._reply_id, self._reply_mode = reply.id, mode
         self.view.begin_reply(self._view_of(reply, self.store.version_positions(self.conversation_id)))
         run = ChatRun(stream, self)
         run.pieces_received.connect(self._on_run_pieces)
+        run.progress_received.connect(self._wait.progress)
         run.finished.connect(self._on_run_finished)
         run.failed.connect(self._on_run_failed)
         run.ended.connect(run.deleteLater)
@@ -403,6 +410,7 @@ class ChatPane(QWidget):
         self.set_notice("")
         self._update_buttons()
         self.reply_started.emit(mode.value if mode else "")
+        self._wait.start(prompt_chars(history))
         run.start()
 
     def stop(self) -> None:
@@ -430,6 +438,7 @@ class ChatPane(QWidget):
         """A batch from the worker: the view takes each run of answer or thinking text at once, the text
         signals fire once per run, and ``pieces_arrived`` once per batch with its piece count (the gauge
         counts pieces: one emit per piece cost a second of GUI time per reply at 10,000 tokens/s)."""
+        self._wait.end()  # the first token came
         run: list[str] = []
         for i, (thinking, text) in enumerate(pieces):
             run.append(text)
@@ -451,6 +460,7 @@ class ChatPane(QWidget):
         return facts.with_reasoning(self.view.thinking_seconds() if reasoning else None)
 
     def _finish(self) -> None:
+        self._wait.end()
         self._persist_timer.stop()
         self._run = None
         self._reply_id = None

@@ -33,6 +33,7 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
+    QTextOption,
 )
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
@@ -79,6 +80,9 @@ class ChatView(QTextBrowser):
         self.setOpenExternalLinks(False)
         self.anchorClicked.connect(self._on_anchor_clicked)
         self.document().setDocumentMargin(12)
+        # A line with no space to break at (a long token, a URL) breaks anywhere: nothing is wider than the view,
+        # which never scrolls sideways (code frames wrap too: markdown_render.frame_html).
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self._messages: list[MessageView] = []
         self._streamed_chars = 0  # characters of the current reply's answer in the document
         self._reply: MessageView | None = None
@@ -196,8 +200,8 @@ class ChatView(QTextBrowser):
         return put
 
     def _body_html(self, m: MessageView, dark: bool) -> str:
-        if m.role == "user":
-            return "<p>" + html.escape(m.content).replace("\n", "<br>") + "</p>"
+        if m.role == "user":  # as typed: pasted code keeps its indentation, and nothing is read as Markdown
+            return f'<p style="white-space:pre-wrap">{html.escape(m.content)}</p>'
         cached = self._html_cache.get((m.id, dark))
         if cached is not None and cached[0] == m.content:
             return cached[1]

@@ -19,12 +19,13 @@ from typing import Protocol
 
 from PySide6.QtCore import QMetaMethod, QObject, QThread, Signal, Slot
 
-from beedeck.core.engine.client.answers import ChatResult
+from beedeck.core.engine.client.answers import ChatResult, PromptProgress
 
 
 class _Delta(Protocol):
     content: str
     reasoning: str
+    progress: PromptProgress | None
 
 
 class StreamLike(Protocol):
@@ -41,11 +42,13 @@ class ChatWorker(QObject):
 
     Signals: ``delta_received(str)`` content pieces, ``reasoning_received(str)`` thinking pieces (both
     emitted on the worker thread: connect them directly, the GUI takes :meth:`take_pieces`),
-    ``pieces_ready()`` the buffer went from empty to not empty, ``finished(ChatResult)`` (also after a
-    cancel, with ``cancelled`` set), ``failed(str)`` a readable error (the stream raised).
+    ``pieces_ready()`` the buffer went from empty to not empty, ``progress_received(PromptProgress)`` how far
+    the server has read the prompt (a few per reply, before its first token), ``finished(ChatResult)`` (also
+    after a cancel, with ``cancelled`` set), ``failed(str)`` a readable error (the stream raised).
     """
 
     delta_received = Signal(str)
+    progress_received = Signal(object)
     reasoning_received = Signal(str)
     pieces_ready = Signal()
     finished = Signal(ChatResult)
@@ -74,6 +77,8 @@ class ChatWorker(QObject):
     def run(self) -> None:
         try:
             for delta in self.stream:  # type: ignore[attr-defined]
+                if delta.progress is not None:
+                    self.progress_received.emit(delta.progress)
                 if delta.content:
                     self.delta_received.emit(delta.content)
                     self._put(False, delta.content)
@@ -91,11 +96,12 @@ class ChatRun(QObject):
 
     Signals: ``pieces_received(list)`` the batch of (is thinking, text) pieces that arrived since the
     last one; ``delta_received(str)``, ``reasoning_received(str)`` the same, one piece at a time;
-    ``finished(ChatResult)``, ``failed(str)`` after the last batch, and ``ended()`` once the thread has
-    stopped (after finished/failed).
+    ``progress_received(PromptProgress)`` how far the prompt is read; ``finished(ChatResult)``, ``failed(str)``
+    after the last batch, and ``ended()`` once the thread has stopped (after finished/failed).
     """
 
     pieces_received = Signal(list)
+    progress_received = Signal(object)
     delta_received = Signal(str)
     reasoning_received = Signal(str)
     finished = Signal(ChatResult)
@@ -111,6 +117,7 @@ class ChatRun(QObject):
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
         self._worker.pieces_ready.connect(self._deliver)  # queued: the worker lives on its thread
+        self._worker.progress_received.connect(self.progress_received)  # queued too, in order with the pieces
         self._worker.finished.connect(self._on_worker_finished)
         self._worker.failed.connect(self._on_worker_failed)
         self._thread.finished.connect(self.ended)

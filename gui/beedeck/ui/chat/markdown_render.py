@@ -175,7 +175,8 @@ def _highlight(code: str, lang: str, dark: bool) -> str:
 def frame_html(lang: str, key: str, block: int, dark: bool, code_html: str) -> str:
     """A code block's frame: the language and a copy link above the code (already HTML).
 
-    A Qt text frame (``-qt-table-type: frame``), not a table: Qt lays out an edit inside a frame
+    Its lines wrap at the frame's edge (``pre-wrap``): a long line would make the whole transcript scroll
+    sideways. A Qt text frame (``-qt-table-type: frame``), not a table: Qt lays out an edit inside a frame
     incrementally but a whole table again (a streaming block grows inside it). Its padding is a border
     in the background colour (Qt's HTML import leaves a frame's padding out).
     """
@@ -186,7 +187,7 @@ def frame_html(lang: str, key: str, block: int, dark: bool, code_html: str) -> s
         f'<table width="100%" style="-qt-table-type: frame; background-color:{bg}; border: 6px solid {bg}; '
         f'margin:4px 0"><tr><td><p style="color:#888;font-size:small;margin:0 0 6px 0">{label}&nbsp;&nbsp;'
         f'<a href="copy:{key}:{block}" style="color:{link}">Copy code</a></p>'
-        f'<pre style="color:{fg};font-family:monospace;margin:0">{code_html}</pre></td></tr></table>'
+        f'<pre style="color:{fg};font-family:monospace;margin:0;white-space:pre-wrap">{code_html}</pre></td></tr></table>'
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from beedeck.core.engine.logparse import as_failure
@@ -51,6 +51,11 @@ def code_words(code: str) -> str:
     return CODE_WORDS.get(code, "")
 
 
+def rich(text: str) -> str:
+    """Plain ``text`` for a rich-text label: shown as written, a line break kept."""
+    return html.escape(text, quote=False).replace("\n", "<br>")
+
+
 class FailurePanel(QFrame):
     """Shows a ``ServerFailure`` (code, message, remedy, exit_code, log_tail) or any exception.
 
@@ -76,6 +81,11 @@ class FailurePanel(QFrame):
         self.detail = QLabel()
         for lab in (self.what, self.remedy, self.detail):
             lab.setWordWrap(True)
+        # Rich text always, the words in it escaped (rich()): a label left to guess took an escaped text
+        # without tags for plain text and showed "BeeDeck&#x27;s"; the log lines are plain text.
+        for lab in (self.title, self.what, self.remedy):
+            lab.setTextFormat(Qt.TextFormat.RichText)
+        self.detail.setTextFormat(Qt.TextFormat.PlainText)
         self.detail.setStyleSheet("color: palette(placeholder-text); font-family: monospace;")
         self.retry_button = QPushButton("Retry")
         self.retry_button.clicked.connect(self.retry_requested)
@@ -103,16 +113,14 @@ class FailurePanel(QFrame):
         f = as_failure(failure)  # several refusals: one line each
         words = code_words(f.code)
         message = f.message or "The server stopped unexpectedly."
-        remedy = f.remedy
-        exit_code = f.exit_code
         tail = list(f.log_tail or [])[-3:]
-        aside = f" <span style='color:#888'>({html.escape(words)})</span>" if words else ""
-        self.title.setText(f"<b>{html.escape(title)}</b>{aside}")
-        self.what.setText(f"<b>What happened:</b> {message}")
-        self.remedy.setText(f"<b>What to change:</b> {remedy}" if remedy else "<b>What to change:</b> see the log.")
+        aside = f" <span style='color:#888'>({rich(words)})</span>" if words else ""
+        self.title.setText(f"<b>{rich(title)}</b>{aside}")
+        self.what.setText(f"<b>What happened:</b> {rich(message)}")
+        self.remedy.setText(f"<b>What to change:</b> {rich(f.remedy) if f.remedy else 'see the log.'}")
         detail = []
-        if exit_code is not None:
-            detail.append(f"exit code {exit_code}")
+        if f.exit_code is not None:
+            detail.append(f"exit code {f.exit_code}")
         detail.extend(tail)
         self.detail.setText("\n".join(detail))
         self.detail.setVisible(bool(detail))
@@ -125,9 +133,9 @@ class FailurePanel(QFrame):
     def show_notice(self, title: str, message: str, remedy: str = "", local: bool = False) -> None:
         """A problem BeeDeck already handled (a damaged file kept aside and recovered): shown until
         dismissed, without Retry or the server log."""
-        self.title.setText(f"<b>{html.escape(title)}</b>")
-        self.what.setText(html.escape(message))
-        self.remedy.setText(html.escape(remedy))
+        self.title.setText(f"<b>{rich(title)}</b>")
+        self.what.setText(rich(message))
+        self.remedy.setText(rich(remedy))
         self.remedy.setVisible(bool(remedy))
         self.detail.hide()
         self.retry_button.hide()

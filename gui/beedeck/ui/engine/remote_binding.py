@@ -50,7 +50,7 @@ class RemoteBinding(QObject):
         self.info = info
         ctx = f"{info.n_ctx:,} tokens" if info.n_ctx else "?"
         self.pair_label.setText(f"model: {info.model_name} · context {ctx} · speculation {info.speculation()}")
-        self.engine_label.setText(f"engine: {info.engine} {info.build_info} (running server)")
+        self.engine_label.setText(f"engine: {info.engine} {info.build_name} (running server)")
         self.endpoint.set_details(info.summary())
 
     def _on_state(self, state: ServerState) -> None:

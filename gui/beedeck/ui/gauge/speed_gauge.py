@@ -43,6 +43,7 @@ BASELINE_COLOR = QColor("#6c8ebf")
 OTHER_COLOR = QColor("#4f9a6a")  # the other speculation modes
 MODE_COLORS: dict[str, QColor] = {Mode.DFLASH: DFLASH_COLOR, Mode.DSPARK: DFLASH_COLOR, Mode.BASELINE: BASELINE_COLOR,
                                   IN_SERVER_BASELINE: BASELINE_COLOR}
+SPARKLINE_TITLE = "Recent replies, tokens per second"
 START_DEG, SPAN_DEG = 225.0, 270.0  # dial from bottom-left, clockwise to bottom-right
 
 
@@ -192,7 +193,7 @@ class SpeedPanel(QFrame):
         form.addRow("Prefill", self.prefill)
         form.addRow("Tokens", self.tokens)
         title = QLabel("<b>Generation speed</b>")
-        self.sparkline_title = QLabel("Recent replies (tok/s; ring: stopped)")
+        self.sparkline_title = QLabel(SPARKLINE_TITLE)
         self.sparkline_title.setWordWrap(True)
         self.compare_title = QLabel("Last figure per mode")
         layout = QVBoxLayout(self)
@@ -226,6 +227,8 @@ class SpeedPanel(QFrame):
         self.gauge.set_value(0.0, live=True)
         self.ttft.setText("waiting for the first token…")
         self.tokens.setText("0")
+        for row in (self.prefill, self.acceptance, self.draft_share):
+            row.setText("—")  # this reply's come at its end: the last one's are not this one's
         self._live_timer.start()
 
     def delta_arrived(self, _text: str = "") -> None:
@@ -238,6 +241,11 @@ class SpeedPanel(QFrame):
         self.rate.add(time.perf_counter(), count)
         if first and (ttft := self.rate.ttft()) is not None:
             self.ttft.setText(f"{ttft:.2f} s")
+
+    def prompt_reading(self, text: str) -> None:
+        """How far the server has read the prompt (the chat's ``prompt_reading``), until the first token."""
+        if self.rate.first_token_at is None and self._live_timer.isActive():
+            self.ttft.setText(text)
 
     def live_rate(self) -> float:
         """The live tokens/s (0 until the window is long enough to be a rate)."""
@@ -268,6 +276,8 @@ class SpeedPanel(QFrame):
             self.draft_share.setText("—")
         if tps > 0:
             self.sparkline.add_value(tps, mode_color(mode), stopped=facts.cancelled)
+            stopped = any(self.sparkline.stopped())
+            self.sparkline_title.setText(SPARKLINE_TITLE + (" (an open circle: a reply you stopped)" if stopped else ""))
         if tps > 0 and not facts.cancelled and mode is not None:
             self.record_figure(mode, tps, drafted=facts.draft_n)
 
@@ -293,10 +303,15 @@ class SpeedPanel(QFrame):
         self._server = identity
 
     def clear_figures(self) -> None:
-        """Another server (model, card): its speeds start from nothing."""
+        """Another server (model, card): its speeds start from nothing, the dial and the last reply's rows too
+        (they were the other server's: its 54.9 stood on this one's 0-50 scale)."""
         self.figures.clear()
         self.gauge.set_baseline(None)
+        self.gauge.set_mode("")
         self.gauge.reset_scale(DEFAULT_SCALE)
+        self.gauge.set_value(0.0)
+        for row in (self.ttft, self.prefill, self.tokens, self.acceptance, self.draft_share):
+            row.setText("—")
         self._update_compare()
 
     def _update_compare(self) -> None:

@@ -16,8 +16,17 @@ import html
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QSizePolicy,
+    QToolButton,
+    QWidget,
+)
 
 from beedeck.core.engine.speculation.mode_switch import ModeSwitch
 from beedeck.core.engine.speculation.modes import (
@@ -32,6 +41,12 @@ from beedeck.core.engine.speculation.modes import (
     ModeOption,
 )
 from beedeck.ui.speculation.mode_popover import ModePopover, plain_html
+from beedeck.ui.wrap_label import wrapped_tip
+
+STATUS_MAX_W = 520  # px of the toolbar the status line asks for at most (its whole text is its tooltip)
+CHECKED_SHEET = ("QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); "
+                 "border: 1px solid palette(highlight); border-radius: 3px; }")
+STATUS_MIN_W = 60  # px it keeps when the toolbar is short of room (then it shows "…" and the tooltip)
 
 WHAT: dict[str, str] = {BASELINE: "no speculation: the target decodes every token itself.",
         DFLASH: "a DFlash draft proposes a block of tokens that the target checks in one pass.",
@@ -39,6 +54,47 @@ WHAT: dict[str, str] = {BASELINE: "no speculation: the target decodes every toke
         DSPARK: "a DSpark draft (DFlash with a Markov head) proposes a block of tokens.",
         MTP: "the target's own MTP heads propose the next tokens: no draft file.",
         MODEL_FREE: "guesses tokens from text already in the context ({spec_type}); no extra model."}
+
+
+class StatusLine(QLabel):
+    """The switch's one-line status, cut ("…") to the width it gets, its whole text as its tooltip when cut.
+
+    A long line ("… both stay loaded, so switching back loads nothing") made the toggle wider than the room
+    in the toolbar, which then put the server's address and Copy into its overflow menu: this line asks for
+    at most :data:`STATUS_MAX_W` and gives way down to :data:`STATUS_MIN_W` before anything else does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._line = ""
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+
+    def set_line(self, text: str) -> None:
+        if text != self._line:
+            self._line = text
+            self.updateGeometry()
+        self._fit()
+
+    def line(self) -> str:
+        """The whole line, however much of it is shown."""
+        return self._line
+
+    def sizeHint(self) -> QSize:
+        # a few px beyond the advance: elidedText measures a little wider than horizontalAdvance
+        return QSize(min(self.fontMetrics().horizontalAdvance(self._line) + 8, STATUS_MAX_W) if self._line else 0,
+                     super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(min(self.sizeHint().width(), STATUS_MIN_W), super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        room = self.contentsRect().width() if self.isVisible() else STATUS_MAX_W  # laid out once shown
+        shown = self.fontMetrics().elidedText(self._line, Qt.TextElideMode.ElideRight, room)
+        self.setText(shown)
+        self.setToolTip(wrapped_tip(self._line) if shown != self._line else "")
 
 
 class ModeToggle(QWidget):
@@ -59,9 +115,12 @@ class ModeToggle(QWidget):
         self.buttons: dict[str, QToolButton] = {}
         self.group = QButtonGroup(self)
         self.group.setExclusive(True)
+        # The checked segment in the highlight colour: Fusion only darkens a checked button's background, which
+        # in the dark palette is dark already (it looked unchecked). palette(): the theme switch re-polishes it.
+        self.setStyleSheet(CHECKED_SHEET)
         self._segments = QHBoxLayout()
         self._segments.setSpacing(0)
-        self.status = QLabel()
+        self.status = StatusLine()
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
@@ -137,7 +196,7 @@ class ModeToggle(QWidget):
             button.setToolTip(f"<p>{html.escape(tip, quote=False)}</p>" if note and o.available else tip)
         self.setEnabled(sw.enabled)
         self._button(sw.pending or sw.mode).setChecked(True)
-        self.status.setText(sw.status)
+        self.status.set_line(sw.status)
         self.setToolTip(sw.tooltip())
         self.why_button.setVisible(bool(sw.unavailable()) and sw.profile is not None)
         self.why_button.setToolTip(plain_html(sw.unavailable()))
@@ -156,7 +215,7 @@ class ModeToggle(QWidget):
         if self.switch.pending is None:
             return
         now = self.clock()
-        self.status.setText(self.switch.restart_status(now))
+        self.status.set_line(self.switch.restart_status(now))
         permille = self.switch.progress(now)
         self.progress.setVisible(permille is not None)
         self.progress.setValue(permille or 0)

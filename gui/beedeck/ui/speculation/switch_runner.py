@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps
@@ -35,13 +35,16 @@ from beedeck.core.starter import mode_notes
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.speculation.switch_checker import SwitchChecker
 
+NEWS_MS = 20_000  # how long the toolbar reports what a switch did ("restarted … in 2.1 s"), then its line goes
+
 
 class SwitchRunner(QObject):
     """Carries out :attr:`switch`'s decisions with the app's server (``serving``).
 
     Signals: ``changed()`` whenever the switch's state changed (views render it again); ``mode_changed(str)``
     once a new mode is in effect (a :class:`Mode` value); ``restarting(LaunchSettings)`` just before a switch
-    restarts the server with these settings (a reply in flight stops).
+    restarts the server with these settings (a reply in flight stops). A report of what a switch did (the
+    switch's news) goes after :attr:`news_ms`, or when the server stops.
     ``client_factory(url, api_key)`` makes the checks' clients; ``runner`` runs the header reads and checks
     (tests: inline); ``clock`` times a restart.
     """
@@ -64,6 +67,11 @@ class SwitchRunner(QObject):
         self.checker.verdict_known.connect(self._on_verdict_known)
         self.checker.remote_checked.connect(self.changed)
         self.checker.remote_check_failed.connect(self.changed)
+        self.news_ms = NEWS_MS
+        self._news = ""  # the report the news timer runs for
+        self._news_timer = QTimer(self, singleShot=True)
+        self._news_timer.timeout.connect(self._on_news_old)
+        self.changed.connect(self._on_changed)
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, settings: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
@@ -161,6 +169,23 @@ class SwitchRunner(QObject):
     def state_changed(self, state: ServerState) -> None:
         if not state.running and self.switch.attached is not None:
             self.switch.detach()  # disconnected, or it stopped answering
+        if state == ServerState.STOPPED and self.switch.news:
+            self.switch.server_stopped()  # "both stay loaded" is not true of a stopped server
+            self.changed.emit()
+
+    def _on_changed(self) -> None:
+        """A report of what a switch did goes after :attr:`news_ms` (a new report starts the time again; other
+        changes leave it be)."""
+        if not self.switch.news:
+            self._news_timer.stop()
+        elif self.switch.status != self._news or not self._news_timer.isActive():
+            self._news_timer.start(self.news_ms)
+        self._news = self.switch.status if self.switch.news else ""
+
+    def _on_news_old(self) -> None:
+        if self.switch.news:
+            self.switch.clear_news()
+            self.changed.emit()
 
     def _on_verdict_known(self) -> None:
         self.changed.emit()

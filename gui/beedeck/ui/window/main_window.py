@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QByteArray, QRect, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
@@ -45,6 +45,7 @@ from beedeck.ui.engine.log_dock import LogDock
 from beedeck.ui.engine.remote_binding import RemoteBinding
 from beedeck.ui.engine.server_controller import ServerController
 from beedeck.ui.gauge.speed_gauge import SpeedPanel
+from beedeck.ui.screen_fit import FRAME_H, FRAME_W, available_area, fit_to
 from beedeck.ui.session import Session
 from beedeck.ui.speculation.guard_banner import GuardBanner, GuardMonitor
 from beedeck.ui.speculation.mode_toggle import ModeToggle
@@ -158,9 +159,10 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.log], [160], Qt.Orientation.Vertical)
         toolbar = ToolbarActions(self.start_action, self.stop_action, self.bench_action, self.tune_action,
                                  self.settings_action)
-        commands = MenuCommands(new_chat=self.new_chat, open_wizard=self.open_wizard, open_connect=self.open_connect,
-                                open_agent=self.open_agent, regenerate=lambda: self.chat.regenerate(),
-                                stop_reply=lambda: self.chat.stop(), show_shortcuts=self.show_shortcuts,
+        commands = MenuCommands(new_chat=self.new_chat, export_chat=self.export_chat, open_wizard=self.open_wizard,
+                                open_connect=self.open_connect, open_agent=self.open_agent,
+                                regenerate=lambda: self.chat.regenerate(), stop_reply=lambda: self.chat.stop(),
+                                show_shortcuts=self.show_shortcuts,
                                 show_about=self.show_about, set_theme=self.set_theme)
         self.menu_actions = build_menus(self, self.session, toolbar, commands, [left, right, self.log])
         self.wizard_action = self.menu_actions["wizard"]
@@ -254,6 +256,7 @@ class MainWindow(QMainWindow):
         self.failure.log_requested.connect(self._show_log)
         self.chat.reply_started.connect(self.speed.reply_started)
         self.chat.pieces_arrived.connect(self.speed.pieces_arrived)  # thinking pieces are generated tokens too
+        self.chat.prompt_reading.connect(self.speed.prompt_reading)
         self.chat.reply_finished.connect(self.speed.reply_finished)
         # a failed reply makes the controller check an attached server now (a dead remote noticed within 2 s)
         self.chat.reply_failed.connect(s.server.request_failed)
@@ -336,6 +339,15 @@ class MainWindow(QMainWindow):
         self.chat.new_conversation()
         self.chat.focus_input()
 
+    def export_chat(self, fmt: str) -> None:
+        """File → Export this chat (``fmt``: "markdown" or "json"): the chat list's export of the chat shown."""
+        if self.chat.conversation_id is None:
+            self.statusBar().showMessage("No chat to export yet: send a message first.", 5000)
+            return
+        out = self.conversations.export(self.chat.conversation_id, fmt)
+        if out is not None:
+            self.statusBar().showMessage(f"Exported the chat to {out}", 8000)
+
     def open_latest_chat(self) -> None:
         """The newest chat no other BeeDeck window has open, else a new one: two windows never share a chat."""
         try:
@@ -409,13 +421,22 @@ class MainWindow(QMainWindow):
         geometry = s.value("window/geometry")
         state = s.value("window/state")
         if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
+            self.restoreGeometry(geometry)  # Qt moves and shrinks it into a screen smaller than the one it was saved on
         else:
-            self.resize(1280, 800)
+            self.fit_screen(available_area(self))
         if isinstance(state, QByteArray):
             self.restoreState(state)
         else:
             self.log.hide()  # the transcript gets the height; View → Server log (or a failure) shows it
+
+    def fit_screen(self, available: QRect) -> None:
+        """A first run's geometry: :data:`PREFERRED_SIZE`, capped so that the window, its title bar and borders
+        fit the screen's free area (a 1366x768 laptop with a panel leaves 728 px: at 800 px Send, Stop and the
+        status bar were below its edge), centred in it."""
+        fit_to(self, PREFERRED_SIZE, available)
+        outer = self.size() + QSize(FRAME_W, FRAME_H)
+        self.move(available.x() + (available.width() - outer.width()) // 2,
+                  available.y() + (available.height() - outer.height()) // 2)
 
     def save_view(self) -> None:
         s = ui_settings()
@@ -437,3 +458,4 @@ class MainWindow(QMainWindow):
 
 
 CHAT_MIN_WIDTH = 420
+PREFERRED_SIZE = (1280, 800)  # a first run's window where the screen has room for it

@@ -1,7 +1,7 @@
-"""The window's menu bar: File (incl. Connect), Server (incl. Tune, follow the advice, keep the other mode loaded,
+"""The window's menu bar: File (incl. export the chat, Connect), Server (incl. Tune, follow the advice, keep the other mode loaded,
 Use with…), Chat (regenerate, stop, next mode), View (docks, theme), Help (docs, shortcuts, about). Every
 action with a key shows it in its menu: Start F5, Stop Shift+F5, Regenerate Ctrl+R, the next speculation
-mode Ctrl+M. Keys the window answers through its own shortcuts (Ctrl+N, Esc) are shown after a tab in the
+mode Ctrl+M, export the chat Ctrl+E. Keys the window answers through its own shortcuts (Ctrl+N, Esc) are shown after a tab in the
 action's text, so they are not registered twice (an ambiguous shortcut fires neither).
 
 Built from the toolbar's actions, the session (the choices it saves, the mode switch) and the window's
@@ -41,6 +41,7 @@ class MenuCommands:
     """What the window does for a menu entry (its dialogs and its chat)."""
 
     new_chat: Callable[[], None]
+    export_chat: Callable[[str], None]  # "markdown" or "json"
     open_wizard: Callable[[], None]
     open_connect: Callable[[], None]
     open_agent: Callable[[str], None]
@@ -106,6 +107,12 @@ def build_menus(window: QMainWindow, session: Session, toolbar: ToolbarActions, 
     file_menu = bar.addMenu("&File")
     out["new_chat"] = file_menu.addAction("New chat\tCtrl+N", commands.new_chat)  # the window's own shortcut
     out["new_chat"].setToolTip("Start a new chat")
+    out["export_markdown"] = file_menu.addAction("Export this chat as Markdown…", lambda: commands.export_chat("markdown"))
+    out["export_markdown"].setShortcut(QKeySequence("Ctrl+E"))
+    out["export_markdown"].setToolTip("Save the chat shown as a Markdown file (the chat list's menu exports any chat)")
+    out["export_json"] = file_menu.addAction("Export this chat as JSON…", lambda: commands.export_chat("json"))
+    out["export_json"].setToolTip("Save the chat shown as JSON: every message with its speed figures")
+    file_menu.addSeparator()
     toolbar.settings.setShortcut(QKeySequence("Ctrl+,"))
     file_menu.addAction(toolbar.settings)
     out["wizard"] = file_menu.addAction("Setup wizard…", commands.open_wizard)

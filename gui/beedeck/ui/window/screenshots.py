@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, Qt, QTimer
+from PySide6.QtCore import QEventLoop, QRect, Qt, QTimer
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QLineEdit, QWidget
 
@@ -21,6 +21,8 @@ from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.server_state import ServerState
 from beedeck.ui.window.main_window import MainWindow
 from beedeck.ui.window.theme import apply_theme
+
+PASTED = "What does this print?\n\nclass Point:\n    def __str__(self):\n        return 'a point'\n\nprint(Point())"
 
 
 def _wait(app: QApplication, cond: Callable[[], bool], timeout_s: float) -> bool:
@@ -65,7 +67,7 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
             facts = done[0]
             print(f"first reply: {facts.tokens or '?'} tokens at {facts.tps or '?'} tokens/s, first token "
                   f"after {facts.ttft_s or '?'} s; {time.monotonic() - started:.1f} s from the window's start")
-        window.chat.input.setPlainText("And now in one line?")
+        window.chat.input.setPlainText(PASTED)  # code pasted without a fence: shown as typed
         done.clear()
         window.chat.send()
         _wait(app, lambda: bool(done), 300)
@@ -86,8 +88,10 @@ def take_screenshots(app: QApplication, window: MainWindow, out_dir: Path, promp
         other = "light" if theme == "dark" else "dark"
         apply_theme(app, other)  # as View → Theme does: every widget and the open transcript follow at once
         _save(app, window, out_dir / f"main-chat-{other}.png")
+        # The smallest common laptop screen (a 40-px panel): the window a first run opens there, whole
+        window.fit_screen(QRect(0, 0, 1366, 768 - 40))
+        _save(app, window, out_dir / f"main-1366x768-{other}.png")
         apply_theme(app, theme)
-        window.resize(1366, 768)  # the smallest common laptop screen: the transcript keeps most of it
         _save(app, window, out_dir / "main-1366x768.png")
     take_setup_screenshots(app, window, out_dir)
     window.close()  # stops the server: nothing is left running

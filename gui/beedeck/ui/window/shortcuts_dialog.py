@@ -15,6 +15,7 @@ def shortcut_rows(enter_sends: bool) -> list[tuple[str, str]]:
         ("Ctrl+Enter", "Send, whichever Enter setting is chosen"),
         ("Esc", "Stop the reply; in edit mode, cancel the edit"),
         ("Ctrl+N", "New chat"),
+        ("Ctrl+E", "Export this chat as Markdown"),
         ("Ctrl+R", "Regenerate the last reply"),
         ("Ctrl+M", "Next speculation mode (Baseline, then each mode this setup can run)"),
         ("F5", "Start the server"),

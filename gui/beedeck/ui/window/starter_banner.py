@@ -13,6 +13,7 @@ from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy
 
 from beedeck.core.starter import STARTER_NOTE, STARTER_PROMPTS
+from beedeck.ui.wrap_label import wrapped_tip
 
 # The line's forms, fullest first: (short note, short button words).
 FORMS = ((False, False), (True, False), (True, True))
@@ -146,7 +147,7 @@ class StarterBanner(QFrame):
         self._set_form(*FORMS[self._form])
         self._fit_chips()
         why = f"\n\nNo NVIDIA GPU in use: {self._no_gpu}" if self._no_gpu else ""
-        self.setToolTip(f"{STARTER_NOTE}{why}")
+        self.setToolTip(wrapped_tip(f"{STARTER_NOTE}{why}"))
 
     def _dismiss(self) -> None:
         self._dismissed = True

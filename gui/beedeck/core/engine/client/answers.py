@@ -164,12 +164,50 @@ class ChatResult:
 
 
 @dataclass(frozen=True)
+class PromptProgress:
+    """How far the server has read the prompt before the first token (llama-server's ``prompt_progress``, sent
+    when the request asks ``return_progress``): ``total`` tokens in the prompt, ``cache`` of them kept from the
+    last request (not read again), ``processed`` read so far (the cached ones included), in ``time_ms``."""
+
+    total: int
+    cache: int
+    processed: int
+    time_ms: float
+
+    @classmethod
+    def from_json(cls, data: object) -> PromptProgress | None:
+        """The server's object, checked; None where a number cannot be true (the hint then goes without it)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            total, cache, processed = (count(data, k) for k in ("total", "cache", "processed"))
+            time_ms = figure(data, "time_ms", MAX_MS)
+        except ImpossibleNumber:
+            return None
+        if total is None or cache is None or processed is None or not cache <= total or not processed <= total:
+            return None
+        return cls(total, cache, processed, time_ms or 0.0)
+
+    @property
+    def to_read(self) -> int:
+        """The tokens this request reads anew (not kept from the last one)."""
+        return self.total - self.cache
+
+    @property
+    def read(self) -> int:
+        """Of :attr:`to_read`, those read so far."""
+        return max(0, self.processed - self.cache)
+
+
+@dataclass(frozen=True)
 class ChatDelta:
-    """A piece of the reply as it arrived; ``t`` is ``time.perf_counter()`` at arrival."""
+    """A piece of the reply as it arrived; ``t`` is ``time.perf_counter()`` at arrival. A delta with
+    ``progress`` (and no text) says how far the server has read the prompt."""
 
     content: str
     reasoning: str
     t: float
+    progress: PromptProgress | None = None
 
 
 def _error_from_body(status: int, body: bytes | str) -> HTTPStatusError:
@@ -218,6 +256,8 @@ class StreamedReply:
                 self.timings, self.timings_rejected = None, f"the server's timings cannot be true ({exc})"
         if obj.get("usage"):
             self.usage = checked_usage(obj["usage"])
+        if "prompt_progress" in obj and (progress := PromptProgress.from_json(obj["prompt_progress"])) is not None:
+            yield ChatDelta("", "", time.perf_counter(), progress)
         for choice in obj.get("choices") or ():
             if choice.get("finish_reason"):
                 self.finish = choice["finish_reason"]

@@ -226,7 +226,8 @@ class ChatStream:
                 if not isinstance(obj, dict):
                     raise ClientError(f"The server sent a malformed stream line: {printable(data, 200)}")
                 for delta in reply.take(obj):
-                    self._flowing = True
+                    if delta.progress is None:
+                        self._flowing = True  # the stall clock runs once text comes (reading a prompt is slow)
                     yield delta
                 if self._max_tokens is not None:
                     self._check_cap(reply)

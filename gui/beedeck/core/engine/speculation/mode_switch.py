@@ -108,6 +108,7 @@ class ModeSwitch:
         self.path_note = FIRST_NOTE
         self.options: list[ModeOption] = [ModeOption(BASELINE, LABELS[BASELINE], True)]
         self.status = ""
+        self.news = False  # the status reports what a switch did (it goes: clear_news), not what lasts
         self.local_files = True  # the profile's files are on this machine (their headers may be read here)
         self.held = ""  # why the switch is held on a server BeeDeck did not start ("" when it is not)
         # A mode that runs here but was measured not to help with these files (the starter's N-gram): the
@@ -141,7 +142,7 @@ class ModeSwitch:
             self.mode = self.served = mode_of(profile) if profile is not None else Mode.BASELINE
         self._refresh()
         if not same_profile or self.status == NO_SPECULATION:  # the probe may have brought modes
-            self.status = "" if self.enabled else NO_SPECULATION
+            self._say("" if self.enabled else NO_SPECULATION)
 
     def set_facts(self, facts: ModelFacts) -> None:
         """What the GGUF headers say now (read off the GUI thread by the view)."""
@@ -230,15 +231,16 @@ class ModeSwitch:
         per_request = self.path() == PER_REQUEST and self.served == DFLASH and wanted in (BASELINE, DFLASH)
         if per_request or self.profile is None:
             self.mode = wanted
-            self.status = f"{wanted.label}: next reply " + (
-                "asks for no drafts (per request; the draft stays loaded)" if wanted == BASELINE else "uses the draft")
+            self._say(f"{wanted.label}: next reply " + (
+                "asks for no drafts (per request; the draft stays loaded)" if wanted == BASELINE else "uses the draft"),
+                news=True)
             return Decision(Outcome.SWITCHED, wanted, extra=self.request_extra())
         return self._restart(wanted)
 
     def _restart(self, mode: Mode) -> Decision:
         assert self.profile is not None
         self.pending = mode
-        self.status = self.restarting(0.0)
+        self._say(self.restarting(0.0))
         return Decision(Outcome.RESTART, mode, settings=settings_for_mode(self.profile, mode, self.caps))
 
     def how(self, mode: Mode, before: Mode) -> str:
@@ -292,12 +294,13 @@ class ModeSwitch:
         label = next((o.label for o in self.options if o.key == mode), mode.label)
         how = self.how(mode, before)
         if went == SWAPPED:
-            self.status = f"{label}: switched to the server kept loaded {how} in {took_s:.1f} s (nothing loaded)"
+            said = f"{label}: switched to the server kept loaded {how} in {took_s:.1f} s (nothing loaded)"
         elif went == LOADED_BESIDE:
-            self.status = (f"{label}: loaded the server {how} beside the other in {took_s:.1f} s; both stay loaded, "
-                           "so switching back loads nothing")
+            said = (f"{label}: loaded the server {how} beside the other in {took_s:.1f} s; both stay loaded, "
+                    "so switching back loads nothing")
         else:
-            self.status = f"{label}: restarted the server {how} in {took_s:.1f} s"
+            said = f"{label}: restarted the server {how} in {took_s:.1f} s"
+        self._say(said, news=True)
         return mode
 
     def restart_failed(self) -> None:
@@ -305,7 +308,24 @@ class ModeSwitch:
             return
         self.pending = self.began = None
         self._refresh()
-        self.status = "switch failed: see the server log"
+        self._say("switch failed: see the server log", news=True)  # the failure panel says it lastingly
+
+    def _say(self, status: str, news: bool = False) -> None:
+        """The status line: ``news`` reports what a switch did (true when said, stale later: it goes at
+        :meth:`clear_news` or :meth:`server_stopped`); otherwise it says what lasts (a restart under way, a
+        check, why the switch is held or off)."""
+        self.status, self.news = status, news
+
+    def clear_news(self) -> None:
+        """The report of what a switch did is old now (the view's clock): the line goes; a lasting one stays."""
+        if self.news:
+            self._say("")
+
+    def server_stopped(self) -> None:
+        """The server stopped (Stop, a crash): a report such as "both stay loaded" is no longer true. The stop
+        of a restart under way is part of it: its line stays."""
+        if self.pending is None:
+            self.clear_news()
 
     def set_per_request(self, honoured: bool | None, why: str = "") -> None:
         """What a check (or a contradicting reply) showed; the status says which path is used now."""
@@ -315,7 +335,7 @@ class ModeSwitch:
         if self.dflash_profile() and self.pending is None:
             how = ("per request: the draft stays loaded, no restart" if self.path() == PER_REQUEST
                    else "by restarting the server without the draft")
-            self.status = f"Baseline switches {how}"
+            self._say(f"Baseline switches {how}", news=True)
 
     def contradicted(self, drafted: int) -> Decision | None:
         """A reply sent as baseline per request came back with ``drafted`` draft tokens: this engine ignores
@@ -351,7 +371,7 @@ class ModeSwitch:
                 "honours a per-request 'no drafts'" if known else "ignores a per-request 'no drafts'"))
             return False
         self.checked.add(caps.path)
-        self.status = CHECKING
+        self._say(CHECKING)
         return True
 
     def check_done(self, verdict: PerRequestVerdict) -> None:
@@ -403,11 +423,13 @@ class ModeSwitch:
     def _hold(self, info: RemoteInfo, reason: str) -> None:
         """On the mode the server runs, disabled: replies are labelled with what made them."""
         self.configure(served_settings(info), None, per_request=False, local_files=False)
-        self.held, self.status = reason, HELD_STATUS
+        self.held = reason
+        self._say(HELD_STATUS)
 
     def _off(self, reason: str, status: str = OFF_STATUS) -> None:
         self.configure(None, None)
-        self.held, self.status = reason, status
+        self.held = reason
+        self._say(status)
 
     def standby_settings(self) -> LaunchSettings | None:
         """The other server worth keeping loaded beside this one (core/engine/speculation/standby.py): on the
