@@ -23,7 +23,8 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.clicmd.bench import synthetic_settings
 from beedeck.core.chat.store import ChatStore
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART
 from beedeck.core.profile import Profile
@@ -48,7 +49,7 @@ def _sticky_profile(engine: Path, draft_format: str = "mainline") -> Profile:
     # The bench command's settings for this pair (threads 1, flash-attn auto, draft-n-max 15), in
     # DFlash mode and greedy, so acceptance is exactly 100 %.
     settings: LaunchSettings = replace(
-        synthetic_settings(target, draft), spec_mode=SpecMode.DFLASH, temp=0.0, top_k=1
+        synthetic_settings(target, draft), spec_mode=Mode.DFLASH, temp=0.0, top_k=1
     )
     return Profile(str(engine), settings, "CPU engine + synthetic sticky pair")
 

@@ -28,24 +28,14 @@ from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
 from beedeck.core.bench.report import ChartRenderer, Summary, same_text_note, summarize, write_reports
-from beedeck.core.bench.results import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    IN_SERVER_BASELINE,
-    MODEL_FREE,
-    MODES,
-    MTP,
-    BenchReport,
-)
+from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.runner import DEFAULT_REPS, IN_SERVER_CHOICES, SWITCHING, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.ports import HostError
 from beedeck.core.engine.probe import probe_engine
-from beedeck.core.engine.speculation.modes import mode_label
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.core.starter import (
     StarterMissing,
@@ -57,8 +47,8 @@ from beedeck.core.starter import (
 SYNTH_MAX_TOKENS = 128  # the sticky pair repeats one token: 128 are enough to see the speed-up
 SYNTHETIC_KINDS = ("dflash", "mtp", "mtp-random")
 # The engines' own words for the modes (and "off"), as --spec accepts them.
-MODE_ALIASES = {"off": BASELINE, "none": BASELINE, "ngram": MODEL_FREE, "n-gram": MODEL_FREE,
-                "draft-dflash": DFLASH, "draft-eagle3": EAGLE3, "draft-dspark": DSPARK, "draft-mtp": MTP}
+MODE_ALIASES = {"off": Variant(Mode.BASELINE), "none": Variant(Mode.BASELINE), "ngram": Variant(Mode.MODEL_FREE), "n-gram": Variant(Mode.MODEL_FREE),
+                "draft-dflash": Variant(Mode.DFLASH), "draft-eagle3": Variant(Mode.EAGLE3), "draft-dspark": Variant(Mode.DSPARK), "draft-mtp": Variant(Mode.MTP)}
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -125,7 +115,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
     settings: LaunchSettings | None = None
     max_tokens, temperature = args.max_tokens, args.temperature
     if args.url:
-        default_modes: list[str] = [BASELINE]
+        default_modes: list[str] = [Variant(Mode.BASELINE)]
     else:
         if args.engine:
             engine = Path(args.engine)
@@ -154,7 +144,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
 def default_bench_modes(caps: EngineCaps, settings: LaunchSettings) -> list[str]:
     """Baseline plus each mode the model files bring (the draft's kind, MTP heads) that this engine runs."""
     options = modes_for(caps, settings, *read_infos(settings))
-    modes: list[str] = [BASELINE, *(o.key for o in options if o.available and o.key in (DFLASH, EAGLE3, DSPARK, MTP))]
+    modes: list[str] = [Variant(Mode.BASELINE), *(o.key for o in options if o.available and o.key in (Variant(Mode.DFLASH), Variant(Mode.EAGLE3), Variant(Mode.DSPARK), Variant(Mode.MTP)))]
     return modes
 
 
@@ -171,13 +161,13 @@ def parse_modes(text: str, caps: EngineCaps | None, settings: LaunchSettings | N
                 raise BenchError("--modes all needs BeeDeck to start the engine (it cannot tell what a --url server "
                                  "runs): name the mode instead.")
             out += [o.key for o in modes_for(caps, settings, *read_infos(settings)) if o.available]
-        elif word in MODES:
+        elif word in (*(Variant(m) for m in Mode), IN_SERVER_BASELINE):
             out.append(word)
         elif word in MODE_ALIASES:
             out.append(MODE_ALIASES[word])
         elif caps is not None and settings is not None and word in caps.model_free_spec_types:
             settings.spec_model_free_type = word
-            out.append(MODEL_FREE)
+            out.append(Variant(Mode.MODEL_FREE))
         else:
             out.append(word)
     return list(dict.fromkeys(out))
@@ -263,12 +253,12 @@ def format_table(report: BenchReport, summary: Summary) -> str:
     for mode in report.modes:
         m = summary.overall.get(mode)
         if m is None or m.gen_tps is None:
-            lines.append(f"{mode_label(mode):<23} no finished replies")
+            lines.append(f"{mode.label:<23} no finished replies")
             continue
         g = m.gen_tps
         acc = f"{100 * m.acceptance:.1f}%" if m.acceptance is not None else "-"
         same = f"{m.identical}/{m.compared}" if m.compared else "-"
-        lines.append(f"{mode_label(mode):<23} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8}   "
+        lines.append(f"{mode.label:<23} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8}   "
                      f"{cells[mode]:<{width}} {same:>6}")
     return "\n".join(lines)
 

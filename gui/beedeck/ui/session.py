@@ -20,7 +20,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from beedeck.core import paths
-from beedeck.core.chat.speed import ModeFigures, mode_key
+from beedeck.core.chat.speed import ModeFigures
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure, as_failure
@@ -348,7 +348,7 @@ class Session(QObject):
     def record_figure(self, mode: str, tps: float, source: str, comparison: Comparison | None = None) -> None:
         """A mode's speed measured by a benchmark or a tune: the speed panel's last figure for it, with its
         speed-up over the baseline where the rule gave one (core/engine/speculation/comparison.py)."""
-        self.figures.record(mode_key(mode), tps, source, comparison=comparison)
+        self.figures.record(mode, tps, source, comparison=comparison)
         self.figures_changed.emit()
 
     def say(self, text: str, ms: int = 0) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, mode_key, mode_label, nice_scale
+from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, nice_scale
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.comparison import Evidence, compare
 
 
@@ -122,7 +123,7 @@ def test_mode_figures_lines_for_every_mode_with_speedups_only_from_the_rule() ->
     assert f.compared("dflash") is None
     f.clear()
     assert f.lines() == ["Baseline —"] and f.as_dict() == {} and f.compared("mtp") is None
-    assert mode_label("baseline-draft-loaded") == "Baseline (draft loaded)" and mode_label("eagle3") == "EAGLE-3"
+    assert "baseline-draft-loaded".label == "Baseline (draft loaded)" and "eagle3".label == "EAGLE-3"
 
 
 def test_scale_per_reply_follows_the_mode_and_the_server() -> None:
@@ -139,7 +140,6 @@ def test_scale_per_reply_follows_the_mode_and_the_server() -> None:
 
 def test_mode_keys_from_spec_modes_too() -> None:
     """The typed reply facts may hand a SpecMode: its "off" is the baseline, the rest are the same keys."""
-    from beedeck.core.engine.launch_settings import SpecMode
 
-    assert mode_key(SpecMode.OFF) == "baseline" and mode_key(SpecMode.MODEL_FREE) == "model-free"
-    assert mode_key("dflash") == "dflash" and mode_key(None) == ""
+    assert Mode.BASELINE == "baseline" and Mode.MODEL_FREE == "model-free"
+    assert "dflash" == "dflash" and None == ""

@@ -13,8 +13,9 @@ from PySide6.QtWidgets import QProgressBar
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.report import summarize
-from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, Sample
+from beedeck.core.bench.results import BenchReport, Sample
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.ui.bench.bench_chart import render_report_charts
 from beedeck.ui.bench.bench_view import BenchView
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
@@ -37,7 +38,7 @@ def test_run_fills_table_and_chart(qtbot: QtBot, slow_server: FakeLlamaServer, t
     view.set_server_url(slow_server.base_url)
     view.set_suite(SUITE)
     view.reps.setValue(2)
-    assert view.selected_modes() == [BASELINE]
+    assert view.selected_modes() == [Variant(Mode.BASELINE)]
     with qtbot.waitSignal(view.run_started), qtbot.waitSignal(view.run_finished, timeout=30000) as finished:
         view.run_button.click()
     report = finished.args[0]
@@ -89,10 +90,10 @@ def test_no_engine_tells_what_to_do(qtbot: QtBot) -> None:
 def test_chart_png_has_the_mode_colours(qapp: object, tmp_path: Path) -> None:
     samples = []
     for rep in range(3):
-        samples.append(Sample(BASELINE, "a", rep, 1, completion_tokens=10, gen_tps=40.0 + rep))
-        samples.append(Sample(DFLASH, "a", rep, 1, completion_tokens=10, gen_tps=130.0 + rep, draft_n=9,
+        samples.append(Sample(Variant(Mode.BASELINE), "a", rep, 1, completion_tokens=10, gen_tps=40.0 + rep))
+        samples.append(Sample(Variant(Mode.DFLASH), "a", rep, 1, completion_tokens=10, gen_tps=130.0 + rep, draft_n=9,
                               draft_n_accepted=9))
-    report = BenchReport(SUITE, [BASELINE, DFLASH], 3, 0, samples=samples)
+    report = BenchReport(SUITE, [Variant(Mode.BASELINE), Variant(Mode.DFLASH)], 3, 0, samples=samples)
     paths = render_report_charts(report, summarize(report), tmp_path)
     assert [p.name for p in paths] == ["tokens_per_s.png", "speedup.png"]
     img = QImage(str(paths[0]))
@@ -181,13 +182,12 @@ def test_progress_reaches_the_widgets_on_the_gui_thread(qtbot: QtBot, slow_serve
 def test_one_repetition_shows_the_modes_by_name_and_no_interval(qtbot: QtBot) -> None:
     """Issue 37: the table said "model-free", and one repetition printed "CI 0.99-0.99" with a chart of
     speed-up bars whose whiskers were no interval."""
-    from beedeck.core.bench.results import MODEL_FREE
 
-    report = BenchReport(SUITE, [BASELINE, MODEL_FREE], reps=1, warmup=0)
-    for mode, speeds in ((BASELINE, (50.0, 40.0)), (MODEL_FREE, (40.0, 51.2))):
+    report = BenchReport(SUITE, [Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)], reps=1, warmup=0)
+    for mode, speeds in ((Variant(Mode.BASELINE), (50.0, 40.0)), (Variant(Mode.MODEL_FREE), (40.0, 51.2))):
         for pid, v in zip(("a", "b"), speeds, strict=True):
             report.samples.append(Sample(mode, pid, 0, 1, completion_tokens=10, gen_tps=v,
-                                         draft_n=0 if mode == BASELINE else 8, draft_n_accepted=0))
+                                         draft_n=0 if mode == Variant(Mode.BASELINE) else 8, draft_n_accepted=0))
     view = BenchView()
     qtbot.addWidget(view)
     view.show_report(report)

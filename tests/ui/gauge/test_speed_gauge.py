@@ -8,8 +8,7 @@ from PySide6.QtGui import QColor, QImage
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.speed import mode_label
-from beedeck.core.engine.speculation.modes import Mode
+from beedeck.core.engine.mode import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 from beedeck.ui.gauge.speed_gauge import SpeedGauge, SpeedPanel, nice_scale
 
@@ -160,7 +159,7 @@ def test_every_mode_is_labelled_with_its_own_name(qtbot: QtBot) -> None:
         panel.reply_started(mode.value)
         assert panel.gauge.mode == mode
         panel.reply_finished(ReplyFacts(mode=mode, tps=tps, tokens=100, draft_n=60, draft_accepted=42))
-        assert panel.gauge.mode == mode and mode_label(panel.gauge.mode) == mode.label != "Baseline"
+        assert panel.gauge.mode == mode and panel.gauge.mode.label == mode.label != "Baseline"
         assert f"{mode.label} {tps:.1f} tok/s (last reply)" in panel.compare.text().splitlines()
     assert "DFlash" not in panel.compare.text()  # no mode that never answered
     assert panel.gauge.baseline == 20.0  # no other mode moved the baseline marker

@@ -11,13 +11,14 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, settings_for_mode
 from beedeck.ui.session import Session
 from beedeck.ui.speculation.mode_toggle import ModeToggle
 from tests.ui.speculation.sessions import bind, make_session, restart_done, restart_failed
 
-WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192)
+WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=Mode.DFLASH, ctx_size=8192)
 
 
 def _caps(tmp_path: Path, generation: Generation) -> EngineCaps:
@@ -93,7 +94,7 @@ def test_restart_path(qtbot: QtBot, tmp_path: Path) -> None:
     with qtbot.waitSignal(s.switching.restarting) as blocker:
         t.baseline_button.click()
     settings = blocker.args[0]
-    assert settings.draft is None and settings.spec_mode == SpecMode.OFF
+    assert settings.draft is None and settings.spec_mode == Mode.BASELINE
     assert settings.ctx_size == 8192 and settings.target == WITH_DRAFT.target  # same argv otherwise
     assert s.switch.pending is not None and not t.dflash_button.isEnabled()
     assert s.switch.mode == "dflash"  # unchanged until the restart finished
@@ -184,7 +185,7 @@ def test_an_mtp_target_offers_mtp_and_says_why_the_draft_modes_cannot_run(qtbot:
     with qtbot.waitSignal(s.switching.restarting) as blocker:
         assert s.request_mode("mtp") is True
     settings = blocker.args[0]
-    assert settings.spec_mode == SpecMode.MTP and settings.draft is None
+    assert settings.spec_mode == Mode.MTP and settings.draft is None
     assert settings.ctx_size == 8192 and settings.draft_n_max == 4  # nothing else changes
     assert s.switch.pending is not None and "restarting with the target's MTP heads" in t.status.text()
     assert s.request_mode("baseline") is False  # one switch at a time
@@ -192,10 +193,10 @@ def test_an_mtp_target_offers_mtp_and_says_why_the_draft_modes_cannot_run(qtbot:
         restart_done(s)
     assert changed.args == ["mtp"] and s.switching.provider() == ("mtp", {})
     assert "MTP: restarted the server with the target's MTP heads in" in t.status.text()
-    assert s.switching.launch_settings(profile).spec_mode == SpecMode.MTP  # a later Start keeps the mode shown
+    assert s.switching.launch_settings(profile).spec_mode == Mode.MTP  # a later Start keeps the mode shown
     with qtbot.waitSignal(s.switching.restarting) as blocker:
         t.button("model-free").click()  # type: ignore[union-attr]
-    assert blocker.args[0].spec_mode == SpecMode.MODEL_FREE and blocker.args[0].spec_model_free_type == "ngram-mod"
+    assert blocker.args[0].spec_mode == Mode.MODEL_FREE and blocker.args[0].spec_model_free_type == "ngram-mod"
     restart_done(s)
     assert "N-gram: restarted the server with N-gram speculation" in t.status.text()
 
@@ -221,7 +222,7 @@ def test_a_draft_of_another_kind_keeps_the_profiles_mode_visible_with_the_reason
 
     draft = mg.tiny_model(tmp_path / "eagle.gguf", arch="eagle3", n_embd=128, n_layer=1)
     target = mg.tiny_model(tmp_path / "t.gguf", n_embd=128)
-    profile = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH)
+    profile = LaunchSettings(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH)
     s, t = _file_toggle(qtbot, tmp_path, profile, _real_caps("mainline"))
     assert t.offered() == ["baseline", "dflash", "eagle3", "model-free"]
     dflash = t.button("dflash")
@@ -229,7 +230,7 @@ def test_a_draft_of_another_kind_keeps_the_profiles_mode_visible_with_the_reason
     assert "eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 mode for it" in dflash.toolTip()
     with qtbot.waitSignal(s.switching.restarting) as blocker:
         assert s.request_mode("eagle3")
-    assert blocker.args[0].spec_mode == SpecMode.EAGLE3 and blocker.args[0].draft == str(draft)
+    assert blocker.args[0].spec_mode == Mode.EAGLE3 and blocker.args[0].draft == str(draft)
     restart_done(s)
     assert s.switch.mode == "eagle3" and "EAGLE-3: restarted the server with the draft in" in t.status.text()
 

@@ -20,7 +20,8 @@ from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerState
 from beedeck.core.engine.speculation.comparison import Evidence
 from beedeck.core.engine.speculation.modes import PER_REQUEST
@@ -220,7 +221,7 @@ def test_wizard_result_sets_the_profile_and_starts(qtbot: QtBot, store: ChatStor
     w.wizard_action.trigger()
     wizard = opened(w, SetupWizard)
     qtbot.waitUntil(lambda: wizard.detect_page.report is not None, timeout=10_000)
-    s = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, api_key=SECRET)
+    s = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH, api_key=SECRET)
     wizard.setup_finished.emit(SetupResult("/opt/bee/llama-server", s, "BeeLlama 0.1", "bee-0.1"))
     assert w.session.profile is not None and w.session.profile.engine == "/opt/bee/llama-server" and w.session.profile.label == "BeeLlama 0.1"
     assert w.pair_label.text() == "model: q.gguf + d.gguf" and w.mode.isEnabled()
@@ -259,7 +260,7 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
     w, controller = make_window(qtbot, store)
     engine = "/opt/bee/llama-server"
     w.session.known_caps[engine] = controller.serving.caps = bee_caps(engine)
-    w.session.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)))
+    w.session.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH)))
     fake_server.script.tokens = [f"t{i} " for i in range(12)]
     # A server that honours a per-request "no drafts" (BeeLlama 0.1-0.3): the check on ready finds out,
     # and the mode then switches per request, without a restart.

@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import KnownIssue, load_table
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.modes import LABELS, MODE_OF_SPEC
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 
 CHECK = "tool_calls_under_spec"
 CHOICE_CHECK = "tool_choice_ignored"
@@ -27,9 +27,9 @@ class ToolSafe:
     issue: str = ""
 
 
-def _label(mode: SpecMode | str) -> str:
-    spec = SpecMode(mode) if not isinstance(mode, SpecMode) else mode
-    return LABELS.get(MODE_OF_SPEC.get(spec, ""), spec.value)
+def _label(mode: Mode | str) -> str:
+    spec = Mode.from_setting(mode) if not isinstance(mode, Mode) else mode
+    return spec.label
 
 
 def _rows(caps: EngineCaps, check: str, table: tuple[KnownIssue, ...] | None) -> list[KnownIssue]:
@@ -48,18 +48,18 @@ def tool_safe(settings: LaunchSettings, caps: EngineCaps, table: tuple[KnownIssu
         label = _label(mode)
         message, _remedy = row.render({"mode": label})
         why = f"Tool-safe: speculation turned off ({label} → Baseline). {message}"
-        return ToolSafe(replace(settings, spec_mode=SpecMode.OFF), why, row.id)
+        return ToolSafe(replace(settings, spec_mode=Mode.BASELINE), why, row.id)
     return ToolSafe(settings)
 
 
-def spec_lines(mode: SpecMode, caps: EngineCaps | None, table: tuple[KnownIssue, ...] | None = None) -> list[str]:
+def spec_lines(mode: Mode, caps: EngineCaps | None, table: tuple[KnownIssue, ...] | None = None) -> list[str]:
     """What a terminal user is told: the speculation mode known to break tool calls on this engine, whether this
     server runs it, and the safe choice (``beedeck agent show/write``, ``beedeck serve``)."""
     if caps is None:
         return []
     out = []
     for row in _rows(caps, CHECK, table):
-        modes = [m for m in row.params.get("modes", ()) if m in {s.value for s in SpecMode}]
+        modes = [m for m in row.params.get("modes", ()) if m in {s.setting for s in Mode}]
         names = " and ".join(_label(m) for m in modes)
         message, _remedy = row.render({"mode": names})
         if mode.value in modes:
@@ -67,7 +67,7 @@ def spec_lines(mode: SpecMode, caps: EngineCaps | None, table: tuple[KnownIssue,
                        "The safe choice is speculation off: `beedeck serve --spec off` (in the window: Server → Use "
                        "with… → Tool-safe).")
         else:
-            off = "no speculation" if mode == SpecMode.OFF else _label(mode)
+            off = "no speculation" if mode == Mode.BASELINE else _label(mode)
             out.append(f"tool-safe: {names} speculation is known to break tool calls on this engine ({row.id}); "
                        f"this server runs {off}, which is safe for an agent.")
     return out

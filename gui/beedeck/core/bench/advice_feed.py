@@ -10,8 +10,9 @@ speculation (``baseline``) or of a speculating one; the DFlash server asked for 
 
 from __future__ import annotations
 
-from beedeck.core.bench.results import IN_SERVER_BASELINE, BenchReport
+from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.tune import BASELINE_ROLE, MEASURED, TuneResult
+from beedeck.core.engine.mode import IN_SERVER_BASELINE
 from beedeck.core.engine.speculation.advice import settings_digest
 
 AdviceSample = tuple[str, str, float]  # (mode key, prompt text, generation tokens/s)

@@ -10,24 +10,15 @@ from typing import Any
 
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.engine.client import ChatResult
-from beedeck.core.engine.speculation.modes import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    IN_SERVER_BASELINE,
-    MODE_OF_SPEC,
-    MODEL_FREE,
-    MTP,
-)
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode
 
 # One mode key per SpecMode, the words the chat toggle and the reply stats use too
 # (core.engine.speculation.modes.MODE_OF_SPEC); BASELINE is the server without any speculation, which every
 # speed-up is measured against. IN_SERVER_BASELINE (speculation.modes) is the DFlash server asked for no drafts
 # (engines that honour it): what the chat toggle's per-request Baseline runs at, the draft still loaded.
-MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE, IN_SERVER_BASELINE)
-BASELINES = (BASELINE, IN_SERVER_BASELINE)
-SPECULATIVE_MODES = (DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
+MODES = (Mode.BASELINE, Mode.DFLASH, Mode.EAGLE3, Mode.DSPARK, Mode.MTP, Mode.MODEL_FREE, IN_SERVER_BASELINE)
+BASELINES = (Mode.BASELINE, IN_SERVER_BASELINE)
+SPECULATIVE_MODES = (Mode.DFLASH, Mode.EAGLE3, Mode.DSPARK, Mode.MTP, Mode.MODEL_FREE)
 
 __all__ = ["BASELINE", "BASELINES", "DFLASH", "DSPARK", "EAGLE3", "IN_SERVER_BASELINE", "MODEL_FREE", "MODES",
            "MODE_OF_SPEC", "MTP", "SPECULATIVE_MODES", "BenchReport", "ModeRun", "Sample"]

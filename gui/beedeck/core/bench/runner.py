@@ -27,27 +27,17 @@ from typing import Any
 
 from beedeck.core.bench.environment import collect_environment
 from beedeck.core.bench.progress import TokenProgress
-from beedeck.core.bench.results import (
-    BASELINE,
-    BASELINES,
-    DFLASH,
-    IN_SERVER_BASELINE,
-    MODES,
-    BenchReport,
-    ModeRun,
-    Sample,
-)
+from beedeck.core.bench.results import BenchReport, ModeRun, Sample
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.engine.argv import LaunchRefused, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.client import ClientError, LlamaClient
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
 from beedeck.core.engine.speculation.modes import (
     available_modes,
     engine_spec_type,
-    mode_label,
-    mode_of,
     option,
     pick_model_free_type,
     settings_for_mode,
@@ -113,20 +103,20 @@ def check_modes(modes: Sequence[str], caps: EngineCaps | None, settings: LaunchS
     if not out:
         raise BenchError("No benchmark mode was given: use baseline and any of dflash, eagle3, dspark, mtp, model-free.")
     for m in out:
-        if m not in MODES:
-            raise BenchError(f"Unknown benchmark mode {m!r}: use {', '.join(MODES)}.")
-    if IN_SERVER_BASELINE in out and DFLASH not in out:
+        if m not in (*(Variant(m) for m in Mode), IN_SERVER_BASELINE):
+            raise BenchError(f"Unknown benchmark mode {m!r}: use {', '.join((*(Variant(m) for m in Mode), IN_SERVER_BASELINE))}.")
+    if IN_SERVER_BASELINE in out and Variant(Mode.DFLASH) not in out:
         raise BenchError(f"{IN_SERVER_BASELINE} is the DFlash server asked for no drafts: add dflash to the modes.")
     if caps is None:
         return out
     options = available_modes(caps, settings, model_facts(*read_infos(settings))) if settings is not None else []
     for m in out:
-        if m in (BASELINE, IN_SERVER_BASELINE):
+        if m in (Variant(Mode.BASELINE), IN_SERVER_BASELINE):
             continue
         found = option(options, m)
         why = found.reason if found is not None else engine_spec_type(m, caps)[1]
         if why:
-            raise BenchError(f"The {mode_label(m)} mode cannot run: {why} Or leave {m} out of the modes.")
+            raise BenchError(f"The {m.label} mode cannot run: {why} Or leave {m} out of the modes.")
     return out
 
 
@@ -144,7 +134,7 @@ def run_bench(
     caps: EngineCaps | None,
     base_settings: LaunchSettings | None,
     suite: BenchSuite,
-    modes: Sequence[str] = (BASELINE, DFLASH),
+    modes: Sequence[str] = (Variant(Mode.BASELINE), Variant(Mode.DFLASH)),
     reps: int = DEFAULT_REPS,
     warmup: int = 1,
     on_progress: ProgressFn | None = None,
@@ -187,11 +177,11 @@ def run_bench(
     if switching == "auto":
         switching = "restart"
     if switching == "per-request":
-        if DFLASH not in modes or not set(modes) <= {BASELINE, DFLASH, IN_SERVER_BASELINE}:
+        if Variant(Mode.DFLASH) not in modes or not set(modes) <= {Variant(Mode.BASELINE), Variant(Mode.DFLASH), IN_SERVER_BASELINE}:
             raise BenchError("Per-request switching serves every mode from the DFlash server: use only the "
                              "baseline and dflash modes, or restart switching.")
         # The DFlash server's own baseline is the in-server one: call it that, never "baseline".
-        modes = [IN_SERVER_BASELINE if m == BASELINE else m for m in modes]
+        modes = [IN_SERVER_BASELINE if m == Variant(Mode.BASELINE) else m for m in modes]
         modes = list(dict.fromkeys(modes))
     if url is not None and switching != "per-request" and len(modes) > 1:
         raise BenchError("A running server can only be benchmarked in one mode (BeeDeck cannot restart it): "
@@ -267,7 +257,7 @@ class _Runner:
         if self.cancel.is_set():
             self.r.cancelled = True
             return None
-        self.progress(f"starting the {mode_label(run.mode)} server")
+        self.progress(f"starting the {run.mode.label} server")
         proc: ServerProcess | None = None
         try:
             proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file)
@@ -281,7 +271,7 @@ class _Runner:
                 return None
         except ServerFailed as exc:  # a refused launch (LaunchRefused) too
             detail = "" if isinstance(exc, LaunchRefused) else exc.failure.remedy  # a refusal's str has its remedies
-            run.error = f"The {mode_label(run.mode)} server did not start: {exc}" + (f" ({detail})" if detail else "")
+            run.error = f"The {run.mode.label} server did not start: {exc}" + (f" ({detail})" if detail else "")
             self.r.errors.append(run.error)
             if proc is not None:
                 proc.stop()
@@ -327,7 +317,7 @@ class _Runner:
                 self.skip(run)
                 continue
             clients, runs = {mode: client}, [run]
-            if mode == DFLASH and self.wants_in_server(client):
+            if mode == Variant(Mode.DFLASH) and self.wants_in_server(client):
                 inner = self.in_server_run(run)
                 clients[IN_SERVER_BASELINE] = client
                 runs.append(inner)
@@ -353,7 +343,7 @@ class _Runner:
                                  "per-request 'no drafts' (it drafts anyway): that mode was not measured.")
             self.skip(ModeRun(IN_SERVER_BASELINE, "per-request"))
         if known and IN_SERVER_BASELINE not in self.r.modes:
-            self.r.modes.insert(self.r.modes.index(DFLASH) + 1, IN_SERVER_BASELINE)
+            self.r.modes.insert(self.r.modes.index(Variant(Mode.DFLASH)) + 1, IN_SERVER_BASELINE)
             self.tokens.add_total(self.mode_budget())
         return bool(known)
 
@@ -361,8 +351,8 @@ class _Runner:
         run = ModeRun(IN_SERVER_BASELINE, "per-request", argv=dflash_run.argv, request_extra=dict(NO_DRAFTS),
                       ready_s=dflash_run.ready_s)
         self.r.runs.append(run)
-        if DFLASH in self.procs:
-            self.procs[IN_SERVER_BASELINE] = self.procs[DFLASH]
+        if Variant(Mode.DFLASH) in self.procs:
+            self.procs[IN_SERVER_BASELINE] = self.procs[Variant(Mode.DFLASH)]
         return run
 
     def run_side_by_side(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
@@ -385,7 +375,7 @@ class _Runner:
             self.measure(clients, runs)
 
     def run_per_request(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
-        settings = mode_settings(base, DFLASH, caps)
+        settings = mode_settings(base, Variant(Mode.DFLASH), caps)
         runs = [ModeRun(m, "per-request", request_extra=dict(NO_DRAFTS) if m == IN_SERVER_BASELINE else {},
                         spec_type=None if m == IN_SERVER_BASELINE else _spec_type(settings, caps))
                 for m in self.r.modes]
@@ -419,7 +409,7 @@ class _Runner:
                 p = suite.prompts[0]
                 budget = min(WARMUP_MAX_TOKENS, suite.max_tokens_for(p))
                 self.tokens.begin_reply(budget)
-                self.progress(f"{mode_label(run.mode)}: warm-up")
+                self.progress(f"{run.mode.label}: warm-up")
                 failed = self.request(clients[run.mode], run, p, -1, suite.seed, budget)
                 self.tokens.end_reply()
                 if failed is not None and self.server_gone(run):
@@ -431,7 +421,7 @@ class _Runner:
                         self.r.cancelled = True
                         return
                     self.tokens.begin_reply(suite.max_tokens_for(p))
-                    self.progress(f"{mode_label(run.mode)}: {p.id} ({rep + 1}/{self.r.reps})")
+                    self.progress(f"{run.mode.label}: {p.id} ({rep + 1}/{self.r.reps})")
                     sample = self.request(clients[run.mode], run, p, rep, suite.seed + rep, suite.max_tokens_for(p))
                     self.tokens.end_reply()
                     if sample is None:
@@ -448,7 +438,7 @@ class _Runner:
         proc = self.procs.get(run.mode)
         if proc is None or proc.state == ServerState.READY:
             return False
-        run.error = f"The {mode_label(run.mode)} server stopped during the benchmark: {proc.failure or 'see its log'}"
+        run.error = f"The {run.mode.label} server stopped during the benchmark: {proc.failure or 'see its log'}"
         self.r.errors.append(run.error)
         return True
 
@@ -470,29 +460,29 @@ class _Runner:
         except ClientError as exc:
             if self.cancel.is_set():
                 return None
-            msg = f"{mode_label(run.mode)} / {p.id}: {exc}"
+            msg = f"{run.mode.label} / {p.id}: {exc}"
             self.r.errors.append(msg)
             return Sample(run.mode, p.id, rep, seed, error=str(exc))
         if result.cancelled or rep < 0:
             return None
         sample = Sample.from_result(run.mode, p.id, rep, seed, result)
         sample.peak_gpu_mem = self.tracker.read()
-        if run.mode in BASELINES and sample.draft_n:
+        if run.mode.mode == Mode.BASELINE and sample.draft_n:
             # Not a data point: a "baseline" that drafted is the speculative mode under another name.
-            sample.error = (f"this {mode_label(run.mode)} reply drafted {sample.draft_n} tokens: the server used its draft "
+            sample.error = (f"this {run.mode.label} reply drafted {sample.draft_n} tokens: the server used its draft "
                             "although the request asked for none, so it is left out of the figures")
-            self.r.errors.append(f"{mode_label(run.mode)} / {p.id}: {sample.error}")
+            self.r.errors.append(f"{run.mode.label} / {p.id}: {sample.error}")
             if run.mode == IN_SERVER_BASELINE and self.caps is not None:
                 self.memory.contradicted(self.caps, sample.draft_n)
         return sample
 
 
 def _spec_type(settings: LaunchSettings, caps: EngineCaps) -> str | None:
-    if settings.spec_mode == SpecMode.OFF:
+    if settings.spec_mode == Mode.BASELINE:
         return None
-    if settings.spec_mode == SpecMode.MODEL_FREE:
+    if settings.spec_mode == Mode.MODEL_FREE:
         return settings.spec_model_free_type
-    return engine_spec_type(mode_of(settings), caps)[0]
+    return engine_spec_type(settings.spec_mode, caps)[0]
 
 
 __all__ = ["DEFAULT_REPS", "IN_SERVER_CHOICES", "SWITCHING", "check_modes", "mode_settings", "pick_model_free_type",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from beedeck.core.engine.client import MAX_MS, MAX_RATE, ChatResult, ImpossibleNumber, count, figure
-from beedeck.core.engine.speculation.modes import Mode
+from beedeck.core.engine.mode import Mode
 
 MAX_SECONDS = MAX_MS / 1000
 

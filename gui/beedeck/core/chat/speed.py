@@ -18,17 +18,17 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode
 from beedeck.core.engine.speculation.comparison import DRAFTED_NOTHING, Comparison
-from beedeck.core.engine.speculation.modes import BASELINE, IN_SERVER_BASELINE, LABELS, mode_label
 
 DEFAULT_SCALE = 50.0  # tokens/s: the dial before anything was measured on this server
-MODE_ORDER = (BASELINE, IN_SERVER_BASELINE, *(m for m in LABELS if m != BASELINE))
+MODE_ORDER = (Mode.BASELINE, IN_SERVER_BASELINE, *(m for m in {m: m.label for m in Mode} if m != Mode.BASELINE))
 
 
 def mode_key(mode: object) -> str:
     """The mode key ("baseline", "dflash", ...) of a key or a ``SpecMode`` (whose "off" is the baseline)."""
     key = str(getattr(mode, "value", mode) or "")
-    return BASELINE if key == "off" else key
+    return Mode.BASELINE if key == "off" else key
 
 
 def nice_scale(value: float) -> float:
@@ -169,24 +169,24 @@ class ModeFigures:
         """One line per mode, e.g. "N-gram 45.6 tok/s (last reply) · drafted nothing", and under a mode a
         benchmark or tune compared: "  vs Baseline: ×2.10 (1.95-2.30, 3 runs of 3 prompts; benchmark)".
         The baseline's line is there even when it was not measured (the reference every speed-up needs)."""
-        out = [] if self.get(BASELINE) else ["Baseline —"]
+        out = [] if self.get(Mode.BASELINE) else ["Baseline —"]
         for f in self.ordered():
-            text = f"{mode_label(f.mode)} {f.tps:.1f} tok/s"
+            text = f"{f.mode.label} {f.tps:.1f} tok/s"
             if f.source == "chat":
                 text += " (last reply)"
-                if f.drafted == 0 and f.mode not in (BASELINE, IN_SERVER_BASELINE):
+                if f.drafted == 0 and f.mode not in (Mode.BASELINE, IN_SERVER_BASELINE):
                     text += f" · {DRAFTED_NOTHING}"
             else:
                 text += f" ({f.source})"
             out.append(text)
-            if (c := self._compared.get(f.mode)) is not None and f.mode != BASELINE:
-                out.append(f"  vs {mode_label(BASELINE)}: {_ratio_text(c.comparison)}; {c.source}")
+            if (c := self._compared.get(f.mode)) is not None and f.mode != Mode.BASELINE:
+                out.append(f"  vs {Mode.BASELINE.label}: {_ratio_text(c.comparison)}; {c.source}")
         return out
 
     def scale_for(self, mode: str) -> float:
         """The dial's full scale at the start of a reply in ``mode``: room for this mode's last figure
         and the baseline marker; without either, the largest figure on this server, else the default."""
-        known = [f.tps for m in (mode, BASELINE) if (f := self.get(m)) is not None]
+        known = [f.tps for m in (mode, Mode.BASELINE) if (f := self.get(m)) is not None]
         if not known:
             known = [f.tps for f in self._by_mode.values()]
         return nice_scale(max(known)) if known else DEFAULT_SCALE

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import load_table
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.models.catalog import DRAFT_FORMAT_GENERATIONS
 from beedeck.core.models.draft_kinds import SPEC_TYPE_OF_KIND
@@ -29,9 +30,9 @@ from beedeck.core.models.planner import DraftDefaults, GiB, MemoryPlan, draft_de
 
 MIN_CTX = 32768  # the guide's context: a row "fits" a card when it reaches at least this
 LEAST_CTX = 4096  # below this a row is reported as not fitting at all
-KIND_MODE = {"none": SpecMode.OFF, "mtp": SpecMode.MTP, "mtp-head": SpecMode.MTP, "dflash": SpecMode.DFLASH,
-             "dflash2": SpecMode.DFLASH, "dflash-draft": SpecMode.DFLASH, "dspark": SpecMode.DSPARK,
-             "eagle3": SpecMode.EAGLE3}
+KIND_MODE = {"none": Mode.BASELINE, "mtp": Mode.MTP, "mtp-head": Mode.MTP, "dflash": Mode.DFLASH,
+             "dflash2": Mode.DFLASH, "dflash-draft": Mode.DFLASH, "dspark": Mode.DSPARK,
+             "eagle3": Mode.EAGLE3}
 LABEL = {"none": "no speculation", "mtp": "MTP (its own head)", "mtp-head": "MTP head file", "dflash": "DFlash",
          "dflash2": "DFlash2", "dflash-draft": "DFlash (fork format)", "dspark": "DSpark", "eagle3": "EAGLE-3"}
 KIND_ORDER = ("none", "mtp", "mtp-head", "dflash2", "dflash", "dspark", "eagle3", "dflash-draft")
@@ -95,7 +96,7 @@ def kind_problem(kind: str, generation: Generation, caps: EngineCaps | None = No
         return ""
     label = LABEL.get(kind, kind)
     if caps is not None:
-        if KIND_MODE[kind] == SpecMode.DFLASH:
+        if KIND_MODE[kind] == Mode.DFLASH:
             fmt = "dflash-draft" if kind == "dflash-draft" else "dflash"
             if caps.dflash_draft_arch != fmt:
                 return (f"{label} does not run on this engine: it loads no {fmt!r} drafts"

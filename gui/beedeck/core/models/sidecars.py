@@ -28,7 +28,8 @@ from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import dflash_target_archs
-from beedeck.core.engine.speculation.modes import MODE_OF_KIND, engine_label, engine_spec_type
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import engine_label, engine_spec_type
 from beedeck.core.models.draft_kinds import (
     DFLASH,
     DFLASH_LEGACY,
@@ -128,7 +129,7 @@ class Sidecar:
         the mode at all, then the engine generation's draft formats."""
         if self.problems or not self.kind:
             return self.reason()
-        _spelling, why = engine_spec_type(MODE_OF_KIND[self.kind], caps)
+        _spelling, why = engine_spec_type(Mode.of_draft_kind(self.kind), caps)
         if why:
             return why
         return self.engines.get(caps.generation.value, "") or (

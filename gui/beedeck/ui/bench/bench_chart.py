@@ -14,21 +14,12 @@ from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPai
 from PySide6.QtWidgets import QWidget
 
 from beedeck.core.bench.report import Summary
-from beedeck.core.bench.results import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    IN_SERVER_BASELINE,
-    MODEL_FREE,
-    MTP,
-    BenchReport,
-)
-from beedeck.core.engine.speculation.modes import mode_label
+from beedeck.core.bench.results import BenchReport
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 
-MODE_COLORS = {BASELINE: QColor("#7f8c9a"), IN_SERVER_BASELINE: QColor("#aab4bf"), DFLASH: QColor("#f2a900"),
-               EAGLE3: QColor("#d9534f"), DSPARK: QColor("#e07b00"), MTP: QColor("#2e9e5b"),
-               MODEL_FREE: QColor("#3d8bd9")}
+MODE_COLORS = {Variant(Mode.BASELINE): QColor("#7f8c9a"), IN_SERVER_BASELINE: QColor("#aab4bf"), Variant(Mode.DFLASH): QColor("#f2a900"),
+               Variant(Mode.EAGLE3): QColor("#d9534f"), Variant(Mode.DSPARK): QColor("#e07b00"), Variant(Mode.MTP): QColor("#2e9e5b"),
+               Variant(Mode.MODEL_FREE): QColor("#3d8bd9")}
 
 
 @dataclass(frozen=True)
@@ -125,8 +116,8 @@ def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, uni
     for mode in modes:  # legend
         painter.fillRect(QRectF(lx, rect.bottom() - 18, 12, 12), MODE_COLORS.get(mode, QColor("#5a5")))
         painter.setPen(QColor("#222"))
-        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignLeft), mode_label(mode))
-        lx += 22 + painter.fontMetrics().horizontalAdvance(mode_label(mode)) + 14
+        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignLeft), mode.label)
+        lx += 22 + painter.fontMetrics().horizontalAdvance(mode.label) + 14
     painter.setPen(QColor("#555"))
     painter.drawText(QRectF(rect.right() - 160, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignRight), unit)
     painter.restore()

@@ -8,11 +8,11 @@ from PySide6.QtWidgets import QPushButton, QWidget
 
 from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.report import summarize
-from beedeck.core.bench.results import BASELINE, BenchReport
+from beedeck.core.bench.results import BenchReport
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import setup_key
-from beedeck.core.engine.speculation.modes import mode_label, mode_of
 from beedeck.core.engine.speculation.spec_guard import references_from_bench
 from beedeck.ui.bench.bench_view import BenchView
 from beedeck.ui.bench.server_dialog import ChatServerDialog
@@ -48,7 +48,7 @@ class BenchDialog(ChatServerDialog):
                               "benchmark it as it runs. Comparing modes needs BeeDeck to start the engine itself.")
             self.view.run_button.setEnabled(False)
         elif c.state == ServerState.READY and c.base_url:
-            mode = mode_of(c.settings) if c.settings is not None else BASELINE
+            mode = c.settings.spec_mode if c.settings is not None else Variant(Mode.BASELINE)
             self.use_running_server(c.base_url, c.settings.api_key if c.settings else None, mode)
         elif c.is_running():
             self.note.setText("The chat server is starting. Wait until it is ready to benchmark it, or stop it "
@@ -69,12 +69,12 @@ class BenchDialog(ChatServerDialog):
             box.setEnabled(m == mode)
         if self._remote():
             # "Stop and compare" would stop the connection and then probe the URL as an engine binary.
-            self.note.setText(f"Benchmarking the running server as it is ({mode_label(mode)}). It is a server "
+            self.note.setText(f"Benchmarking the running server as it is ({mode.label}). It is a server "
                               "BeeDeck did not start, so BeeDeck cannot restart it in other modes to compare them: "
                               "run `beedeck bench` on the machine that serves it for that.")
             self.compare_button.hide()
             return
-        self.note.setText(f"Benchmarking the running chat server as it is ({mode_label(mode)}). To compare "
+        self.note.setText(f"Benchmarking the running chat server as it is ({mode.label}). To compare "
                           "modes, BeeDeck starts its own server for each: stop the chat server first.")
         self.compare_button.show()
 

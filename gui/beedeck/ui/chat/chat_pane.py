@@ -28,7 +28,7 @@ from beedeck.core.chat.leases import ChatLeases
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore, ChatStoreError, Message, auto_title
 from beedeck.core.engine.client import ChatResult, InvalidText, check_text
-from beedeck.core.engine.speculation.modes import Mode
+from beedeck.core.engine.mode import Mode
 from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.chat_worker import ChatRun
 from beedeck.ui.chat.composer import ChatInput

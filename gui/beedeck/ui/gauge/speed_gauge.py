@@ -23,17 +23,9 @@ from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.speed import (
-    DEFAULT_SCALE,
-    IN_SERVER_BASELINE,
-    LiveRate,
-    ModeFigures,
-    mode_key,
-    mode_label,
-    nice_scale,
-)
+from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, nice_scale
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode
 from beedeck.core.engine.speculation.comparison import Comparison
-from beedeck.core.engine.speculation.modes import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 
 __all__ = ["SpeedGauge", "SpeedPanel", "mode_color", "nice_scale"]
@@ -151,7 +143,7 @@ class SpeedGauge(QWidget):
             p.drawText(
                 QRectF(rect.left(), center.y() + side * 0.2, side, side * 0.12),
                 Qt.AlignmentFlag.AlignCenter,
-                mode_label(self.mode),
+                self.mode.label,
             )
         p.end()
 
@@ -219,7 +211,7 @@ class SpeedPanel(QFrame):
     # -- reply lifecycle -------------------------------------------------------------------
     def reply_started(self, mode: str) -> None:
         """A reply began in ``mode`` (the chat's word for it: a :class:`Mode` value, "" without a toggle)."""
-        self._mode = Mode.parse(mode_key(mode))
+        self._mode = Mode.parse(mode)
         self.rate.start(time.perf_counter())
         self.gauge.set_mode(self._mode or "")
         self.gauge.reset_scale(self.figures.scale_for(self._mode or ""))  # per reply: an old spike never stays
@@ -275,7 +267,7 @@ class SpeedPanel(QFrame):
                       comparison: Comparison | None = None) -> None:
         """A mode's latest speed (a whole reply with its ``drafted`` tokens, a benchmark's median, a tune's
         best point); ``comparison``: its speed-up over the baseline by the rule (a benchmark's, a tune's)."""
-        self.figures.record(mode_key(mode), tps, source, drafted=drafted, comparison=comparison)
+        self.figures.record(mode, tps, source, drafted=drafted, comparison=comparison)
         self.show_figures()
 
     def show_figures(self) -> None:

@@ -19,26 +19,17 @@ from collections.abc import Callable
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.mode_switch import ModeSwitch
-from beedeck.core.engine.speculation.modes import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    LABELS,
-    MODE_KEYS,
-    MODEL_FREE,
-    MTP,
-    ModeOption,
-)
+from beedeck.core.engine.speculation.modes import ModeOption
 from beedeck.ui.speculation.mode_popover import ModePopover, plain_html
 
-WHAT: dict[str, str] = {BASELINE: "no speculation: the target decodes every token itself.",
-        DFLASH: "a DFlash draft proposes a block of tokens that the target checks in one pass.",
-        EAGLE3: "an EAGLE-3 draft proposes tokens from the target's hidden states.",
-        DSPARK: "a DSpark draft (DFlash with a Markov head) proposes a block of tokens.",
-        MTP: "the target's own MTP heads propose the next tokens: no draft file.",
-        MODEL_FREE: "guesses tokens from text already in the context ({spec_type}); no extra model."}
+WHAT: dict[str, str] = {Mode.BASELINE: "no speculation: the target decodes every token itself.",
+        Mode.DFLASH: "a DFlash draft proposes a block of tokens that the target checks in one pass.",
+        Mode.EAGLE3: "an EAGLE-3 draft proposes tokens from the target's hidden states.",
+        Mode.DSPARK: "a DSpark draft (DFlash with a Markov head) proposes a block of tokens.",
+        Mode.MTP: "the target's own MTP heads propose the next tokens: no draft file.",
+        Mode.MODEL_FREE: "guesses tokens from text already in the context ({spec_type}); no extra model."}
 
 
 class ModeToggle(QWidget):
@@ -86,12 +77,12 @@ class ModeToggle(QWidget):
         layout.addWidget(self.progress)
         self._tick = QTimer(self, interval=200)
         self._tick.timeout.connect(self._on_tick)
-        self.baseline_button = self._button(BASELINE)
+        self.baseline_button = self._button(Mode.BASELINE)
         self.show_switch()
 
     @property
     def dflash_button(self) -> QToolButton:
-        return self._button(DFLASH)
+        return self._button(Mode.DFLASH)
 
     def button(self, key: str) -> QToolButton | None:
         """The segment of mode ``key`` while it is shown, else None."""
@@ -103,12 +94,12 @@ class ModeToggle(QWidget):
         if key not in self.buttons:
             button = QToolButton()
             button.setCheckable(True)
-            button.setText(LABELS[key])
+            button.setText(key.label)
             button.setObjectName(f"mode-{key}")
             button.clicked.connect(lambda _=False, key=key: self._on_clicked(key))
             self.group.addButton(button)
-            rank = MODE_KEYS.index(key)
-            self._segments.insertWidget(sum(MODE_KEYS.index(k) < rank for k in self.buttons), button)
+            rank = list(Mode).index(key)
+            self._segments.insertWidget(sum(list(Mode).index(k) < rank for k in self.buttons), button)
             self.buttons[key] = button
         return self.buttons[key]
 
@@ -171,4 +162,4 @@ class ModeToggle(QWidget):
 
     def offered(self) -> list[str]:
         """The modes shown, in order (an unavailable one shown is the profile's own)."""
-        return [k for k in MODE_KEYS if k in self.buttons and not self.buttons[k].isHidden()]
+        return [k for k in tuple(Mode) if k in self.buttons and not self.buttons[k].isHidden()]

@@ -23,10 +23,11 @@ from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import NO_RESTART, RemoteInfo
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
-from beedeck.core.engine.speculation.modes import Mode, uses_draft
+from beedeck.core.engine.speculation.modes import uses_draft
 from beedeck.core.engine.speculation.standby import RESTARTED
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models.header_cache import HeaderCache, Read

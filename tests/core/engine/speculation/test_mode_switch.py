@@ -12,7 +12,8 @@ import pytest
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.speculation.mode_switch import (
     CHECKING,
@@ -21,12 +22,12 @@ from beedeck.core.engine.speculation.mode_switch import (
     ModeSwitch,
     Outcome,
 )
-from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode, ModelFacts
+from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, ModelFacts
 from beedeck.core.engine.speculation.remote_switch import toggle_reason
 from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
-DFLASH_PROFILE = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH,
+DFLASH_PROFILE = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=Mode.DFLASH,
                                 ctx_size=8192)
 MTP_FACTS = ModelFacts(target_name="qwen-mtp.gguf", mtp_layers=1)
 
@@ -70,7 +71,7 @@ def test_restart_until_the_engine_was_checked() -> None:
     assert sw.path() == RESTART and sw.path_note == FIRST_NOTE and FIRST_NOTE in sw.tooltip()
     d = sw.request("baseline")
     assert d.outcome == Outcome.RESTART and d.mode == Mode.BASELINE
-    assert d.settings is not None and d.settings.draft is None and d.settings.spec_mode == SpecMode.OFF
+    assert d.settings is not None and d.settings.draft is None and d.settings.spec_mode == Mode.BASELINE
     assert d.settings.ctx_size == 8192  # nothing else changes
     assert sw.mode == Mode.DFLASH and sw.pending == Mode.BASELINE  # unchanged until the restart is done
     assert sw.status.startswith("restarting without the draft…")
@@ -99,7 +100,7 @@ def test_per_request_only_where_measured_and_only_between_baseline_and_dflash() 
     assert back.outcome == Outcome.SWITCHED and back.extra == {}
     model_free = sw.request("model-free")
     assert model_free.outcome == Outcome.RESTART and model_free.settings is not None
-    assert model_free.settings.spec_mode == SpecMode.MODEL_FREE and model_free.settings.draft is None
+    assert model_free.settings.spec_mode == Mode.MODEL_FREE and model_free.settings.draft is None
 
 
 def test_what_baseline_does_on_an_engine_that_ignores_per_request_speculation() -> None:
@@ -155,11 +156,11 @@ def test_the_headers_decide_which_modes_are_offered() -> None:
     assert [o.key for o in sw.shown()] == ["baseline", "mtp", "model-free"]
     assert "• DFlash: No DFlash draft model is configured" in sw.tooltip()
     d = sw.request("mtp")
-    assert d.settings is not None and d.settings.spec_mode == SpecMode.MTP and d.settings.draft_n_max == 4
+    assert d.settings is not None and d.settings.spec_mode == Mode.MTP and d.settings.draft_n_max == 4
     assert sw.status.startswith("restarting with the target's MTP heads…")
     sw.restart_done(3.0)
     assert sw.status == "MTP: restarted the server with the target's MTP heads in 3.0 s"
-    assert sw.launch_settings(profile).spec_mode == SpecMode.MTP  # a later Start keeps the mode shown
+    assert sw.launch_settings(profile).spec_mode == Mode.MTP  # a later Start keeps the mode shown
     n = sw.request("model-free")
     assert n.settings is not None and n.settings.spec_model_free_type == "ngram-mod"
     sw.restart_done(1.0)
@@ -181,12 +182,12 @@ def test_the_other_server_to_keep_loaded_once_the_restart_path_is_known() -> Non
     assert dflash_switch(True, "mainline").standby_settings() is None  # per request: one server does both
     sw = dflash_switch(False, "mainline")
     baseline = sw.standby_settings()
-    assert baseline is not None and baseline.spec_mode == SpecMode.OFF and baseline.draft is None
+    assert baseline is not None and baseline.spec_mode == Mode.BASELINE and baseline.draft is None
     decision = sw.request("baseline")
     assert decision.outcome == Outcome.RESTART and sw.standby_settings() is None  # a switch under way
     sw.restart_done(0.1)
     dflash = sw.standby_settings()
-    assert dflash is not None and dflash.spec_mode == SpecMode.DFLASH and dflash.draft == DFLASH_PROFILE.draft
+    assert dflash is not None and dflash.spec_mode == Mode.DFLASH and dflash.draft == DFLASH_PROFILE.draft
     plain = ModeSwitch()
     plain.configure(LaunchSettings(target="/m/t.gguf"), caps("mainline"), False)
     assert plain.standby_settings() is None  # a Baseline profile: nothing else of its own to keep

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beedeck.core.bench.report import Stats
-from beedeck.core.bench.results import BASELINE, Sample
+from beedeck.core.bench.results import Sample
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.bench.tune.knobs import Knob
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import Comparison
 
 # A win must clear the noise (the interval) and be worth a profile change: 2 % above the best so far.
@@ -75,7 +76,7 @@ class TunePlan:
     def measured_points(self) -> int:
         """Points that may start a server: the baseline, the start (unless it is the baseline), every
         candidate and, when one wins, the confirmation of the start and the winner."""
-        return self.candidates + (1 if self.mode == BASELINE else 2) + (CONFIRM_POINTS if self.candidates else 0)
+        return self.candidates + (1 if self.mode == Variant(Mode.BASELINE) else 2) + (CONFIRM_POINTS if self.candidates else 0)
 
     @property
     def est_total_s(self) -> float | None:
@@ -94,7 +95,7 @@ class TunePlan:
         confirm = (f" (and, when a candidate wins, the start and the winner again: {CONFIRM_POINTS} confirmation "
                    "points)") if self.candidates else ""
         head = (f"Plan: {self.candidates} candidate points over {len(self.knobs)} knobs ({knobs}), plus the "
-                f"baseline{'' if self.mode == BASELINE else ' and the start'}{confirm}; {self.prompts} prompts x "
+                f"baseline{'' if self.mode == Variant(Mode.BASELINE) else ' and the start'}{confirm}; {self.prompts} prompts x "
                 f"{self.reps} repetitions each; budget {_dur(self.budget_s)}.")
         if self.point_s is None:
             return head + " The time per point is estimated from the first measurement."
@@ -112,7 +113,7 @@ class TunePlan:
 def fixed_points(mode: str) -> int:
     """The points a search measures whatever it finds: the baseline, the start (unless it is the
     baseline) and, should a candidate win, the start and the winner again."""
-    return (1 if mode == BASELINE else 2) + CONFIRM_POINTS
+    return (1 if mode == Variant(Mode.BASELINE) else 2) + CONFIRM_POINTS
 
 
 def point_seconds(prompts: int, reps: int, max_tokens: int, tokens_per_s: float, warmup_tokens: int = 32,

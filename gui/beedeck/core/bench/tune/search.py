@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from beedeck.core.bench.environment import collect_environment
 from beedeck.core.bench.report import stats
-from beedeck.core.bench.results import BASELINE, SPECULATIVE_MODES, BenchReport, Sample
+from beedeck.core.bench.results import BenchReport, Sample
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.bench.tune.knobs import (
@@ -69,9 +69,9 @@ from beedeck.core.bench.tune.points import (
     _dur,
 )
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import MIN_RUNS, Comparison, Evidence, compare
-from beedeck.core.engine.speculation.modes import mode_of
 
 ProgressFn = Callable[[int, int, str], None]
 # (settings, bench mode, status line callback) -> the raw report of that one point
@@ -110,13 +110,13 @@ def suite_from_chat(messages: Iterable[ChatMessageLike], last: int, name: str, m
 
 def bench_mode(settings: LaunchSettings) -> str:
     """The benchmark mode that serves ``settings`` as they are (the toggle's mode key)."""
-    return mode_of(settings)
+    return settings.spec_mode
 
 
 def _evidence(samples: Sequence[Sample], mode: str | None = None) -> Evidence:
     """A point's replies as the rule's evidence (core/engine/speculation/comparison.py): tokens/s per prompt;
     with ``mode`` (a comparison against the baseline, which differs in the mode) what it drafted too."""
-    drafted = sum(s.draft_n for s in samples) if mode in SPECULATIVE_MODES else None
+    drafted = sum(s.draft_n for s in samples) if mode.mode.speculates else None
     return Evidence.of(((s.prompt_id, s.gen_tps) for s in samples if s.error is None), drafted=drafted)
 
 
@@ -286,14 +286,14 @@ def tune(engine: str | Path | None, caps: EngineCaps, start_settings: LaunchSett
 
 
 def _search(s: _Search, start: LaunchSettings, mode: str, result: TuneResult) -> None:
-    baseline = s.add(s.run_point(BASELINE_ROLE, replace(start, spec_mode=SpecMode.OFF), BASELINE))
+    baseline = s.add(s.run_point(BASELINE_ROLE, replace(start, spec_mode=Mode.BASELINE), Variant(Mode.BASELINE)))
     s.baseline = baseline
     s.plan.point_s = baseline.seconds
     if s.on_plan is not None:
         s.on_plan(s.plan)
     if not baseline.measured or s.cancelled:
         return
-    if mode == BASELINE:
+    if mode == Variant(Mode.BASELINE):
         s.start = baseline
     else:
         s.start = s.add(s.run_point(START_ROLE, start, mode))
@@ -349,7 +349,7 @@ def _confirm(s: _Search, mode: str, result: TuneResult) -> None:
         result.notes.append(f"The win was not measured a second time (the budget of {_dur(s.plan.budget_s)} had no "
                             "room for two more points): give more time to confirm it.")
         return
-    start_mode = BASELINE if s.start is s.baseline else mode
+    start_mode = Variant(Mode.BASELINE) if s.start is s.baseline else mode
     again_start = s.add(s.run_point(CONFIRM_ROLE, s.start.settings, start_mode, None, dict(s.start.changes)))
     if again_start.status == CANCELLED or s.cancelled:
         return

@@ -37,8 +37,9 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.comparison import MIN_RUNS, Comparison, Evidence, compare
-from beedeck.core.engine.speculation.modes import MODE_KEYS, engine_label, mode_label
+from beedeck.core.engine.speculation.modes import engine_label
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +212,7 @@ class WorkloadAdvice:
         """Learn from measured replies ``(mode, prompt text, tokens/s)``: each prompt is classified and filed
         by :func:`prompt_key` here (the shape :func:`beedeck.core.bench.advice_feed` gives)."""
         return self.record_many(setup_key, [(classify(text), mode, tps, prompt_key(text)) for mode, text, tps in samples
-                                            if mode in MODE_KEYS])
+                                            if mode in tuple(Mode)])
 
     # ---- answering ----
 
@@ -236,7 +237,7 @@ class WorkloadAdvice:
                             key=lambda f: -f.median))
         if len(figs) < 2:
             why = (f"too little evidence: a verdict compares two modes on the same {kind} prompts on this setup "
-                   f"(have {', '.join(f'{mode_label(f.mode)} {f.n}' for f in figs) or 'none'}); run beedeck tune or a "
+                   f"(have {', '.join(f'{f.mode.label} {f.n}' for f in figs) or 'none'}); run beedeck tune or a "
                    "benchmark with these prompts")
             return Verdict(setup_key, kind, figs, None, why)
         top = figs[0]
@@ -244,18 +245,18 @@ class WorkloadAdvice:
         thin = next(((f, c) for f, c in against if not c.shown), None)
         if thin is not None:
             f, c = thin
-            why = (f"too little like-for-like evidence: {mode_label(top.mode)} against {mode_label(f.mode)} on "
+            why = (f"too little like-for-like evidence: {top.mode.label} against {f.mode.label} on "
                    f"{kind} prompts: {c.why_not} (a verdict needs {self.min_samples} runs of the same prompts in both "
                    "modes); run beedeck tune or a benchmark with these prompts")
             return Verdict(setup_key, kind, figs, None, why)
         close = next(((f, c) for f, c in against if not c.above(1 + self.margin)), None)
         if close is not None:
             f, c = close
-            why = (f"{mode_label(top.mode)} is not clearly faster than {mode_label(f.mode)}: {c.text()}, within the "
+            why = (f"{top.mode.label} is not clearly faster than {f.mode.label}: {c.text()}, within the "
                    f"noise or {100 * self.margin:.0f} % of each other")
             return Verdict(setup_key, kind, figs, None, why)
         f, c = against[0]
-        why = f"{mode_label(top.mode)} {top.median:.1f} tok/s over {mode_label(f.mode)} {f.median:.1f} tok/s ({c.text()})"
+        why = f"{top.mode.label} {top.median:.1f} tok/s over {f.mode.label} {f.median:.1f} tok/s ({c.text()})"
         return Verdict(setup_key, kind, figs, top.mode, why)
 
     def best_mode(self, setup_key: str, kind: str) -> str | None:
@@ -283,8 +284,8 @@ class WorkloadAdvice:
 def _check(kind: str, mode: str | None) -> None:
     if kind not in KINDS:
         raise AdviceError(f"Unknown prompt kind {kind!r}: use one of {', '.join(KINDS)}.")
-    if mode is not None and mode not in MODE_KEYS:
-        raise AdviceError(f"Unknown speculation mode {mode!r}: use one of {', '.join(MODE_KEYS)}.")
+    if mode is not None and mode not in tuple(Mode):
+        raise AdviceError(f"Unknown speculation mode {mode!r}: use one of {', '.join(tuple(Mode))}.")
 
 
 class _NewerFile(ValueError):
@@ -313,7 +314,7 @@ def _validated(raw: Any) -> Figures:
                 raise ValueError(f"setup {key!r} has an unknown kind {kind!r}")
             for mode, values in modes.items():
                 by_prompt = {UNKNOWN_PROMPT: values} if schema == 1 else values
-                if mode not in MODE_KEYS or not isinstance(by_prompt, dict) or not all(
+                if mode not in tuple(Mode) or not isinstance(by_prompt, dict) or not all(
                         isinstance(p, str) and _figures_ok(v) for p, v in by_prompt.items()):
                     raise ValueError(f"setup {key!r}, {kind}: bad figures for {mode!r}")
                 out.setdefault(key, {}).setdefault(kind, {})[mode] = {p: [float(x) for x in v]

@@ -28,9 +28,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import CODE, KINDS, PROSE, STRUCTURED, WorkloadAdvice, classify
 from beedeck.core.engine.speculation.comparison import Comparison, Evidence, compare
-from beedeck.core.engine.speculation.modes import BASELINE, LABELS
 
 __all__ = ["CODE", "KINDS", "PROSE", "STRUCTURED", "Advice", "SpecGuard", "classify_prompt", "references_from_bench"]
 
@@ -56,11 +56,11 @@ class Advice:
 
     @property
     def message(self) -> str:
-        name = LABELS.get(self.mode, self.mode)
-        switch = LABELS.get(self.suggested_mode, self.suggested_mode)
+        name = self.mode.label
+        switch = self.suggested_mode.label
         c = self.comparison
         if c is not None and c.shown:
-            text = (f"{name} is slower than {LABELS[BASELINE]} on {self.kind} prompts here: {c.ratio:.2f}x "
+            text = (f"{name} is slower than {Mode.BASELINE.label} on {self.kind} prompts here: {c.ratio:.2f}x "
                     f"(95 % CI {c.interval_text()}, {c.evidence_text()}; {self.source}, the same prompts in both).")
         else:
             text = (f"{name} drafted nothing in your last {self.replies} {self.kind} replies (the server counted 0 "
@@ -81,7 +81,7 @@ class SpecGuard:
     """Per conversation and kind of prompt: the replies per mode and what they drafted, and the like-for-like
     evidence per mode and kind; see the module docstring for the rules."""
 
-    def __init__(self, *, confirm: int = 3, margin: float = 0.05, baseline_mode: str = BASELINE,
+    def __init__(self, *, confirm: int = 3, margin: float = 0.05, baseline_mode: str = Mode.BASELINE,
                  advice: WorkloadAdvice | None = None, setup: str | None = None) -> None:
         if confirm < 1 or not 0 <= margin < 1:
             raise ValueError("need confirm >= 1 and 0 <= margin < 1")
