@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from beedeck.core.bench.advice_feed import bench_advice_samples, tune_advice_samples
+from beedeck.core.bench.advice_feed import AdviceSample, bench_advice_samples, tune_advice_samples
 from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.tune import TuneResult
 from beedeck.core.engine.caps import EngineCaps
@@ -36,7 +36,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.set_defaults(func=run_advice_command)
 
 
-def _learn(advice: WorkloadAdvice, key: str, samples: list[tuple[str, str, float]], what: str) -> str:
+def _learn(advice: WorkloadAdvice, key: str, samples: list[AdviceSample], what: str) -> str:
     try:
         added = advice.learn(key, samples)
     except (AdviceError, OSError) as exc:

@@ -145,9 +145,9 @@ def run_argv(args: argparse.Namespace) -> int:
     elif args.preset == "guide-baseline":
         settings = LaunchSettings.guide_baseline(args.target)
     else:
-        settings = LaunchSettings(target=args.target, draft=args.draft, spec_mode=Mode.from_setting(args.spec))
+        settings = LaunchSettings(target=args.target, draft=args.draft)
     if args.preset is None or args.spec != Mode.BASELINE.setting:
-        settings.spec_mode = Mode.from_setting(args.spec)
+        settings.spec_mode = next(m for m in Mode if m.setting == args.spec)  # one of the parser's choices
     if args.ctx is not None:
         settings.ctx_size = args.ctx
     if args.port is not None:

@@ -27,11 +27,6 @@ class ToolSafe:
     issue: str = ""
 
 
-def _label(mode: Mode | str) -> str:
-    spec = Mode.from_setting(mode) if not isinstance(mode, Mode) else mode
-    return spec.label
-
-
 def _rows(caps: EngineCaps, check: str, table: tuple[KnownIssue, ...] | None) -> list[KnownIssue]:
     """The rows of ``check`` that may apply to this engine (an unknown release counts as matching)."""
     return [r for r in (table if table is not None else load_table()) if r.check == check and r.applies_to(caps)
@@ -43,9 +38,9 @@ def tool_safe(settings: LaunchSettings, caps: EngineCaps, table: tuple[KnownIssu
     A row whose version range cannot be checked (the engine's release is unknown) counts as matching."""
     mode = settings.spec_mode
     for row in _rows(caps, CHECK, table):
-        if mode.value not in row.params.get("modes", ()):
+        if mode.setting not in row.params.get("modes", ()):  # known-issues.json names a mode by its setting
             continue
-        label = _label(mode)
+        label = mode.label
         message, _remedy = row.render({"mode": label})
         why = f"Tool-safe: speculation turned off ({label} → Baseline). {message}"
         return ToolSafe(replace(settings, spec_mode=Mode.BASELINE), why, row.id)
@@ -59,15 +54,15 @@ def spec_lines(mode: Mode, caps: EngineCaps | None, table: tuple[KnownIssue, ...
         return []
     out = []
     for row in _rows(caps, CHECK, table):
-        modes = [m for m in row.params.get("modes", ()) if m in {s.setting for s in Mode}]
-        names = " and ".join(_label(m) for m in modes)
+        modes = [m for m in map(Mode.from_setting, row.params.get("modes", ())) if m is not None]
+        names = " and ".join(m.label for m in modes)
         message, _remedy = row.render({"mode": names})
-        if mode.value in modes:
-            out.append(f"tool-safe: this server runs {_label(mode)}, which is known to break tool calls here. {message} "
+        if mode in modes:
+            out.append(f"tool-safe: this server runs {mode.label}, which is known to break tool calls here. {message} "
                        "The safe choice is speculation off: `beedeck serve --spec off` (in the window: Server → Use "
                        "with… → Tool-safe).")
         else:
-            off = "no speculation" if mode == Mode.BASELINE else _label(mode)
+            off = "no speculation" if mode == Mode.BASELINE else mode.label
             out.append(f"tool-safe: {names} speculation is known to break tool calls on this engine ({row.id}); "
                        f"this server runs {off}, which is safe for an agent.")
     return out

@@ -168,6 +168,11 @@ class Variant:
         return list(Mode).index(self.mode), self.draft_loaded
 
     @classmethod
+    def of(cls, what: Mode | Variant) -> Variant:
+        """A mode as its plain variant (a variant as it is)."""
+        return what if isinstance(what, Variant) else cls(what)
+
+    @classmethod
     def parse(cls, word: object) -> Variant | None:
         """The variant a stored word names (a mode's value, or "baseline-draft-loaded"); None for another word."""
         text = str(word or "")

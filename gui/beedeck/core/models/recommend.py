@@ -285,7 +285,7 @@ def _engine_refusal(caps: EngineCaps | None) -> list[str]:
     if caps is None:
         return []
     if caps.generation == Generation.UNKNOWN:
-        _spelling, no_dflash = engine_spec_type("dflash", caps)
+        _spelling, no_dflash = engine_spec_type(Mode.DFLASH, caps)
         return [no_dflash or f"BeeDeck cannot tell which drafts {engine_label(caps)} loads: pick BeeLlama or "
                 "mainline llama.cpp.",
                 "Every recommended setup speculates with a draft or an MTP head, so none is offered for this engine."]

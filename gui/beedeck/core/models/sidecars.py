@@ -127,9 +127,10 @@ class Sidecar:
     def reason_on(self, caps: EngineCaps) -> str:
         """Why this probed engine cannot run it ("" when it can): the files first, then an engine without
         the mode at all, then the engine generation's draft formats."""
-        if self.problems or not self.kind:
+        runs_as = Mode.of_draft_kind(self.kind)
+        if self.problems or runs_as is None:
             return self.reason()
-        _spelling, why = engine_spec_type(Mode.of_draft_kind(self.kind), caps)
+        _spelling, why = engine_spec_type(runs_as, caps)
         if why:
             return why
         return self.engines.get(caps.generation.value, "") or (

@@ -12,7 +12,7 @@ from beedeck.core.bench.results import Sample
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.bench.tune.knobs import Knob
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.mode import Mode, Variant
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.comparison import Comparison
 
 # A win must clear the noise (the interval) and be worth a profile change: 2 % above the best so far.
@@ -64,7 +64,7 @@ class TunePoint:
 class TunePlan:
     """What the search will try, reported up front; ``point_s`` is known after the first measurement."""
 
-    mode: str
+    mode: Mode
     knobs: list[Knob]
     candidates: int
     budget_s: float
@@ -76,7 +76,7 @@ class TunePlan:
     def measured_points(self) -> int:
         """Points that may start a server: the baseline, the start (unless it is the baseline), every
         candidate and, when one wins, the confirmation of the start and the winner."""
-        return self.candidates + (1 if self.mode == Variant(Mode.BASELINE) else 2) + (CONFIRM_POINTS if self.candidates else 0)
+        return self.candidates + (1 if self.mode == Mode.BASELINE else 2) + (CONFIRM_POINTS if self.candidates else 0)
 
     @property
     def est_total_s(self) -> float | None:
@@ -95,7 +95,7 @@ class TunePlan:
         confirm = (f" (and, when a candidate wins, the start and the winner again: {CONFIRM_POINTS} confirmation "
                    "points)") if self.candidates else ""
         head = (f"Plan: {self.candidates} candidate points over {len(self.knobs)} knobs ({knobs}), plus the "
-                f"baseline{'' if self.mode == Variant(Mode.BASELINE) else ' and the start'}{confirm}; {self.prompts} prompts x "
+                f"baseline{'' if self.mode == Mode.BASELINE else ' and the start'}{confirm}; {self.prompts} prompts x "
                 f"{self.reps} repetitions each; budget {_dur(self.budget_s)}.")
         if self.point_s is None:
             return head + " The time per point is estimated from the first measurement."
@@ -110,10 +110,10 @@ class TunePlan:
                 + ("." if total <= self.budget_s else f"; the budget allows about {self.within_budget} candidate{'' if self.within_budget == 1 else 's'}."))
 
 
-def fixed_points(mode: str) -> int:
+def fixed_points(mode: Mode) -> int:
     """The points a search measures whatever it finds: the baseline, the start (unless it is the
     baseline) and, should a candidate win, the start and the winner again."""
-    return (1 if mode == Variant(Mode.BASELINE) else 2) + CONFIRM_POINTS
+    return (1 if mode == Mode.BASELINE else 2) + CONFIRM_POINTS
 
 
 def point_seconds(prompts: int, reps: int, max_tokens: int, tokens_per_s: float, warmup_tokens: int = 32,
@@ -123,7 +123,7 @@ def point_seconds(prompts: int, reps: int, max_tokens: int, tokens_per_s: float,
     return start_s + (warmup_tokens + prompts * reps * max_tokens) / max(tokens_per_s, 1e-6)
 
 
-def min_budget_s(mode: str, point_s: float) -> float:
+def min_budget_s(mode: Mode, point_s: float) -> float:
     """The smallest budget that leaves room for one candidate point after the fixed ones."""
     return (fixed_points(mode) + 1) * point_s
 
@@ -142,7 +142,7 @@ class TuneResult:
     """What the search found; ``best`` is ``start`` unless a point beat it outside the noise."""
 
     suite: BenchSuite
-    mode: str
+    mode: Mode
     plan: TunePlan
     points: list[TunePoint]
     baseline: TunePoint | None = None

@@ -106,7 +106,7 @@ class ModeSwitch:
         self.held = ""  # why the switch is held on a server BeeDeck did not start ("" when it is not)
         # A mode that runs here but was measured not to help with these files (the starter's N-gram): the
         # measured reason, shown where the mode is offered. The caller sets it with the profile.
-        self.notes: dict[str, str] = {}
+        self.notes: dict[Mode, str] = {}
         self.attached: RemoteInfo | None = None  # that server, while attached
         self.checked: set[str] = set()  # engines checked this session (an inconclusive check is not kept)
         self.began: float | None = None  # when the restart under way began (the caller's clock)
@@ -208,11 +208,8 @@ class ModeSwitch:
         return settings_for_mode(profile, self.served, self.caps)
 
     # -- switching -------------------------------------------------------------------------
-    def request(self, key: str) -> Decision:
-        """A click on mode ``key``'s segment (or the advice's pick)."""
-        wanted = Mode.parse(key)
-        if wanted is None:
-            return Decision(Outcome.REFUSED, self.mode, reason=f"{key!r} is not a speculation mode.")
+    def request(self, wanted: Mode) -> Decision:
+        """A click on mode ``wanted``'s segment (or the advice's pick)."""
         if wanted == self.mode and self.pending is None:
             return Decision(Outcome.SWITCHED, wanted, extra=self.request_extra())
         if self.pending is not None:

@@ -38,7 +38,6 @@ from beedeck.core.models.planner.units import (
 )
 
 CUDA_CONTEXT = 350 * MiB  # §1.8: ~0.1-0.6 GiB, 350 MiB on a 3090/4090 under Linux
-DFLASH_FORMAT_MODES = (Mode.DFLASH, Mode.DSPARK)  # drafts in the dflash architecture
 DEFAULT_MARGIN = GiB  # llama.cpp's own --fit-target default
 _REPACKED = frozenset({2, 12, 20})  # Q4_0, Q4_K, IQ4_NL
 
@@ -317,7 +316,7 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     notes: list[str] = []
     # DFlash-format drafts (DFlash, DSpark: a DFlash file with a Markov head) get the measured DFlash formulas;
     # an EAGLE-3 draft or an MTP head file only what is known of them (planner.drafts).
-    use_draft = draft is not None and settings.spec_mode in DFLASH_FORMAT_MODES
+    use_draft = draft is not None and settings.spec_mode.info.dflash_draft
     other_draft = draft if draft is not None and not use_draft and loads_other_draft(draft, settings) else None
     ngl = ngl_of(settings.n_gpu_layers, target.n_layer) if gpus else 0
     layer_dev, cpu_names, out_dev = _place_weights(target, ngl, gpus, host, "weights", split)
