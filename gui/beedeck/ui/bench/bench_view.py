@@ -43,11 +43,6 @@ from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.bench.bench_chart import BarChart, render_report_charts, speed_bars, speedup_bars
 from beedeck.ui.bench.run_view import CoreWorker, RunView, append_row, results_table
 
-BENCH_MODES = (Variant(Mode.BASELINE), Variant(Mode.DFLASH), Variant(Mode.EAGLE3), Variant(Mode.DSPARK), Variant(Mode.MTP), Variant(Mode.MODEL_FREE))
-# Checked by default: what the profile's files bring (a draft of its kind, MTP heads). Model-free is
-# offered unchecked: it needs no file, so it would be in every run.
-FILE_MODES = (Variant(Mode.DFLASH), Variant(Mode.EAGLE3), Variant(Mode.DSPARK), Variant(Mode.MTP))
-
 
 class _Worker(CoreWorker):
     """Runs one benchmark on its QThread."""
@@ -76,10 +71,10 @@ class BenchView(RunView):
 
         self.suite_box = QComboBox()
         self.suite_box.addItems(list(BUILTIN_SUITES))
-        self.mode_boxes: dict[str, QCheckBox] = {m: QCheckBox(m.label) for m in BENCH_MODES}
+        self.mode_boxes: dict[Mode, QCheckBox] = {m: QCheckBox(m.label) for m in Mode}
         for key, box in self.mode_boxes.items():
             box.setObjectName(f"bench-mode-{key}")
-        self.mode_boxes[Variant(Mode.BASELINE)].setChecked(True)
+        self.mode_boxes[Mode.BASELINE].setChecked(True)
         self.reps = QSpinBox()
         self.reps.setRange(1, 50)
         self.reps.setValue(DEFAULT_REPS)
@@ -154,7 +149,9 @@ class BenchView(RunView):
         self._runner(lambda: read_infos(settings), done, lambda _exc: None)
 
     def _offer(self, options: list[ModeOption]) -> None:
-        """Enable the modes that run (checked: baseline and the files' own), grey the rest with why."""
+        """Enable the modes that run (checked: baseline and what the profile's files bring, a draft of its kind
+        or MTP heads; N-gram needs no file, so it would be in every run: offered unchecked), grey the rest with
+        why."""
         self.options = options
         for o in options:
             box = self.mode_boxes.get(o.key)
@@ -162,7 +159,8 @@ class BenchView(RunView):
                 continue
             box.setText(o.key.label)  # the toggle's name; the engine's type is in the tooltip
             box.setEnabled(o.available)
-            box.setChecked(o.available and (o.key in (Variant(Mode.BASELINE), *FILE_MODES) or (o.key == Variant(Mode.MODEL_FREE) and box.isChecked())))
+            brought = o.key == Mode.BASELINE or bool(o.key.info.draft_kinds)
+            box.setChecked(o.available and (brought or box.isChecked()))
             box.setToolTip(f"runs as --spec-type {o.spec_type}" if o.available and o.spec_type else
                            "no speculation: the reference every speed-up is measured against" if o.available else
                            f"Not available: {o.reason}")
@@ -175,7 +173,7 @@ class BenchView(RunView):
         """Use this suite instead of the picked built-in one (a user's file, or a short test suite)."""
         self._suite_override = suite
 
-    def selected_modes(self) -> list[str]:
+    def selected_modes(self) -> list[Mode]:
         return [m for m, box in self.mode_boxes.items() if box.isChecked() and box.isEnabled()]
 
     # ---- running ----
@@ -192,7 +190,8 @@ class BenchView(RunView):
         except BenchError as exc:
             self.status.setText(str(exc))
             return
-        kwargs: dict[str, Any] = {"suite": suite, "modes": self.selected_modes(), "reps": self.reps.value()}
+        kwargs: dict[str, Any] = {"suite": suite, "variants": [Variant(m) for m in self.selected_modes()],
+                                  "reps": self.reps.value()}
         if self._launch is not None:
             kwargs.update(engine=self._launch[0], caps=self._launch[1], base_settings=self._launch[2])
         else:
@@ -223,7 +222,7 @@ class BenchView(RunView):
         self.report, self.summary = report, summarize(report)
         s = self.summary
         self.table.setRowCount(0)
-        for mode in report.modes:
+        for mode in report.variants:
             m = s.overall.get(mode)
             if m is None or m.gen_tps is None:
                 continue

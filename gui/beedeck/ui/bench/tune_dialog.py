@@ -20,6 +20,7 @@ from beedeck.core.bench.tune import TuneResult
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import setup_key
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.server_dialog import ChatServerDialog
@@ -107,7 +108,7 @@ class TuneDialog(ChatServerDialog):
         if result is not None and best is not None and best.gen_tps is not None:
             # A mode's speed-up only where the best differs from the baseline in the mode alone (the start's
             # settings): a tuned knob on top would make it no like-for-like comparison of the mode.
-            mode_only = best.vs_baseline if not best.changes and result.mode != "baseline" else None
+            mode_only = best.vs_baseline if not best.changes and result.mode != Mode.BASELINE else None
             self.session.record_figure(result.mode, best.gen_tps.median, "tune", mode_only)
         advice = self.session.guard.advice
         profile = self.session.profile

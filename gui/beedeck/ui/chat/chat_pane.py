@@ -46,7 +46,7 @@ ModeProvider = Callable[[], tuple[Mode | None, dict[str, Any]]]
 class ChatPane(QWidget):
     """Chat with the running server, one conversation at a time.
 
-    Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer text (a run of pieces);
+    Signals: ``reply_started(Mode)`` its mode (None: sent without a toggle); ``delta_received(str)`` answer text (a run of pieces);
     ``reasoning_received(str)`` thinking text; ``pieces_arrived(int)`` how many pieces (about one token
     each) a batch brought; ``reply_finished(ReplyFacts)``; ``reply_failed(str)``;
     ``store_failed(str)`` the chat store refused a write or read (the text stays on screen);
@@ -54,7 +54,7 @@ class ChatPane(QWidget):
     ``copied(str)`` a copy link put text on the clipboard (a sentence for the status bar).
     """
 
-    reply_started = Signal(str)
+    reply_started = Signal(Mode)
     delta_received = Signal(str)
     reasoning_received = Signal(str)
     pieces_arrived = Signal(int)
@@ -402,7 +402,7 @@ class ChatPane(QWidget):
         self._t_sent = time.perf_counter()
         self.set_notice("")
         self._update_buttons()
-        self.reply_started.emit(mode.value if mode else "")
+        self.reply_started.emit(mode)
         run.start()
 
     def stop(self) -> None:

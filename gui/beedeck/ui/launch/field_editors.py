@@ -115,7 +115,7 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
         if spec.kind == "tristate":
             return {v: k for k, v in TRI.items()}.get(text)
         if spec.name == "spec_mode":
-            return Mode.from_setting(w.currentData())
+            return Mode(w.currentData())
         return None if text == DEFAULT and spec.optional else text
     if isinstance(w, QSpinBox):
         return None if spec.optional and w.value() == w.minimum() else w.value()

@@ -271,7 +271,7 @@ class LaunchForm(QWidget):
         why = field_reason(name, self.caps)
         if why:
             return why
-        mode = Mode.from_setting(self._get_spec("spec_mode"))
+        mode: Mode = self._get_spec("spec_mode")
         if name in ("draft", "draft_ctx_size", "draft_n_gpu_layers") and not mode.uses_draft_file and not (
                 name == "draft" and mode == Mode.MTP):  # MTP: an mtp- head file for a target without heads
             return "Used only with a draft model's mode: DFlash, EAGLE-3, DSpark (or MTP with an mtp- head file)."

@@ -31,7 +31,6 @@ from beedeck.ui.launch.field_editors import put_value
 from beedeck.ui.launch.launch_fields import FIELDS
 from beedeck.ui.wrap_label import WrapLabel
 
-SPEC_OF_KIND = {kind: mode for kind, mode in MODE_OF_KIND.items()}  # the launch mode of each draft
 Found = tuple[list[Sidecar], str]  # the drafts next to the target (ordered), and the target's quant
 
 
@@ -46,10 +45,10 @@ def choose(sides: list[Sidecar], quant: str, caps: EngineCaps | None) -> tuple[S
     """The draft to offer (None: none runs here) and, for every other one, why it cannot be used (or
     that it is another choice)."""
     if caps is not None:
-        runnable = [s for s in sides if not s.reason_on(caps) and s.kind in SPEC_OF_KIND]
+        runnable = [s for s in sides if not s.reason_on(caps) and Mode.of_draft_kind(s.kind)]
         best = sidecars.pick(runnable, quant)
     else:
-        best = sidecars.pick([s for s in sides if s.kind in SPEC_OF_KIND], quant)
+        best = sidecars.pick([s for s in sides if Mode.of_draft_kind(s.kind)], quant)
     others = []
     for s in sides:
         if s is best:
@@ -134,7 +133,8 @@ class SidecarOffer(QWidget):
             self.note.setText(f"{len(sides)} draft(s) next to {Path(target).name}, none that "
                               f"{'this engine' if caps else 'any engine'} runs with it: {others[0]}")
             return
-        mode = SPEC_OF_KIND[best.kind]
+        mode = Mode.of_draft_kind(best.kind)
+        assert mode is not None  # choose() offers only drafts of a mode's kind
         self._undo, self.offered = (s.draft, s.spec_mode), best
         self._fill(str(best.path), mode)
         more = f" {len(others)} other(s): hover for why not." if others else ""

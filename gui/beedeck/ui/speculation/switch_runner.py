@@ -40,15 +40,15 @@ from beedeck.ui.speculation.switch_checker import SwitchChecker
 class SwitchRunner(QObject):
     """Carries out :attr:`switch`'s decisions with the app's server (``serving``).
 
-    Signals: ``changed()`` whenever the switch's state changed (views render it again); ``mode_changed(str)``
-    once a new mode is in effect (a :class:`Mode` value); ``restarting(LaunchSettings)`` just before a switch
+    Signals: ``changed()`` whenever the switch's state changed (views render it again); ``mode_changed(Mode)``
+    once a new mode is in effect; ``restarting(LaunchSettings)`` just before a switch
     restarts the server with these settings (a reply in flight stops).
     ``client_factory(url, api_key)`` makes the checks' clients; ``runner`` runs the header reads and checks
     (tests: inline); ``clock`` times a restart.
     """
 
     changed = Signal()
-    mode_changed = Signal(str)
+    mode_changed = Signal(Mode)
     restarting = Signal(LaunchSettings)
 
     def __init__(self, switch: ModeSwitch, serving: Serving, memory: PerRequestMemory,
@@ -108,16 +108,16 @@ class SwitchRunner(QObject):
         self._carry_out(self.checker.reply_finished(self.serving.caps, facts))
 
     # -- switching -------------------------------------------------------------------------
-    def request(self, key: str) -> bool:
+    def request(self, key: Mode) -> bool:
         """Switch to mode ``key`` as a click on its segment would (per request or by restart).
 
         True when the switch is done or under way (or ``key`` is the mode already); False when the mode
-        cannot run here, is unknown, or another switch is under way."""
+        cannot run here or another switch is under way."""
         before = self.switch.mode
         decision = self.switch.request(key)
         self._carry_out(decision)
         if decision.outcome == Outcome.SWITCHED and decision.mode != before:
-            self.mode_changed.emit(decision.mode.value)
+            self.mode_changed.emit(decision.mode)
         return decision.accepted
 
     def _carry_out(self, decision: Decision | None) -> None:
@@ -130,7 +130,7 @@ class SwitchRunner(QObject):
         self.restarting.emit(decision.settings)
         self.serving.restart(decision.settings)
 
-    def offers(self, mode: str) -> bool:
+    def offers(self, mode: Mode) -> bool:
         """Whether the guard's banner may suggest ``mode`` now: the switch is on, elsewhere, and it runs here."""
         chosen = next((o for o in self.switch.options if o.key == mode), None)
         return self.switch.enabled and self.switch.mode != mode and chosen is not None and chosen.available
@@ -142,7 +142,7 @@ class SwitchRunner(QObject):
         if self.switch.pending is not None:
             mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.serving.last_switch or RESTARTED)
             if mode is not None:
-                self.mode_changed.emit(mode.value)
+                self.mode_changed.emit(mode)
         if not self.serving.is_remote():
             self.checker.server_ready(self.serving.caps, lambda: self._client(base_url, api_key))
         self.changed.emit()
