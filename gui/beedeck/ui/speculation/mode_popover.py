@@ -19,13 +19,6 @@ from beedeck.core.engine.speculation.modes import ModeOption
 
 POPOVER_WIDTH = 380
 ACTION_LABELS = {"wizard": "Open the setup wizard", "settings": "Open Settings"}
-WHAT_IT_IS = {
-    "dflash": "a small DFlash draft model trained for your model",
-    "eagle3": "a small EAGLE-3 draft model trained for your model",
-    "dspark": "a small DSpark draft model trained for your model",
-    Mode.MTP: "a model with built-in prediction heads (MTP), or the separate head file made for it",
-    Mode.MODEL_FREE: "nothing extra: it reuses text already in the chat",
-}
 
 
 def _engine_side(reason: str) -> bool:
@@ -41,7 +34,7 @@ def plain_reason(o: ModeOption) -> tuple[str, str]:
         if "probed the engine" in o.reason:
             return f"BeeDeck is still checking whether your engine can run {label}.", "settings"
         return (f"Your engine build cannot run {label}. The setup wizard can get one that does.", "wizard")
-    needs = WHAT_IT_IS.get(o.key, "other model files")
+    needs = o.key.info.needs or "other model files"
     if o.key.uses_draft_file:
         return (f"{label} needs {needs}. Pick it in Settings, or let the setup wizard download a matching pair.",
                 "settings")
