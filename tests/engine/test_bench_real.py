@@ -37,12 +37,12 @@ def synth_pair() -> tuple[Path, Path]:
     return synthetic_bench_pair(SYNTH)
 
 
-def _line(report_summary: br.Summary, mode: str) -> str:
+def _line(report_summary: br.Summary, mode: Variant) -> str:
     m = report_summary.overall[mode]
     assert m.gen_tps is not None
     g = m.gen_tps
     sp = f", speed-up {m.speedup.text()}" if m.speedup else ""
-    return (f"{mode}: median {g.median:.1f} tok/s, min {g.min:.1f}, max {g.max:.1f}, IQR {g.iqr:.1f}, "
+    return (f"{mode.key}: median {g.median:.1f} tok/s, min {g.min:.1f}, max {g.max:.1f}, IQR {g.iqr:.1f}, "
             f"spread {g.spread_pct:.0f} %{sp}")
 
 
@@ -108,7 +108,7 @@ def test_restart_switching_keeps_argv_and_port_and_measures_the_cost(
     report = run_bench(starter_engine_path, starter_caps, synthetic_settings(*synth_pair), suite, modes, reps=1,
                        warmup=0, switching="restart", environment={})
     assert report.ok, report.errors
-    runs = {r.mode: r for r in report.runs}
+    runs = {r.variant: r for r in report.runs}
     assert runs[Variant(Mode.MODEL_FREE)].spec_type == "ngram-mod" and runs[Variant(Mode.DFLASH)].spec_type == "draft-dflash"
     port = runs[Variant(Mode.BASELINE)].argv[runs[Variant(Mode.BASELINE)].argv.index("--port") + 1]
     for mode in (Variant(Mode.DFLASH), Variant(Mode.MODEL_FREE)):
@@ -119,7 +119,7 @@ def test_restart_switching_keeps_argv_and_port_and_measures_the_cost(
     cost = ", ".join(f"{m}: stop {r.stop_previous_s or 0:.2f} s + ready {r.ready_s:.2f} s" for m, r in runs.items())
     print(cost)
     record_property("restart_switch_cost", cost)
-    texts = {s.mode: s.text for s in report.samples}
+    texts = {s.variant: s.text for s in report.samples}
     assert texts[Variant(Mode.BASELINE)] == texts[Variant(Mode.DFLASH)] == texts[Variant(Mode.MODEL_FREE)]
     # One repetition, real drafts: a ratio is measured, but no interval from one run (it printed "CI 0.99-0.99")
     summary = br.summarize(report)
@@ -172,10 +172,10 @@ def test_every_engine_measures_dflash_against_a_server_without_the_draft(
                        (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=5, warmup=1, environment={})
     assert report.ok, report.errors
     honours = real_engine.kind == "bee-a"
-    assert report.modes == ([Variant(Mode.BASELINE), Variant(Mode.DFLASH), IN_SERVER_BASELINE] if honours else [Variant(Mode.BASELINE), Variant(Mode.DFLASH)])
+    assert report.variants == ([Variant(Mode.BASELINE), Variant(Mode.DFLASH), IN_SERVER_BASELINE] if honours else [Variant(Mode.BASELINE), Variant(Mode.DFLASH)])
     assert "honours" in report.environment["per_request"] if honours else "ignores" in report.environment["per_request"]
     assert [r.switching for r in report.runs] == ["restart", "restart"] + (["per-request"] if honours else [])
-    assert all(s.draft_n == 0 for s in report.samples if s.mode in (Variant(Mode.BASELINE), IN_SERVER_BASELINE))
+    assert all(s.draft_n == 0 for s in report.samples if s.variant in (Variant(Mode.BASELINE), IN_SERVER_BASELINE))
     dflash = report.samples_for(Variant(Mode.DFLASH))
     assert len(dflash) == 5 and all(s.draft_n > 0 and s.acceptance == 1.0 for s in dflash)
     summary = br.summarize(report)

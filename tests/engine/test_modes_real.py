@@ -66,7 +66,7 @@ def test_the_benchmark_finds_mtp_in_the_target_and_runs_it_with_every_draft_acce
     report = run_bench(starter_engine_path, starter_caps, settings, suite, modes, reps=2, warmup=1,
                        switching="restart", environment={})
     assert report.ok, report.errors
-    runs = {r.mode: r for r in report.runs}
+    runs = {r.variant: r for r in report.runs}
     assert runs[Variant(Mode.MTP)].spec_type == "draft-mtp" and runs[Variant(Mode.MODEL_FREE)].spec_type == "ngram-mod"
     mtp_argv = runs[Variant(Mode.MTP)].argv
     assert mtp_argv[mtp_argv.index("--spec-type") + 1] == "draft-mtp" and "--spec-draft-model" not in mtp_argv
@@ -81,9 +81,9 @@ def test_the_benchmark_finds_mtp_in_the_target_and_runs_it_with_every_draft_acce
     summary = br.summarize(report)
     m, f = summary.overall[Variant(Mode.MTP)], summary.overall[Variant(Mode.MODEL_FREE)]
     assert m.acceptance == 1.0 and m.identical == m.compared == 2 and f.identical == f.compared == 2
-    line = "; ".join(f"{mode}: {summary.overall[mode].gen_tps.median:.1f} tok/s"  # type: ignore[union-attr]
+    line = "; ".join(f"{mode.key}: {summary.overall[mode].gen_tps.median:.1f} tok/s"  # type: ignore[union-attr]
                      + (f", acceptance {100 * summary.overall[mode].acceptance:.0f} %"  # type: ignore[operator]
-                        if summary.overall[mode].acceptance is not None else "") for mode in report.modes)
+                        if summary.overall[mode].acceptance is not None else "") for mode in report.variants)
     print(line)
     record_property("modes_sticky_mtp", line)
 
@@ -163,7 +163,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
 
         # Back to Baseline through the public call the per-prompt advisor will use.
         with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS):
-            assert window.session.request_mode("baseline") is True
+            assert window.session.request_mode(Mode.BASELINE) is True
         pids.append(server_pid(window))
         assert _spec_type(pids[-1]) is None
         third = _send(qtbot, window, "hello")

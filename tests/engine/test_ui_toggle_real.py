@@ -24,7 +24,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.clicmd.bench import synthetic_settings
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART
 from beedeck.core.profile import Profile
@@ -183,7 +183,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
 
         # The speed panel holds the last figure of each mode side by side.
         speed = window.speed
-        assert speed.last_by_mode == {"baseline": second["tps"], "dflash": third["tps"]}
+        assert speed.last_by_mode == {Variant(Mode.BASELINE): second["tps"], Variant(Mode.DFLASH): third["tps"]}
         assert speed.gauge.baseline == second["tps"]
         compare = speed.compare.text()
         assert f"Baseline {second['tps']:.1f}" in compare and f"DFlash {third['tps']:.1f} tok/s" in compare

@@ -41,7 +41,7 @@ def test_one_repetition_gives_no_interval_anywhere() -> None:
     assert "0.99-0.99" not in md and "| one run: no interval |" in md
     assert any(f.startswith("One run: no interval: each prompt ran once per mode, so no speed-up is shown. Run 3")
                for f in s.flags)
-    data = br.report_dict(report, s)["summary"]["overall"][Variant(Mode.MODEL_FREE)]["speedup"]
+    data = br.report_dict(report, s)["summary"]["overall"]["model-free"]["speedup"]
     assert data["ratio"] is None and data["why_not"] == "one run: no interval" and data["runs"] == 1
 
 
@@ -72,3 +72,30 @@ def test_a_cancelled_run_keeps_what_it_measured_and_names_what_it_did_not() -> N
     assert "N-gram 4 of 9 (not measured: task-store run 3, kv-report runs 2, 3, linked-list runs 2, 3)" in note
     sp = s.overall[Variant(Mode.MODEL_FREE)].speedup
     assert sp is not None and sp.text() == "one run: no interval"  # the fewest runs of a prompt decide
+
+
+def test_the_files_keep_the_words_earlier_beedecks_wrote() -> None:
+    """A benchmark measures variants now; report.json and samples.csv still name each by the word they had
+    ("mode": "baseline", "baseline-draft-loaded"), in the same place, so scripts reading them keep working."""
+    from beedeck.core.bench.results import ModeRun
+    from beedeck.core.engine.mode import IN_SERVER_BASELINE
+
+    r = _report(reps=3)
+    r.variants.append(IN_SERVER_BASELINE)
+    r.samples += [Sample(IN_SERVER_BASELINE, pid, rep, rep, completion_tokens=64, gen_tps=v)
+                  for rep in range(3) for pid, v in BASE_TPS.items()]
+    r.runs += [ModeRun(Variant(Mode.BASELINE), "restart"), ModeRun(IN_SERVER_BASELINE, "per-request")]
+    data = br.report_dict(r)
+    assert data["modes"] == ["baseline", "model-free", "baseline-draft-loaded"]
+    assert [list(x)[0] for x in data["samples"] + data["runs"]] == ["mode"] * (len(r.samples) + 2)
+    assert {x["mode"] for x in data["samples"]} == {"baseline", "model-free", "baseline-draft-loaded"}
+    assert "variant" not in data["samples"][0] and [x["mode"] for x in data["runs"]] == ["baseline",
+                                                                                         "baseline-draft-loaded"]
+    overall = data["summary"]["overall"]
+    assert list(overall) == ["baseline", "model-free", "baseline-draft-loaded"]
+    assert overall["baseline-draft-loaded"]["mode"] == "baseline-draft-loaded" and "variant" not in overall["baseline"]
+    assert set(data["summary"]["prompts"]["kv-report"]) == {"baseline", "model-free", "baseline-draft-loaded"}
+    csv = br.to_csv(r).splitlines()
+    assert csv[0].startswith("mode,prompt_id,rep,") and csv[-1].startswith("baseline-draft-loaded,linked-list,2,")
+    md = br.to_markdown(r)
+    assert "| Baseline (draft loaded) |" in md and "Variant(" not in md

@@ -16,7 +16,7 @@ import pytest
 
 from beedeck.core.bench import report as br
 from beedeck.core.bench.results import BenchReport, Sample
-from beedeck.core.bench.runner import check_modes, mode_settings, run_bench
+from beedeck.core.bench.runner import check_modes, mode_settings, parse_variants, run_bench
 from beedeck.core.bench.suites import (
     BenchError,
     BenchPrompt,
@@ -143,8 +143,8 @@ def test_mode_checks_and_per_request_choice() -> None:
                                          "dflash out of the modes"):
         check_modes([Variant(Mode.BASELINE), Variant(Mode.DFLASH)], ml, LaunchSettings(target="t.gguf"))
     with pytest.raises(BenchError, match="Unknown benchmark mode 'fast'"):
-        check_modes(["fast"], ml, None)
-    assert check_modes(["baseline", "baseline", Variant(Mode.MODEL_FREE)], ml, LaunchSettings(target="t")) == [Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)]
+        parse_variants(["fast"])
+    assert check_modes(parse_variants(["baseline", "baseline"]) + [Variant(Mode.MODEL_FREE)], ml, LaunchSettings(target="t")) == [Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)]
     with pytest.raises(BenchError, match="add dflash"):
         check_modes([IN_SERVER_BASELINE], bee, LaunchSettings(target="t", draft="d"))
 
@@ -164,19 +164,19 @@ def test_mode_checks_read_the_model_files(tmp_path: Path) -> None:
     with pytest.raises(BenchError, match="plain.gguf is an ordinary model, not a speculation draft"):
         check_modes([Variant(Mode.EAGLE3)], ml, LaunchSettings(target=str(mtp), draft=str(plain)))
     with pytest.raises(BenchError, match="Unknown benchmark mode 'draft-mtp'"):
-        check_modes(["draft-mtp"], ml, None)
+        parse_variants(["draft-mtp"])  # the engines' words are the CLI's (parse_modes), not a variant's
 
 
 def test_restart_modes_differ_only_in_speculation_flags() -> None:
     ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
     base = LaunchSettings(target="t.gguf", draft="d.gguf", port=8910, draft_n_max=15)
-    plans = {m: build_argv(mode_settings(base, m, ml), ml) for m in (Variant(Mode.BASELINE), Variant(Mode.DFLASH), Variant(Mode.MODEL_FREE))}
+    plans = {m: build_argv(mode_settings(base, m, ml), ml) for m in (Mode.BASELINE, Mode.DFLASH, Mode.MODEL_FREE)}
     argv = {m: p.argv for m, p in plans.items()}
-    for m in (Variant(Mode.DFLASH), Variant(Mode.MODEL_FREE)):
+    for m in (Mode.DFLASH, Mode.MODEL_FREE):
         rest = [pair for pair in plans[m].pairs() if not pair[0].startswith("--spec-")]
-        assert rest == plans[Variant(Mode.BASELINE)].pairs()
+        assert rest == plans[Mode.BASELINE].pairs()
         assert len(plans[m].pairs()) > len(rest)
-    assert "draft-dflash" in argv[Variant(Mode.DFLASH)] and "ngram-mod" in argv[Variant(Mode.MODEL_FREE)]
+    assert "draft-dflash" in argv[Mode.DFLASH] and "ngram-mod" in argv[Mode.MODEL_FREE]
 
 
 # ---------------------------------------------------------------------------------- the runner
@@ -191,7 +191,7 @@ def test_per_request_run_is_fair_and_names_its_baseline_for_what_it_is(fake: Mod
     assert report.ok, report.errors
     # A running server switched per request has no baseline without the draft: its baseline is the
     # in-server one, named so, and the report says what the speed-ups are then against.
-    assert report.modes == [IN_SERVER_BASELINE, Variant(Mode.DFLASH)]
+    assert report.variants == [IN_SERVER_BASELINE, Variant(Mode.DFLASH)]
     bodies = _chat_bodies(fake)
     assert len(bodies) == 2 * 1 + 2 * 3 * 2  # warm-ups + modes x reps x prompts
     assert all(b["cache_prompt"] is False and b["temperature"] == 0.0 for b in bodies)
@@ -227,7 +227,7 @@ def test_a_baseline_reply_that_drafted_is_an_error_not_a_data_point(fake: ModeAw
     memory.remember(caps, PerRequestVerdict(True, 20, 0, 0.0))  # a stale verdict the replies overturn
     report = run_bench(None, caps, None, SUITE, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=2, warmup=0, url=fake.base_url,
                        switching="per-request", environment={}, per_request_memory=memory)
-    bad = [x for x in report.samples if x.mode == IN_SERVER_BASELINE]
+    bad = [x for x in report.samples if x.variant == IN_SERVER_BASELINE]
     assert len(bad) == 4 and all(x.error and "drafted 17 tokens" in x.error for x in bad)
     assert report.samples_for(IN_SERVER_BASELINE) == [] and not report.ok
     assert any("drafted 17 tokens" in e for e in report.errors)
@@ -399,7 +399,9 @@ def test_cli_modes_accept_the_engines_words_and_all(tmp_path: Path) -> None:
     assert default_bench_modes(ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MTP)]
     assert parse_modes("off, draft-mtp,ngram", ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MTP), Variant(Mode.MODEL_FREE)]
     assert parse_modes("all", ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MTP), Variant(Mode.MODEL_FREE)]
-    assert parse_modes("baseline,copyspec", ml, s) == [Variant(Mode.BASELINE), "copyspec"]  # not a mainline type: check_modes says so
+    with pytest.raises(BenchError, match="Unknown benchmark mode 'copyspec': use baseline, dflash, eagle3, dspark, mtp, "
+                                         "model-free, baseline-draft-loaded"):
+        parse_modes("baseline,copyspec", ml, s)  # not a mainline type
     assert parse_modes("baseline,ngram-simple", ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)] and s.spec_model_free_type == "ngram-simple"
     with pytest.raises(BenchError, match="--modes all needs BeeDeck to start the engine"):
         parse_modes("all", None, None)

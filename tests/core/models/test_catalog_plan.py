@@ -59,8 +59,8 @@ def test_beedecks_own_measurements_on_this_machine_win_and_are_named(catalog_siz
     advice = WorkloadAdvice(tmp_path / "advice.json")
     setup = "mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf"
     for dflash, mtp in ((101.0, 80.0), (102.0, 81.0), (103.0, 82.0)):
-        advice.record(setup, "code", "dflash", dflash, "p")  # the same prompt: like for like
-        advice.record(setup, "code", "mtp", mtp, "p")
+        advice.record(setup, "code", Mode.DFLASH, dflash, "p")  # the same prompt: like for like
+        advice.record(setup, "code", Mode.MTP, mtp, "p")
     r = recommend([FREE], "quality", Generation.MAINLINE, cat=_only(QWEN38), local=[], card="24gb-ampere",
                   advice=advice)
     c = r.primary

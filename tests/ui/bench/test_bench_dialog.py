@@ -43,9 +43,9 @@ def test_a_finished_run_teaches_the_learnt_advice(qtbot: QtBot, tmp_path: Any) -
     assert host.probed == [ENGINE]
     dialog.view.run_finished.emit(_report())
     key = setup_key(CPU_CAPS, START)
-    qtbot.waitUntil(lambda: advice.best_mode(key, CODE) == Variant(Mode.DFLASH), timeout=10_000)  # learnt in the background
-    assert advice.best_mode(key, PROSE) == Variant(Mode.BASELINE)
-    assert host.guard.comparison(Variant(Mode.DFLASH), CODE) is not None  # the session's benchmark evidence too
+    qtbot.waitUntil(lambda: advice.best_mode(key, CODE) == Mode.DFLASH, timeout=10_000)  # learnt in the background
+    assert advice.best_mode(key, PROSE) == Mode.BASELINE
+    assert host.guard.comparison(Mode.DFLASH, CODE) is not None  # the session's benchmark evidence too
     dialog.reject()
 
 
@@ -70,7 +70,7 @@ def test_a_remote_server_is_benchmarked_as_it_runs_without_stop_and_compare(qtbo
     dialog.show()
     assert dialog.compare_button.isHidden() and "did not start" in dialog.note.text()
     assert "cannot restart it in other modes" in dialog.note.text()
-    assert dialog.view.run_button.isEnabled() and dialog.view.selected_modes() == [Variant(Mode.BASELINE)]
+    assert dialog.view.run_button.isEnabled() and dialog.view.selected_modes() == [Mode.BASELINE]
     assert host.probed == [] and c.calls == []
     dialog.reject()
 

@@ -211,7 +211,7 @@ def test_settings_shows_the_mode_that_runs_not_the_profiles(qtbot: QtBot) -> Non
     session.server.restart = lambda *a, **k: None  # type: ignore[method-assign]  # no engine here
     session.server.state = ServerState.READY  # the profile's server runs
     session.switch.configure(session.profile.settings, session.known_caps[ENGINE])  # type: ignore[union-attr]
-    assert session.request_mode("model-free")  # the toggle: a restart into N-gram
+    assert session.request_mode(Mode.MODEL_FREE)  # the toggle: a restart into N-gram
     session.controller.ready.emit("http://127.0.0.1:9")
     assert session.switch.mode == "model-free"
     dialog = settings_dialog.open_dialog(session, parent)

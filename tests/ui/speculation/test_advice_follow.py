@@ -32,8 +32,8 @@ def _teach(prose_baseline: float, prose_dflash: float) -> None:
     advice = load_advice()
     key = setup_key(CAPS, PROFILE)
     prompt = prompt_key(PROSE)  # the same prompt in both modes: like for like
-    advice.record_many(key, [("prose", "baseline", prose_baseline + d, prompt) for d in (0, 1, 2)]
-                       + [("prose", "dflash", prose_dflash + d, prompt) for d in (0, 1, 2)])
+    advice.record_many(key, [("prose", Mode.BASELINE, prose_baseline + d, prompt) for d in (0, 1, 2)]
+                       + [("prose", Mode.DFLASH, prose_dflash + d, prompt) for d in (0, 1, 2)])
 
 
 def _window(qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer) -> tuple:  # type: ignore[type-arg]

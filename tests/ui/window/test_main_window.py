@@ -118,7 +118,7 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     w.session.controller.caps_known.emit(EngineCaps(path="/e/llama-server", generation=Generation.MAINLINE,
                                             spec_types=("draft-dflash", "draft-mtp", "ngram-mod"),
                                             flags=frozenset({"--spec-type"})))
-    assert w.mode.offered() == ["baseline", "dflash", "model-free"]  # the target's header is not there to read
+    assert w.mode.offered() == [Mode.BASELINE, Mode.DFLASH, Mode.MODEL_FREE]  # the target's header is not there to read
     restarts: list[LaunchSettings] = []
 
     def fake_restart(settings: LaunchSettings) -> None:  # the real restart needs a real engine + pair
@@ -137,8 +137,8 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     assert "speculative.n_max" not in fake_server.requests[-1].body
     # The speculation guard's banner switches through the same path (ModeToggle.request_mode).
     with qtbot.waitSignal(w.session.switching.mode_changed) as changed:
-        w.banner.switch_requested.emit("model-free")
-    assert changed.args == ["model-free"] and restarts[-1].spec_mode == Mode.MODEL_FREE
+        w.banner.switch_requested.emit(Mode.MODEL_FREE)
+    assert changed.args == [Mode.MODEL_FREE] and restarts[-1].spec_mode == Mode.MODEL_FREE
     assert restarts[-1].spec_model_free_type == "ngram-mod" and restarts[-1].draft is None
     assert w.session.switching.launch_settings(profile).spec_mode == Mode.MODEL_FREE  # a later Start keeps it
 

@@ -69,21 +69,21 @@ class FakeBench:
     def clock(self) -> float:
         return self.now
 
-    def __call__(self, settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
+    def __call__(self, settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
         self.calls.append((settings, mode))
         if self.on_call is not None:
             self.on_call(len(self.calls))
         status("measuring")
         self.now += self.cost
-        report = BenchReport(SUITE, [mode], len(self.noise), 1)
-        report.runs.append(ModeRun(mode, "restart", argv=["llama-server", f"--draft-max={settings.draft_n_max}"]))
-        base = 50.0 if mode == Variant(Mode.BASELINE) else self.speed(settings)
+        report = BenchReport(SUITE, [Variant(mode)], len(self.noise), 1)
+        report.runs.append(ModeRun(Variant(mode), "restart", argv=["llama-server", f"--draft-max={settings.draft_n_max}"]))
+        base = 50.0 if mode == Mode.BASELINE else self.speed(settings)
         for rep, k in enumerate(self.noise):
             for p in SUITE.prompts:
-                drafted = 0 if mode == Variant(Mode.BASELINE) else 10
-                report.samples.append(Sample(mode, p.id, rep, 42 + rep, completion_tokens=32, gen_tps=base * k,
+                drafted = 0 if mode == Mode.BASELINE else 10
+                report.samples.append(Sample(Variant(mode), p.id, rep, 42 + rep, completion_tokens=32, gen_tps=base * k,
                                              draft_n=drafted, draft_n_accepted=round(drafted * self.accept),
-                                             text="def f(): pass" if mode == Variant(Mode.BASELINE) else self.text(settings)))
+                                             text="def f(): pass" if mode == Mode.BASELINE else self.text(settings)))
         return report
 
 
@@ -99,7 +99,7 @@ def test_a_real_improvement_is_found_with_its_interval_and_the_baseline_once() -
     result = run(fake, [draft_max_knob(8, 4, 2)], on_plan=lambda p: plans.append(replace(p)),
                  on_progress=lambda d, t, _l: progress.append((d, t)))
     # the baseline, the start, three candidates, then the start and the winner again (the confirmation)
-    assert [m for _s, m in fake.calls] == [Variant(Mode.BASELINE)] + [Variant(Mode.DFLASH)] * 6
+    assert [m for _s, m in fake.calls] == [Mode.BASELINE] + [Mode.DFLASH] * 6
     assert [s.draft_n_max for s, _m in fake.calls[-2:]] == [1, 8]
     assert fake.calls[0][0].spec_mode == Mode.BASELINE  # the baseline is a server without speculation
     assert result.improved and result.best is not None and result.best.changes == {"draft_n_max": 8}
@@ -214,8 +214,8 @@ def test_a_point_whose_text_differs_at_temperature_zero_is_rejected() -> None:
 
 
 def test_a_failed_baseline_stops_with_the_reason() -> None:
-    def broken(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
-        report = BenchReport(SUITE, [mode], 3, 1)
+    def broken(settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
+        report = BenchReport(SUITE, [Variant(mode)], 3, 1)
         report.errors.append("The baseline server did not start: out of memory")
         return report
 
@@ -365,15 +365,15 @@ def _threads_measure(cut_after: int | None) -> Callable[[LaunchSettings, str, Ca
     """The starter's case (issue 37): threads=2 at 93.1 against 53.9 tok/s, the search cancelled while that
     point was measured; ``cut_after``: how many replies it finished before the cancel (None: all)."""
 
-    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
-        report = BenchReport(SUITE, [mode], len(NOISE), 1)
+    def measure(settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
+        report = BenchReport(SUITE, [Variant(mode)], len(NOISE), 1)
         speed = 93.1 if settings.threads == 2 else 53.9
         replies = [(rep, k, p) for rep, k in enumerate(NOISE) for p in SUITE.prompts]
         if settings.threads == 2:
             report.cancelled = True
             replies = replies[:cut_after]
         for rep, k, p in replies:
-            report.samples.append(Sample(mode, p.id, rep, 42 + rep, completion_tokens=32, gen_tps=speed * k,
+            report.samples.append(Sample(Variant(mode), p.id, rep, 42 + rep, completion_tokens=32, gen_tps=speed * k,
                                          text="def f(): pass"))
         return report
 
@@ -416,7 +416,7 @@ def test_a_start_that_drafted_nothing_has_no_speed_up_over_the_baseline() -> Non
     """The dock's case in tune's table: N-gram on the starter drafted no token, so its speed is no speed-up."""
     fake = FakeBench(lambda s: 52.0 if s.draft_n_max == 1 else 51.0)
 
-    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
+    def measure(settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
         report = fake(settings, mode, status)
         for s in report.samples:
             s.draft_n = s.draft_n_accepted = 0
