@@ -51,6 +51,18 @@ def test_the_draft_kind_of_a_file_names_the_mode_that_runs_it() -> None:
     assert Mode.of_draft_kind(None) is None and Mode.of_draft_kind("") is None and Mode.of_draft_kind("llama") is None
 
 
+def test_the_plan_kinds_and_spec_types_name_their_mode() -> None:
+    """The catalog's plan kinds (core/models/live_plan.py) and an attached server's --spec-type
+    (core/engine/speculation/remote_switch.py) find their mode in the table, not in tables of their own."""
+    plans = {"none": Mode.BASELINE, "mtp": Mode.MTP, "mtp-head": Mode.MTP, "dflash": Mode.DFLASH,
+             "dflash2": Mode.DFLASH, "dflash-draft": Mode.DFLASH, "dspark": Mode.DSPARK, "eagle3": Mode.EAGLE3}
+    assert {k: Mode.of_plan_kind(k) for k in plans} == plans and Mode.of_plan_kind("medusa") is None
+    spec = {"draft-mtp": Mode.MTP, "draft-eagle3": Mode.EAGLE3, "draft-dspark": Mode.DSPARK}
+    assert {k: Mode.of_spec_type(k) for k in spec} == spec
+    assert Mode.of_spec_type("draft-dflash") is None and Mode.of_spec_type("ngram-mod") is None  # chosen per engine
+    assert Mode.of_spec_type("") is None
+
+
 def test_the_in_server_baseline_is_a_variant_of_baseline_not_a_mode() -> None:
     assert IN_SERVER_BASELINE.mode is Mode.BASELINE and IN_SERVER_BASELINE not in list(Mode)
     assert IN_SERVER_BASELINE.key == "baseline-draft-loaded"  # the word benchmark files wrote for it

@@ -88,6 +88,17 @@ class Mode(StrEnum):
         ordinary model or no kind."""
         return next((m for m in cls if kind and kind in MODE_TABLE[m].draft_kinds), None)
 
+    @classmethod
+    def of_plan_kind(cls, kind: str) -> Mode | None:
+        """The mode a catalog plan kind (``core.models.live_plan``: "dflash2", "mtp-head", "none") runs as."""
+        return next((m for m in cls if kind in MODE_TABLE[m].plan_kinds), None)
+
+    @classmethod
+    def of_spec_type(cls, spec_type: str) -> Mode | None:
+        """The mode whose own ``--spec-type`` this is ("draft-mtp"); None for one chosen per engine (DFlash's
+        spelling, an n-gram type) or an unknown one."""
+        return next((m for m in cls if spec_type and MODE_TABLE[m].spec_type == spec_type), None)
+
 
 @dataclass(frozen=True)
 class ModeInfo:

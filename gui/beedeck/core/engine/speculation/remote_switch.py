@@ -30,7 +30,7 @@ _DFLASH_LIKE = ("", "on", "dflash", "draft-dflash")
 def served_settings(info: RemoteInfo) -> LaunchSettings:
     """What the attached server runs, as launch settings the switch understands (its mode only)."""
     first = info.spec_types.split(",")[0].strip()
-    mode = {"draft-mtp": Mode.MTP, "draft-eagle3": Mode.EAGLE3, "draft-dspark": Mode.DSPARK}.get(first)
+    mode = Mode.of_spec_type(first)
     if mode is None and first.startswith("ngram"):
         return LaunchSettings(target=info.model, spec_mode=Mode.MODEL_FREE, spec_model_free_type=first)
     mode = mode or Mode.DFLASH
