@@ -96,8 +96,7 @@ class _PeakTracker:
 
 
 def parse_variants(words: Sequence[str]) -> list[Variant]:
-    """The variants a command line names (a mode's value, or "baseline-draft-loaded"); raises BenchError naming
-    the words it takes."""
+    """The variants a command line names (a mode's value, "baseline-draft-loaded"); BenchError names the others."""
     out = []
     for word in dict.fromkeys(w.strip() for w in words if w.strip()):
         variant = Variant.parse(word)
@@ -188,8 +187,8 @@ def run_bench(
     if switching == "auto":
         switching = "restart"
     if switching == "per-request":
-        if Variant(Mode.DFLASH) not in modes or not set(modes) <= {Variant(Mode.BASELINE), Variant(Mode.DFLASH),
-                                                                     IN_SERVER_BASELINE}:
+        allowed = {Variant(Mode.BASELINE), Variant(Mode.DFLASH), IN_SERVER_BASELINE}
+        if Variant(Mode.DFLASH) not in modes or not set(modes) <= allowed:
             raise BenchError("Per-request switching serves every mode from the DFlash server: use only the "
                              "baseline and dflash modes, or restart switching.")
         # The DFlash server's own baseline is the in-server one: call it that, never "baseline".
@@ -498,5 +497,4 @@ def _spec_type(settings: LaunchSettings, caps: EngineCaps) -> str | None:
 
 
 __all__ = ["DEFAULT_REPS", "IN_SERVER_CHOICES", "SWITCHING", "check_modes", "mode_settings", "parse_variants",
-           "pick_model_free_type",
-           "run_bench"]
+           "pick_model_free_type", "run_bench"]

@@ -38,7 +38,7 @@ from beedeck.core.models.planner import GiB, MemoryPlan, draft_defaults, pad, pl
 from beedeck.core.models.sidecars import Sidecar
 
 LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name
-SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
+SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (Mode.DFLASH) runs
 MAX_NOTES = 6
 NOT_SIZED = ("Sizes not read yet: BeeDeck sizes its catalog's pairs from their GGUF headers (no sizes are typed "
              "into the catalog), and this machine has not read them. Connect once (or run `beedeck recommend "
