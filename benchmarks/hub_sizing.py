@@ -27,7 +27,8 @@ from tests.fixtures.engines import help_stdout
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models import mode_choice
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.hub_sizing import size_repo, summary
@@ -82,9 +83,9 @@ def main() -> int:
         for repo, files in repos.items():
             for m in sized[repo].models:
                 local = inspect(files[m.filename])
-                cases = ([(m.info, None, local, None, SpecMode.OFF), (m.info, None, local, None, SpecMode.MTP)]
+                cases = ([(m.info, None, local, None, Mode.BASELINE), (m.info, None, local, None, Mode.MTP)]
                          if m.kind == "target" else
-                         [(q4.info, m.info, q4_local, local, SpecMode.DFLASH if m.kind == "dflash2" else SpecMode.DSPARK)])
+                         [(q4.info, m.info, q4_local, local, Mode.DFLASH if m.kind == "dflash2" else Mode.DSPARK)])
                 for lt, ld, ft, fd, mode in cases:
                     for gen in (Generation.MAINLINE, Generation.BEE_B):
                         s = LaunchSettings(target="t", draft="d" if ld else None, spec_mode=mode, ctx_size=65536,

@@ -35,7 +35,8 @@ from tests.fixtures.meta_gguf import tiny_model
 from beedeck.core.engine import server as srv
 from beedeck.core.engine.argv import build as argv_build
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings
 
@@ -158,7 +159,7 @@ def main() -> int:
     server: Any = getattr(session, "server", None) or session.controller  # the serving, or (before) the controller
     ready: list[str] = []
     session.controller.ready.connect(ready.append)
-    first = LaunchSettings(target=model, n_gpu_layers="0", spec_mode=SpecMode.MODEL_FREE)
+    first = LaunchSettings(target=model, n_gpu_layers="0", spec_mode=Mode.MODEL_FREE)
     measure(app, "app start (Session.apply_profile, nothing running)",
             lambda: session.apply_profile(Profile(ENGINE, first, "a"), caps, start=True), lambda: len(ready) >= 1)
     measure(app, "replace (Session.apply_profile over the running server)",
@@ -166,7 +167,7 @@ def main() -> int:
             lambda: len(ready) >= 2)
     server.standby = False
     asked = session.profile.settings if session.profile else first
-    measure(app, "mode switch (restart)", lambda: server.restart(replace(asked, spec_mode=SpecMode.OFF)),
+    measure(app, "mode switch (restart)", lambda: server.restart(replace(asked, spec_mode=Mode.BASELINE)),
             lambda: len(ready) >= 3)
     server.standby = True
     if hasattr(server, "parts"):

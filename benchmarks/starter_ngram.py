@@ -29,15 +29,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "gui"))
 
 from beedeck.core.engine.client import LlamaClient  # noqa: E402
-from beedeck.core.engine.launch_settings import SpecMode  # noqa: E402
+from beedeck.core.engine.mode import Mode  # noqa: E402
 from beedeck.core.engine.probe import probe_engine  # noqa: E402
 from beedeck.core.engine.speculation.comparison import Evidence, compare  # noqa: E402
 from beedeck.core.launcher import launch  # noqa: E402
 from beedeck.core.starter import STARTER_EXTRA_ARGS, StarterProfile, starter_engine, starter_model  # noqa: E402
 
 NO_PENALTIES: dict[str, Any] = {"repeat_penalty": None, "dry_multiplier": None, "extra_args": []}
-NGRAM = {"spec_mode": SpecMode.MODEL_FREE}
-OFF = {"spec_mode": SpecMode.OFF}
+NGRAM = {"spec_mode": Mode.MODEL_FREE}
+OFF = {"spec_mode": Mode.BASELINE}
 # Launch-setting overrides per config. "starter" is the profile as it shipped in issue 36 (ngram-mod with the
 # engine's defaults: a 24-token lookup, drafts of 48-64 tokens), "no-penalties" the model card's sampling alone.
 CONFIGS: dict[str, dict[str, Any]] = {

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.launch_facts import LaunchFacts
 from beedeck.core.launcher import UNSET
 from beedeck.core.models import gguf
@@ -45,7 +46,7 @@ def test_headers_come_through_the_one_cache_once_per_path_and_a_bad_file_is_name
     fake.write_text("a text file renamed .gguf\n")
     facts = LaunchFacts(HeaderCache(inspect))
     facts.set_engine(_caps())
-    s = LaunchSettings(target=str(target), draft=str(fake), spec_mode=SpecMode.DFLASH)
+    s = LaunchSettings(target=str(target), draft=str(fake), spec_mode=Mode.DFLASH)
     assert facts.header(str(target)) is None and facts.reading(s)  # not looked at yet: absent, and said so
     assert facts.info(str(target)) is None and facts.plan(s) is None
     assert _look(facts, s) == [str(target), str(fake)] and read == [str(target), str(fake)]

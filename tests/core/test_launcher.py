@@ -12,7 +12,8 @@ import pytest
 from beedeck.core.engine.argv import LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.launcher import (
     Held,
@@ -87,12 +88,12 @@ def test_a_gpu_too_small_is_refused_unless_the_engine_fits_itself(ml: EngineCaps
 def test_the_mode_and_the_known_issue_table_refuse_once_each(bee: EngineCaps, tmp_path: Path) -> None:
     target = mg.tiny_model(tmp_path / "t.gguf", n_embd=128)
     draft = mg.tiny_model(tmp_path / "eagle.gguf", arch="eagle3", n_embd=128, n_layer=1)
-    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH)
+    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH)
     p = preflight(bee, s, host_ram=64 * GiB)
     assert codes(p) == ["wrong_draft_format"] and p.refusals[0].setting == "spec_mode"
     assert p.refusals[0].message == "eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 mode for it."
     # The N-gram type that crashes this build: the table's row (no copy of it elsewhere).
-    crash = LaunchSettings(target=str(target), spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod")
+    crash = LaunchSettings(target=str(target), spec_mode=Mode.MODEL_FREE, spec_model_free_type="ngram-mod")
     q = preflight(bee, crash, host_ram=64 * GiB)
     assert [(r.code, r.issue, r.setting) for r in q.refusals] == [
         ("engine_bug", "bee-a-sampling-assert", "spec_model_free_type")]

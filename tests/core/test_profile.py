@@ -10,7 +10,8 @@ import pytest
 
 from beedeck.core import profile as profile_mod
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 
 
 def _write(data: dict[str, object]) -> tuple[Path, str]:
@@ -47,7 +48,7 @@ def test_fields_this_beedeck_does_not_know_survive_a_save() -> None:
     path, _ = _write({**_local(spec_mode="dflash", draft="/m/d.gguf", future_knob=3), "future_top": {"a": [1]},
                       "schema_version": 1})
     loaded = profile_mod.load_saved_profile()
-    assert loaded is not None and loaded.settings.spec_mode is SpecMode.DFLASH
+    assert loaded is not None and loaded.settings.spec_mode is Mode.DFLASH
     loaded.settings.ctx_size = 8192  # Settings → Save with one change
     profile_mod.save_profile(loaded)
     saved = json.loads(path.read_text())

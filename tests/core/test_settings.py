@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from beedeck.core import settings as st
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 
 
 def test_missing_file_gives_defaults() -> None:
@@ -18,7 +19,7 @@ def test_missing_file_gives_defaults() -> None:
 
 
 def test_round_trip_in_config_dir(beedeck_home: Path) -> None:
-    profile = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=65536)
+    profile = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH, ctx_size=65536)
     s = st.AppSettings(first_run_done=True, last_profile=profile.to_dict(), goal="speed", theme="dark",
                        default_engine_id="bee-a-1", download_dir="/data/models")
     path = st.save_settings(s)

@@ -42,7 +42,8 @@ from beedeck.core.agents.clients import client
 from beedeck.core.engine.alias import model_alias
 from beedeck.core.engine.argv import LaunchRefused, build_argv
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.modes import pick_model_free_type
 from tests.agents import headless
 from tests.agents.clients import cache_root, ensure_client
@@ -144,7 +145,7 @@ def serve_args(engine: RealEngine, mode: str, folder: Path, starter: Path, agent
         return [*common, "--model", str(target), "--draft", str(draft), "--spec", "dflash"]
     if mode == "mtp":
         mtp = sa.cached_mtp_target(folder, starter)
-        if not _offered(engine, LaunchSettings(target=str(mtp), spec_mode=SpecMode.MTP)):
+        if not _offered(engine, LaunchSettings(target=str(mtp), spec_mode=Mode.MTP)):
             return None
         return [*common, "--model", str(mtp), "--spec", "mtp"]
     kind = pick_model_free_type(engine.caps)

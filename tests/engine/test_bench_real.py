@@ -18,13 +18,12 @@ import pytest
 
 from beedeck.clicmd.bench import synthetic_bench_pair, synthetic_settings
 from beedeck.core.bench import report as br
-from beedeck.core.bench.results import BASELINE, DFLASH, IN_SERVER_BASELINE, MODEL_FREE
 from beedeck.core.bench.runner import run_bench
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.speculation.advice import load_advice
-from beedeck.core.engine.speculation.modes import mode_label
 from tests.conftest import PERSISTENT, REPO
 from tests.engine.conftest import RealEngine
 
@@ -38,12 +37,12 @@ def synth_pair() -> tuple[Path, Path]:
     return synthetic_bench_pair(SYNTH)
 
 
-def _line(report_summary: br.Summary, mode: str) -> str:
+def _line(report_summary: br.Summary, mode: Variant) -> str:
     m = report_summary.overall[mode]
     assert m.gen_tps is not None
     g = m.gen_tps
     sp = f", speed-up {m.speedup.text()}" if m.speedup else ""
-    return (f"{mode}: median {g.median:.1f} tok/s, min {g.min:.1f}, max {g.max:.1f}, IQR {g.iqr:.1f}, "
+    return (f"{mode.key}: median {g.median:.1f} tok/s, min {g.min:.1f}, max {g.max:.1f}, IQR {g.iqr:.1f}, "
             f"spread {g.spread_pct:.0f} %{sp}")
 
 
@@ -54,7 +53,7 @@ def test_seed_suite_baseline_on_the_starter_engine(
 ) -> None:
     suite = load_suite("seed").with_overrides(max_tokens=16)
     progress: list[tuple[int, int]] = []
-    report = run_bench(starter_engine_path, starter_caps, starter_settings(), suite, (BASELINE,), reps=3,
+    report = run_bench(starter_engine_path, starter_caps, starter_settings(), suite, (Variant(Mode.BASELINE),), reps=3,
                        warmup=1, on_progress=lambda d, t, _s: progress.append((d, t)))
     assert report.ok, report.errors
     # Progress in tokens: a 16-token warm-up and 3 reps x 3 prompts x 16 tokens.
@@ -73,7 +72,7 @@ def test_seed_suite_baseline_on_the_starter_engine(
     files = br.write_reports(report, tmp_path / "seed")
     data = json.loads(files[1].read_text())
     assert len(data["samples"]) == 9 and data["runs"][0]["argv"] == run.argv
-    line = _line(summary, BASELINE)
+    line = _line(summary, Variant(Mode.BASELINE))
     print(line)
     record_property("seed_baseline_spread", line)
 
@@ -84,17 +83,17 @@ def test_synthetic_pair_dflash_beats_baseline_with_full_acceptance(
     # Restart switching, as the product does on mainline: one server at a time.
     suite = BenchSuite("synthetic", (BenchPrompt("py", "Write python code for the deck."),), max_tokens=128,
                        temperature=0.0, seed=7)
-    report = run_bench(starter_engine_path, starter_caps, synthetic_settings(*synth_pair), suite, (BASELINE, DFLASH),
+    report = run_bench(starter_engine_path, starter_caps, synthetic_settings(*synth_pair), suite, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)),
                        reps=5, warmup=1, switching="restart", environment={})
     assert report.ok, report.errors
-    dflash = report.samples_for(DFLASH)
+    dflash = report.samples_for(Variant(Mode.DFLASH))
     assert len(dflash) == 5 and all(s.draft_n > 0 and s.acceptance == 1.0 for s in dflash)
     summary = br.summarize(report)
-    d = summary.overall[DFLASH]
+    d = summary.overall[Variant(Mode.DFLASH)]
     assert d.acceptance == 1.0 and d.identical == d.compared == 5  # greedy + lossless: same text
     assert d.accepted_share is not None and d.accepted_share > 0.85
     assert d.speedup is not None
-    line = f"{_line(summary, BASELINE)}; {_line(summary, DFLASH)}"
+    line = f"{_line(summary, Variant(Mode.BASELINE))}; {_line(summary, Variant(Mode.DFLASH))}"
     print(line)
     record_property("synthetic_speedup", line)
     assert d.speedup.ratio > 1.0, line
@@ -105,27 +104,27 @@ def test_restart_switching_keeps_argv_and_port_and_measures_the_cost(
     starter_engine_path: Path, starter_caps: EngineCaps, synth_pair: tuple[Path, Path], record_property: Any,
 ) -> None:
     suite = BenchSuite("short", (BenchPrompt("py", "Write python code."),), max_tokens=16, temperature=0.0)
-    modes = (BASELINE, DFLASH, MODEL_FREE)
+    modes = (Variant(Mode.BASELINE), Variant(Mode.DFLASH), Variant(Mode.MODEL_FREE))
     report = run_bench(starter_engine_path, starter_caps, synthetic_settings(*synth_pair), suite, modes, reps=1,
                        warmup=0, switching="restart", environment={})
     assert report.ok, report.errors
-    runs = {r.mode: r for r in report.runs}
-    assert runs[MODEL_FREE].spec_type == "ngram-mod" and runs[DFLASH].spec_type == "draft-dflash"
-    port = runs[BASELINE].argv[runs[BASELINE].argv.index("--port") + 1]
-    for mode in (DFLASH, MODEL_FREE):
+    runs = {r.variant: r for r in report.runs}
+    assert runs[Variant(Mode.MODEL_FREE)].spec_type == "ngram-mod" and runs[Variant(Mode.DFLASH)].spec_type == "draft-dflash"
+    port = runs[Variant(Mode.BASELINE)].argv[runs[Variant(Mode.BASELINE)].argv.index("--port") + 1]
+    for mode in (Variant(Mode.DFLASH), Variant(Mode.MODEL_FREE)):
         argv = runs[mode].argv
         assert argv[argv.index("--port") + 1] == port
-        assert not [a for a in runs[BASELINE].argv if a not in argv]  # speculation flags only were added
+        assert not [a for a in runs[Variant(Mode.BASELINE)].argv if a not in argv]  # speculation flags only were added
         assert runs[mode].stop_previous_s is not None and runs[mode].ready_s is not None
     cost = ", ".join(f"{m}: stop {r.stop_previous_s or 0:.2f} s + ready {r.ready_s:.2f} s" for m, r in runs.items())
     print(cost)
     record_property("restart_switch_cost", cost)
-    texts = {s.mode: s.text for s in report.samples}
-    assert texts[BASELINE] == texts[DFLASH] == texts[MODEL_FREE]
+    texts = {s.variant: s.text for s in report.samples}
+    assert texts[Variant(Mode.BASELINE)] == texts[Variant(Mode.DFLASH)] == texts[Variant(Mode.MODEL_FREE)]
     # One repetition, real drafts: a ratio is measured, but no interval from one run (it printed "CI 0.99-0.99")
     summary = br.summarize(report)
-    d = summary.overall[DFLASH]
-    assert report.samples_for(DFLASH)[0].draft_n > 0 and d.speedup is not None
+    d = summary.overall[Variant(Mode.DFLASH)]
+    assert report.samples_for(Variant(Mode.DFLASH))[0].draft_n > 0 and d.speedup is not None
     assert not d.speedup.shown and d.speedup.text() == "one run: no interval"
     assert "| one run: no interval |" in br.to_markdown(report, summary)
 
@@ -170,22 +169,22 @@ def test_every_engine_measures_dflash_against_a_server_without_the_draft(
     suite = BenchSuite("synthetic", (BenchPrompt("py", "Write python code for the deck."),), max_tokens=128,
                        temperature=0.0, seed=7)
     report = run_bench(real_engine.path, real_engine.caps, synthetic_settings(target, draft), suite,
-                       (BASELINE, DFLASH), reps=5, warmup=1, environment={})
+                       (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=5, warmup=1, environment={})
     assert report.ok, report.errors
     honours = real_engine.kind == "bee-a"
-    assert report.modes == ([BASELINE, DFLASH, IN_SERVER_BASELINE] if honours else [BASELINE, DFLASH])
+    assert report.variants == ([Variant(Mode.BASELINE), Variant(Mode.DFLASH), IN_SERVER_BASELINE] if honours else [Variant(Mode.BASELINE), Variant(Mode.DFLASH)])
     assert "honours" in report.environment["per_request"] if honours else "ignores" in report.environment["per_request"]
     assert [r.switching for r in report.runs] == ["restart", "restart"] + (["per-request"] if honours else [])
-    assert all(s.draft_n == 0 for s in report.samples if s.mode in (BASELINE, IN_SERVER_BASELINE))
-    dflash = report.samples_for(DFLASH)
+    assert all(s.draft_n == 0 for s in report.samples if s.variant in (Variant(Mode.BASELINE), IN_SERVER_BASELINE))
+    dflash = report.samples_for(Variant(Mode.DFLASH))
     assert len(dflash) == 5 and all(s.draft_n > 0 and s.acceptance == 1.0 for s in dflash)
     summary = br.summarize(report)
-    d = summary.overall[DFLASH]
+    d = summary.overall[Variant(Mode.DFLASH)]
     assert d.identical == d.compared == 5 and d.speedup is not None
-    line = f"{real_engine.kind}: {_line(summary, BASELINE)}; {_line(summary, DFLASH)}"
+    line = f"{real_engine.kind}: {_line(summary, Variant(Mode.BASELINE))}; {_line(summary, Variant(Mode.DFLASH))}"
     if honours:
         line += f"; {_line(summary, IN_SERVER_BASELINE)}"
-        assert any(mode_label(IN_SERVER_BASELINE) in f and "a server without the draft" in f for f in summary.flags)
+        assert any(IN_SERVER_BASELINE.label in f and "a server without the draft" in f for f in summary.flags)
     print(line)
     record_property(f"engine_speedup_{real_engine.kind}", line)
     assert d.speedup.ratio > 1.0, line

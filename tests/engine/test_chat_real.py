@@ -12,7 +12,7 @@ import pytest
 
 from beedeck.cli import main
 from beedeck.core.engine.client import ChatDelta, LlamaClient, ServerGone
-from beedeck.core.engine.launch_settings import SpecMode
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerState
 
 from .conftest import StartServer
@@ -103,7 +103,7 @@ def test_server_killed_mid_stream_then_clean_restart(start_server: StartServer) 
 
 
 def test_ngram_mod_drafts_on_a_repetitive_prompt(start_server: StartServer) -> None:
-    proc = start_server(spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod")
+    proc = start_server(spec_mode=Mode.MODEL_FREE, spec_model_free_type="ngram-mod")
     proc.wait_ready(120)
     assert "--spec-type" in proc.argv and "ngram-mod" in proc.argv
     client = LlamaClient(proc.base_url)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.engine.launch_settings import SpecMode
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from tests.conftest import PERSISTENT
 from tests.fixtures import synth_gguf as sg
@@ -24,7 +24,7 @@ def test_a_draft_of_another_layout_names_the_loader_and_the_draft_to_use(start_s
     target = sg.cached_target(PERSISTENT / "synth", sticky=True)
     draft = sg.write_dflash_draft(tmp_path / "fork-layout-dflash.gguf", target, sticky=True,
                                   post_norm="post_attention_norm")
-    proc = start_server(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH, ctx_size=4096,
+    proc = start_server(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH, ctx_size=4096,
                         flash_attn="auto", extra_args=["--threads", "1"])  # the pre-launch guard lets it through
     with pytest.raises(ServerFailed) as info:
         proc.wait_ready(120)

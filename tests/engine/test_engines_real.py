@@ -23,7 +23,8 @@ import pytest
 
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed, ServerProcess, free_port
 from beedeck.core.launcher import launch
 from tests.conftest import PERSISTENT
@@ -139,8 +140,8 @@ def test_dflash_in_the_engines_draft_format_is_lossless_and_fully_accepted(
     target = sg.cached_target(SYNTH, sticky=True, size="wide")
     draft = sg.cached_draft(SYNTH, target, sticky=True, fmt=real_engine.draft_format)  # type: ignore[arg-type]
     base = LaunchSettings(target=str(target), draft=str(draft), flash_attn="auto", draft_n_max=15, **CPU)
-    plain = _start(real_engine, dataclasses.replace(base, spec_mode=SpecMode.OFF), servers, tmp_path)
-    spec = _start(real_engine, dataclasses.replace(base, spec_mode=SpecMode.DFLASH), servers, tmp_path)
+    plain = _start(real_engine, dataclasses.replace(base, spec_mode=Mode.BASELINE), servers, tmp_path)
+    spec = _start(real_engine, dataclasses.replace(base, spec_mode=Mode.DFLASH), servers, tmp_path)
     a, b = _chat(plain, n=96), _chat(spec, n=96)
     assert a["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"]
     t = b["timings"]
@@ -212,7 +213,7 @@ def test_a_draft_in_the_other_format_fails_clearly(
     target = sg.cached_target(SYNTH, sticky=True)
     other = "mainline" if real_engine.draft_format == "bee" else "bee"
     draft = sg.cached_draft(SYNTH, target, sticky=True, fmt=other)  # type: ignore[arg-type]
-    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH, **CPU)
+    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH, **CPU)
     with pytest.raises(ServerFailed) as exc:
         launch(real_engine.path, real_engine.caps, s)
     assert exc.value.failure.code == "wrong_draft_format", exc.value.failure
@@ -236,7 +237,7 @@ def test_bee_a_model_free_sampling_abort_is_refused_and_explained(
 
     caps = probe_engine(str(bee_a_path))
     target, _ = synthetic_bench_pair(PERSISTENT / "synth-bench", "bee")
-    s = LaunchSettings(target=str(target), spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod", **CPU)
+    s = LaunchSettings(target=str(target), spec_mode=Mode.MODEL_FREE, spec_model_free_type="ngram-mod", **CPU)
     with pytest.raises(ServerFailed) as exc:
         launch(bee_a_path, caps, s)
     assert exc.value.failure.issue == "bee-a-sampling-assert" and "ngram-mod" in exc.value.failure.message

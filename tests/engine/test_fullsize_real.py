@@ -13,7 +13,8 @@ from dataclasses import replace
 import pytest
 
 from beedeck.core.engine.client import LlamaClient
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.launcher import launch
 from tests.conftest import PERSISTENT
@@ -61,7 +62,7 @@ def _sticky_full_width(fmt: str) -> tuple[LaunchSettings, LaunchSettings]:
     s.ctx_size, s.threads, s.mmap, s.mlock, s.no_host, s.temp, s.top_k = 2048, 2, True, False, False, 0.0, 1
     s.n_gpu_layers = s.draft_n_gpu_layers = "0"
     s.draft_n_max = 15
-    base = replace(s, spec_mode=SpecMode.OFF, draft=None)
+    base = replace(s, spec_mode=Mode.BASELINE, draft=None)
     return s, base
 
 

@@ -25,12 +25,12 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.clicmd.bench import default_bench_modes, parse_modes, synthetic_mtp_settings
 from beedeck.core.bench import report as br
-from beedeck.core.bench.results import BASELINE, MODEL_FREE, MTP
 from beedeck.core.bench.runner import run_bench
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.profile import Profile
 from beedeck.ui.window.main_window import MainWindow
@@ -57,33 +57,33 @@ def test_the_benchmark_finds_mtp_in_the_target_and_runs_it_with_every_draft_acce
 ) -> None:
     settings = synthetic_mtp_settings(sticky_mtp)
     # Nothing but the header says the target has MTP heads: the default modes come from it.
-    assert default_bench_modes(starter_caps, settings) == [BASELINE, MTP]
+    assert default_bench_modes(starter_caps, settings) == [Variant(Mode.BASELINE), Variant(Mode.MTP)]
     settings.spec_model_free_type = "ngram-simple"
     modes = parse_modes("baseline,draft-mtp,ngram-mod", starter_caps, settings)  # the engine's own words
-    assert modes == [BASELINE, MTP, MODEL_FREE] and settings.spec_model_free_type == "ngram-mod"
+    assert modes == [Variant(Mode.BASELINE), Variant(Mode.MTP), Variant(Mode.MODEL_FREE)] and settings.spec_model_free_type == "ngram-mod"
     suite = BenchSuite("synthetic", (BenchPrompt("py", "Write python code for the deck."),),
                        max_tokens=MAX_TOKENS, temperature=0.0, seed=7)
     report = run_bench(starter_engine_path, starter_caps, settings, suite, modes, reps=2, warmup=1,
                        switching="restart", environment={})
     assert report.ok, report.errors
-    runs = {r.mode: r for r in report.runs}
-    assert runs[MTP].spec_type == "draft-mtp" and runs[MODEL_FREE].spec_type == "ngram-mod"
-    mtp_argv = runs[MTP].argv
+    runs = {r.variant: r for r in report.runs}
+    assert runs[Variant(Mode.MTP)].spec_type == "draft-mtp" and runs[Variant(Mode.MODEL_FREE)].spec_type == "ngram-mod"
+    mtp_argv = runs[Variant(Mode.MTP)].argv
     assert mtp_argv[mtp_argv.index("--spec-type") + 1] == "draft-mtp" and "--spec-draft-model" not in mtp_argv
-    assert "--spec-type" not in runs[BASELINE].argv
+    assert "--spec-type" not in runs[Variant(Mode.BASELINE)].argv
     for s in report.samples:
         assert s.error is None and s.text.split() == ["bee"] * MAX_TOKENS, s
-    assert all(s.draft_n == 0 for s in report.samples_for(BASELINE))
-    mtp = report.samples_for(MTP)
+    assert all(s.draft_n == 0 for s in report.samples_for(Variant(Mode.BASELINE)))
+    mtp = report.samples_for(Variant(Mode.MTP))
     assert len(mtp) == 2 and all(s.draft_n > 0 and s.acceptance == 1.0 for s in mtp)
     # The reply repeats itself, so ngram-mod finds matches (ngram-simple needs longer ones than 48 tokens give).
-    assert all(s.draft_n > 0 for s in report.samples_for(MODEL_FREE))
+    assert all(s.draft_n > 0 for s in report.samples_for(Variant(Mode.MODEL_FREE)))
     summary = br.summarize(report)
-    m, f = summary.overall[MTP], summary.overall[MODEL_FREE]
+    m, f = summary.overall[Variant(Mode.MTP)], summary.overall[Variant(Mode.MODEL_FREE)]
     assert m.acceptance == 1.0 and m.identical == m.compared == 2 and f.identical == f.compared == 2
-    line = "; ".join(f"{mode}: {summary.overall[mode].gen_tps.median:.1f} tok/s"  # type: ignore[union-attr]
+    line = "; ".join(f"{mode.key}: {summary.overall[mode].gen_tps.median:.1f} tok/s"  # type: ignore[union-attr]
                      + (f", acceptance {100 * summary.overall[mode].acceptance:.0f} %"  # type: ignore[operator]
-                        if summary.overall[mode].acceptance is not None else "") for mode in report.modes)
+                        if summary.overall[mode].acceptance is not None else "") for mode in report.variants)
     print(line)
     record_property("modes_sticky_mtp", line)
 
@@ -163,7 +163,7 @@ def test_the_toggle_switches_a_real_server_from_baseline_to_mtp_by_restart(
 
         # Back to Baseline through the public call the per-prompt advisor will use.
         with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS):
-            assert window.session.request_mode("baseline") is True
+            assert window.session.request_mode(Mode.BASELINE) is True
         pids.append(server_pid(window))
         assert _spec_type(pids[-1]) is None
         third = _send(qtbot, window, "hello")

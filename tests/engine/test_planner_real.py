@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.planner import MiB, plan
 from tests.conftest import PERSISTENT
@@ -189,7 +190,7 @@ def test_upstream_drafter_memory_matches_the_engines(upstream_engine: RealEngine
     loading = next(i for i, x in enumerate(lines) if "loading draft model" in x)
     kv = [float(m.group(1)) for x in lines[loading:] if (m := re.search(r"KV buffer size =\s*([\d.]+) MiB", x))]
     compute = [float(m.group(1)) for x in lines[loading:] if (m := re.search(r"compute buffer size =\s*([\d.]+) MiB", x))]
-    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH, ctx_size=ctx,
+    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH, ctx_size=ctx,
                        ubatch_size=ub, n_gpu_layers="0")
     p = plan(inspect(target), inspect(draft), s, real_engine.caps.generation, [])
     assert kv == [pytest.approx(p.component("draft_kv") / MiB, abs=0.01)]

@@ -17,7 +17,8 @@ import pytest
 
 from beedeck.clicmd.bench import synthetic_bench_pair
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.pidfile import records_dir, stop_leftovers
 from beedeck.core.engine.server import ServerFailed, ServerState
 from beedeck.core.models.guard import check_launch
@@ -72,7 +73,7 @@ def test_memory_counts_a_buffer_reserved_again_on_the_first_request_once(start_s
     # With a DFlash draft, mainline reserves the target's compute graph again on the first request (a fourth
     # "CPU compute buffer size" line after the three of the load): ServerProcess.memory counts it once.
     target, draft = synthetic_bench_pair(PERSISTENT / "synth-bench")
-    proc = start_server(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH, ctx_size=4096,
+    proc = start_server(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH, ctx_size=4096,
                         flash_attn="auto", extra_args=["-lv", "4", "--threads", "1"])
     proc.wait_ready(120)
     loaded = proc.memory.devices["CPU"].compute_mib
@@ -151,13 +152,13 @@ def test_dflash_prelaunch_refusals(
     assert starter_caps.dflash_draft_arch == "dflash"
     fork_draft = write_header_only_gguf(tmp_path / "fork.gguf", "dflash-draft")
     with pytest.raises(ServerFailed) as info:
-        check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(fork_draft)))
+        check_launch(starter_caps, make(spec_mode=Mode.DFLASH, draft=str(fork_draft)))
     assert info.value.failure.code == "wrong_draft_format"
     assert "'dflash-draft'" in info.value.failure.message and "BeeLlama 0.1-0.3" in info.value.failure.message
     draft = write_header_only_gguf(tmp_path / "up.gguf", "dflash")
     # A gemma3 target: mainline answers /health, then aborts on the first request.
     with pytest.raises(ServerFailed) as info:
-        check_launch(starter_caps, make(spec_mode=SpecMode.DFLASH, draft=str(draft), target=str(gemma_model_path)))
+        check_launch(starter_caps, make(spec_mode=Mode.DFLASH, draft=str(draft), target=str(gemma_model_path)))
     assert info.value.failure.code == "dflash_target_unsupported" and "(gemma3)" in info.value.failure.message
 
 

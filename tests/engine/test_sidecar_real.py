@@ -17,7 +17,8 @@ import pytest
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.speculation.modes import MTP, settings_for_mode
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import settings_for_mode
 from beedeck.core.models import library
 from beedeck.core.models.paircheck import model_facts, modes_for, read_infos
 from tests.core.models import sidecar_files as sf
@@ -49,8 +50,8 @@ def test_the_mtp_sidecar_beedeck_offers_runs_on_mainline(tmp_path: Path, starter
     profile = LaunchSettings(target=str(target), draft=str(side.path), ctx_size=4096, parallel=1, threads=1,
                              port=port, extra_args=["-tb", "1"])
     infos = read_infos(profile)
-    assert MTP in [o.key for o in modes_for(starter_caps, profile, *infos) if o.available]
-    settings = settings_for_mode(profile, MTP, starter_caps, model_facts(*infos))
+    assert Mode.MTP in [o.key for o in modes_for(starter_caps, profile, *infos) if o.available]
+    settings = settings_for_mode(profile, Mode.MTP, starter_caps, model_facts(*infos))
     plan = build_argv(settings, starter_caps)
     i = plan.argv.index("--spec-draft-model")
     assert plan.argv[i:i + 4] == ["--spec-draft-model", str(head), "--spec-type", "draft-mtp"], plan.argv

@@ -37,7 +37,8 @@ from typing import Any
 import pytest
 
 from beedeck.core.engine.known_issues import refused_spec_types
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.modes import pick_model_free_type
 from beedeck.core.launcher import launch
 from tests.engine import test_toolcalls_spec_real as supplied  # the supplied-call round trips: their helpers
@@ -64,12 +65,12 @@ NGRAM_ARGS = {"ngram-mod": ["--spec-ngram-mod-n-match", "2", "--spec-ngram-mod-n
               "ngram-map-k4v": ["--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "8"]}
 
 
-def _settings(target: Path, mode: SpecMode, draft: Path | None = None, free_type: str = "ngram-mod") -> LaunchSettings:
+def _settings(target: Path, mode: Mode, draft: Path | None = None, free_type: str = "ngram-mod") -> LaunchSettings:
     extra = ["--chat-template-file", str(supplied.TEMPLATE)]
-    if mode == SpecMode.MODEL_FREE:
+    if mode == Mode.MODEL_FREE:
         extra += NGRAM_ARGS.get(free_type, [])
     return LaunchSettings(target=str(target), draft=str(draft) if draft else None, spec_mode=mode, ctx_size=2048,
-                          parallel=1, flash_attn="auto", draft_n_max=15 if mode != SpecMode.OFF else None,
+                          parallel=1, flash_attn="auto", draft_n_max=15 if mode != Mode.BASELINE else None,
                           threads=1, n_gpu_layers="0", draft_n_gpu_layers=None, jinja=True,
                           spec_model_free_type=free_type, extra_args=extra)
 
@@ -146,7 +147,7 @@ def generated_calls(base_url: str) -> tuple[dict[str, Any], tuple[int, int]]:
 
 
 def _serve(engine: RealEngine, settings: LaunchSettings, tmp_path: Path) -> tuple[dict[str, Any], tuple[int, int]]:
-    proc = launch(engine.path, engine.caps, settings, pid_file=tmp_path / f"{settings.spec_mode.value}.pid")
+    proc = launch(engine.path, engine.caps, settings, pid_file=tmp_path / f"{settings.spec_mode.setting}.pid")
     try:
         proc.wait_ready(180)
         return generated_calls(proc.base_url)
@@ -165,17 +166,17 @@ def test_generated_tool_calls_are_identical_with_and_without_speculation(
     # Every model-free type the engine runs (the known-issue table refuses some): the engine's pick must
     # accept drafts; the others must match too (BeeLlama 0.1's runaway showed in ngram-cache and suffix).
     types = [t for t in real_engine.caps.model_free_spec_types if t not in refused_spec_types(real_engine.caps)]
-    llama_modes = {"dflash": _settings(llama, SpecMode.DFLASH, draft),
-                   **{f"n-gram {t}": _settings(llama, SpecMode.MODEL_FREE, free_type=t) for t in types}}
+    llama_modes = {"dflash": _settings(llama, Mode.DFLASH, draft),
+                   **{f"n-gram {t}": _settings(llama, Mode.MODEL_FREE, free_type=t) for t in types}}
     must_accept = {"dflash", f"n-gram {free}", "mtp"}
     cases: dict[str, tuple[Path, dict[str, LaunchSettings]]] = {"llama-script": (llama, llama_modes)}
     mtp = ss.cached_mtp_target(supplied.SYNTH)
-    if supplied._offered(real_engine, _settings(mtp, SpecMode.MTP)):  # BeeLlama 0.1 has no MTP (nor its qwen35 target)
-        cases["mtp-script"] = (mtp, {"mtp": _settings(mtp, SpecMode.MTP),
-                                     f"n-gram {free}": _settings(mtp, SpecMode.MODEL_FREE, free_type=free)})
+    if supplied._offered(real_engine, _settings(mtp, Mode.MTP)):  # BeeLlama 0.1 has no MTP (nor its qwen35 target)
+        cases["mtp-script"] = (mtp, {"mtp": _settings(mtp, Mode.MTP),
+                                     f"n-gram {free}": _settings(mtp, Mode.MODEL_FREE, free_type=free)})
     table: dict[str, str] = {}
     for model, (target, modes) in cases.items():
-        base, _ = _serve(real_engine, _settings(target, SpecMode.OFF), tmp_path)
+        base, _ = _serve(real_engine, _settings(target, Mode.BASELINE), tmp_path)
         for name, settings in modes.items():
             key = f"{model} {name}"
             if not supplied._offered(real_engine, settings):

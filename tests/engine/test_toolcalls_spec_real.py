@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from beedeck.core.engine.argv import LaunchRefused, build_argv
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.modes import pick_model_free_type
 from beedeck.core.launcher import launch
 from tests.conftest import FIXTURES, PERSISTENT
@@ -101,9 +102,9 @@ def anthropic_round_trip(base_url: str) -> str:
     return json.dumps([_strip(first), _strip(second)], sort_keys=True)
 
 
-def _settings(target: Path, mode: SpecMode, draft: Path | None = None, free_type: str = "ngram-mod") -> LaunchSettings:
+def _settings(target: Path, mode: Mode, draft: Path | None = None, free_type: str = "ngram-mod") -> LaunchSettings:
     return LaunchSettings(target=str(target), draft=str(draft) if draft else None, spec_mode=mode, ctx_size=4096,
-                          parallel=1, flash_attn="auto", draft_n_max=15 if mode != SpecMode.OFF else None,
+                          parallel=1, flash_attn="auto", draft_n_max=15 if mode != Mode.BASELINE else None,
                           threads=1, n_gpu_layers="0", draft_n_gpu_layers=None, jinja=True,
                           spec_model_free_type=free_type, extra_args=["--chat-template-file", str(TEMPLATE)])
 
@@ -118,7 +119,7 @@ def _offered(engine: RealEngine, settings: LaunchSettings) -> bool:
 
 def _round_trips(engine: RealEngine, settings: LaunchSettings, tmp_path: Path) -> tuple[str, str, int]:
     """Both round trips on a server of these settings, and the tokens it drafted."""
-    proc = launch(engine.path, engine.caps, settings, pid_file=tmp_path / f"{settings.spec_mode.value}.pid")
+    proc = launch(engine.path, engine.caps, settings, pid_file=tmp_path / f"{settings.spec_mode.setting}.pid")
     try:
         proc.wait_ready(180)
         openai, n_drafted = openai_round_trip(proc.base_url)
@@ -139,16 +140,16 @@ def test_tool_calls_are_identical_with_and_without_speculation(
     draft = sg.cached_draft(SYNTH, llama, sticky=True, fmt="bee" if real_engine.draft_format == "bee" else "mainline")
     mtp = sm.cached_mtp_target(SYNTH, sticky=True)
     cases = {
-        "llama-sticky": (llama, {"dflash": _settings(llama, SpecMode.DFLASH, draft),
-                                 "n-gram": _settings(llama, SpecMode.MODEL_FREE, free_type=free)}),
-        "starter": (starter_model_path, {"n-gram": _settings(starter_model_path, SpecMode.MODEL_FREE, free_type=free)}),
+        "llama-sticky": (llama, {"dflash": _settings(llama, Mode.DFLASH, draft),
+                                 "n-gram": _settings(llama, Mode.MODEL_FREE, free_type=free)}),
+        "starter": (starter_model_path, {"n-gram": _settings(starter_model_path, Mode.MODEL_FREE, free_type=free)}),
     }
-    if _offered(real_engine, _settings(mtp, SpecMode.MTP)):  # BeeLlama 0.1 has no MTP (nor its qwen35 target)
-        cases["mtp-sticky"] = (mtp, {"mtp": _settings(mtp, SpecMode.MTP),
-                                     "n-gram": _settings(mtp, SpecMode.MODEL_FREE, free_type=free)})
+    if _offered(real_engine, _settings(mtp, Mode.MTP)):  # BeeLlama 0.1 has no MTP (nor its qwen35 target)
+        cases["mtp-sticky"] = (mtp, {"mtp": _settings(mtp, Mode.MTP),
+                                     "n-gram": _settings(mtp, Mode.MODEL_FREE, free_type=free)})
     table: dict[str, str] = {}
     for model, (target, modes) in cases.items():
-        base = _round_trips(real_engine, _settings(target, SpecMode.OFF), tmp_path)
+        base = _round_trips(real_engine, _settings(target, Mode.BASELINE), tmp_path)
         for name, settings in modes.items():
             key = f"{model} {name}"
             if not _offered(real_engine, settings):

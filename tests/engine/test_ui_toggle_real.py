@@ -23,7 +23,8 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.clicmd.bench import synthetic_settings
 from beedeck.core.chat.store import ChatStore
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART
 from beedeck.core.profile import Profile
@@ -48,7 +49,7 @@ def _sticky_profile(engine: Path, draft_format: str = "mainline") -> Profile:
     # The bench command's settings for this pair (threads 1, flash-attn auto, draft-n-max 15), in
     # DFlash mode and greedy, so acceptance is exactly 100 %.
     settings: LaunchSettings = replace(
-        synthetic_settings(target, draft), spec_mode=SpecMode.DFLASH, temp=0.0, top_k=1
+        synthetic_settings(target, draft), spec_mode=Mode.DFLASH, temp=0.0, top_k=1
     )
     return Profile(str(engine), settings, "CPU engine + synthetic sticky pair")
 
@@ -182,7 +183,7 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
 
         # The speed panel holds the last figure of each mode side by side.
         speed = window.speed
-        assert speed.last_by_mode == {"baseline": second["tps"], "dflash": third["tps"]}
+        assert speed.last_by_mode == {Variant(Mode.BASELINE): second["tps"], Variant(Mode.DFLASH): third["tps"]}
         assert speed.gauge.baseline == second["tps"]
         compare = speed.compare.text()
         assert f"Baseline {second['tps']:.1f}" in compare and f"DFlash {third['tps']:.1f} tok/s" in compare

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from beedeck.core.bench.advice_feed import bench_advice_samples, tune_advice_samples
+from beedeck.core.bench.advice_feed import AdviceSample, bench_advice_samples, tune_advice_samples
 from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.tune import TuneResult
 from beedeck.core.engine.caps import EngineCaps
@@ -25,7 +25,6 @@ from beedeck.core.engine.speculation.advice import (
     load_advice,
     setup_key,
 )
-from beedeck.core.engine.speculation.modes import mode_label
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -37,14 +36,14 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.set_defaults(func=run_advice_command)
 
 
-def _learn(advice: WorkloadAdvice, key: str, samples: list[tuple[str, str, float]], what: str) -> str:
+def _learn(advice: WorkloadAdvice, key: str, samples: list[AdviceSample], what: str) -> str:
     try:
         added = advice.learn(key, samples)
     except (AdviceError, OSError) as exc:
         return f"The speed advice did not learn from this {what}: {exc}"
     kinds = sorted({classify(text) for _m, text, _t in samples})
     best = {k: advice.best_mode(key, k) for k in kinds}
-    found = "; ".join(f"{k}: {mode_label(m) if m else 'no verdict yet'}" for k, m in best.items())
+    found = "; ".join(f"{k}: {m.label if m else 'no verdict yet'}" for k, m in best.items())
     head = f"{advice.problem} " if advice.problem else ""
     return (f"{head}The speed advice learnt {added} figures from this {what} for {key} ({found}); "
             "`beedeck advice` shows them.")
@@ -87,8 +86,8 @@ def format_text(data: dict[str, Any]) -> str:
     for s in data["setups"]:
         lines.append(s["setup"])
         for k in s["kinds"]:
-            modes = ", ".join(f"{mode_label(m['mode'])} {m['median_tps']:.1f} tok/s ({m['figures']})" for m in k["modes"])
-            lines.append(f"  {k['kind']:<10} best: {mode_label(k['best']) if k['best'] else '-'}   [{modes}]")
+            modes = ", ".join(f"{m['mode'].label} {m['median_tps']:.1f} tok/s ({m['figures']})" for m in k["modes"])
+            lines.append(f"  {k['kind']:<10} best: {k['best'].label if k['best'] else '-'}   [{modes}]")
             lines.append(f"  {'':<10} {k['why']}")
     lines.append(f"(figures: median tok/s and how many measured replies; file: {data['file']})")
     return "\n".join(lines)

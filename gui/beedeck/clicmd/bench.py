@@ -28,24 +28,14 @@ from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
 from beedeck.core.bench.report import ChartRenderer, Summary, same_text_note, summarize, write_reports
-from beedeck.core.bench.results import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    IN_SERVER_BASELINE,
-    MODEL_FREE,
-    MODES,
-    MTP,
-    BenchReport,
-)
-from beedeck.core.bench.runner import DEFAULT_REPS, IN_SERVER_CHOICES, SWITCHING, run_bench
+from beedeck.core.bench.results import BenchReport
+from beedeck.core.bench.runner import DEFAULT_REPS, IN_SERVER_CHOICES, SWITCHING, parse_variants, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.ports import HostError
 from beedeck.core.engine.probe import probe_engine
-from beedeck.core.engine.speculation.modes import mode_label
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.core.starter import (
     StarterMissing,
@@ -56,9 +46,8 @@ from beedeck.core.starter import (
 
 SYNTH_MAX_TOKENS = 128  # the sticky pair repeats one token: 128 are enough to see the speed-up
 SYNTHETIC_KINDS = ("dflash", "mtp", "mtp-random")
-# The engines' own words for the modes (and "off"), as --spec accepts them.
-MODE_ALIASES = {"off": BASELINE, "none": BASELINE, "ngram": MODEL_FREE, "n-gram": MODEL_FREE,
-                "draft-dflash": DFLASH, "draft-eagle3": EAGLE3, "draft-dspark": DSPARK, "draft-mtp": MTP}
+# Other words for a mode on the command line ("off" as --spec says it; the engines' draft-<mode> is understood too).
+OTHER_WORDS = {"off": Mode.BASELINE, "none": Mode.BASELINE, "ngram": Mode.MODEL_FREE, "n-gram": Mode.MODEL_FREE}
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
@@ -89,7 +78,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                         "draft; side-by-side: every mode's server at once, requests interleaved, fairest on a busy "
                         "CPU; per-request: only the DFlash server, its baseline asked for no drafts)")
     p.add_argument("--in-server-baseline", choices=IN_SERVER_CHOICES, default="auto",
-                   help=f"also measure the DFlash server asked for no drafts ({IN_SERVER_BASELINE}: what the chat "
+                   help=f"also measure the DFlash server asked for no drafts ({IN_SERVER_BASELINE.key}: what the chat "
                         "toggle's per-request Baseline costs); auto: where the engine honours it")
     add_settings_arguments(p)
     p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")
@@ -118,14 +107,15 @@ def _load_synth(name: str = "synth_gguf") -> ModuleType:
         raise BenchError(f"--synthetic needs the gguf package ({exc}): pip install gguf, or pass --target/--draft.") from None
 
 
-def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, LaunchSettings | None, BenchSuite, list[str]]:
+def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, LaunchSettings | None, BenchSuite,
+                                                list[Variant]]:
     suite = load_suite(args.suite)
     engine: Path | None = None
     caps: EngineCaps | None = None
     settings: LaunchSettings | None = None
     max_tokens, temperature = args.max_tokens, args.temperature
     if args.url:
-        default_modes: list[str] = [BASELINE]
+        default_modes = [Variant(Mode.BASELINE)]
     else:
         if args.engine:
             engine = Path(args.engine)
@@ -151,18 +141,25 @@ def _resolve(args: argparse.Namespace) -> tuple[Path | None, EngineCaps | None, 
     return engine, caps, settings, suite.with_overrides(max_tokens, temperature), modes
 
 
-def default_bench_modes(caps: EngineCaps, settings: LaunchSettings) -> list[str]:
+def default_bench_modes(caps: EngineCaps, settings: LaunchSettings) -> list[Variant]:
     """Baseline plus each mode the model files bring (the draft's kind, MTP heads) that this engine runs."""
     options = modes_for(caps, settings, *read_infos(settings))
-    modes: list[str] = [BASELINE, *(o.key for o in options if o.available and o.key in (DFLASH, EAGLE3, DSPARK, MTP))]
-    return modes
+    return [Variant(Mode.BASELINE), *(Variant(o.key) for o in options if o.available and o.key.info.draft_kinds)]
 
 
-def parse_modes(text: str, caps: EngineCaps | None, settings: LaunchSettings | None) -> list[str]:
+def _word_mode(word: str) -> Mode | None:
+    """A mode by another word: "off", "ngram", the engines' draft-<mode> (draft-mtp, draft-dflash)."""
+    if word in OTHER_WORDS:
+        return OTHER_WORDS[word]
+    mode = Mode.parse(word.removeprefix("draft-")) if word.startswith("draft-") else None
+    return mode if mode is not None and mode.speculates and mode != Mode.MODEL_FREE else None
+
+
+def parse_modes(text: str, caps: EngineCaps | None, settings: LaunchSettings | None) -> list[Variant]:
     """``--modes``: mode keys, ``all``, the engines' spellings (draft-mtp, off) and model-free types
-    (ngram-simple, copyspec: that type is then the one measured, set on ``settings``). Unknown words
-    are kept for :func:`check_modes` to name."""
-    out: list[str] = []
+    (ngram-simple, copyspec: that type is then the one measured, set on ``settings``). An unknown word
+    raises BenchError naming the words it takes."""
+    out: list[Variant] = []
     for word in (w.strip().lower() for w in text.split(",")):
         if not word:
             continue
@@ -170,16 +167,16 @@ def parse_modes(text: str, caps: EngineCaps | None, settings: LaunchSettings | N
             if caps is None or settings is None:
                 raise BenchError("--modes all needs BeeDeck to start the engine (it cannot tell what a --url server "
                                  "runs): name the mode instead.")
-            out += [o.key for o in modes_for(caps, settings, *read_infos(settings)) if o.available]
-        elif word in MODES:
-            out.append(word)
-        elif word in MODE_ALIASES:
-            out.append(MODE_ALIASES[word])
+            out += [Variant(o.key) for o in modes_for(caps, settings, *read_infos(settings)) if o.available]
+        elif (variant := Variant.parse(word)) is not None:
+            out.append(variant)
+        elif (mode := _word_mode(word)) is not None:
+            out.append(Variant(mode))
         elif caps is not None and settings is not None and word in caps.model_free_spec_types:
             settings.spec_model_free_type = word
-            out.append(MODEL_FREE)
+            out.append(Variant(Mode.MODEL_FREE))
         else:
-            out.append(word)
+            out += parse_variants([word])  # BenchError naming the words it takes
     return list(dict.fromkeys(out))
 
 
@@ -260,15 +257,15 @@ def format_table(report: BenchReport, summary: Summary) -> str:
     width = max([len("speed-up (95% CI)"), *map(len, cells.values())])
     head = f"{'mode':<23} {'gen tok/s':>10} {'min-max':>17} {'accept':>8}   {'speed-up (95% CI)':<{width}} {'same':>6}"
     lines = [head, "-" * len(head)]
-    for mode in report.modes:
+    for mode in report.variants:
         m = summary.overall.get(mode)
         if m is None or m.gen_tps is None:
-            lines.append(f"{mode_label(mode):<23} no finished replies")
+            lines.append(f"{mode.label:<23} no finished replies")
             continue
         g = m.gen_tps
         acc = f"{100 * m.acceptance:.1f}%" if m.acceptance is not None else "-"
         same = f"{m.identical}/{m.compared}" if m.compared else "-"
-        lines.append(f"{mode_label(mode):<23} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8}   "
+        lines.append(f"{mode.label:<23} {g.median:>10.1f} {f'{g.min:.1f}-{g.max:.1f}':>17} {acc:>8}   "
                      f"{cells[mode]:<{width}} {same:>6}")
     return "\n".join(lines)
 

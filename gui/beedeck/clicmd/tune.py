@@ -32,7 +32,8 @@ from beedeck.core.bench.tune import TunePlan, TuneResult, suite_from_chat, tune
 from beedeck.core.bench.tune.report import TuneChartRenderer, format_table, result_dict, write_tune_reports
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps, ProbeError
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.ports import HostError
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.profile import Profile, ProfileError, load_saved_profile, save_profile
@@ -125,8 +126,8 @@ def _start(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings, 
         settings.draft = str(Path(args.draft))
     apply_settings_arguments(args, settings)
     caps = probe_engine(str(engine))
-    if settings.draft and settings.spec_mode == SpecMode.OFF and caps.dflash_spec_type is not None:
-        settings = replace(settings, spec_mode=SpecMode.DFLASH)  # tune what the draft is for
+    if settings.draft and settings.spec_mode == Mode.BASELINE and caps.dflash_spec_type is not None:
+        settings = replace(settings, spec_mode=Mode.DFLASH)  # tune what the draft is for
     return engine, caps, settings, label
 
 

@@ -21,8 +21,9 @@ from typing import Any
 
 from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, Refusal, build_argv, merged
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.ports import ANY_FREE, SHOWN, HostError, PortChoice, PortRule, release_port
 from beedeck.core.engine.rpc import RpcDevice, RpcError, parse_workers
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, key_refusal, start_server
@@ -138,7 +139,7 @@ def _memory(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings
 def _files(caps: EngineCaps, settings: LaunchSettings, target: ModelInfo | None, draft: ModelInfo | None,
            read: bool, errors: dict[str, str], out: Preflight) -> tuple[ModelInfo | None, ModelInfo | None]:
     """The model files, the chosen mode against them, and the known-issue table (the guard)."""
-    wants_draft = settings.spec_mode.uses_draft_file or (settings.spec_mode == SpecMode.MTP and bool(settings.draft))
+    wants_draft = settings.spec_mode.uses_draft_file or (settings.spec_mode == Mode.MTP and bool(settings.draft))
     if target is None:
         target, why = _read(settings.target, "target", "target", read, errors)
         out.refusals += [why] if why else []
@@ -155,7 +156,7 @@ def _files(caps: EngineCaps, settings: LaunchSettings, target: ModelInfo | None,
         try:
             out.warnings = check_launch(caps, settings, target=target, draft=draft)
         except ServerFailed as exc:
-            setting = "spec_model_free_type" if settings.spec_mode == SpecMode.MODEL_FREE else ""
+            setting = "spec_model_free_type" if settings.spec_mode == Mode.MODEL_FREE else ""
             out.refusals.append(replace(exc.failure, setting=exc.failure.setting or setting))
     return target, draft
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from beedeck.core import paths, secrets
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SettingsError, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings, SettingsError
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import RemoteError, normalize_url
 from beedeck.core.engine.speculation.modes import uses_draft
 
@@ -102,7 +103,7 @@ def newer_reason(data: object) -> str | None:
         return f"a kind of profile this BeeDeck does not know: {kind!r}"
     settings = data.get("settings")
     mode = settings.get("spec_mode") if isinstance(settings, dict) and kind == LOCAL else None
-    if isinstance(mode, str) and mode not in {m.value for m in SpecMode}:
+    if isinstance(mode, str) and mode not in {m.setting for m in Mode}:
         return f"a speculation mode this BeeDeck does not know: {mode!r}"
     return None
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from beedeck.core import paths
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.paths import sha256_file
 
 STARTER_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -137,10 +138,10 @@ def is_starter(settings: LaunchSettings) -> bool:
     return Path(settings.target).name == STARTER_MODEL_NAME
 
 
-def mode_notes(settings: LaunchSettings) -> dict[str, str]:
-    """What was measured about a speculation mode with these settings, per mode key, for where the mode is
+def mode_notes(settings: LaunchSettings) -> dict[Mode, str]:
+    """What was measured about a speculation mode with these settings, per mode, for where the mode is
     offered (the toolbar's toggle): on the starter, why N-gram will not speed it up."""
-    return {"model-free": STARTER_NGRAM_NOTE} if is_starter(settings) else {}
+    return {Mode.MODEL_FREE: STARTER_NGRAM_NOTE} if is_starter(settings) else {}
 
 
 def cpu_threads() -> int:

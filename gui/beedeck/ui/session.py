@@ -20,10 +20,11 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from beedeck.core import paths
-from beedeck.core.chat.speed import ModeFigures, mode_key
+from beedeck.core.chat.speed import ModeFigures
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure, as_failure
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
@@ -251,7 +252,7 @@ class Session(QObject):
         """A client of the server ready at ``base_url`` (with the key it was started or connected with)."""
         return self.client_factory(base_url, self._api_key())
 
-    def request_mode(self, key: str) -> bool:
+    def request_mode(self, key: Mode) -> bool:
         """A click on mode ``key`` (the toggle, the guard's banner, Chat → Next mode): :meth:`SwitchRunner.request`."""
         return self.switching.request(key)
 
@@ -360,10 +361,10 @@ class Session(QObject):
         self.hardware = report
         self.hardware_known.emit(report)
 
-    def record_figure(self, mode: str, tps: float, source: str, comparison: Comparison | None = None) -> None:
+    def record_figure(self, mode: Mode | Variant, tps: float, source: str, comparison: Comparison | None = None) -> None:
         """A mode's speed measured by a benchmark or a tune: the speed panel's last figure for it, with its
         speed-up over the baseline where the rule gave one (core/engine/speculation/comparison.py)."""
-        self.figures.record(mode_key(mode), tps, source, comparison=comparison)
+        self.figures.record(mode, tps, source, comparison=comparison)
         self.figures_changed.emit()
 
     def say(self, text: str, ms: int = 0) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from beedeck import cli
+from beedeck.core.engine.mode import Mode
 from tests.conftest import PERSISTENT
 from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fixtures import hub_models
@@ -74,9 +75,9 @@ def test_recommend_table_prints_every_card_class_and_generation_with_its_evidenc
 
     advice = load_advice()
     for tps in (80.0, 81.0, 82.0):
-        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", "mtp", tps,
+        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", Mode.MTP, tps,
                       "p")
-        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", "dflash",
+        advice.record("mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf", "code", Mode.DFLASH,
                       tps - 20, "p")
     assert cli.main(["recommend", "--table", "--card", "24gb-ada"]) == 0
     text = capsys.readouterr().out

@@ -26,7 +26,8 @@ from beedeck.core.agents.running import (
     view_profile,
 )
 from beedeck.core.engine import pidfile
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 
 Spawn = Callable[..., subprocess.Popen[bytes]]
 
@@ -61,7 +62,7 @@ def test_the_newest_running_server_is_read_from_its_record_and_command_line(fake
     view = server_view(LaunchSettings(target="/m/profile.gguf", port=8477))
     ep = view.endpoint
     assert (view.source, view.pid, ep.port, ep.model, ep.ctx_size) == ("running", newest.pid, 2, "qwen3-8b-q4_k_m", 32768)
-    assert ep.key_required and ep.base_url == "http://127.0.0.1:2" and view.spec == SpecMode.MTP
+    assert ep.key_required and ep.base_url == "http://127.0.0.1:2" and view.spec == Mode.MTP
     assert view.engine == "/opt/llama-server"
     said = "\n".join(view.lines)
     assert f"BeeDeck's running server (pid {newest.pid})" in said and "did not answer /props" in said
@@ -102,10 +103,10 @@ def test_without_a_server_the_profile_and_the_models_header_are_said_as_such(sta
 
 
 def test_the_command_line_facts() -> None:
-    assert spec_of_argv(["--spec-type", "draft-dflash"]) == SpecMode.DFLASH
-    assert spec_of_argv(["-md", "/m/d.gguf"]) == SpecMode.DFLASH
-    assert spec_of_argv(["--spec-type", "ngram-mod"]) == SpecMode.MODEL_FREE
-    assert spec_of_argv([]) == SpecMode.OFF
+    assert spec_of_argv(["--spec-type", "draft-dflash"]) == Mode.DFLASH
+    assert spec_of_argv(["-md", "/m/d.gguf"]) == Mode.DFLASH
+    assert spec_of_argv(["--spec-type", "ngram-mod"]) == Mode.MODEL_FREE
+    assert spec_of_argv([]) == Mode.BASELINE
     assert asked_per_slot(["--ctx-size", "16384", "-np", "4"]) == 4096
     assert asked_per_slot(["--ctx-size", "16384", "-np", "4", "--kv-unified"]) == 16384
     assert asked_per_slot(["--ctx-size", "x"]) is None

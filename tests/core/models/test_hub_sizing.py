@@ -17,7 +17,8 @@ import httpx2
 import pytest
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models import hub as hubmod
 from beedeck.core.models.gguf import inspect, read_header
 from beedeck.core.models.hub_range import RangeReader, RangeReadError
@@ -63,7 +64,7 @@ def _cache(tmp_path: Path) -> Path:
     return tmp_path / "sizing-cache"
 
 
-def _settings(mode: SpecMode, draft: str | None = None, **kw: object) -> LaunchSettings:
+def _settings(mode: Mode, draft: str | None = None, **kw: object) -> LaunchSettings:
     base = LaunchSettings(target="t.gguf", draft=draft, spec_mode=mode, ctx_size=65536, cache_type_k="q8_0",
                           cache_type_v="q8_0", flash_attn="on", parallel=1, kv_unified=True, batch_size=1024,
                           ubatch_size=512)
@@ -92,19 +93,19 @@ def test_a_repo_is_sized_from_range_reads_and_plans_exactly_as_the_files(hub: Fa
     assert e3.kind == "eagle3"
     # planner figures from live headers == the same files' plan from disk, item by item
     for live, local in ((q4, local_q4), (q8, local_q8)):
-        for mode, draft, local_draft, gen in ((SpecMode.OFF, None, None, Generation.MAINLINE),
-                                              (SpecMode.MTP, None, None, Generation.MAINLINE),
-                                              (SpecMode.DFLASH, d2.info, local_d2, Generation.BEE_B),
-                                              (SpecMode.DFLASH, d2.info, local_d2, Generation.MAINLINE),
-                                              (SpecMode.EAGLE3, e3.info, inspect(files["eagle3"]), Generation.MAINLINE)):
+        for mode, draft, local_draft, gen in ((Mode.BASELINE, None, None, Generation.MAINLINE),
+                                              (Mode.MTP, None, None, Generation.MAINLINE),
+                                              (Mode.DFLASH, d2.info, local_d2, Generation.BEE_B),
+                                              (Mode.DFLASH, d2.info, local_d2, Generation.MAINLINE),
+                                              (Mode.EAGLE3, e3.info, inspect(files["eagle3"]), Generation.MAINLINE)):
             st = _settings(mode, "d.gguf" if draft else None, draft_n_max=7 if draft else None)
             a = plan(live.info, draft, st, gen, [24 * GiB])
             b = plan(local, local_draft, st, gen, [24 * GiB])
             assert [(d.name, d.items) for d in a.devices] == [(d.name, d.items) for d in b.devices], (live.quant, mode)
             assert a.fits == b.fits and a.n_ctx == b.n_ctx
-    mtp = plan(q4.info, None, _settings(SpecMode.MTP), Generation.MAINLINE, [24 * GiB])
+    mtp = plan(q4.info, None, _settings(Mode.MTP), Generation.MAINLINE, [24 * GiB])
     assert mtp.component("mtp_weights") > 0 and mtp.component("mtp_kv") > 0  # the head is counted under MTP
-    assert plan(q4.info, None, _settings(SpecMode.OFF), Generation.MAINLINE, [24 * GiB]).component("mtp_weights") == 0
+    assert plan(q4.info, None, _settings(Mode.BASELINE), Generation.MAINLINE, [24 * GiB]).component("mtp_weights") == 0
 
 
 def test_only_header_bytes_are_read_growing_past_the_first_range(hub: FakeHub, files: dict[str, Path],
@@ -139,7 +140,7 @@ def test_a_tiny_model_sized_live_equals_its_real_download(tmp_path: Path) -> Non
     local = inspect(got[0])
     m = live.models[0]
     assert m.size == local.file_size and m.info.tensors == local.tensors and m.info.n_layer == local.n_layer
-    st = _settings(SpecMode.OFF, ctx_size=2048, cache_type_k="f16", cache_type_v="f16")
+    st = _settings(Mode.BASELINE, ctx_size=2048, cache_type_k="f16", cache_type_v="f16")
     a, b = plan(m.info, None, st, Generation.MAINLINE, [GiB]), plan(local, None, st, Generation.MAINLINE, [GiB])
     assert [d.items for d in a.devices] == [d.items for d in b.devices]
     assert live.requests >= 2  # 512 bytes could not hold this header

@@ -11,7 +11,8 @@ import pytest
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models import live_plan
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.hub_sizing import RemoteModel, RepoSizing
@@ -70,7 +71,7 @@ def _vram_between(info_path: Path, caches: tuple[tuple[str, str], tuple[str, str
     info = dataclasses.replace(inspect(info_path), metadata={**inspect(info_path).metadata, **metadata})
     need = []
     for ctk, ctv in caches:
-        s = LaunchSettings(target="t", spec_mode=SpecMode.MTP, ctx_size=live_plan.MIN_CTX, cache_type_k=ctk,
+        s = LaunchSettings(target="t", spec_mode=Mode.MTP, ctx_size=live_plan.MIN_CTX, cache_type_k=ctk,
                            cache_type_v=ctv, flash_attn="on", parallel=1, kv_unified=True, batch_size=1024,
                            ubatch_size=512, n_gpu_layers="all")
         need.append(plan(info, None, s, Generation.BEE_B, [1 << 45]).gpu_total)

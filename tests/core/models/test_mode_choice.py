@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import mode_choice as mc
 
@@ -53,9 +54,9 @@ def test_beedecks_own_measured_advice_wins_over_published_figures(tmp_path: Path
     advice = WorkloadAdvice(tmp_path / "advice.json")
     key = "BeeLlama 0.4.7 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf"
     for tps in (70.0, 71.0, 72.0):
-        advice.record(key, "code", "mtp", tps, "p")  # the same prompt in both modes: like for like
+        advice.record(key, "code", Mode.MTP, tps, "p")  # the same prompt in both modes: like for like
     for tps in (60.0, 61.0, 62.0):
-        advice.record(key, "code", "dflash", tps, "p")
+        advice.record(key, "code", Mode.DFLASH, tps, "p")
     own = mc.measured(advice, ["Q4/Qwen3.8-27B-Q4_K_M.gguf"])
     assert own is not None and own[0] == "mtp"
     c = mc.choose("24gb-ada", Generation.BEE_B, "0.4.7", "qwen3.8-27b", ALL, mc.load_evidence(), own)
@@ -71,7 +72,7 @@ def test_ubd_64_on_24_gb_cards_only_where_the_probe_found_it() -> None:
     assert mc.ubd_for("32gb-blackwell", with_flag, ev) is None and mc.ubd_for("24gb-ada", without, ev) is None
 
 
-def _advice(tmp_path: Path, setup: str, figures: dict[str, tuple[float, ...]]) -> WorkloadAdvice:
+def _advice(tmp_path: Path, setup: str, figures: dict[Mode, tuple[float, ...]]) -> WorkloadAdvice:
     advice = WorkloadAdvice(tmp_path / "advice.json")
     for mode, values in figures.items():
         for tps in values:
@@ -83,9 +84,9 @@ def test_measured_dflash_means_the_plans_dflash2_and_wins_as_measured_here(tmp_p
     """The advice records "dflash" whichever DFlash file ran; a Qwen3.8 plan's runnable kind is "dflash2", so the
     measurement must map onto it (it used to be dropped, and the published MTP pick won on a 3090)."""
     setup = "BeeLlama 0.4.7 | Qwen3.8-27B-Q4_K_M.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf"
-    advice = _advice(tmp_path, setup, {"dflash": (95.0, 96.0, 97.0), "mtp": (80.0, 81.0, 82.0)})
+    advice = _advice(tmp_path, setup, {Mode.DFLASH: (95.0, 96.0, 97.0), Mode.MTP: (80.0, 81.0, 82.0)})
     own = mc.measured(advice, ["Qwen3.8-27B-Q4_K_M.gguf"])
-    assert own is not None and own[0] == "dflash"
+    assert own is not None and own[0] == Mode.DFLASH
     ev = mc.load_evidence()
     published = mc.choose("24gb-ampere", Generation.MAINLINE, "", "qwen3.8-27b", ALL, ev)
     assert published.mode == "mtp" and published.evidence == "published"  # what the 3090 gets without it
@@ -127,7 +128,7 @@ def test_the_table_covers_every_class_and_generation_and_own_advice_only_for_thi
     assert by[("24gb-ada", "bee-b v0.4.7")].mode == "dflash2"
     assert by[("24gb-ampere", "bee-a v0.3.1")].mode == "dflash-draft"
     advice = _advice(tmp_path, "mainline b11434 | Qwen3.8-27B-UD-Q4_K_XL.gguf | Qwen3.8-27B-DFlash2-Q4_K_M.gguf",
-                     {"dflash": (90.0, 91.0, 92.0), "mtp": (70.0, 71.0, 72.0)})
+                     {Mode.DFLASH: (90.0, 91.0, 92.0), Mode.MTP: (70.0, 71.0, 72.0)})
     own = mc.measured_family(advice, "qwen3.8-27b", ev)
     assert own is not None
     mine = {(r.card_class, r.engine): r for r in mc.table("qwen3.8-27b", ev, own=own, own_card="24gb-ampere")}

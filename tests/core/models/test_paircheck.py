@@ -106,7 +106,8 @@ def test_every_rejection_has_a_reason(tmp_path: Path, caps: EngineCaps | None) -
 
 def test_modes_for_reads_mtp_heads_and_the_drafts_kind(tmp_path: Path) -> None:
     from beedeck.core.engine.help_text import caps_from_texts
-    from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+    from beedeck.core.engine.launch_settings import LaunchSettings
+    from beedeck.core.engine.mode import Mode
     from beedeck.core.models.paircheck import model_facts, modes_for, read_infos
     from tests.fixtures.engines import MAINLINE as MAINLINE_HELP
     from tests.fixtures.engines import help_stdout
@@ -114,7 +115,7 @@ def test_modes_for_reads_mtp_heads_and_the_drafts_kind(tmp_path: Path) -> None:
     ml = caps_from_texts("ml", "", help_stdout(MAINLINE_HELP))
     mtp = mg.tiny_model(tmp_path / "mtp.gguf", "qwen35", V, n_embd=64, extra={"qwen35.nextn_predict_layers": 1})
     eagle = mg.tiny_model(tmp_path / "eagle.gguf", "eagle3", V, n_layer=1, n_embd=64)
-    s = LaunchSettings(target=str(mtp), draft=str(eagle), spec_mode=SpecMode.EAGLE3)
+    s = LaunchSettings(target=str(mtp), draft=str(eagle), spec_mode=Mode.EAGLE3)
     target, draft = read_infos(s)
     facts = model_facts(target, draft)
     assert (facts.target_name, facts.mtp_layers, facts.draft_name, facts.draft_kind) == ("mtp.gguf", 1, "eagle.gguf",

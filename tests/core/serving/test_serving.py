@@ -15,8 +15,9 @@ import pytest
 
 from beedeck.core import launcher
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.ports import free_port
 from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.server_state import ServerState
@@ -297,15 +298,15 @@ def test_a_mode_switch_restarts_from_the_page_cache_and_learns_its_time(tmp_path
     procs: list[FakeProc] = []
     s, heard = serving(tmp_path, procs)
     s.standby = False
-    first = LaunchSettings(target=model, n_gpu_layers="0", mmap=False, mlock=True, spec_mode=SpecMode.MODEL_FREE)
+    first = LaunchSettings(target=model, n_gpu_layers="0", mmap=False, mlock=True, spec_mode=Mode.MODEL_FREE)
     s.start(ENGINE, first, caps)
     assert not procs[0].settings.mmap and procs[0].settings.mlock and "--fit" not in procs[0].settings.extra_args
     assert s.expected_switch_s(with_draft=False) is None  # never switched: nothing promised
-    baseline = replace(first, spec_mode=SpecMode.OFF)
+    baseline = replace(first, spec_mode=Mode.BASELINE)
     s.restart(baseline)
     fast = procs[1].settings
     assert fast.mmap and not fast.mlock and fast.extra_args[-2:] == ["--fit", "off"] and s.last_switch == RESTARTED
-    assert s.settings is not None and not s.settings.mmap and s.settings.spec_mode == SpecMode.OFF  # as asked
+    assert s.settings is not None and not s.settings.mmap and s.settings.spec_mode == Mode.BASELINE  # as asked
     assert any("skips the engine's fit pass" in line for line in heard.lines)
     s.restart(first)
     assert s.expected_switch_s(with_draft=False) is not None
@@ -322,8 +323,8 @@ def test_a_restart_of_other_settings_is_no_switch(tmp_path: Path, caps: EngineCa
 
 
 def _modes(model: str) -> tuple[LaunchSettings, LaunchSettings]:
-    first = LaunchSettings(target=model, n_gpu_layers="0", spec_mode=SpecMode.MODEL_FREE)
-    return first, replace(first, spec_mode=SpecMode.OFF)
+    first = LaunchSettings(target=model, n_gpu_layers="0", spec_mode=Mode.MODEL_FREE)
+    return first, replace(first, spec_mode=Mode.BASELINE)
 
 
 def test_a_switch_with_room_keeps_the_other_mode_loaded_and_switches_back_loading_nothing(
@@ -342,7 +343,7 @@ def test_a_switch_with_room_keeps_the_other_mode_loaded_and_switches_back_loadin
     assert s.expected_switch_s(with_draft=False) is None  # the kept server's kind of mode: nothing to load
     s.restart(first)
     assert s.last_switch == SWAPPED and len(procs) == 2 and not any(p.stopped for p in procs)
-    assert heard.ready[-1] == procs[0].base_url and s.settings is not None and s.settings.spec_mode == SpecMode.MODEL_FREE
+    assert heard.ready[-1] == procs[0].base_url and s.settings is not None and s.settings.spec_mode == Mode.MODEL_FREE
     s.restart(other)
     assert s.last_switch == SWAPPED and heard.ready[-1] == procs[1].base_url and len(procs) == 2
     assert heard.states.count(ServerState.STOPPED) == 0
@@ -451,7 +452,7 @@ def test_the_servers_a_launch_stops_first_are_counted_as_free(tmp_path: Path, mo
     first, other = _modes(model)
     s.start(ENGINE, first, caps)
     s.preload(other)
-    assert [(h.pid, h.settings.spec_mode) for h in s.stopping()] == [(4242, SpecMode.MODEL_FREE), (4243, SpecMode.OFF)]
+    assert [(h.pid, h.settings.spec_mode) for h in s.stopping()] == [(4242, Mode.MODEL_FREE), (4243, Mode.BASELINE)]
     assert s.held_gpu_memory([]) == []
 
 

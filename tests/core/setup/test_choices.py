@@ -11,7 +11,8 @@ import pytest
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, STARTER_BUILD_WHY
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.releases.index import RELEASES_API_ENV
 from beedeck.core.models.recommend import Choice
 from beedeck.core.setup import SetupChoices, SetupServices, build_args, card_of, find_engines, unlisted_offers
@@ -33,7 +34,7 @@ def releases(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeReleases]:
 
 
 def _pick(generation: Generation = Generation.BEE_B) -> Choice:
-    s = LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=32768,
+    s = LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=Mode.DFLASH, ctx_size=32768,
                        cache_type_k="q8_0", cache_type_v="q8_0")
     return Choice("fake", "Fake pair", generation, "org/t-GGUF", "t.gguf", "Q4_K_M", "org/d-GGUF", "d.gguf",
                   "Q4_K_M", s, None)

@@ -15,7 +15,8 @@ import pytest
 from beedeck.core import paths, settings
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.engine_offers import DOWNLOAD, EXISTING
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.models import library
 from beedeck.core.models.recommend import Choice
@@ -40,7 +41,7 @@ from tests.fixtures import meta_gguf as mg
 MiB = 1 << 20
 
 
-def _pick(draft: bool = True, mode: SpecMode = SpecMode.DFLASH) -> Choice:
+def _pick(draft: bool = True, mode: Mode = Mode.DFLASH) -> Choice:
     s = LaunchSettings(target="t.gguf", draft="d.gguf" if draft else None, spec_mode=mode, ctx_size=8192,
                        flash_attn="on", kv_unified=True, cache_type_k="q8_0", cache_type_v="q8_0")
     return Choice("fake", "Fake pair", Generation.MAINLINE, "org/target-GGUF", "target-Q4_K_M.gguf", "Q4_K_M",
@@ -72,7 +73,7 @@ def test_a_setup_runs_the_steps_its_choices_need() -> None:
     dflash = Setup(SetupChoices(detect_rtx4090(), _pick()), services)
     assert [s.key for s in dflash.steps()] == ["engine", "target", "draft", "smoke", "save"]
     assert STEP["target"].title_for(dflash.choices) == "Target model"
-    mtp = Setup(SetupChoices(detect_rtx4090(), _pick(draft=False, mode=SpecMode.MTP)), services)
+    mtp = Setup(SetupChoices(detect_rtx4090(), _pick(draft=False, mode=Mode.MTP)), services)
     assert [s.key for s in mtp.steps()] == ["engine", "target", "smoke", "save"]
     assert [s.key for s in Setup(SetupChoices(detect_rtx4090(), _pick(), use_starter=True), services).steps()] \
         == ["engine", "target", "smoke", "save"]  # the starter button wins over the recommendation
@@ -98,7 +99,7 @@ def test_the_starter_setup_runs_every_step_on_the_real_engine_and_saves(starter_
     assert seen == [("engine", 1, 4), ("target", 2, 4), ("smoke", 3, 4), ("save", 4, 4)]
     assert Path(result.engine) == starter_engine_path.resolve() and result.engine_id == "starter"
     assert result.settings.target == str(starter_model_path) and result.settings.jinja is True
-    assert result.settings.spec_mode == SpecMode.OFF
+    assert result.settings.spec_mode == Mode.BASELINE
     command = next(line for line in lines if line.startswith("command: "))  # the launch's own preflight passed
     assert f"-m {starter_model_path}" in command and "--jinja" in command
     assert dict(done)["target"] == f"{starter_model_path.name} (installed with BeeDeck)"
@@ -132,7 +133,7 @@ def test_a_pick_fetches_its_target_and_draft_from_the_hub_once(tmp_path: Path) -
         assert STEP["target"].run(again, **_quiet()) == f"found {setup.paths['target']}"  # on disk: not again
         assert len(hub.cdn_gets()) == fetched
     s = setup.launch_settings()
-    assert (s.target, s.draft, s.spec_mode) == (setup.paths["target"], setup.paths["draft"], SpecMode.DFLASH)
+    assert (s.target, s.draft, s.spec_mode) == (setup.paths["target"], setup.paths["draft"], Mode.DFLASH)
 
 
 def test_a_missing_repo_fails_with_the_hubs_words_and_the_steps_remedy() -> None:

@@ -8,9 +8,10 @@ from typing import Any
 
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, Sample
+from beedeck.core.bench.results import BenchReport, Sample
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import CODE, PROSE, WorkloadAdvice, setup_key
 from beedeck.core.profile import Profile, remote_profile
@@ -24,10 +25,10 @@ SUITE = BenchSuite("mixed", (BenchPrompt("c", "Write a Python function that sort
 
 
 def _report() -> BenchReport:
-    report = BenchReport(SUITE, [BASELINE, DFLASH], 3, 0)
+    report = BenchReport(SUITE, [Variant(Mode.BASELINE), Variant(Mode.DFLASH)], 3, 0)
     for rep in range(3):
-        for mode, code_tps, prose_tps in ((BASELINE, 50.0, 50.0), (DFLASH, 120.0, 40.0)):
-            drafted = 0 if mode == BASELINE else 20
+        for mode, code_tps, prose_tps in ((Variant(Mode.BASELINE), 50.0, 50.0), (Variant(Mode.DFLASH), 120.0, 40.0)):
+            drafted = 0 if mode == Variant(Mode.BASELINE) else 20
             report.samples.append(Sample(mode, "c", rep, 42, gen_tps=code_tps + rep, draft_n=drafted))
             report.samples.append(Sample(mode, "p", rep, 42, gen_tps=prose_tps + rep, draft_n=drafted))
     return report
@@ -42,9 +43,9 @@ def test_a_finished_run_teaches_the_learnt_advice(qtbot: QtBot, tmp_path: Any) -
     assert host.probed == [ENGINE]
     dialog.view.run_finished.emit(_report())
     key = setup_key(CPU_CAPS, START)
-    qtbot.waitUntil(lambda: advice.best_mode(key, CODE) == DFLASH, timeout=10_000)  # learnt in the background
-    assert advice.best_mode(key, PROSE) == BASELINE
-    assert host.guard.comparison(DFLASH, CODE) is not None  # the session's benchmark evidence too
+    qtbot.waitUntil(lambda: advice.best_mode(key, CODE) == Mode.DFLASH, timeout=10_000)  # learnt in the background
+    assert advice.best_mode(key, PROSE) == Mode.BASELINE
+    assert host.guard.comparison(Mode.DFLASH, CODE) is not None  # the session's benchmark evidence too
     dialog.reject()
 
 
@@ -56,7 +57,7 @@ def test_a_failed_run_teaches_nothing_and_raises_nothing(qtbot: QtBot, tmp_path:
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: dialog.view.run_button.isEnabled(), timeout=10_000)
     dialog.view.run_finished.emit(None)
-    assert advice.setups() == [] and host.guard.comparison(DFLASH, CODE) is None
+    assert advice.setups() == [] and host.guard.comparison(Variant(Mode.DFLASH), CODE) is None
     dialog.reject()
 
 
@@ -69,7 +70,7 @@ def test_a_remote_server_is_benchmarked_as_it_runs_without_stop_and_compare(qtbo
     dialog.show()
     assert dialog.compare_button.isHidden() and "did not start" in dialog.note.text()
     assert "cannot restart it in other modes" in dialog.note.text()
-    assert dialog.view.run_button.isEnabled() and dialog.view.selected_modes() == [BASELINE]
+    assert dialog.view.run_button.isEnabled() and dialog.view.selected_modes() == [Mode.BASELINE]
     assert host.probed == [] and c.calls == []
     dialog.reject()
 

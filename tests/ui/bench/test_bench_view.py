@@ -13,8 +13,9 @@ from PySide6.QtWidgets import QProgressBar
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.report import summarize
-from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, Sample
+from beedeck.core.bench.results import BenchReport, Sample
 from beedeck.core.bench.suites import BenchPrompt, BenchSuite
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.ui.bench.bench_chart import render_report_charts
 from beedeck.ui.bench.bench_view import BenchView
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
@@ -37,7 +38,7 @@ def test_run_fills_table_and_chart(qtbot: QtBot, slow_server: FakeLlamaServer, t
     view.set_server_url(slow_server.base_url)
     view.set_suite(SUITE)
     view.reps.setValue(2)
-    assert view.selected_modes() == [BASELINE]
+    assert view.selected_modes() == [Mode.BASELINE]
     with qtbot.waitSignal(view.run_started), qtbot.waitSignal(view.run_finished, timeout=30000) as finished:
         view.run_button.click()
     report = finished.args[0]
@@ -89,16 +90,16 @@ def test_no_engine_tells_what_to_do(qtbot: QtBot) -> None:
 def test_chart_png_has_the_mode_colours(qapp: object, tmp_path: Path) -> None:
     samples = []
     for rep in range(3):
-        samples.append(Sample(BASELINE, "a", rep, 1, completion_tokens=10, gen_tps=40.0 + rep))
-        samples.append(Sample(DFLASH, "a", rep, 1, completion_tokens=10, gen_tps=130.0 + rep, draft_n=9,
+        samples.append(Sample(Variant(Mode.BASELINE), "a", rep, 1, completion_tokens=10, gen_tps=40.0 + rep))
+        samples.append(Sample(Variant(Mode.DFLASH), "a", rep, 1, completion_tokens=10, gen_tps=130.0 + rep, draft_n=9,
                               draft_n_accepted=9))
-    report = BenchReport(SUITE, [BASELINE, DFLASH], 3, 0, samples=samples)
+    report = BenchReport(SUITE, [Variant(Mode.BASELINE), Variant(Mode.DFLASH)], 3, 0, samples=samples)
     paths = render_report_charts(report, summarize(report), tmp_path)
     assert [p.name for p in paths] == ["tokens_per_s.png", "speedup.png"]
     img = QImage(str(paths[0]))
     assert (img.width(), img.height()) == (900, 420)
     colours = {img.pixelColor(x, y).name() for x in range(0, 900, 5) for y in range(0, 420, 5)}
-    assert QColor("#f2a900").name() in colours and QColor("#7f8c9a").name() in colours
+    assert QColor(Mode.DFLASH.color).name() in colours and QColor(Mode.BASELINE.color).name() in colours
 
 
 def test_the_mode_choice_follows_the_engine_and_the_files(qtbot: QtBot, tmp_path: Path) -> None:
@@ -114,23 +115,23 @@ def test_the_mode_choice_follows_the_engine_and_the_files(qtbot: QtBot, tmp_path
     qtbot.addWidget(view)
     view.set_launch(Path("/e/llama-server"), caps, LaunchSettings(target=str(mtp)))
     boxes = view.mode_boxes
-    assert view.selected_modes() == ["baseline", "mtp"]  # baseline and what the files bring
-    assert boxes["model-free"].isEnabled() and not boxes["model-free"].isChecked()
-    assert boxes["model-free"].text() == "N-gram" and "ngram-mod" in boxes["model-free"].toolTip() and "draft-mtp" in boxes["mtp"].toolTip()
-    for key in ("dflash", "eagle3", "dspark"):
+    assert view.selected_modes() == [Mode.BASELINE, Mode.MTP]  # baseline and what the files bring
+    assert boxes[Mode.MODEL_FREE].isEnabled() and not boxes[Mode.MODEL_FREE].isChecked()
+    assert boxes[Mode.MODEL_FREE].text() == "N-gram" and "ngram-mod" in boxes[Mode.MODEL_FREE].toolTip() and "draft-mtp" in boxes[Mode.MTP].toolTip()
+    for key in (Mode.DFLASH, Mode.EAGLE3, Mode.DSPARK):
         assert not boxes[key].isEnabled() and boxes[key].toolTip().startswith("Not available: No ")
-    boxes["model-free"].setChecked(True)
-    boxes["baseline"].setChecked(False)
-    assert view.selected_modes() == ["mtp", "model-free"]  # any subset
+    boxes[Mode.MODEL_FREE].setChecked(True)
+    boxes[Mode.BASELINE].setChecked(False)
+    assert view.selected_modes() == [Mode.MTP, Mode.MODEL_FREE]  # any subset
     # Headers read later (the real runner is a background job): until then only the profile's own mode.
     pending: list[object] = []
     later = BenchView(runner=lambda fn, done, err: pending.append((fn, done)))
     qtbot.addWidget(later)
     later.set_launch(Path("/e/llama-server"), caps, LaunchSettings(target=str(mtp)))
-    assert later.selected_modes() == ["baseline"] and "has not read" in later.mode_boxes["mtp"].toolTip()
+    assert later.selected_modes() == [Mode.BASELINE] and "has not read" in later.mode_boxes[Mode.MTP].toolTip()
     fn, done = pending.pop()  # type: ignore[misc]
     done(fn())  # type: ignore[operator]
-    assert later.selected_modes() == ["baseline", "mtp"]
+    assert later.selected_modes() == [Mode.BASELINE, Mode.MTP]
 
 
 def test_saving_into_a_folder_that_cannot_be_written_says_so(qtbot: QtBot, tmp_path: Path,
@@ -181,13 +182,12 @@ def test_progress_reaches_the_widgets_on_the_gui_thread(qtbot: QtBot, slow_serve
 def test_one_repetition_shows_the_modes_by_name_and_no_interval(qtbot: QtBot) -> None:
     """Issue 37: the table said "model-free", and one repetition printed "CI 0.99-0.99" with a chart of
     speed-up bars whose whiskers were no interval."""
-    from beedeck.core.bench.results import MODEL_FREE
 
-    report = BenchReport(SUITE, [BASELINE, MODEL_FREE], reps=1, warmup=0)
-    for mode, speeds in ((BASELINE, (50.0, 40.0)), (MODEL_FREE, (40.0, 51.2))):
+    report = BenchReport(SUITE, [Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)], reps=1, warmup=0)
+    for mode, speeds in ((Variant(Mode.BASELINE), (50.0, 40.0)), (Variant(Mode.MODEL_FREE), (40.0, 51.2))):
         for pid, v in zip(("a", "b"), speeds, strict=True):
             report.samples.append(Sample(mode, pid, 0, 1, completion_tokens=10, gen_tps=v,
-                                         draft_n=0 if mode == BASELINE else 8, draft_n_accepted=0))
+                                         draft_n=0 if mode == Variant(Mode.BASELINE) else 8, draft_n_accepted=0))
     view = BenchView()
     qtbot.addWidget(view)
     view.show_report(report)

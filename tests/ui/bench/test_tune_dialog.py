@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.bench.tune import tune
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import CODE, WorkloadAdvice, setup_key
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.tune_dialog import TuneDialog
@@ -97,11 +98,11 @@ def test_a_finished_search_gives_the_speed_panel_its_best_figure_and_a_known_spe
     speed = SpeedPanel(figures=host.figures)  # the window's panel, on the session's figures
     host.figures_changed.connect(speed.show_figures)
     qtbot.addWidget(speed)
-    speed.record_figure("dflash", 2.0)  # a slow chat figure for this mode
+    speed.record_figure(Mode.DFLASH, 2.0)  # a slow chat figure for this mode
     dialog = TuneDialog(host, host.widget, store=store, view=view)
     assert view.min_budget_s() is not None and not view.start_button.isEnabled()  # 2 tok/s: 10 min is too short
     assert "too small for one candidate" in view.budget_note.text()
-    speed.record_figure("dflash", 5000.0)
+    speed.record_figure(Mode.DFLASH, 5000.0)
     dialog.configure()
     assert view.start_button.isEnabled()
     with qtbot.waitSignal(view.run_finished, timeout=20_000) as done:

@@ -19,7 +19,8 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.bench.tune import TuneResult, tune
 from beedeck.core.chat.store import ChatStore
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.ui.bench.tune_view import CHAT_SOURCE, TuneView
 from tests.core.bench.tune.test_search import CPU_CAPS, START, SUITE, FakeBench, draft_max_knob
 
@@ -206,7 +207,7 @@ def test_a_real_search_on_the_starter_engine_beats_a_poor_start(
     from tests.conftest import PERSISTENT
 
     target, draft = synthetic_bench_pair(PERSISTENT / "synth-bench")
-    start = replace(synthetic_settings(target, draft), spec_mode=SpecMode.DFLASH, draft_n_max=1)
+    start = replace(synthetic_settings(target, draft), spec_mode=Mode.DFLASH, draft_n_max=1)
     caps = probe_engine(str(starter_engine_path))
     knob = Knob("draft_n_max", "Draft max", 1, (15,), _with_draft_max)  # one candidate: a lean real run
     view = TuneView(tune_fn=functools.partial(tune, knobs=[knob]))

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.engine.speculation.modes import Mode
+from beedeck.core.engine.mode import Mode
 from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.live_reply import LIVE_BUDGET, LIVE_LIMIT, LiveReply, doc_len
 from beedeck.ui.chat.markdown_render import code_colours

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE
 from beedeck.core.engine.speculation.switch_cost import SwitchCosts
@@ -68,7 +69,7 @@ def test_the_serving_reports_on_the_gui_thread_a_moved_port_and_a_switch(qtbot: 
     c.state_changed.connect(lambda s: heard.append((f"state {s.value}", threading.current_thread() is gui)))
     c.ready.connect(lambda url: heard.append(("ready", threading.current_thread() is gui)))
     first = LaunchSettings(target=str(tiny_model(tmp_path / "t.gguf")), n_gpu_layers="0",
-                           spec_mode=SpecMode.MODEL_FREE)
+                           spec_mode=Mode.MODEL_FREE)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -78,7 +79,7 @@ def test_the_serving_reports_on_the_gui_thread_a_moved_port_and_a_switch(qtbot: 
     wanted, used, message = moved.args
     assert wanted == busy and used == procs[0].port and f"Port {busy} is taken" in message
     with qtbot.waitSignal(c.ready, timeout=5000) as switched:
-        serving.restart(replace(first, spec_mode=SpecMode.OFF))
+        serving.restart(replace(first, spec_mode=Mode.BASELINE))
     assert serving.last_switch == LOADED_BESIDE and switched.args == [procs[1].base_url]
     assert heard == [("state starting", True), ("state ready", True), ("ready", True), ("ready", True)]
     serving.shutdown()

@@ -17,6 +17,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.engine.client import LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import as_failure
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import KEY_WRONG, RemoteError, RemoteInfo
 from beedeck.core.engine.server import ServerState
 from beedeck.core.engine.speculation.remote_switch import toggle_reason
@@ -90,7 +91,7 @@ def test_an_honoured_no_drafts_offers_the_toggle_per_request(qtbot: QtBot) -> No
     assert w.mode.isEnabled() and w.mode.offered() == ["baseline", "dflash"]
     assert w.session.switch.held == "" and "Target.gguf" in w.pair_label.text()
     assert "context 8,192" in w.pair_label.text() and "BeeLlama b1-x" in w.engine_label.text()
-    w.session.request_mode("baseline")
+    w.session.request_mode(Mode.BASELINE)
     assert w.session.switching.provider() == ("baseline", NO_DRAFTS)  # per request: no restart of a server not ours
     assert "Target.gguf" in w.endpoint.label.toolTip()
     w.serving.shutdown()

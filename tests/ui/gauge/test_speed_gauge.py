@@ -8,8 +8,7 @@ from PySide6.QtGui import QColor, QImage
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.speed import mode_label
-from beedeck.core.engine.speculation.modes import Mode
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.ui.gauge.sparkline import Sparkline
 from beedeck.ui.gauge.speed_gauge import SpeedGauge, SpeedPanel, nice_scale
 
@@ -54,7 +53,7 @@ def test_paint_draws_the_arc_in_the_mode_colour(qtbot: QtBot) -> None:
 def test_panel_live_then_final(qtbot: QtBot) -> None:
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.reply_started("baseline")
+    panel.reply_started(Mode.BASELINE)
     t0 = time.perf_counter()
     # Deltas at a known pace: 40 arrivals 10 ms apart (event-loop driven, no sleep), longer than the
     # rate's shortest window (0.25 s).
@@ -69,7 +68,7 @@ def test_panel_live_then_final(qtbot: QtBot) -> None:
     assert panel.gauge.value == 31.5 and not panel.gauge.live
     assert panel.gauge.baseline == 31.5
     assert panel.ttft.text() == "0.12 s" and panel.prefill.text() == "800 tok/s"
-    panel.reply_started("dflash")
+    panel.reply_started(Mode.DFLASH)
     panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=63.0, tokens=100, draft_n=80, draft_accepted=60, ttft_s=0.1))
     assert panel.acceptance.text() == "60/80 (75 %)" and panel.draft_share.text() == "60 %"
     assert "DFlash 63.0 tok/s (last reply)" in panel.compare.text().splitlines()
@@ -83,20 +82,20 @@ def test_a_stopped_reply_reaches_the_sparkline_and_prefill_but_not_the_per_mode_
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50, prompt_tps=900.0, ttft_s=0.2))
-    panel.reply_started("baseline")
+    panel.reply_started(Mode.BASELINE)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=10.0, tokens=12, prompt_tps=750.0, ttft_s=0.3,
                                     cancelled=True))
     assert panel.sparkline.values() == [30.0, 10.0] and panel.sparkline.stopped() == [False, True]
     assert panel.prefill.text() == "750 tok/s" and panel.ttft.text() == "0.30 s"
     assert panel.tokens.text() == "12 (stopped)" and panel.gauge.value == 10.0
-    assert panel.gauge.baseline == 30.0 and panel.last_by_mode == {"baseline": 30.0}
+    assert panel.gauge.baseline == 30.0 and panel.last_by_mode == {Variant(Mode.BASELINE): 30.0}
     assert panel.compare.text().startswith("Baseline 30.0")
 
 
 def test_a_reply_stopped_before_its_first_token_adds_no_point(qtbot: QtBot) -> None:
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.reply_started("dflash")
+    panel.reply_started(Mode.DFLASH)
     panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, cancelled=True))
     assert panel.sparkline.values() == [] and panel.tokens.text() == "0 (stopped)" and panel.prefill.text() == "—"
 
@@ -157,10 +156,10 @@ def test_every_mode_is_labelled_with_its_own_name(qtbot: QtBot) -> None:
     qtbot.addWidget(panel)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=20.0, tokens=40))
     for mode, tps in ((Mode.MODEL_FREE, 50.0), (Mode.MTP, 30.0), (Mode.EAGLE3, 25.0), (Mode.DSPARK, 40.0)):
-        panel.reply_started(mode.value)
+        panel.reply_started(mode)
         assert panel.gauge.mode == mode
         panel.reply_finished(ReplyFacts(mode=mode, tps=tps, tokens=100, draft_n=60, draft_accepted=42))
-        assert panel.gauge.mode == mode and mode_label(panel.gauge.mode) == mode.label != "Baseline"
+        assert panel.gauge.mode == mode and panel.gauge.mode.label == mode.label != "Baseline"
         assert f"{mode.label} {tps:.1f} tok/s (last reply)" in panel.compare.text().splitlines()
     assert "DFlash" not in panel.compare.text()  # no mode that never answered
     assert panel.gauge.baseline == 20.0  # no other mode moved the baseline marker
@@ -191,18 +190,18 @@ def test_a_burst_of_deltas_never_leaves_the_scale_high_and_each_reply_starts_fro
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50))
-    panel.reply_started("model-free")
+    panel.reply_started(Mode.MODEL_FREE)
     for _ in range(8):  # one network read of accepted drafts: eight pieces at once
         panel.delta_arrived("x")
     panel._on_live_tick()
     assert panel.gauge.value < 1000 and panel.gauge.scale <= 50
     panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=420.0, tokens=300, draft_n=400, draft_accepted=280))
     assert panel.gauge.scale == 1000 and panel.gauge.value == 420.0
-    panel.reply_started("baseline")
+    panel.reply_started(Mode.BASELINE)
     assert panel.gauge.scale == 50  # the baseline reply's own scale, not the n-gram's
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=31.0, tokens=40))
     panel.clear_figures()  # connected to a remote server
-    panel.reply_started("model-free")
+    panel.reply_started(Mode.MODEL_FREE)
     assert panel.gauge.scale == 50 and panel.gauge.baseline is None
 
 
@@ -210,7 +209,7 @@ def test_ttft_shows_at_the_first_token_not_at_the_end(qtbot: QtBot) -> None:
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50, ttft_s=0.9))
-    panel.reply_started("baseline")
+    panel.reply_started(Mode.BASELINE)
     assert panel.ttft.text() != "0.90 s" and "waiting" in panel.ttft.text()  # never the last reply's
     qtbot.wait(30)
     panel.delta_arrived("x")
@@ -225,13 +224,13 @@ def test_ttft_shows_at_the_first_token_not_at_the_end(qtbot: QtBot) -> None:
 def test_the_last_figure_of_every_mode_shows_benchmark_and_tune_results_included(qtbot: QtBot) -> None:
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.record_figure("baseline", 30.0, "benchmark")
-    panel.reply_started("mtp")
+    panel.record_figure(Mode.BASELINE, 30.0, "benchmark")
+    panel.reply_started(Mode.MTP)
     panel.reply_finished(ReplyFacts(mode=Mode.MTP, tps=45.0, tokens=100, draft_n=90, draft_accepted=60))
-    panel.record_figure("model-free", 90.0, "tune")
+    panel.record_figure(Mode.MODEL_FREE, 90.0, "tune")
     lines = panel.compare.text().splitlines()
     assert lines == ["Baseline 30.0 tok/s (benchmark)", "MTP 45.0 tok/s (last reply)", "N-gram 90.0 tok/s (tune)"]
-    assert panel.gauge.baseline == 30.0 and panel.last_by_mode == {"baseline": 30.0, "mtp": 45.0, "model-free": 90.0}
+    assert panel.gauge.baseline == 30.0 and panel.last_by_mode == {Variant(Mode.BASELINE): 30.0, Variant(Mode.MTP): 45.0, Variant(Mode.MODEL_FREE): 90.0}
 
 
 def test_nothing_is_cut_off_in_the_narrowest_dock(qtbot: QtBot) -> None:
@@ -241,9 +240,9 @@ def test_nothing_is_cut_off_in_the_narrowest_dock(qtbot: QtBot) -> None:
 
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.record_figure("baseline", 40.68, "benchmark")
-    panel.record_figure("model-free", 131.2, "tune")
-    panel.reply_started("dflash")
+    panel.record_figure(Mode.BASELINE, 40.68, "benchmark")
+    panel.record_figure(Mode.MODEL_FREE, 131.2, "tune")
+    panel.reply_started(Mode.DFLASH)
     panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=137.4, tokens=1567, draft_n=1209, draft_accepted=846,
                                     ttft_s=0.21, prompt_tps=1234.0))
     panel.set_gpu(20 * 2**30, 24 * 2**30, 97)
@@ -287,9 +286,9 @@ def test_figures_start_over_for_another_server_and_stay_for_the_same(qtbot: QtBo
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     panel.server_ready("local model: a.gguf")
-    panel.record_figure("baseline", 30.0)
+    panel.record_figure(Mode.BASELINE, 30.0)
     panel.server_ready("local model: a.gguf")  # restarted in another mode: the same server
-    assert panel.last_by_mode == {"baseline": 30.0} and panel.gauge.baseline == 30.0
+    assert panel.last_by_mode == {Variant(Mode.BASELINE): 30.0} and panel.gauge.baseline == 30.0
     panel.server_ready("http://10.0.0.5:8080 remote")  # connected elsewhere
     assert panel.last_by_mode == {} and panel.gauge.baseline is None and panel.compare.text() == "Baseline —"
 
@@ -300,13 +299,13 @@ def test_an_n_gram_reply_that_drafted_nothing_says_so_and_no_reply_becomes_a_rat
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=35.1, tokens=120))
-    panel.reply_started("model-free")
+    panel.reply_started(Mode.MODEL_FREE)
     panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=45.6, tokens=160, draft_n=0))
     assert panel.acceptance.text() == "0 drafted"
     assert panel.compare.text().splitlines() == ["Baseline 35.1 tok/s (last reply)",
                                                  "N-gram 45.6 tok/s (last reply) · drafted nothing"]
     for tps, tokens, drafted in ((46.7, 300, 0), (32.6, 80, 12), (30.5, 512, 40), (26.0, 700, 3)):
-        panel.reply_started("model-free")
+        panel.reply_started(Mode.MODEL_FREE)
         panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=tps, tokens=tokens, draft_n=drafted))
         assert "×" not in panel.compare.text()  # a reply's own figure is never a ratio against another reply
     assert panel.compare.text().splitlines()[-1] == "N-gram 26.0 tok/s (last reply)"
@@ -319,17 +318,17 @@ def test_speed_ups_come_only_from_a_benchmark_or_tune_with_their_interval_and_ru
     qtbot.addWidget(panel)
     base = Evidence({"a": [40.0, 41.0, 39.0], "b": [30.0, 31.0, 29.0]})
     three = compare(base, Evidence({"a": [80.0, 82.0, 78.0], "b": [60.0, 62.0, 58.0]}, drafted=300))
-    panel.record_figure("baseline", 35.5, "benchmark")
-    panel.record_figure("dflash", 71.0, "benchmark", comparison=three)
+    panel.record_figure(Mode.BASELINE, 35.5, "benchmark")
+    panel.record_figure(Mode.DFLASH, 71.0, "benchmark", comparison=three)
     lines = panel.compare.text().splitlines()
     assert lines[:2] == ["Baseline 35.5 tok/s (benchmark)", "DFlash 71.0 tok/s (benchmark)"]
     assert lines[2] == f"  vs Baseline: ×2.00 ({three.interval_text()}, 3 runs of 2 prompts); benchmark"
     # one repetition: the benchmark's figure, and why there is no ratio
     one = compare(Evidence({"a": [40.0]}), Evidence({"a": [39.6]}, drafted=5))
-    panel.record_figure("model-free", 39.6, "benchmark", comparison=one)
+    panel.record_figure(Mode.MODEL_FREE, 39.6, "benchmark", comparison=one)
     assert "  vs Baseline: one run: no interval; benchmark" in panel.compare.text().splitlines()
     # a chat reply afterwards replaces the figure; the benchmark's comparison stays, named as the benchmark's
-    panel.reply_started("dflash")
+    panel.reply_started(Mode.DFLASH)
     panel.reply_finished(ReplyFacts(mode=Mode.DFLASH, tps=65.0, tokens=200, draft_n=150, draft_accepted=120))
     lines = panel.compare.text().splitlines()
     assert "DFlash 65.0 tok/s (last reply)" in lines and lines[lines.index("DFlash 65.0 tok/s (last reply)") + 1] \
@@ -345,12 +344,12 @@ def test_the_dial_follows_the_server_in_use(qtbot: QtBot) -> None:
     panel = SpeedPanel()
     qtbot.addWidget(panel)
     panel.server_ready("http://10.0.0.5:8080 remote")
-    panel.reply_started("baseline")
+    panel.reply_started(Mode.BASELINE)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=54.9, tokens=80, prompt_tps=300.0, ttft_s=0.2))
     assert panel.gauge.value == 54.9 and panel.gauge.scale == 100
     panel.server_ready("local model: SmolLM2-135M-Instruct.Q4_1.gguf")
     assert panel.gauge.value <= panel.gauge.scale
-    assert panel.gauge.value == 0 and panel.gauge.mode == "" and panel.gauge.scale == 50
+    assert panel.gauge.value == 0 and panel.gauge.mode is None and panel.gauge.scale == 50
     assert [lab.text() for lab in (panel.ttft, panel.prefill, panel.tokens, panel.acceptance)] == ["—"] * 4
 
 
@@ -359,11 +358,11 @@ def test_a_new_reply_shows_none_of_the_last_ones_figures_while_it_streams(qtbot:
     theirs)."""
     panel = SpeedPanel()
     qtbot.addWidget(panel)
-    panel.reply_started("model-free")
+    panel.reply_started(Mode.MODEL_FREE)
     panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=40.0, tokens=80, prompt_tps=151.0, ttft_s=0.3,
                                     draft_n=20, draft_accepted=10))
     assert panel.prefill.text() == "151 tok/s" and panel.acceptance.text() == "10/20 (50 %)"
-    panel.reply_started("model-free")
+    panel.reply_started(Mode.MODEL_FREE)
     assert "151" not in panel.prefill.text() and panel.prefill.text() == "—"
     assert panel.acceptance.text() == "—" and panel.draft_share.text() == "—"
     panel.reply_finished(ReplyFacts(mode=Mode.MODEL_FREE, tps=41.0, tokens=60, prompt_tps=163.0, ttft_s=0.2))
@@ -376,9 +375,9 @@ def test_the_recent_replies_line_is_said_in_words(qtbot: QtBot) -> None:
     qtbot.addWidget(panel)
     title = panel.sparkline_title.text()
     assert title == "Recent replies, tokens per second"
-    panel.reply_started("baseline")
+    panel.reply_started(Mode.BASELINE)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=30.0, tokens=50))
     assert panel.sparkline_title.text() == title  # nothing to explain yet
-    panel.reply_started("baseline")
+    panel.reply_started(Mode.BASELINE)
     panel.reply_finished(ReplyFacts(mode=Mode.BASELINE, tps=10.0, tokens=12, cancelled=True))
     assert panel.sparkline_title.text() == f"{title} (an open circle: a reply you stopped)"

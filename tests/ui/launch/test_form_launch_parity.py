@@ -21,7 +21,8 @@ from beedeck.clicmd.engine import serve
 from beedeck.core.engine.argv import LaunchRefused, Refusal
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry, Origin
 from beedeck.core.engine.server import free_port
 from beedeck.core.launcher import launch, room_now
@@ -68,11 +69,11 @@ def _text_as_gguf(d: Path) -> tuple[EngineCaps, LaunchSettings]:
 def _wrong_draft(d: Path) -> tuple[EngineCaps, LaunchSettings]:
     target = mg.tiny_model(d / "t.gguf", n_embd=128)
     eagle = mg.tiny_model(d / "eagle.gguf", arch="eagle3", n_embd=128, n_layer=1)
-    return ml(), LaunchSettings(target=str(target), draft=str(eagle), spec_mode=SpecMode.DFLASH)
+    return ml(), LaunchSettings(target=str(target), draft=str(eagle), spec_mode=Mode.DFLASH)
 
 
 def _engine_and_args(d: Path) -> tuple[EngineCaps, LaunchSettings]:
-    return ml(), LaunchSettings(target=str(mg.tiny_model(d / "t.gguf")), spec_mode=SpecMode.DFLASH,
+    return ml(), LaunchSettings(target=str(mg.tiny_model(d / "t.gguf")), spec_mode=Mode.DFLASH,
                                 extra_args=["--no-such-flag", "3"], host="0.0.0.0")
 
 
@@ -83,7 +84,7 @@ def _key_on_the_command_line(d: Path) -> tuple[EngineCaps, LaunchSettings]:
 
 
 def _crashing_ngram(d: Path) -> tuple[EngineCaps, LaunchSettings]:
-    return bee(), LaunchSettings(target=str(mg.tiny_model(d / "t.gguf")), spec_mode=SpecMode.MODEL_FREE,
+    return bee(), LaunchSettings(target=str(mg.tiny_model(d / "t.gguf")), spec_mode=Mode.MODEL_FREE,
                                  spec_model_free_type="ngram-mod")
 
 

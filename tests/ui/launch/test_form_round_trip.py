@@ -11,7 +11,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES, LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES, LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.starter import StarterProfile
@@ -22,7 +23,7 @@ from tests.ui.launch.test_launch_form import bee_caps, ml_caps
 
 # A non-default value in every field (threads=1 and the lowest real values included).
 EVERYTHING = LaunchSettings(
-    target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, spec_model_free_type="ngram-simple",
+    target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=Mode.DFLASH, spec_model_free_type="ngram-simple",
     draft_n_max=0, draft_n_min=0, dflash_cross_ctx=1, draft_ctx_size=0, draft_ubatch_size=1, draft_cache_type="kvarn4", ctx_size=0,
     n_gpu_layers="12",
     draft_n_gpu_layers="auto", threads=1, batch_size=1, ubatch_size=1, cache_type_k="q8_0", cache_type_v="q4_0",

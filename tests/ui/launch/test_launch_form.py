@@ -19,7 +19,8 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.gguf import inspect
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.launch_fields import FIELDS, cache_type_reason, field_reason
@@ -76,7 +77,7 @@ def combo_item(combo: QComboBox, text: str) -> Any:
 
 def test_gen_a_enables_cross_ctx_and_turbo_types(qtbot: QtBot) -> None:
     form = make_form(qtbot, bee_caps(), LaunchSettings(target="t.gguf", draft="d.gguf",
-                                                       spec_mode=SpecMode.DFLASH, dflash_cross_ctx=1024))
+                                                       spec_mode=Mode.DFLASH, dflash_cross_ctx=1024))
     assert form.widgets["dflash_cross_ctx"].isEnabled()
     ctk = form.widgets["cache_type_k"]
     assert isinstance(ctk, QComboBox)
@@ -88,7 +89,7 @@ def test_gen_a_enables_cross_ctx_and_turbo_types(qtbot: QtBot) -> None:
 
 
 def test_mainline_disables_bee_only_options_with_reasons(qtbot: QtBot) -> None:
-    form = make_form(qtbot, ml_caps(), LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=SpecMode.DFLASH))
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=Mode.DFLASH))
     cross = form.widgets["dflash_cross_ctx"]
     assert not cross.isEnabled()
     assert "--spec-dflash-cross-ctx exists only in BeeLlama 0.1-0.3" in cross.toolTip()
@@ -112,7 +113,7 @@ def test_state_rules_follow_speculation_mode(qtbot: QtBot) -> None:
     assert isinstance(mode, QComboBox)
     mode.setCurrentText("N-gram")
     assert form.widgets["spec_model_free_type"].isEnabled() and not form.widgets["draft"].isEnabled()
-    assert form.settings().spec_mode == SpecMode.MODEL_FREE
+    assert form.settings().spec_mode == Mode.MODEL_FREE
 
 
 def test_field_rules_are_pure_and_cover_the_fixtures() -> None:
@@ -198,7 +199,7 @@ def test_refused_settings_disable_launch_and_say_why(qtbot: QtBot, m: SimpleName
 
 
 def test_user_presets_round_trip_without_the_key(qtbot: QtBot, beedeck_home: Path) -> None:
-    s = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=65536,
+    s = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH, ctx_size=65536,
                        cache_type_k="q8_0", cache_type_v="q8_0", temp=0.3, top_k=None, extra_args=["--seed", "7"],
                        api_key="sk-secret")
     form = make_form(qtbot, ml_caps(), s)
@@ -230,7 +231,7 @@ def test_pair_verdict_next_to_the_draft(qtbot: QtBot, tmp_path: Path) -> None:
     t = mg.tiny_model(tmp_path / "t.gguf", "qwen35", 1000, "", 8, 64)
     fork = mg.dflash_draft(tmp_path / "fork.gguf", "dflash-draft", 64, (1, 3, 6), 1000, n_layer=2, n_head=4,
                            n_kv=2, hd=16, n_ff=128, qtype=mg.Q.F32)
-    form = make_form(qtbot, ml_caps(), LaunchSettings(target=str(t), draft=str(fork), spec_mode=SpecMode.DFLASH))
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target=str(t), draft=str(fork), spec_mode=Mode.DFLASH))
     assert form.pair_label.text().startswith("✗")
     assert inspect(fork).dflash is not None
     form.set_engine(bee_caps())
@@ -289,7 +290,7 @@ def test_without_an_engine_launch_says_what_the_engine_is_doing(qtbot: QtBot, m:
 def test_a_model_free_type_that_crashes_the_engine_is_kept_and_named(qtbot: QtBot, m: SimpleNamespace) -> None:
     """BeeLlama 0.1-0.3 aborts with ngram-mod: the form keeps the profile's type (no silent rewrite) and
     Launch says why (the known-issue table's row, as a launch says it) until the user picks another."""
-    s = LaunchSettings(target=m.t, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-mod")
+    s = LaunchSettings(target=m.t, spec_mode=Mode.MODEL_FREE, spec_model_free_type="ngram-mod")
     form = make_form(qtbot, bee_caps(), s)
     assert form.settings() == s
     assert not form.launch_button.isEnabled() and "ngram-mod" in form.check_label.text()
@@ -342,7 +343,7 @@ def test_modes_the_engine_lacks_are_greyed_with_the_reason(qtbot: QtBot, m: Simp
 def test_the_drafts_kind_decides_its_mode(qtbot: QtBot, tmp_path: Path) -> None:
     t = mg.tiny_model(tmp_path / "t.gguf", "qwen35", 1000, "", 8, 64)
     eagle = mg.tiny_model(tmp_path / "eagle.gguf", "eagle3", 1000, n_layer=1, n_embd=64)
-    form = make_form(qtbot, ml_caps(), LaunchSettings(target=str(t), draft=str(eagle), spec_mode=SpecMode.DFLASH))
+    form = make_form(qtbot, ml_caps(), LaunchSettings(target=str(t), draft=str(eagle), spec_mode=Mode.DFLASH))
     assert form.pair_label.text() == ("✗ eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 "
                                       "mode for it.")
     assert not form.launch_button.isEnabled() and "use the EAGLE-3 mode for it" in form.check_label.text()

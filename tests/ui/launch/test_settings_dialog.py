@@ -218,23 +218,23 @@ def test_open_dialog_wires_save_to_the_session(qtbot: QtBot) -> None:
 
 def test_settings_shows_the_mode_that_runs_not_the_profiles(qtbot: QtBot) -> None:
     """Issue 37: Settings showed "Baseline" while the toolbar's toggle ran N-gram."""
-    from beedeck.core.engine.launch_settings import SpecMode
+    from beedeck.core.engine.mode import Mode
 
     session, parent, saved = make_session(qtbot)
     session.server.restart = lambda *a, **k: None  # type: ignore[method-assign]  # no engine here
     session.server.state = ServerState.READY  # the profile's server runs
     session.switch.configure(session.profile.settings, session.known_caps[ENGINE])  # type: ignore[union-attr]
-    assert session.request_mode("model-free")  # the toggle: a restart into N-gram
+    assert session.request_mode(Mode.MODEL_FREE)  # the toggle: a restart into N-gram
     session.controller.ready.emit("http://127.0.0.1:9")
     assert session.switch.mode == "model-free"
     dialog = settings_dialog.open_dialog(session, parent)
     combo = dialog.form.widgets["spec_mode"]
-    assert combo.currentText() == "N-gram" and dialog.form.settings().spec_mode == SpecMode.MODEL_FREE
+    assert combo.currentText() == "N-gram" and dialog.form.settings().spec_mode == Mode.MODEL_FREE
     assert not dialog.running_note.isHidden()
     assert dialog.running_note.text().startswith("N-gram is running now: the toolbar's toggle switched to it. "
                                                  "The saved profile starts in Baseline;")
     dialog.save_button.click()  # Save keeps what runs, as the note says
-    assert saved[-1].settings.spec_mode == SpecMode.MODEL_FREE
+    assert saved[-1].settings.spec_mode == Mode.MODEL_FREE
     # Saved, the profile's own mode is the running one: nothing more to say.
     plain = settings_dialog.open_dialog(session, parent)
     assert plain.running_note.isHidden() and plain.form.widgets["spec_mode"].currentText() == "N-gram"

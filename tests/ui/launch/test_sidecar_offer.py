@@ -12,7 +12,8 @@ import pytest
 from PySide6.QtWidgets import QLineEdit
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.ui.launch.launch_form import LaunchForm
 from tests.core.models import sidecar_files as sf
 from tests.fakes.inline_runner import run_inline as sync
@@ -55,14 +56,14 @@ def test_picking_a_target_fills_in_its_draft_says_why_not_the_other_and_undoes(q
     offer = form.sidecar_offer
     _pick_target(form, shelf / "Synth-GGUF" / "Synth-Q4_K_M.gguf")
     s = form.settings()
-    assert s.draft == str(shelf / "Synth-GGUF" / "dflash-Synth-Q4_K_M.gguf") and s.spec_mode == SpecMode.DFLASH
+    assert s.draft == str(shelf / "Synth-GGUF" / "dflash-Synth-Q4_K_M.gguf") and s.spec_mode == Mode.DFLASH
     assert "Found dflash-Synth-Q4_K_M.gguf next to the model: filled in as the DFlash draft" in offer.note.text()
     assert not offer.isHidden() and not offer.undo_button.isHidden()
     assert "dflash-Synth-legacy-Q4_K_M.gguf: " in offer.note.toolTip()  # why the fork-format file is not used
     assert "dflash-draft" in offer.note.toolTip()
     offer.undo_button.click()
     s = form.settings()
-    assert not s.draft and s.spec_mode == SpecMode.OFF and offer.undo_button.isHidden()
+    assert not s.draft and s.spec_mode == Mode.BASELINE and offer.undo_button.isHidden()
     assert "no longer the draft" in offer.note.text()
 
 
@@ -71,7 +72,7 @@ def test_an_mtp_head_is_offered_in_mtp_mode_on_mainline_and_refused_on_beellama_
     form = _form(qtbot)
     _pick_target(form, shelf / "Qwen-GGUF" / "Qwen-Q4_K_M.gguf")
     s = form.settings()
-    assert s.draft == str(shelf / "Qwen-GGUF" / "mtp-Qwen-Q4_K_M.gguf") and s.spec_mode == SpecMode.MTP
+    assert s.draft == str(shelf / "Qwen-GGUF" / "mtp-Qwen-Q4_K_M.gguf") and s.spec_mode == Mode.MTP
     assert form.widgets["draft"].isEnabled()  # MTP mode takes a head file as its draft
     assert "--spec-draft-model" in form.build_plan().argv
     old = _form(qtbot, bee_caps())
@@ -84,7 +85,7 @@ def test_a_loaded_profile_or_a_chosen_draft_is_left_alone(qtbot: QtBot, shelf: P
     form.set_settings(LaunchSettings(target=str(shelf / "Synth-GGUF" / "Synth-Q4_K_M.gguf")))
     assert not form.settings().draft and form.sidecar_offer.isHidden()
     form = _form(qtbot)
-    form.set_settings(LaunchSettings(draft="/m/mine.gguf", spec_mode=SpecMode.DFLASH))
+    form.set_settings(LaunchSettings(draft="/m/mine.gguf", spec_mode=Mode.DFLASH))
     _pick_target(form, shelf / "Synth-GGUF" / "Synth-Q4_K_M.gguf")
     assert form.settings().draft == "/m/mine.gguf" and form.sidecar_offer.isHidden()
 

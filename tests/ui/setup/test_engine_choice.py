@@ -11,7 +11,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRecord
 from beedeck.core.engine.releases.index import RELEASES_API_ENV
 from beedeck.core.machine import hardware
@@ -34,7 +35,7 @@ def detect_old_driver() -> Any:
 
 
 def _pair(generation: Generation) -> Recommendation:
-    s = LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192,
+    s = LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=Mode.DFLASH, ctx_size=8192,
                        flash_attn="on", kv_unified=True)
     c = Choice("fake", "Fake pair", generation, "org/target-GGUF", "target-Q4_K_M.gguf", "Q4_K_M",
                "org/draft-GGUF", "draft-Q4_K_M.gguf", "Q4_K_M", s, None)

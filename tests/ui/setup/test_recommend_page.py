@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core import paths
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import SpecMode
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.engine.speculation.modes import engine_label
 from beedeck.core.setup import STEP, StepFailed
@@ -66,7 +66,7 @@ def test_the_page_recommends_the_model_with_its_sidecar_and_lists_the_reasons(qt
     assert STEP["draft"].run(setup, **kw).endswith("dflash-Synth-Q4_K_M.gguf (found next to the model)")
     s = setup.launch_settings()
     assert s.target == str(folder / "Synth-Q5_K_M.gguf") and s.draft == str(folder / "dflash-Synth-Q4_K_M.gguf")
-    assert s.spec_mode == SpecMode.DFLASH
+    assert s.spec_mode == Mode.DFLASH
     (folder / "dflash-Synth-Q4_K_M.gguf").unlink()
     with pytest.raises(StepFailed, match="is gone since the recommendation. Get a new recommendation"):
         STEP["draft"].run(setup, **kw)
@@ -128,7 +128,7 @@ def test_the_page_shows_the_mode_by_evidence_and_an_mtp_pick_downloads_no_draft(
         STEP["target"].run(setup, **kw)
         assert fetched == [("unsloth/Qwen3.8-27B-GGUF", c.target_file)]
         s = setup.launch_settings()
-        assert s.spec_mode == SpecMode.MTP and s.draft is None and s.target == str(tmp_path / c.target_file)
+        assert s.spec_mode == Mode.MTP and s.draft is None and s.target == str(tmp_path / c.target_file)
     else:
         assert c.draft_repo == "incoai/Qwen3.8-27B-DFlash2-GGUF" and "draft" in [s.key for s in setup.steps()]
 

@@ -14,7 +14,8 @@ from pytestqt.qtbot import QtBot
 from beedeck.core import settings
 from beedeck.core.engine.build.builder import BuildResult
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.models import library
 from beedeck.core.models.recommend import Choice, Recommendation
@@ -121,7 +122,7 @@ def test_no_gpu_goes_straight_to_the_starter_and_finishes(qtbot: QtBot, starter_
     assert Path(result.engine) == starter_engine_path.resolve()
     s = result.settings
     assert isinstance(s, LaunchSettings) and s.target == str(starter_model_path)
-    assert s.jinja is True and s.chat_template is None and s.spec_mode == SpecMode.OFF
+    assert s.jinja is True and s.chat_template is None and s.spec_mode == Mode.BASELINE
     stored = settings.load_settings()
     assert stored.first_run_done and stored.last_profile == s.to_dict() and stored.default_engine_id == "starter"
     # The wizard wrote the session's copy: the window's next save (a theme) keeps what the wizard set.
@@ -136,7 +137,7 @@ def test_no_gpu_goes_straight_to_the_starter_and_finishes(qtbot: QtBot, starter_
 
 
 def _fake_choice() -> Recommendation:
-    s = LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192,
+    s = LaunchSettings(target="t.gguf", draft="d.gguf", spec_mode=Mode.DFLASH, ctx_size=8192,
                        flash_attn="on", kv_unified=True)
     c = Choice("fake", "Fake pair", Generation.MAINLINE, "org/target-GGUF", "target-Q4_K_M.gguf", "Q4_K_M",
                "org/draft-GGUF", "draft-Q4_K_M.gguf", "Q4_K_M", s, None)

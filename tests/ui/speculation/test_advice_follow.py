@@ -11,7 +11,8 @@ from pytestqt.qtbot import QtBot
 
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import WorkloadAdvice, load_advice, prompt_key, setup_key
 from beedeck.core.engine.speculation.spec_guard import classify_prompt
 from beedeck.core.profile import Profile
@@ -21,7 +22,7 @@ from tests.ui.window.test_main_window import make
 
 CAPS = EngineCaps(path="/e/llama-server", generation=Generation.MAINLINE,
                   spec_types=("draft-dflash", "draft-mtp", "ngram-mod"), flags=frozenset({"--spec-type"}))
-PROFILE = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)
+PROFILE = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH)
 PROSE = "Write a short, friendly paragraph that welcomes a new colleague to the team."
 
 
@@ -31,8 +32,8 @@ def _teach(prose_baseline: float, prose_dflash: float) -> None:
     advice = load_advice()
     key = setup_key(CAPS, PROFILE)
     prompt = prompt_key(PROSE)  # the same prompt in both modes: like for like
-    advice.record_many(key, [("prose", "baseline", prose_baseline + d, prompt) for d in (0, 1, 2)]
-                       + [("prose", "dflash", prose_dflash + d, prompt) for d in (0, 1, 2)])
+    advice.record_many(key, [("prose", Mode.BASELINE, prose_baseline + d, prompt) for d in (0, 1, 2)]
+                       + [("prose", Mode.DFLASH, prose_dflash + d, prompt) for d in (0, 1, 2)])
 
 
 def _window(qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer) -> tuple:  # type: ignore[type-arg]
@@ -75,7 +76,7 @@ def test_opted_in_a_prose_prompt_goes_out_in_the_learnt_fastest_mode_after_the_r
         w.chat.send()
         assert w.chat.input.toPlainText() == PROSE  # held, not lost, while the server restarts
         assert "Baseline for this prose prompt" in w.chat.notice.text()
-    assert len(restarts) == 1 and restarts[0].spec_mode == SpecMode.OFF and restarts[0].draft is None
+    assert len(restarts) == 1 and restarts[0].spec_mode == Mode.BASELINE and restarts[0].draft is None
     assert done.args[0].mode == "baseline" and w.session.switch.mode == "baseline"
     assert w.chat.input.toPlainText() == "" and fake_server.requests[-1].body["messages"][-1]["content"] == PROSE
     # The next prose prompt is already in the right mode: no second restart.

@@ -14,14 +14,15 @@ from PySide6.QtWidgets import QApplication, QToolButton
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, settings_for_mode
 from beedeck.ui.session import Session
 from beedeck.ui.speculation.mode_toggle import ModeToggle
 from beedeck.ui.window.theme import apply_theme
 from tests.ui.speculation.sessions import bind, make_session, restart_done, restart_failed
 
-WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, ctx_size=8192)
+WITH_DRAFT = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=Mode.DFLASH, ctx_size=8192)
 
 
 def _caps(tmp_path: Path, generation: Generation) -> EngineCaps:
@@ -42,7 +43,7 @@ def _toggle(qtbot: QtBot, tmp_path: Path, caps: EngineCaps | None, per_request: 
 
 def test_disabled_without_a_draft(qtbot: QtBot, tmp_path: Path) -> None:
     s, t = _toggle(qtbot, tmp_path, None, profile=LaunchSettings(target="/m/t.gguf"))
-    assert not t.isEnabled() and t.offered() == ["baseline"]
+    assert not t.isEnabled() and t.offered() == [Mode.BASELINE]
     assert "No DFlash draft" in t.toolTip()
     # The ? says why in plain words (rich text: Qt wraps it), even while the toggle is disabled.
     said = t.why_button.toolTip()
@@ -53,9 +54,9 @@ def test_disabled_without_a_draft(qtbot: QtBot, tmp_path: Path) -> None:
     with qtbot.waitSignal(t.popover.action_requested) as blocker:
         t.popover.buttons["settings"].click()
     assert blocker.args == ["settings"] and not t.popover.isVisible()
-    assert s.switching.provider() == ("baseline", {})
-    assert s.request_mode("dflash") is False and s.request_mode("warp") is False
-    assert s.request_mode("baseline") is True and s.switch.mode == "baseline"
+    assert s.switching.provider() == (Mode.BASELINE, {})
+    assert s.request_mode(Mode.DFLASH) is False
+    assert s.request_mode(Mode.BASELINE) is True and s.switch.mode == "baseline"
 
 
 def test_no_speculation_note_goes_when_the_probe_brings_a_mode(qtbot: QtBot, tmp_path: Path) -> None:
@@ -69,7 +70,7 @@ def test_no_speculation_note_goes_when_the_probe_brings_a_mode(qtbot: QtBot, tmp
     caps = EngineCaps(path=str(binary), generation=Generation.MAINLINE, spec_types=("draft-dflash", "ngram-mod"),
                       flags=frozenset({"--spec-type"}))
     s.switching.configure(starter, caps)
-    assert t.isEnabled() and t.offered() == ["baseline", "model-free"] and t.status.text() == ""
+    assert t.isEnabled() and t.offered() == [Mode.BASELINE, Mode.MODEL_FREE] and t.status.text() == ""
     assert t.why_button.text() == "?"
 
 
@@ -82,11 +83,11 @@ def test_restart_until_the_engine_is_known_whatever_its_generation(qtbot: QtBot,
 def test_per_request_path_where_measured(qtbot: QtBot, tmp_path: Path) -> None:
     s, t = _toggle(qtbot, tmp_path, _caps(tmp_path, Generation.BEE_A), per_request=True)
     assert t.isEnabled() and s.switch.path() == PER_REQUEST
-    assert s.switching.provider() == ("dflash", {})
+    assert s.switching.provider() == (Mode.DFLASH, {})
     with qtbot.waitSignal(s.switching.mode_changed) as blocker:
         t.baseline_button.click()
-    assert blocker.args == ["baseline"]
-    assert s.switching.provider() == ("baseline", {"speculative.n_max": 0, "speculative.n_min": 0})
+    assert blocker.args == [Mode.BASELINE]
+    assert s.switching.provider() == (Mode.BASELINE, {"speculative.n_max": 0, "speculative.n_min": 0})
     assert "per request" in t.status.text() and "draft stays loaded" in t.status.text()
 
 
@@ -97,13 +98,13 @@ def test_restart_path(qtbot: QtBot, tmp_path: Path) -> None:
     with qtbot.waitSignal(s.switching.restarting) as blocker:
         t.baseline_button.click()
     settings = blocker.args[0]
-    assert settings.draft is None and settings.spec_mode == SpecMode.OFF
+    assert settings.draft is None and settings.spec_mode == Mode.BASELINE
     assert settings.ctx_size == 8192 and settings.target == WITH_DRAFT.target  # same argv otherwise
     assert s.switch.pending is not None and not t.dflash_button.isEnabled()
     assert s.switch.mode == "dflash"  # unchanged until the restart finished
     with qtbot.waitSignal(s.switching.mode_changed):
         restart_done(s)
-    assert s.switch.mode == "baseline" and s.switching.provider() == ("baseline", {})  # no per-request field
+    assert s.switch.mode == "baseline" and s.switching.provider() == (Mode.BASELINE, {})  # no per-request field
     s.switching.configure(WITH_DRAFT, caps)  # the restarted server's caps arrive again: the mode stays
     assert s.switch.mode == "baseline" and t.baseline_button.isChecked() and s.switch.path() == RESTART
     assert "restarted the server without the draft in" in t.status.text()
@@ -143,9 +144,9 @@ def test_restart_failure_restores_the_old_mode(qtbot: QtBot, tmp_path: Path) -> 
 
 
 def test_settings_for_mode_keeps_everything_else() -> None:
-    base = settings_for_mode(WITH_DRAFT, "baseline")
+    base = settings_for_mode(WITH_DRAFT, Mode.BASELINE)
     assert base.to_dict() | {"draft": WITH_DRAFT.draft, "spec_mode": "dflash"} == WITH_DRAFT.to_dict()
-    assert settings_for_mode(WITH_DRAFT, "dflash") == WITH_DRAFT
+    assert settings_for_mode(WITH_DRAFT, Mode.DFLASH) == WITH_DRAFT
 
 
 # ---------------------------------------------------------------- every mode this setup can run
@@ -176,30 +177,30 @@ def _file_toggle(qtbot: QtBot, tmp_path: Path, profile: LaunchSettings,
 def test_an_mtp_target_offers_mtp_and_says_why_the_draft_modes_cannot_run(qtbot: QtBot, tmp_path: Path) -> None:
     profile = LaunchSettings(target=str(_mtp_target(tmp_path)), ctx_size=8192, draft_n_max=4)
     s, t = _file_toggle(qtbot, tmp_path, profile, _real_caps("mainline"))
-    assert t.isEnabled() and t.offered() == ["baseline", "mtp", "model-free"] and s.switch.mode == "baseline"
+    assert t.isEnabled() and t.offered() == [Mode.BASELINE, Mode.MTP, Mode.MODEL_FREE] and s.switch.mode == "baseline"
     assert [t.button(k).text() for k in t.offered()] == ["Baseline", "MTP", "N-gram"]  # type: ignore[union-attr]
-    assert "MTP heads" in t.button("mtp").toolTip() and "ngram-mod" in t.button("model-free").toolTip()  # type: ignore[union-attr]
-    assert t.button("dflash") is None and t.why_button.isVisibleTo(t)
+    assert "MTP heads" in t.button(Mode.MTP).toolTip() and "ngram-mod" in t.button(Mode.MODEL_FREE).toolTip()  # type: ignore[union-attr]
+    assert t.button(Mode.DFLASH) is None and t.why_button.isVisibleTo(t)
     t.why_button.click()
     why = t.popover.text()
     assert "DFlash needs a small DFlash draft" in why and "EAGLE-3 needs" in why
     assert "nextn" not in why and "--" not in why and "spec-type" not in why  # no GGUF keys, no CLI flags
     assert "Baseline | MTP | N-gram: the mode of the next reply." in t.toolTip()
     with qtbot.waitSignal(s.switching.restarting) as blocker:
-        assert s.request_mode("mtp") is True
+        assert s.request_mode(Mode.MTP) is True
     settings = blocker.args[0]
-    assert settings.spec_mode == SpecMode.MTP and settings.draft is None
+    assert settings.spec_mode == Mode.MTP and settings.draft is None
     assert settings.ctx_size == 8192 and settings.draft_n_max == 4  # nothing else changes
     assert s.switch.pending is not None and "restarting with the target's MTP heads" in t.status.text()
-    assert s.request_mode("baseline") is False  # one switch at a time
+    assert s.request_mode(Mode.BASELINE) is False  # one switch at a time
     with qtbot.waitSignal(s.switching.mode_changed) as changed:
         restart_done(s)
-    assert changed.args == ["mtp"] and s.switching.provider() == ("mtp", {})
+    assert changed.args == [Mode.MTP] and s.switching.provider() == (Mode.MTP, {})
     assert "MTP: restarted the server with the target's MTP heads in" in t.status.text()
-    assert s.switching.launch_settings(profile).spec_mode == SpecMode.MTP  # a later Start keeps the mode shown
+    assert s.switching.launch_settings(profile).spec_mode == Mode.MTP  # a later Start keeps the mode shown
     with qtbot.waitSignal(s.switching.restarting) as blocker:
-        t.button("model-free").click()  # type: ignore[union-attr]
-    assert blocker.args[0].spec_mode == SpecMode.MODEL_FREE and blocker.args[0].spec_model_free_type == "ngram-mod"
+        t.button(Mode.MODEL_FREE).click()  # type: ignore[union-attr]
+    assert blocker.args[0].spec_mode == Mode.MODEL_FREE and blocker.args[0].spec_model_free_type == "ngram-mod"
     restart_done(s)
     assert "N-gram: restarted the server with N-gram speculation" in t.status.text()
 
@@ -208,15 +209,15 @@ def test_the_engine_decides_too(qtbot: QtBot, tmp_path: Path) -> None:
     # BeeLlama 0.1.2 has no MTP, and aborts with ngram-mod: the toggle offers what runs, with the type that runs.
     profile = LaunchSettings(target=str(_mtp_target(tmp_path)))
     s, t = _file_toggle(qtbot, tmp_path, profile, _real_caps("bee-a"))
-    assert t.offered() == ["baseline", "model-free"]
+    assert t.offered() == [Mode.BASELINE, Mode.MODEL_FREE]
     assert "• MTP: BeeLlama v0.1.2 has no MTP" in t.toolTip()
     assert "Your engine build cannot run MTP" in t.why_button.toolTip()
     with qtbot.waitSignal(s.switching.restarting) as blocker:
-        s.request_mode("model-free")
+        s.request_mode(Mode.MODEL_FREE)
     assert blocker.args[0].spec_model_free_type == "ngram-simple"
     # Before the engine is probed, only the profile's own mode can run.
     s2, t2 = _file_toggle(qtbot, tmp_path, profile, None)
-    assert t2.offered() == ["baseline"] and not t2.isEnabled()
+    assert t2.offered() == [Mode.BASELINE] and not t2.isEnabled()
     assert "has not probed the engine yet" in t2.toolTip()
 
 
@@ -225,15 +226,15 @@ def test_a_draft_of_another_kind_keeps_the_profiles_mode_visible_with_the_reason
 
     draft = mg.tiny_model(tmp_path / "eagle.gguf", arch="eagle3", n_embd=128, n_layer=1)
     target = mg.tiny_model(tmp_path / "t.gguf", n_embd=128)
-    profile = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH)
+    profile = LaunchSettings(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH)
     s, t = _file_toggle(qtbot, tmp_path, profile, _real_caps("mainline"))
-    assert t.offered() == ["baseline", "dflash", "eagle3", "model-free"]
-    dflash = t.button("dflash")
+    assert t.offered() == [Mode.BASELINE, Mode.DFLASH, Mode.EAGLE3, Mode.MODEL_FREE]
+    dflash = t.button(Mode.DFLASH)
     assert dflash is not None and not dflash.isEnabled() and dflash.isChecked()
     assert "eagle.gguf is an EAGLE-3 draft, so it cannot run as DFlash: use the EAGLE-3 mode for it" in dflash.toolTip()
     with qtbot.waitSignal(s.switching.restarting) as blocker:
-        assert s.request_mode("eagle3")
-    assert blocker.args[0].spec_mode == SpecMode.EAGLE3 and blocker.args[0].draft == str(draft)
+        assert s.request_mode(Mode.EAGLE3)
+    assert blocker.args[0].spec_mode == Mode.EAGLE3 and blocker.args[0].draft == str(draft)
     restart_done(s)
     assert s.switch.mode == "eagle3" and "EAGLE-3: restarted the server with the draft in" in t.status.text()
 
@@ -248,11 +249,11 @@ def test_on_the_starter_n_gram_is_offered_with_the_measured_reason_it_will_not_h
     starter = StarterProfile(engine=tmp_path / "llama-server", model=tmp_path / STARTER_MODEL_NAME).settings()
     s, t = _toggle(qtbot, tmp_path, _real_caps("mainline"), profile=starter)
     assert "model-free" in t.offered()
-    tip = t.button("model-free").toolTip()  # type: ignore[union-attr]
+    tip = t.button(Mode.MODEL_FREE).toolTip()  # type: ignore[union-attr]
     assert tip.startswith("<p>N-gram: ") and STARTER_NGRAM_NOTE in tip and "will not speed" in tip  # wrapped
     other = replace(starter, target=str(tmp_path / "qwen.gguf"))
     s.switching.configure(other, _real_caps("mainline"))
-    assert STARTER_NGRAM_NOTE not in t.button("model-free").toolTip()  # type: ignore[union-attr]  # another model
+    assert STARTER_NGRAM_NOTE not in t.button(Mode.MODEL_FREE).toolTip()  # type: ignore[union-attr]  # another model
 
 
 def _mean_colour(button: QToolButton) -> tuple[float, float, float]:
@@ -272,7 +273,7 @@ def test_the_checked_segment_stands_out_in_either_theme(qtbot: QtBot, tmp_path: 
     _s, t = _toggle(qtbot, tmp_path, caps, profile=LaunchSettings(target="/m/t.gguf"))
     t.show()
     qtbot.waitExposed(t)
-    on, off = t.button("baseline"), t.button("model-free")
+    on, off = t.button(Mode.BASELINE), t.button(Mode.MODEL_FREE)
     assert on is not None and off is not None and on.isChecked() and not off.isChecked()
     a, b = _mean_colour(on), _mean_colour(off)
     assert math.dist(a, b) >= 80, (theme, a, b)

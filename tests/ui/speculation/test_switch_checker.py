@@ -11,7 +11,8 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.client import LlamaClient
-from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART
 from tests.fakes.sse_server import FakeLlamaServer, SSEScript
 from tests.ui.speculation.test_mode_toggle import _caps, _toggle
 

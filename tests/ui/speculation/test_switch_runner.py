@@ -11,7 +11,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.mode_switch import ModeSwitch
 from beedeck.core.engine.speculation.switching import PerRequestMemory, PerRequestVerdict
 from beedeck.core.models import gguf, header_cache
@@ -88,7 +89,7 @@ def test_a_running_servers_paths_are_not_read_on_this_machine(qtbot: QtBot, tmp_
         raise OSError("not a model")
 
     r, _t = _runner(qtbot, tmp_path, inspect=inspect)
-    r.configure(LaunchSettings(target=str(here), spec_mode=SpecMode.MTP), None, False, local_files=False)
+    r.configure(LaunchSettings(target=str(here), spec_mode=Mode.MTP), None, False, local_files=False)
     assert opened == []
     r.configure(LaunchSettings(target=str(here)), None)  # a local profile: its header is read
     assert opened == [str(here)]
@@ -107,5 +108,5 @@ def test_the_other_mode_is_loaded_beside_once_the_restart_path_is_known(qtbot: Q
     r.memory.remember(caps, PerRequestVerdict(False, 40, 36, 0.0))  # an earlier check: it ignores "no drafts"
     r.switch.checked.clear()
     r.server_ready(URL, None)
-    assert [(s.spec_mode, s.draft) for s in serving.preloads] == [(SpecMode.OFF, None)]  # Baseline beside
+    assert [(s.spec_mode, s.draft) for s in serving.preloads] == [(Mode.BASELINE, None)]  # Baseline beside
     # Whether it is loaded (standby on, memory free) is the serving's rule: tests/core/serving/test_serving.py.

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QMainWindow
 from pytestqt.qtbot import QtBot
 
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings
 from beedeck.ui.session import Session
@@ -73,7 +74,7 @@ def test_the_dialog_shows_the_diff_writes_and_undoes(qtbot: QtBot, home: Path) -
 
 
 def test_tool_safe_is_offered_for_mainline_mtp_and_relaunches_without_it(qtbot: QtBot, home: Path) -> None:
-    mtp = LaunchSettings(target=SETTINGS.target, spec_mode=SpecMode.MTP, ctx_size=32768)
+    mtp = LaunchSettings(target=SETTINGS.target, spec_mode=Mode.MTP, ctx_size=32768)
     applied: list[Profile] = []
     profile = Profile("/e/llama-server", mtp, "mine")
     dialog = open_agent_dialog(None, "claude-code", profile, mtp, CAPS, applied.append)  # type: ignore[arg-type]
@@ -82,7 +83,7 @@ def test_tool_safe_is_offered_for_mainline_mtp_and_relaunches_without_it(qtbot: 
     qtbot.waitUntil(lambda: dialog.view is not None)  # the server is asked off the GUI thread
     assert dialog.tool_safe_button.isVisibleTo(dialog) and "#27296" in dialog.summary.text()
     dialog.tool_safe_button.click()
-    assert applied and applied[0].settings.spec_mode == SpecMode.OFF and applied[0].engine == "/e/llama-server"
+    assert applied and applied[0].settings.spec_mode == Mode.BASELINE and applied[0].engine == "/e/llama-server"
     dialog.close()
 
 

@@ -13,7 +13,8 @@ from pytestqt.qtbot import QtBot
 from beedeck import APP_ID
 from beedeck.core import profile as profile_mod
 from beedeck.core.chat.recovery import set_aside
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerState
 from beedeck.ui.window import app as app_mod
 from beedeck.ui.window.theme import apply_theme
@@ -31,7 +32,7 @@ def test_identity_and_dark_theme(qapp: QApplication) -> None:
 
 
 def test_saved_profile_roundtrip_and_window(qtbot: QtBot, beedeck_home: Path) -> None:
-    settings = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, ctx_size=16384)
+    settings = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH, ctx_size=16384)
     profile_mod.profile_path().write_text(
         json.dumps({"engine": "/opt/bee/llama-server", "settings": settings.to_dict(), "label": "BeeLlama 0.4"})
     )

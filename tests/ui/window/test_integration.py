@@ -20,7 +20,8 @@ from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.server import ServerState
 from beedeck.core.engine.speculation.comparison import Evidence
 from beedeck.core.engine.speculation.modes import PER_REQUEST
@@ -142,10 +143,12 @@ def test_each_action_opens_its_real_dialog(qtbot: QtBot, store: ChatStore) -> No
     from beedeck.core.bench.suites import BenchPrompt, BenchSuite
 
     suite = BenchSuite("seed", (BenchPrompt("p1", "Write a Python function that sorts a list"),))
-    samples = [Sample(mode, "p1", r, 1, gen_tps=(40.0 if mode == "baseline" else 30.0) + r, draft_n=0 if mode == "baseline" else 9)
-               for mode in ("baseline", "dflash") for r in range(3)]
-    bench.view.run_finished.emit(BenchReport(suite, ["baseline", "dflash"], 3, 0, samples=samples))
-    found = w.session.guard.comparison("dflash", "code")  # like for like: the same prompt, 3 runs each
+    samples = [Sample(Variant(mode), "p1", r, 1, gen_tps=(40.0 if mode == "baseline" else 30.0) + r,
+                      draft_n=0 if mode == "baseline" else 9)
+               for mode in (Mode.BASELINE, Mode.DFLASH) for r in range(3)]
+    bench.view.run_finished.emit(BenchReport(suite, [Variant(Mode.BASELINE), Variant(Mode.DFLASH)], 3, 0,
+                                             samples=samples))
+    found = w.session.guard.comparison(Mode.DFLASH, "code")  # like for like: the same prompt, 3 runs each
     assert found is not None and found[1] == "a benchmark on this server" and found[0].below(1.0)
     bench.reject()
 
@@ -220,7 +223,7 @@ def test_wizard_result_sets_the_profile_and_starts(qtbot: QtBot, store: ChatStor
     w.wizard_action.trigger()
     wizard = opened(w, SetupWizard)
     qtbot.waitUntil(lambda: wizard.detect_page.report is not None, timeout=10_000)
-    s = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, api_key=SECRET)
+    s = LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH, api_key=SECRET)
     wizard.setup_finished.emit(SetupResult("/opt/bee/llama-server", s, "BeeLlama 0.1", "bee-0.1"))
     assert w.session.profile is not None and w.session.profile.engine == "/opt/bee/llama-server" and w.session.profile.label == "BeeLlama 0.1"
     assert w.pair_label.text() == "model: q.gguf + d.gguf" and w.mode.isEnabled()
@@ -259,7 +262,7 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
     w, controller = make_window(qtbot, store)
     engine = "/opt/bee/llama-server"
     w.session.known_caps[engine] = controller.serving.caps = bee_caps(engine)
-    w.session.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)))
+    w.session.set_profile(Profile(engine, LaunchSettings(target="/m/q.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH)))
     fake_server.script.tokens = [f"t{i} " for i in range(12)]
     # A server that honours a per-request "no drafts" (BeeLlama 0.1-0.3): the check on ready finds out,
     # and the mode then switches per request, without a restart.
@@ -288,8 +291,8 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
         stats = reply(300)  # paced: at most 300 tok/s, far below the unpaced baseline
         assert stats.mode == "dflash" and not w.banner.isVisible(), i
     # A benchmark on this server found DFlash slower on code, like for like (the same prompts, 3 runs each).
-    w.session.guard.add_reference("baseline", "code", Evidence({"a": [300.0, 310.0, 290.0]}))
-    w.session.guard.add_reference("dflash", "code", Evidence({"a": [200.0, 205.0, 195.0]}, drafted=90))
+    w.session.guard.add_reference(Mode.BASELINE, "code", Evidence({"a": [300.0, 310.0, 290.0]}))
+    w.session.guard.add_reference(Mode.DFLASH, "code", Evidence({"a": [200.0, 205.0, 195.0]}, drafted=90))
     reply(300)
     assert w.banner.isVisible() and len(advices) == 1
     assert advices[0].mode == "dflash" and advices[0].kind == "code"
@@ -301,7 +304,7 @@ def test_guard_banner_speaks_once_and_switches_to_baseline(
 
     with qtbot.waitSignal(w.session.switching.mode_changed) as switched:
         w.banner.switch_button.click()
-    assert switched.args == ["baseline"] and w.session.switch.mode == "baseline" and not w.banner.isVisible()
+    assert switched.args == [Mode.BASELINE] and w.session.switch.mode == "baseline" and not w.banner.isVisible()
     assert reply(0).mode == "baseline"
     assert fake_server.requests[-1].body.get("speculative.n_max") == 0
     assert controller.serving.calls == []  # per-request switching: the server was never restarted
@@ -324,14 +327,14 @@ def test_benchmark_runs_against_the_running_server_then_stops_it_to_compare(
     controller.serving._set_state(ServerState.READY)
     w.bench_action.trigger()
     bench = opened(w, BenchDialog)
-    assert bench.view._url == (fake_server.base_url, None) and bench.view.selected_modes() == ["baseline"]
-    assert not bench.view.mode_boxes["dflash"].isEnabled() and bench.compare_button.isVisible()
+    assert bench.view._url == (fake_server.base_url, None) and bench.view.selected_modes() == [Mode.BASELINE]
+    assert not bench.view.mode_boxes[Mode.DFLASH].isEnabled() and bench.compare_button.isVisible()
     bench.view.set_suite(BenchSuite("t", (BenchPrompt("a", "Write code A."),), max_tokens=8, temperature=0.0))
     bench.view.reps.setValue(1)
     with qtbot.waitSignal(bench.view.run_finished, timeout=30_000) as finished:
         bench.view.run_button.click()
     report = finished.args[0]
-    assert isinstance(report, BenchReport) and report.ok and report.modes == ["baseline"]
+    assert isinstance(report, BenchReport) and report.ok and report.variants == [Variant(Mode.BASELINE)]
 
     bench.compare_button.click()  # frees the GPU: the view will start its own servers per mode
     assert controller.serving.calls == [("stop",)]

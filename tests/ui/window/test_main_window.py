@@ -110,15 +110,15 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     qtbot: QtBot, store: ChatStore, fake_server: FakeLlamaServer
 ) -> None:
     from beedeck.core.engine.caps import EngineCaps, Generation
-    from beedeck.core.engine.launch_settings import SpecMode
+    from beedeck.core.engine.mode import Mode
 
     w = make(qtbot, store)
-    profile = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH)
+    profile = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH)
     w.session.set_profile(Profile("/e/llama-server", profile))
     w.session.controller.caps_known.emit(EngineCaps(path="/e/llama-server", generation=Generation.MAINLINE,
                                             spec_types=("draft-dflash", "draft-mtp", "ngram-mod"),
                                             flags=frozenset({"--spec-type"})))
-    assert w.mode.offered() == ["baseline", "dflash", "model-free"]  # the target's header is not there to read
+    assert w.mode.offered() == [Mode.BASELINE, Mode.DFLASH, Mode.MODEL_FREE]  # the target's header is not there to read
     restarts: list[LaunchSettings] = []
 
     def fake_restart(settings: LaunchSettings) -> None:  # the real restart needs a real engine + pair
@@ -129,7 +129,7 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     assert w.session.switch.mode == "dflash"
     with qtbot.waitSignal(w.session.switching.mode_changed):
         w.mode.baseline_button.click()
-    assert restarts[0].draft is None and restarts[0].spec_mode == SpecMode.OFF
+    assert restarts[0].draft is None and restarts[0].spec_mode == Mode.BASELINE
     w.chat.input.setPlainText("hi")
     with qtbot.waitSignal(w.chat.reply_finished, timeout=15_000) as blocker:
         w.chat.send()
@@ -137,10 +137,10 @@ def test_mode_switch_by_restart_is_wired_to_the_controller(
     assert "speculative.n_max" not in fake_server.requests[-1].body
     # The speculation guard's banner switches through the same path (ModeToggle.request_mode).
     with qtbot.waitSignal(w.session.switching.mode_changed) as changed:
-        w.banner.switch_requested.emit("model-free")
-    assert changed.args == ["model-free"] and restarts[-1].spec_mode == SpecMode.MODEL_FREE
+        w.banner.switch_requested.emit(Mode.MODEL_FREE)
+    assert changed.args == [Mode.MODEL_FREE] and restarts[-1].spec_mode == Mode.MODEL_FREE
     assert restarts[-1].spec_model_free_type == "ngram-mod" and restarts[-1].draft is None
-    assert w.session.switching.launch_settings(profile).spec_mode == SpecMode.MODEL_FREE  # a later Start keeps it
+    assert w.session.switching.launch_settings(profile).spec_mode == Mode.MODEL_FREE  # a later Start keeps it
 
 
 def test_the_menus_follow_the_one_settings_copy_whoever_saved_it(qtbot: QtBot, store: ChatStore) -> None:

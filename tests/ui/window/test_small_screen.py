@@ -16,6 +16,7 @@ from pytestqt.qtbot import QtBot
 from beedeck.core.chat.store import ChatStore
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED
 from beedeck.core.starter import STARTER_NOTE
@@ -180,7 +181,7 @@ def test_a_switchs_report_leaves_the_toolbar_whole_and_goes_at_stop_or_when_old(
     s.switching.configure(LaunchSettings(target="/m/t.gguf"), caps)
     s.server._set_state(ServerState.READY)
     s.controller.ready.emit("http://127.0.0.1:8477")
-    assert s.request_mode("model-free")
+    assert s.request_mode(Mode.MODEL_FREE)
     s.server.last_switch = LOADED_BESIDE
     s.controller.ready.emit("http://127.0.0.1:8477")  # the N-gram server is ready beside the other
     QApplication.processEvents()
@@ -196,13 +197,13 @@ def test_a_switchs_report_leaves_the_toolbar_whole_and_goes_at_stop_or_when_old(
     # A report goes on its own too, once old
     s.switching.news_ms = 50
     s.server._set_state(ServerState.READY)
-    assert s.request_mode("baseline")
+    assert s.request_mode(Mode.BASELINE)
     s.server.last_switch = RESTARTED
     s.controller.ready.emit("http://127.0.0.1:8477")
     QApplication.processEvents()  # laid out again for its new width
     assert line.text() == "Baseline: restarted the server without speculation in 0.0 s"
     qtbot.waitUntil(lambda: line.text() == "", timeout=2000)
-    assert window.mode.button("baseline") is not None and window.mode.button("baseline").isChecked()
+    assert window.mode.button(Mode.BASELINE) is not None and window.mode.button(Mode.BASELINE).isChecked()
     window.close()
 
 

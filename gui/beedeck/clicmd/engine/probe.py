@@ -11,7 +11,8 @@ from typing import Any
 from beedeck.core.engine.argv import LaunchRefused, build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation, ProbeError
 from beedeck.core.engine.known_issues import load_table, markdown_table
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.probe import probe_engine
 
 _GENERATION_TEXT = {
@@ -50,7 +51,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     a.add_argument("--engine", required=True, metavar="BIN", help="path to llama-server")
     a.add_argument("--target", required=True, metavar="GGUF")
     a.add_argument("--draft", metavar="GGUF")
-    a.add_argument("--spec", choices=[m.value for m in SpecMode], default=SpecMode.OFF.value)
+    a.add_argument("--spec", choices=[m.setting for m in Mode], default=Mode.BASELINE.setting)
     a.add_argument(
         "--preset", choices=["guide-baseline", "guide-dflash"], help="start from the guide's settings"
     )
@@ -144,9 +145,9 @@ def run_argv(args: argparse.Namespace) -> int:
     elif args.preset == "guide-baseline":
         settings = LaunchSettings.guide_baseline(args.target)
     else:
-        settings = LaunchSettings(target=args.target, draft=args.draft, spec_mode=SpecMode(args.spec))
-    if args.preset is None or args.spec != SpecMode.OFF.value:
-        settings.spec_mode = SpecMode(args.spec)
+        settings = LaunchSettings(target=args.target, draft=args.draft)
+    if args.preset is None or args.spec != Mode.BASELINE.setting:
+        settings.spec_mode = next(m for m in Mode if m.setting == args.spec)  # one of the parser's choices
     if args.ctx is not None:
         settings.ctx_size = args.ctx
     if args.port is not None:

@@ -16,7 +16,8 @@ from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_ar
 from beedeck.clicmd.worker import print_rpc_plan
 from beedeck.core.engine.argv import LaunchRefused, build_argv, redact
 from beedeck.core.engine.caps import EngineCaps, ProbeError
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.probe import probe_engine
 from beedeck.core.engine.remote import stored_api_key
 from beedeck.core.engine.rpc.probe import restate
@@ -103,7 +104,7 @@ def resolve(args: argparse.Namespace) -> tuple[Path, EngineCaps, LaunchSettings]
         settings.host = args.host
     settings.api_key = api_key_from(args) or (settings.api_key if saved else None)  # the saved one's: the keyring
     caps = probe_engine(str(engine))
-    if settings.spec_mode == SpecMode.MODEL_FREE and not model_free_type:  # "--spec model-free": one that runs here
+    if settings.spec_mode == Mode.MODEL_FREE and not model_free_type:  # "--spec model-free": one that runs here
         settings.spec_model_free_type = pick_model_free_type(caps, settings.spec_model_free_type) or \
             settings.spec_model_free_type
     return engine, caps, settings

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, MiB, PlanError, plan
 from beedeck.core.printable import printable
@@ -90,7 +91,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     gen = Generation(args.generation)
     s = LaunchSettings(
-        target=args.target, draft=args.draft, spec_mode=SpecMode.DFLASH if draft else SpecMode.OFF,
+        target=args.target, draft=args.draft, spec_mode=Mode.DFLASH if draft else Mode.BASELINE,
         ctx_size=args.ctx, n_gpu_layers=args.ngl, cache_type_k=args.cache_k, cache_type_v=args.cache_v,
         flash_attn=args.flash_attn, parallel=args.parallel, ubatch_size=args.ubatch, batch_size=args.batch,
         kv_unified=True if args.kv_unified else None,

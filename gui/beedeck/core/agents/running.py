@@ -29,7 +29,8 @@ from beedeck.core.engine.alias import model_alias
 from beedeck.core.engine.argv import is_loopback
 from beedeck.core.engine.bounded import BodyTooLarge, bounded_get
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
+from beedeck.core.engine.mode import Mode
 
 ACTING = ("opencode", "codex", "continue", "claude-code")  # agents that act only through tool calls
 PROPS_DEADLINE_S = 3.0
@@ -46,7 +47,7 @@ class ServerView:
     endpoint: Endpoint
     source: str
     lines: tuple[str, ...]
-    spec: SpecMode = SpecMode.OFF
+    spec: Mode = Mode.BASELINE
     engine: str = ""
     pid: int | None = None
 
@@ -75,20 +76,20 @@ def option(argv: list[str], *flags: str) -> str | None:
     return found
 
 
-def spec_of_argv(argv: list[str]) -> SpecMode:
+def spec_of_argv(argv: list[str]) -> Mode:
     """The speculation a llama-server command line runs (BeeDeck's own flags: --spec-type, a draft model)."""
     kind = (option(argv, "--spec-type") or "").lower()
     if "mtp" in kind:
-        return SpecMode.MTP
+        return Mode.MTP
     if "eagle" in kind:
-        return SpecMode.EAGLE3
+        return Mode.EAGLE3
     if "dspark" in kind:
-        return SpecMode.DSPARK
+        return Mode.DSPARK
     if "dflash" in kind or option(argv, "-md", "--model-draft", "--spec-draft-model"):
-        return SpecMode.DFLASH
+        return Mode.DFLASH
     if kind and kind != "none":
-        return SpecMode.MODEL_FREE
-    return SpecMode.OFF
+        return Mode.MODEL_FREE
+    return Mode.BASELINE
 
 
 def key_file_of(argv: list[str]) -> Path | None:
@@ -191,7 +192,7 @@ def tools_line(tools: bool | None, where: str) -> str:
             "the prompt, so an agent cannot call tools with this model; BeeDeck declares no tool support for it")
 
 
-def _view(head: str, ep: Endpoint, props: Props | None, asked: int | None, *, spec: SpecMode, engine: str = "",
+def _view(head: str, ep: Endpoint, props: Props | None, asked: int | None, *, spec: Mode, engine: str = "",
           pid: int | None = None, extra: tuple[str, ...] = ()) -> ServerView:
     given = props.n_ctx if props else None
     tools = props.tools if props else None

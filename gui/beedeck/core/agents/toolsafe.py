@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import KnownIssue, load_table
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.modes import LABELS, MODE_OF_SPEC
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 
 CHECK = "tool_calls_under_spec"
 CHOICE_CHECK = "tool_choice_ignored"
@@ -27,11 +27,6 @@ class ToolSafe:
     issue: str = ""
 
 
-def _label(mode: SpecMode | str) -> str:
-    spec = SpecMode(mode) if not isinstance(mode, SpecMode) else mode
-    return LABELS.get(MODE_OF_SPEC.get(spec, ""), spec.value)
-
-
 def _rows(caps: EngineCaps, check: str, table: tuple[KnownIssue, ...] | None) -> list[KnownIssue]:
     """The rows of ``check`` that may apply to this engine (an unknown release counts as matching)."""
     return [r for r in (table if table is not None else load_table()) if r.check == check and r.applies_to(caps)
@@ -43,31 +38,31 @@ def tool_safe(settings: LaunchSettings, caps: EngineCaps, table: tuple[KnownIssu
     A row whose version range cannot be checked (the engine's release is unknown) counts as matching."""
     mode = settings.spec_mode
     for row in _rows(caps, CHECK, table):
-        if mode.value not in row.params.get("modes", ()):
+        if mode.setting not in row.params.get("modes", ()):  # known-issues.json names a mode by its setting
             continue
-        label = _label(mode)
+        label = mode.label
         message, _remedy = row.render({"mode": label})
         why = f"Tool-safe: speculation turned off ({label} → Baseline). {message}"
-        return ToolSafe(replace(settings, spec_mode=SpecMode.OFF), why, row.id)
+        return ToolSafe(replace(settings, spec_mode=Mode.BASELINE), why, row.id)
     return ToolSafe(settings)
 
 
-def spec_lines(mode: SpecMode, caps: EngineCaps | None, table: tuple[KnownIssue, ...] | None = None) -> list[str]:
+def spec_lines(mode: Mode, caps: EngineCaps | None, table: tuple[KnownIssue, ...] | None = None) -> list[str]:
     """What a terminal user is told: the speculation mode known to break tool calls on this engine, whether this
     server runs it, and the safe choice (``beedeck agent show/write``, ``beedeck serve``)."""
     if caps is None:
         return []
     out = []
     for row in _rows(caps, CHECK, table):
-        modes = [m for m in row.params.get("modes", ()) if m in {s.value for s in SpecMode}]
-        names = " and ".join(_label(m) for m in modes)
+        modes = [m for m in map(Mode.from_setting, row.params.get("modes", ())) if m is not None]
+        names = " and ".join(m.label for m in modes)
         message, _remedy = row.render({"mode": names})
-        if mode.value in modes:
-            out.append(f"tool-safe: this server runs {_label(mode)}, which is known to break tool calls here. {message} "
+        if mode in modes:
+            out.append(f"tool-safe: this server runs {mode.label}, which is known to break tool calls here. {message} "
                        "The safe choice is speculation off: `beedeck serve --spec off` (in the window: Server → Use "
                        "with… → Tool-safe).")
         else:
-            off = "no speculation" if mode == SpecMode.OFF else _label(mode)
+            off = "no speculation" if mode == Mode.BASELINE else mode.label
             out.append(f"tool-safe: {names} speculation is known to break tool calls on this engine ({row.id}); "
                        f"this server runs {off}, which is safe for an agent.")
     return out

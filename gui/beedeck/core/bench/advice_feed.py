@@ -4,24 +4,25 @@ core.bench and core.chat are sibling wings that do not import each other, so thi
 results into the advice's plain input, ``(mode, prompt text, tokens/s)`` per measured reply, and the
 caller (the CLI, the Tune and Benchmark dialogs) hands it to ``WorkloadAdvice.learn`` with the
 setup's key. Only figures a user could get are fed: error-free replies, of a server without
-speculation (``baseline``) or of a speculating one; the DFlash server asked for no drafts
-(``baseline-draft-loaded``) is no mode of the toggle and is left out.
+speculation (Baseline) or of a speculating one; the DFlash server asked for no drafts (the in-server
+baseline) is a benchmark variant, no mode of the toggle, and is left out.
 """
 
 from __future__ import annotations
 
-from beedeck.core.bench.results import IN_SERVER_BASELINE, BenchReport
+from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.tune import BASELINE_ROLE, MEASURED, TuneResult
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import settings_digest
 
-AdviceSample = tuple[str, str, float]  # (mode key, prompt text, generation tokens/s)
+AdviceSample = tuple[Mode, str, float]  # (mode, prompt text, generation tokens/s)
 
 
 def bench_advice_samples(report: BenchReport) -> list[AdviceSample]:
     """Every error-free reply of a benchmark, as the advice learns it."""
     texts = {p.id: p.text for p in report.suite.prompts}
-    return [(s.mode, texts.get(s.prompt_id, ""), s.gen_tps) for s in report.samples
-            if s.error is None and s.gen_tps > 0 and s.mode != IN_SERVER_BASELINE]
+    return [(s.variant.mode, texts.get(s.prompt_id, ""), s.gen_tps) for s in report.samples
+            if s.error is None and s.gen_tps > 0 and not s.variant.draft_loaded]
 
 
 def tune_advice_samples(result: TuneResult) -> list[AdviceSample]:
@@ -40,6 +41,6 @@ def tune_advice_samples(result: TuneResult) -> list[AdviceSample]:
     for point in (base, runs):
         if point is None or point.status != MEASURED or (point is runs and point.role == BASELINE_ROLE):
             continue
-        mode = "baseline" if point.role == BASELINE_ROLE else result.mode
+        mode = Mode.BASELINE if point.role == BASELINE_ROLE else result.mode
         out += [(mode, texts.get(s.prompt_id, ""), s.gen_tps) for s in point.samples if s.error is None and s.gen_tps > 0]
     return out

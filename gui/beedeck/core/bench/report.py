@@ -16,12 +16,13 @@ import io
 import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.bench.results import BASELINE, IN_SERVER_BASELINE, SPECULATIVE_MODES, BenchReport, Sample
+from beedeck.core.bench.results import BenchReport, Sample, keyed
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.speculation.comparison import (
     DRAFTED_NOTHING,
     MIN_RUNS,
@@ -30,7 +31,6 @@ from beedeck.core.engine.speculation.comparison import (
     compare,
     few_runs,
 )
-from beedeck.core.engine.speculation.modes import mode_label
 
 SAME_TEXT_NOTE = (
     "same text: replies word for word the baseline's (same prompt, seed and repetition). Exact speculation "
@@ -74,18 +74,18 @@ def stats(values: Sequence[float | None]) -> Stats | None:
     return Stats(len(vals), statistics.median(vals), vals[0], vals[-1], q1, q3, statistics.fmean(vals))
 
 
-def mode_evidence(samples: Sequence[Sample], mode: str) -> Evidence:
-    """A mode's replies as the rule's evidence: tokens/s per prompt, and what it drafted where it speculates.
+def mode_evidence(samples: Sequence[Sample], variant: Variant) -> Evidence:
+    """A variant's replies as the rule's evidence: tokens/s per prompt, and what it drafted where it speculates.
     Every mode of one run is served with the same settings apart from the speculation (``mode_settings``)."""
-    drafted = sum(s.draft_n for s in samples) if mode in SPECULATIVE_MODES else None
+    drafted = sum(s.draft_n for s in samples) if variant.mode.speculates else None
     return Evidence.of(((s.prompt_id, s.gen_tps) for s in samples), drafted=drafted)
 
 
 @dataclass
 class ModeSummary:
-    """One mode's figures over a set of replies (one prompt, or all)."""
+    """One variant's figures over a set of replies (one prompt, or all)."""
 
-    mode: str
+    variant: Variant
     gen_tps: Stats | None
     prompt_tps: Stats | None
     ttft_s: Stats | None
@@ -103,7 +103,7 @@ class ModeSummary:
     compared: int = 0
 
 
-def _mode_summary(mode: str, samples: list[Sample]) -> ModeSummary:
+def _mode_summary(mode: Variant, samples: list[Sample]) -> ModeSummary:
     drafted = sum(s.draft_n for s in samples)
     accepted = sum(s.draft_n_accepted for s in samples)
     generated = sum(s.completion_tokens for s in samples)
@@ -119,15 +119,18 @@ def _mode_summary(mode: str, samples: list[Sample]) -> ModeSummary:
 
 @dataclass
 class Summary:
-    """``overall[mode]`` and ``prompts[prompt_id][mode]``, plus flags a reader must see."""
+    """``overall[variant]`` and ``prompts[prompt_id][variant]``, plus flags a reader must see."""
 
-    overall: dict[str, ModeSummary]
-    prompts: dict[str, dict[str, ModeSummary]]
+    overall: dict[Variant, ModeSummary]
+    prompts: dict[str, dict[Variant, ModeSummary]]
     flags: list[str] = field(default_factory=list)
     reference: dict[str, Any] | None = None  # the guide's numbers, when hardware and pair match
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As the files write it: each variant by its word (:func:`keyed`)."""
+        return {"overall": {v.key: keyed(m) for v, m in self.overall.items()},
+                "prompts": {p: {v.key: keyed(m) for v, m in by.items()} for p, by in self.prompts.items()},
+                "flags": list(self.flags), "reference": self.reference}
 
 
 def _compare(ms: ModeSummary, base: list[Sample], other: list[Sample]) -> list[tuple[str, int]]:
@@ -156,10 +159,10 @@ def summarize(report: BenchReport) -> Summary:
     greedy = suite.temperature == 0
     ref = reference_mode(report)
     if ref == IN_SERVER_BASELINE:
-        out.flags.append(f"There is no baseline without the draft in this run: speed-ups are against {ref} (the "
+        out.flags.append(f"There is no baseline without the draft in this run: speed-ups are against {ref.key} (the "
                          "DFlash server asked for no drafts). On a GPU the loaded draft slows that baseline, so "
                          "these speed-ups are too high; let BeeDeck start the engine to measure the real one.")
-    for mode in report.modes:
+    for mode in report.variants:
         samples = report.samples_for(mode)
         if not samples:
             continue
@@ -169,7 +172,7 @@ def summarize(report: BenchReport) -> Summary:
             if ps:
                 out.prompts[pid][mode] = _mode_summary(mode, ps)
         if ms.cache_n:
-            out.flags.append(f"{mode_label(mode)}: {ms.cache_n} prompt tokens came from a cache although cache_prompt was off; "
+            out.flags.append(f"{mode.label}: {ms.cache_n} prompt tokens came from a cache although cache_prompt was off; "
                              "the prompt speeds are not comparable.")
         if ref is None or mode == ref:
             continue
@@ -184,24 +187,24 @@ def summarize(report: BenchReport) -> Summary:
         if mode == IN_SERVER_BASELINE:
             if ms.speedup.shown:
                 out.flags.append(
-                    f"{mode_label(IN_SERVER_BASELINE)} (what the chat toggle's per-request Baseline runs at: the draft stays "
+                    f"{IN_SERVER_BASELINE.label} (what the chat toggle's per-request Baseline runs at: the draft stays "
                     f"loaded) ran at {ms.speedup.text()} a server without the draft; the speed-ups above are "
                     "against the server without the draft.")
             continue
         if differ and greedy:
             where = ", ".join(f"{p} rep {r + 1}" for p, r in differ[:5])
-            out.flags.append(f"{mode_label(mode)}: with greedy decoding the text differs from the baseline in {len(differ)} of "
+            out.flags.append(f"{mode.label}: with greedy decoding the text differs from the baseline in {len(differ)} of "
                              f"{ms.compared} replies ({where}). A lossless method should match; small differences "
                              "can come from batched verification numerics on a quantised model.")
         if ms.speedup.below(1.0):
-            out.flags.append(f"{mode_label(mode)} is slower than the baseline ({ms.speedup.text()}): leave it off "
+            out.flags.append(f"{mode.label} is slower than the baseline ({ms.speedup.text()}): leave it off "
                              "for this kind of prompt.")
         elif ms.speedup.why_not == DRAFTED_NOTHING:
-            out.flags.append(f"{mode_label(mode)} drafted nothing on these prompts (the server counted 0 draft "
+            out.flags.append(f"{mode.label} drafted nothing on these prompts (the server counted 0 draft "
                              "tokens): its speed is the baseline's plus its overhead, no speed-up to show.")
     for m, st in out.overall.items():
         if st.gen_tps is not None and st.gen_tps.n >= 3 and st.gen_tps.spread_pct > 25:
-            out.flags.append(f"{mode_label(m)}: generation speed varied by {st.gen_tps.spread_pct:.0f} % between replies "
+            out.flags.append(f"{m.label}: generation speed varied by {st.gen_tps.spread_pct:.0f} % between replies "
                              "(other programs competing for the machine?): use more repetitions.")
     if ref is not None and 0 < report.reps < MIN_RUNS and len(out.overall) > 1:
         once = "once" if report.reps == 1 else "twice"
@@ -220,15 +223,15 @@ def cancelled_note(report: BenchReport) -> str:
     all 9 replies; N-gram 4 of 9 (not measured: kv-report run 2-3, linked-list); DFlash none"."""
     want = [(p.id, rep) for p in report.suite.prompts for rep in range(report.reps)]
     parts = []
-    for mode in report.modes:
+    for mode in report.variants:
         got = {(s.prompt_id, s.rep) for s in report.samples_for(mode)}
         missing = [w for w in want if w not in got]
         if not missing:
-            parts.append(f"{mode_label(mode)} measured all {len(want)} replies")
+            parts.append(f"{mode.label} measured all {len(want)} replies")
         elif len(missing) == len(want):
-            parts.append(f"{mode_label(mode)} none")
+            parts.append(f"{mode.label} none")
         else:
-            parts.append(f"{mode_label(mode)} {len(want) - len(missing)} of {len(want)} (not measured: "
+            parts.append(f"{mode.label} {len(want) - len(missing)} of {len(want)} (not measured: "
                          f"{_missing_text(missing, report.reps)})")
     return ("The run was cancelled: " + "; ".join(parts) + ". The figures cover only the replies that finished; "
             "speed-ups compare only the prompts both sides finished.")
@@ -247,11 +250,11 @@ def _missing_text(missing: list[tuple[str, int]], reps: int) -> str:
     return ", ".join(out)
 
 
-def reference_mode(report: BenchReport) -> str | None:
+def reference_mode(report: BenchReport) -> Variant | None:
     """What speed-ups are measured against: a server without the draft, else (a running server
     switched per request) the in-server baseline, else nothing."""
-    for mode in (BASELINE, IN_SERVER_BASELINE):
-        if mode in report.modes and report.samples_for(mode):
+    for mode in (Variant(Mode.BASELINE), IN_SERVER_BASELINE):
+        if mode in report.variants and report.samples_for(mode):
             return mode
     return None
 
@@ -286,12 +289,12 @@ def _speedup(sp: Comparison | None) -> str:
     return "-" if sp is None else sp.text()
 
 
-def _ref_cell(ref: dict[str, Any] | None, mode: str) -> str:
+def _ref_cell(ref: dict[str, Any] | None, mode: Variant) -> str:
     if ref is None:
         return ""
-    if mode == BASELINE:
+    if mode == Variant(Mode.BASELINE):
         return f" {ref['baseline_tok_s']:.2f} |"
-    if mode == "dflash":
+    if mode == Variant(Mode.DFLASH):
         lo, hi = ref["dflash_tok_s"]
         return f" {lo:.0f}-{hi:.0f} |"
     return " - |"
@@ -336,15 +339,15 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
     if ref:
         head += " guide (RTX 4090) |"
     lines += [head, "|" + " --- |" * (head.count("|") - 1)]
-    for mode in report.modes:
+    for mode in report.variants:
         m = s.overall.get(mode)
         if m is None or m.gen_tps is None:
-            lines.append(f"| {mode_label(mode)} | no finished replies |" + " |" * (head.count("|") - 3))
+            lines.append(f"| {mode.label} | no finished replies |" + " |" * (head.count("|") - 3))
             continue
         g = m.gen_tps
         same = f"{m.identical}/{m.compared}" if m.compared else "-"
         lines.append(
-            f"| {mode_label(mode)} | {_f(g.median)} | {_f(g.min)}-{_f(g.max)} | {_f(g.iqr)} | "
+            f"| {mode.label} | {_f(g.median)} | {_f(g.min)}-{_f(g.max)} | {_f(g.iqr)} | "
             f"{_f(m.prompt_tps.median if m.prompt_tps else None)} | {_f(m.ttft_s.median if m.ttft_s else None, 3)} | "
             f"{_f(m.wall_s.median if m.wall_s else None, 2)} | {_f(m.tokens.median if m.tokens else None, 0)} | "
             f"{_pct(m.acceptance)} | {_pct(m.accepted_share)} | {_mem(m.peak_gpu_mem)} | {_speedup(m.speedup)} | {same} |"
@@ -358,12 +361,12 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
               "| prompt | mode | gen tok/s (median) | min-max | acceptance | speed-up (95 % CI) | similarity to baseline |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for p in suite.prompts:
-        for mode in report.modes:
+        for mode in report.variants:
             pm = s.prompts.get(p.id, {}).get(mode)
             if pm is None or pm.gen_tps is None:
                 continue
             sim = "-" if pm.similarity is None else f"{pm.similarity:.3f} ({pm.identical}/{pm.compared} identical)"
-            lines.append(f"| {p.id} ({p.category}) | {mode_label(mode)} | {_f(pm.gen_tps.median)} | {_f(pm.gen_tps.min)}-"
+            lines.append(f"| {p.id} ({p.category}) | {mode.label} | {_f(pm.gen_tps.median)} | {_f(pm.gen_tps.min)}-"
                          f"{_f(pm.gen_tps.max)} | {_pct(pm.acceptance)} | {_speedup(pm.speedup)} | {sim} |")
     lines += ["", "## How each mode was served", ""]
     for run in report.runs:
@@ -373,7 +376,7 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
         if run.ready_s is not None:
             cost.append(f"ready {run.ready_s:.2f} s after start")
         extra = f", request fields {json.dumps(run.request_extra)}" if run.request_extra else ""
-        lines.append(f"- {mode_label(run.mode)}: {run.switching}{extra}" + (f"; {'; '.join(cost)}" if cost else "")
+        lines.append(f"- {run.variant.label}: {run.switching}{extra}" + (f"; {'; '.join(cost)}" if cost else "")
                      + (f"; **{run.error}**" if run.error else ""))
         if run.argv:
             lines.append(f"  `{' '.join(run.argv)}`")
@@ -405,10 +408,10 @@ def same_text_note(report: BenchReport, summary: Summary) -> str:
 def report_dict(report: BenchReport, summary: Summary | None = None) -> dict[str, Any]:
     """Everything, raw: suite, environment, per-mode argv, every reply (with its text) and the summary."""
     return {
-        "schema": 1, "kind": "beedeck-bench", "suite": report.suite.to_dict(), "modes": report.modes,
+        "schema": 1, "kind": "beedeck-bench", "suite": report.suite.to_dict(), "modes": [v.key for v in report.variants],
         "reps": report.reps, "warmup": report.warmup, "started": report.started, "finished": report.finished,
         "cancelled": report.cancelled, "errors": report.errors, "environment": report.environment,
-        "runs": [asdict(r) for r in report.runs], "samples": [asdict(x) for x in report.samples],
+        "runs": [keyed(r) for r in report.runs], "samples": [keyed(x) for x in report.samples],
         "summary": (summary or summarize(report)).to_dict(),
     }
 
@@ -423,7 +426,8 @@ def to_csv(report: BenchReport) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
     for smp in report.samples:
-        w.writerow(["" if getattr(smp, f) is None else getattr(smp, f) for f in CSV_FIELDS])
+        row = keyed(smp)
+        w.writerow(["" if row[f] is None else row[f] for f in CSV_FIELDS])
     return buf.getvalue()
 
 

@@ -1,43 +1,40 @@
 """What one benchmark run measured, raw: per-reply samples, how each mode was served, the report.
 
+A benchmark measures variants (:class:`~beedeck.core.engine.mode.Variant`): every mode as the toggle serves it (the
+baseline without any speculation is what every speed-up is measured against), and the in-server baseline
+(:data:`~beedeck.core.engine.mode.IN_SERVER_BASELINE`: the DFlash server asked for no drafts, on engines that
+honour it; what the toggle's per-request Baseline runs at, the draft still loaded). The files keep each
+variant's word (:attr:`Variant.key`) under "mode", as earlier BeeDecks wrote them.
+
 :mod:`beedeck.core.bench.report` turns a :class:`BenchReport` into statistics and files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.engine.client import ChatResult
-from beedeck.core.engine.speculation.modes import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    IN_SERVER_BASELINE,
-    MODE_OF_SPEC,
-    MODEL_FREE,
-    MTP,
-)
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 
-# One mode key per SpecMode, the words the chat toggle and the reply stats use too
-# (core.engine.speculation.modes.MODE_OF_SPEC); BASELINE is the server without any speculation, which every
-# speed-up is measured against. IN_SERVER_BASELINE (speculation.modes) is the DFlash server asked for no drafts
-# (engines that honour it): what the chat toggle's per-request Baseline runs at, the draft still loaded.
-MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE, IN_SERVER_BASELINE)
-BASELINES = (BASELINE, IN_SERVER_BASELINE)
-SPECULATIVE_MODES = (DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
+VARIANTS = (*(Variant(m) for m in Mode), IN_SERVER_BASELINE)  # what a benchmark can measure, in the toggle's order
 
-__all__ = ["BASELINE", "BASELINES", "DFLASH", "DSPARK", "EAGLE3", "IN_SERVER_BASELINE", "MODEL_FREE", "MODES",
-           "MODE_OF_SPEC", "MTP", "SPECULATIVE_MODES", "BenchReport", "ModeRun", "Sample"]
+__all__ = ["VARIANTS", "BenchReport", "ModeRun", "Sample", "keyed"]
+
+
+def keyed(row: Any) -> dict[str, Any]:
+    """A dataclass with a ``variant`` as the files write it: its word under "mode", first (as before variants)."""
+    data = asdict(row)
+    del data["variant"]
+    return {"mode": row.variant.key, **data}
 
 
 @dataclass
 class Sample:
     """One reply, measured. Rates in tokens/s, times in seconds, memory in bytes."""
 
-    mode: str
+    variant: Variant
     prompt_id: str
     rep: int
     seed: int
@@ -60,12 +57,12 @@ class Sample:
     error: str | None = None
 
     @classmethod
-    def from_result(cls, mode: str, prompt_id: str, rep: int, seed: int, r: ChatResult) -> Sample:
+    def from_result(cls, variant: Variant, prompt_id: str, rep: int, seed: int, r: ChatResult) -> Sample:
         t = r.timings
         usage = r.usage or {}
         tokens = int(usage.get("completion_tokens") or (t.predicted_n if t else 0))
         return cls(
-            mode, prompt_id, rep, seed, completion_tokens=tokens,
+            variant, prompt_id, rep, seed, completion_tokens=tokens,
             gen_tps=t.predicted_per_second if t else (r.client_tokens_per_s or 0.0),
             prompt_tps=t.prompt_per_second if t else 0.0, prompt_tokens=t.prompt_n if t else 0,
             cache_n=t.cache_n if t else 0, ttft_s=r.ttft_s, wall_s=r.wall_s,
@@ -78,9 +75,9 @@ class Sample:
 
 @dataclass
 class ModeRun:
-    """How one mode was served: its argv (secrets masked), how it was switched to, and what that cost."""
+    """How one variant was served: its argv (secrets masked), how it was switched to, and what that cost."""
 
-    mode: str
+    variant: Variant
     switching: str  # "restart" | "per-request" | "side-by-side" | "external"
     argv: list[str] = field(default_factory=list)
     request_extra: dict[str, Any] = field(default_factory=dict)
@@ -95,7 +92,7 @@ class BenchReport:
     """Everything one run measured, raw. ``bench_report.summarize()`` turns it into statistics."""
 
     suite: BenchSuite
-    modes: list[str]
+    variants: list[Variant]
     reps: int
     warmup: int
     samples: list[Sample] = field(default_factory=list)
@@ -110,6 +107,6 @@ class BenchReport:
     def ok(self) -> bool:
         return not self.errors and not self.cancelled
 
-    def samples_for(self, mode: str, prompt_id: str | None = None) -> list[Sample]:
-        return [s for s in self.samples if s.mode == mode and s.error is None
+    def samples_for(self, variant: Variant, prompt_id: str | None = None) -> list[Sample]:
+        return [s for s in self.samples if s.variant == variant and s.error is None
                 and (prompt_id is None or s.prompt_id == prompt_id)]

@@ -27,27 +27,17 @@ from typing import Any
 
 from beedeck.core.bench.environment import collect_environment
 from beedeck.core.bench.progress import TokenProgress
-from beedeck.core.bench.results import (
-    BASELINE,
-    BASELINES,
-    DFLASH,
-    IN_SERVER_BASELINE,
-    MODES,
-    BenchReport,
-    ModeRun,
-    Sample,
-)
+from beedeck.core.bench.results import VARIANTS, BenchReport, ModeRun, Sample
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.engine.argv import LaunchRefused, redact
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.client import ClientError, LlamaClient
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
 from beedeck.core.engine.speculation.modes import (
     available_modes,
     engine_spec_type,
-    mode_label,
-    mode_of,
     option,
     pick_model_free_type,
     settings_for_mode,
@@ -105,32 +95,41 @@ class _PeakTracker:
             self.sampler.stop()
 
 
-def check_modes(modes: Sequence[str], caps: EngineCaps | None, settings: LaunchSettings | None) -> list[str]:
-    """Validate the requested modes for this engine and these model files (their GGUF headers are read
-    where they exist: MTP needs heads in the target, each draft mode a draft of its kind); raises
-    BenchError naming the fix."""
-    out = list(dict.fromkeys(m.strip() for m in modes if m.strip()))
-    if not out:
-        raise BenchError("No benchmark mode was given: use baseline and any of dflash, eagle3, dspark, mtp, model-free.")
-    for m in out:
-        if m not in MODES:
-            raise BenchError(f"Unknown benchmark mode {m!r}: use {', '.join(MODES)}.")
-    if IN_SERVER_BASELINE in out and DFLASH not in out:
-        raise BenchError(f"{IN_SERVER_BASELINE} is the DFlash server asked for no drafts: add dflash to the modes.")
-    if caps is None:
-        return out
-    options = available_modes(caps, settings, model_facts(*read_infos(settings))) if settings is not None else []
-    for m in out:
-        if m in (BASELINE, IN_SERVER_BASELINE):
-            continue
-        found = option(options, m)
-        why = found.reason if found is not None else engine_spec_type(m, caps)[1]
-        if why:
-            raise BenchError(f"The {mode_label(m)} mode cannot run: {why} Or leave {m} out of the modes.")
+def parse_variants(words: Sequence[str]) -> list[Variant]:
+    """The variants a command line names (a mode's value, "baseline-draft-loaded"); BenchError names the others."""
+    out = []
+    for word in dict.fromkeys(w.strip() for w in words if w.strip()):
+        variant = Variant.parse(word)
+        if variant is None:
+            raise BenchError(f"Unknown benchmark mode {word!r}: use {', '.join(v.key for v in VARIANTS)}.")
+        out.append(variant)
     return out
 
 
-def mode_settings(base: LaunchSettings, mode: str, caps: EngineCaps) -> LaunchSettings:
+def check_modes(variants: Sequence[Variant], caps: EngineCaps | None, settings: LaunchSettings | None) -> list[Variant]:
+    """Validate the requested variants for this engine and these model files (their GGUF headers are read
+    where they exist: MTP needs heads in the target, each draft mode a draft of its kind); raises
+    BenchError naming the fix."""
+    out = list(dict.fromkeys(variants))
+    if not out:
+        raise BenchError("No benchmark mode was given: use baseline and any of "
+                         f"{', '.join(m.value for m in Mode if m.speculates)}.")
+    if IN_SERVER_BASELINE in out and Variant(Mode.DFLASH) not in out:
+        raise BenchError(f"{IN_SERVER_BASELINE.key} is the DFlash server asked for no drafts: add dflash to the modes.")
+    if caps is None:
+        return out
+    options = available_modes(caps, settings, model_facts(*read_infos(settings))) if settings is not None else []
+    for v in out:
+        if not v.mode.speculates:
+            continue
+        found = option(options, v.mode)
+        why = found.reason if found is not None else engine_spec_type(v.mode, caps)[1]
+        if why:
+            raise BenchError(f"The {v.label} mode cannot run: {why} Or leave {v.key} out of the modes.")
+    return out
+
+
+def mode_settings(base: LaunchSettings, mode: Mode, caps: EngineCaps) -> LaunchSettings:
     """``base`` with only the speculation changed for ``mode`` (the baseline without any draft)."""
     return settings_for_mode(base, mode, caps)
 
@@ -144,7 +143,7 @@ def run_bench(
     caps: EngineCaps | None,
     base_settings: LaunchSettings | None,
     suite: BenchSuite,
-    modes: Sequence[str] = (BASELINE, DFLASH),
+    variants: Sequence[Variant] = (Variant(Mode.BASELINE), Variant(Mode.DFLASH)),
     reps: int = DEFAULT_REPS,
     warmup: int = 1,
     on_progress: ProgressFn | None = None,
@@ -162,7 +161,8 @@ def run_bench(
     pid_file: Path | None = None,
     environment: dict[str, Any] | None = None,
 ) -> BenchReport:
-    """Run ``suite`` in every mode and return the raw :class:`BenchReport` (never raises mid-run).
+    """Run ``suite`` in every variant (a mode, or the in-server baseline) and return the raw
+    :class:`BenchReport` (never raises mid-run).
 
     With ``url`` the benchmark talks to a running server (one mode; or dflash plus the in-server
     baseline with ``switching="per-request"``); otherwise it starts ``engine`` itself from
@@ -177,7 +177,7 @@ def run_bench(
     """
     if reps < 1:
         raise BenchError(f"reps must be at least 1, not {reps}: use 3 or more for a confidence interval.")
-    modes = check_modes(modes, caps, base_settings)
+    modes = check_modes(variants, caps, base_settings)
     if url is None and (engine is None or caps is None or base_settings is None):
         raise BenchError("Give either a server URL or an engine, its capabilities and launch settings.")
     if switching not in SWITCHING:
@@ -187,11 +187,12 @@ def run_bench(
     if switching == "auto":
         switching = "restart"
     if switching == "per-request":
-        if DFLASH not in modes or not set(modes) <= {BASELINE, DFLASH, IN_SERVER_BASELINE}:
+        allowed = {Variant(Mode.BASELINE), Variant(Mode.DFLASH), IN_SERVER_BASELINE}
+        if Variant(Mode.DFLASH) not in modes or not set(modes) <= allowed:
             raise BenchError("Per-request switching serves every mode from the DFlash server: use only the "
                              "baseline and dflash modes, or restart switching.")
         # The DFlash server's own baseline is the in-server one: call it that, never "baseline".
-        modes = [IN_SERVER_BASELINE if m == BASELINE else m for m in modes]
+        modes = [IN_SERVER_BASELINE if m == Variant(Mode.BASELINE) else m for m in modes]
         modes = list(dict.fromkeys(modes))
     if url is not None and switching != "per-request" and len(modes) > 1:
         raise BenchError("A running server can only be benchmarked in one mode (BeeDeck cannot restart it): "
@@ -221,13 +222,13 @@ class _Runner:
                  on_line: Callable[[str], None] | None, api_key: str | None, ready_timeout: float,
                  pid_file: Path | None, in_server: str = "auto", memory: PerRequestMemory | None = None) -> None:
         self.r, self.caps, self.on_progress, self.cancel = report, caps, on_progress, cancel
-        self.in_server = "on" if IN_SERVER_BASELINE in report.modes and in_server == "auto" else in_server
+        self.in_server = "on" if IN_SERVER_BASELINE in report.variants and in_server == "auto" else in_server
         self.memory = memory or PerRequestMemory()
         self.tracker, self.on_sample, self.on_line, self.api_key = tracker, on_sample, on_line, api_key
         self.ready_timeout = ready_timeout
         self.pid_file = pid_file  # None: each server's own ownership record (core.engine.pidfile)
-        self.procs: dict[str, ServerProcess] = {}  # mode -> the server answering it
-        self.tokens = TokenProgress(len(report.modes) * self.mode_budget())  # progress in tokens, not replies
+        self.procs: dict[Variant, ServerProcess] = {}  # variant -> the server answering it
+        self.tokens = TokenProgress(len(report.variants) * self.mode_budget())  # progress in tokens, not replies
         self._label, self._reported = "", 0.0
 
     def mode_budget(self) -> int:
@@ -267,25 +268,25 @@ class _Runner:
         if self.cancel.is_set():
             self.r.cancelled = True
             return None
-        self.progress(f"starting the {mode_label(run.mode)} server")
+        self.progress(f"starting the {run.variant.label} server")
         proc: ServerProcess | None = None
         try:
             proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file)
-            self.procs[run.mode] = proc
+            self.procs[run.variant] = proc
             run.argv = redact([str(engine), *proc.argv])
             run.ready_s = self._wait_ready(proc)
             if run.ready_s is None:  # cancelled while the model loaded: stop it now, not once it is ready
                 self.r.cancelled = True
                 proc.stop()
-                self.procs.pop(run.mode, None)
+                self.procs.pop(run.variant, None)
                 return None
         except ServerFailed as exc:  # a refused launch (LaunchRefused) too
             detail = "" if isinstance(exc, LaunchRefused) else exc.failure.remedy  # a refusal's str has its remedies
-            run.error = f"The {mode_label(run.mode)} server did not start: {exc}" + (f" ({detail})" if detail else "")
+            run.error = f"The {run.variant.label} server did not start: {exc}" + (f" ({detail})" if detail else "")
             self.r.errors.append(run.error)
             if proc is not None:
                 proc.stop()
-                self.procs.pop(run.mode, None)
+                self.procs.pop(run.variant, None)
             return None
         self.tracker.watch(proc.pid)
         return LlamaClient(proc.base_url, self.api_key if self.api_key is not None else settings.api_key)
@@ -314,20 +315,20 @@ class _Runner:
     def run_restart(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
         if base.port == 0:  # one port for every mode: the argvs differ only in speculation
             base = replace(base, port=free_port(base.host))
-        for mode in [m for m in self.r.modes if m != IN_SERVER_BASELINE]:
+        for variant in [v for v in self.r.variants if v != IN_SERVER_BASELINE]:
             if self.cancel.is_set():
                 self.r.cancelled = True
                 return
-            settings = mode_settings(base, mode, caps)
-            run = ModeRun(mode, "restart", spec_type=_spec_type(settings, caps))
+            settings = mode_settings(base, variant.mode, caps)
+            run = ModeRun(variant, "restart", spec_type=_spec_type(settings, caps))
             self.r.runs.append(run)
             run.stop_previous_s = self.stop_all()
             client = self.start(engine, caps, settings, run)
             if client is None:
                 self.skip(run)
                 continue
-            clients, runs = {mode: client}, [run]
-            if mode == DFLASH and self.wants_in_server(client):
+            clients, runs = {variant: client}, [run]
+            if variant == Variant(Mode.DFLASH) and self.wants_in_server(client):
                 inner = self.in_server_run(run)
                 clients[IN_SERVER_BASELINE] = client
                 runs.append(inner)
@@ -349,11 +350,11 @@ class _Runner:
             self.r.environment["per_request"] = verdict.describe()
             known = verdict.honoured
         if not known and self.in_server == "on":
-            self.r.errors.append(f"{IN_SERVER_BASELINE} was asked for, but this engine does not honour a "
+            self.r.errors.append(f"{IN_SERVER_BASELINE.key} was asked for, but this engine does not honour a "
                                  "per-request 'no drafts' (it drafts anyway): that mode was not measured.")
             self.skip(ModeRun(IN_SERVER_BASELINE, "per-request"))
-        if known and IN_SERVER_BASELINE not in self.r.modes:
-            self.r.modes.insert(self.r.modes.index(DFLASH) + 1, IN_SERVER_BASELINE)
+        if known and IN_SERVER_BASELINE not in self.r.variants:
+            self.r.variants.insert(self.r.variants.index(Variant(Mode.DFLASH)) + 1, IN_SERVER_BASELINE)
             self.tokens.add_total(self.mode_budget())
         return bool(known)
 
@@ -361,18 +362,18 @@ class _Runner:
         run = ModeRun(IN_SERVER_BASELINE, "per-request", argv=dflash_run.argv, request_extra=dict(NO_DRAFTS),
                       ready_s=dflash_run.ready_s)
         self.r.runs.append(run)
-        if DFLASH in self.procs:
-            self.procs[IN_SERVER_BASELINE] = self.procs[DFLASH]
+        if Variant(Mode.DFLASH) in self.procs:
+            self.procs[IN_SERVER_BASELINE] = self.procs[Variant(Mode.DFLASH)]
         return run
 
     def run_side_by_side(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
         """Every mode's server at once (own ports), requests interleaved: drifting machine load hits
         all modes alike. Only for models that fit twice (CPU runs, small models)."""
         runs = []
-        clients: dict[str, LlamaClient] = {}
-        for i, mode in enumerate(self.r.modes):
-            settings = mode_settings(replace(base, port=0), mode, caps)
-            run = ModeRun(mode, "side-by-side", spec_type=_spec_type(settings, caps))
+        clients: dict[Variant, LlamaClient] = {}
+        for i, variant in enumerate(self.r.variants):
+            settings = mode_settings(replace(base, port=0), variant.mode, caps)
+            run = ModeRun(variant, "side-by-side", spec_type=_spec_type(settings, caps))
             self.r.runs.append(run)
             pid_file = self.pid_file.with_name(f"{self.pid_file.stem}-{i}{self.pid_file.suffix}") if self.pid_file else None
             client = self.start(engine, caps, settings, run, pid_file=pid_file)
@@ -380,35 +381,35 @@ class _Runner:
                 self.skip(run)
                 continue
             runs.append(run)
-            clients[mode] = client
+            clients[variant] = client
         if runs:
             self.measure(clients, runs)
 
     def run_per_request(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
-        settings = mode_settings(base, DFLASH, caps)
+        settings = mode_settings(base, Mode.DFLASH, caps)
         runs = [ModeRun(m, "per-request", request_extra=dict(NO_DRAFTS) if m == IN_SERVER_BASELINE else {},
                         spec_type=None if m == IN_SERVER_BASELINE else _spec_type(settings, caps))
-                for m in self.r.modes]
+                for m in self.r.variants]
         self.r.runs.extend(runs)
         client = self.start(engine, caps, settings, runs[0])
         for run in runs[1:]:
             run.argv, run.ready_s, run.error = runs[0].argv, runs[0].ready_s, runs[0].error
-            if runs[0].mode in self.procs:
-                self.procs[run.mode] = self.procs[runs[0].mode]
+            if runs[0].variant in self.procs:
+                self.procs[run.variant] = self.procs[runs[0].variant]
         if client is not None:
-            self.measure({r.mode: client for r in runs}, runs)
+            self.measure({r.variant: client for r in runs}, runs)
 
     def run_external(self, url: str, switching: str) -> None:
         runs = [ModeRun(m, "external" if switching != "per-request" else "per-request",
                         request_extra=dict(NO_DRAFTS) if m == IN_SERVER_BASELINE else {})
-                for m in self.r.modes]
+                for m in self.r.variants]
         self.r.runs.extend(runs)
         client = LlamaClient(url, self.api_key)
-        self.measure({r.mode: client for r in runs}, runs)
+        self.measure({r.variant: client for r in runs}, runs)
 
     # ---- measuring ----
 
-    def measure(self, clients: dict[str, LlamaClient], runs: list[ModeRun]) -> None:
+    def measure(self, clients: dict[Variant, LlamaClient], runs: list[ModeRun]) -> None:
         """Warm up every mode, then rep x prompt x mode (modes interleaved when they are all up)."""
         suite = self.r.suite
         for run in runs:
@@ -419,8 +420,8 @@ class _Runner:
                 p = suite.prompts[0]
                 budget = min(WARMUP_MAX_TOKENS, suite.max_tokens_for(p))
                 self.tokens.begin_reply(budget)
-                self.progress(f"{mode_label(run.mode)}: warm-up")
-                failed = self.request(clients[run.mode], run, p, -1, suite.seed, budget)
+                self.progress(f"{run.variant.label}: warm-up")
+                failed = self.request(clients[run.variant], run, p, -1, suite.seed, budget)
                 self.tokens.end_reply()
                 if failed is not None and self.server_gone(run):
                     return
@@ -431,8 +432,8 @@ class _Runner:
                         self.r.cancelled = True
                         return
                     self.tokens.begin_reply(suite.max_tokens_for(p))
-                    self.progress(f"{mode_label(run.mode)}: {p.id} ({rep + 1}/{self.r.reps})")
-                    sample = self.request(clients[run.mode], run, p, rep, suite.seed + rep, suite.max_tokens_for(p))
+                    self.progress(f"{run.variant.label}: {p.id} ({rep + 1}/{self.r.reps})")
+                    sample = self.request(clients[run.variant], run, p, rep, suite.seed + rep, suite.max_tokens_for(p))
                     self.tokens.end_reply()
                     if sample is None:
                         continue
@@ -445,10 +446,10 @@ class _Runner:
 
     def server_gone(self, run: ModeRun) -> bool:
         """True (and the error recorded) when the server this run uses has died."""
-        proc = self.procs.get(run.mode)
+        proc = self.procs.get(run.variant)
         if proc is None or proc.state == ServerState.READY:
             return False
-        run.error = f"The {mode_label(run.mode)} server stopped during the benchmark: {proc.failure or 'see its log'}"
+        run.error = f"The {run.variant.label} server stopped during the benchmark: {proc.failure or 'see its log'}"
         self.r.errors.append(run.error)
         return True
 
@@ -470,30 +471,30 @@ class _Runner:
         except ClientError as exc:
             if self.cancel.is_set():
                 return None
-            msg = f"{mode_label(run.mode)} / {p.id}: {exc}"
+            msg = f"{run.variant.label} / {p.id}: {exc}"
             self.r.errors.append(msg)
-            return Sample(run.mode, p.id, rep, seed, error=str(exc))
+            return Sample(run.variant, p.id, rep, seed, error=str(exc))
         if result.cancelled or rep < 0:
             return None
-        sample = Sample.from_result(run.mode, p.id, rep, seed, result)
+        sample = Sample.from_result(run.variant, p.id, rep, seed, result)
         sample.peak_gpu_mem = self.tracker.read()
-        if run.mode in BASELINES and sample.draft_n:
+        if run.variant.mode == Mode.BASELINE and sample.draft_n:
             # Not a data point: a "baseline" that drafted is the speculative mode under another name.
-            sample.error = (f"this {mode_label(run.mode)} reply drafted {sample.draft_n} tokens: the server used its draft "
+            sample.error = (f"this {run.variant.label} reply drafted {sample.draft_n} tokens: the server used its draft "
                             "although the request asked for none, so it is left out of the figures")
-            self.r.errors.append(f"{mode_label(run.mode)} / {p.id}: {sample.error}")
-            if run.mode == IN_SERVER_BASELINE and self.caps is not None:
+            self.r.errors.append(f"{run.variant.label} / {p.id}: {sample.error}")
+            if run.variant == IN_SERVER_BASELINE and self.caps is not None:
                 self.memory.contradicted(self.caps, sample.draft_n)
         return sample
 
 
 def _spec_type(settings: LaunchSettings, caps: EngineCaps) -> str | None:
-    if settings.spec_mode == SpecMode.OFF:
+    if settings.spec_mode == Mode.BASELINE:
         return None
-    if settings.spec_mode == SpecMode.MODEL_FREE:
+    if settings.spec_mode == Mode.MODEL_FREE:
         return settings.spec_model_free_type
-    return engine_spec_type(mode_of(settings), caps)[0]
+    return engine_spec_type(settings.spec_mode, caps)[0]
 
 
-__all__ = ["DEFAULT_REPS", "IN_SERVER_CHOICES", "SWITCHING", "check_modes", "mode_settings", "pick_model_free_type",
-           "run_bench"]
+__all__ = ["DEFAULT_REPS", "IN_SERVER_CHOICES", "SWITCHING", "check_modes", "mode_settings", "parse_variants",
+           "pick_model_free_type", "run_bench"]

@@ -3,7 +3,7 @@
 One typed record from the client's :class:`~beedeck.core.engine.client.answers.ChatResult` through the
 chat store (stored as JSON in ``messages.stats``: :meth:`ReplyFacts.to_json` keeps the keys earlier
 releases wrote, :meth:`ReplyFacts.from_json` reads every row they left) to the footer, the gauge, the
-sparkline, the export and the advice. The mode is a :class:`~beedeck.core.engine.speculation.modes.Mode`, so a
+sparkline, the export and the advice. The mode is a :class:`~beedeck.core.engine.mode.Mode`, so a
 reply is always labelled with its own mode's one name (:meth:`ReplyFacts.summary`).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from beedeck.core.engine.client import MAX_MS, MAX_RATE, ChatResult, ImpossibleNumber, count, figure
-from beedeck.core.engine.speculation.modes import Mode
+from beedeck.core.engine.mode import Mode
 
 MAX_SECONDS = MAX_MS / 1000
 

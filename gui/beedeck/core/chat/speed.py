@@ -18,17 +18,10 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import DRAFTED_NOTHING, Comparison
-from beedeck.core.engine.speculation.modes import BASELINE, IN_SERVER_BASELINE, LABELS, mode_label
 
 DEFAULT_SCALE = 50.0  # tokens/s: the dial before anything was measured on this server
-MODE_ORDER = (BASELINE, IN_SERVER_BASELINE, *(m for m in LABELS if m != BASELINE))
-
-
-def mode_key(mode: object) -> str:
-    """The mode key ("baseline", "dflash", ...) of a key or a ``SpecMode`` (whose "off" is the baseline)."""
-    key = str(getattr(mode, "value", mode) or "")
-    return BASELINE if key == "off" else key
 
 
 def nice_scale(value: float) -> float:
@@ -108,10 +101,10 @@ class LiveRate:
 
 @dataclass(frozen=True)
 class Figure:
-    """One mode's last measured speed: ``source`` is "chat" (one reply; ``drafted``: its draft tokens),
-    "benchmark" or "tune" (a median over many)."""
+    """One mode's last measured speed (or a benchmark variant's, the in-server baseline): ``source`` is "chat"
+    (one reply; ``drafted``: its draft tokens), "benchmark" or "tune" (a median over many)."""
 
-    mode: str
+    variant: Variant
     tps: float
     source: str = "chat"
     drafted: int | None = None
@@ -135,58 +128,59 @@ class ModeFigures:
     after a reply that drafted nothing); such a reply says that it drafted nothing instead."""
 
     def __init__(self) -> None:
-        self._by_mode: dict[str, Figure] = {}
-        self._compared: dict[str, Compared] = {}
+        self._by_mode: dict[Variant, Figure] = {}
+        self._compared: dict[Variant, Compared] = {}
 
-    def record(self, mode: str, tps: float, source: str = "chat", *, drafted: int | None = None,
+    def record(self, mode: Mode | Variant, tps: float, source: str = "chat", *, drafted: int | None = None,
                comparison: Comparison | None = None) -> None:
         """``mode``'s latest speed; ``comparison``: its speed-up over the baseline as the rule gave it to
         this source (a benchmark's or a tune's, never a chat reply's)."""
-        if mode and tps > 0 and math.isfinite(tps):
-            self._by_mode[mode] = Figure(mode, float(tps), source, drafted)
-        if mode and comparison is not None and source != "chat":
-            self._compared[mode] = Compared(comparison, source)
+        key = Variant.of(mode)
+        if tps > 0 and math.isfinite(tps):
+            self._by_mode[key] = Figure(key, float(tps), source, drafted)
+        if comparison is not None and source != "chat":
+            self._compared[key] = Compared(comparison, source)
 
-    def get(self, mode: str) -> Figure | None:
-        return self._by_mode.get(mode)
+    def get(self, mode: Mode | Variant) -> Figure | None:
+        return self._by_mode.get(Variant.of(mode))
 
-    def compared(self, mode: str) -> Compared | None:
-        return self._compared.get(mode)
+    def compared(self, mode: Mode | Variant) -> Compared | None:
+        return self._compared.get(Variant.of(mode))
 
     def clear(self) -> None:
         self._by_mode.clear()
         self._compared.clear()
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[Variant, float]:
         return {m: f.tps for m, f in self._by_mode.items()}
 
     def ordered(self) -> list[Figure]:
-        """Baseline first, then the modes in the toggle's order, then any other."""
-        rank = {m: i for i, m in enumerate(MODE_ORDER)}
-        return sorted(self._by_mode.values(), key=lambda f: (rank.get(f.mode, len(rank)), f.mode))
+        """In the toggle's order (Baseline first), a variant right after its mode."""
+        return sorted(self._by_mode.values(), key=lambda f: f.variant.rank)
 
     def lines(self) -> list[str]:
         """One line per mode, e.g. "N-gram 45.6 tok/s (last reply) · drafted nothing", and under a mode a
         benchmark or tune compared: "  vs Baseline: ×2.10 (1.95-2.30, 3 runs of 3 prompts; benchmark)".
         The baseline's line is there even when it was not measured (the reference every speed-up needs)."""
-        out = [] if self.get(BASELINE) else ["Baseline —"]
+        out = [] if self.get(Mode.BASELINE) else ["Baseline —"]
         for f in self.ordered():
-            text = f"{mode_label(f.mode)} {f.tps:.1f} tok/s"
+            text = f"{f.variant.label} {f.tps:.1f} tok/s"
             if f.source == "chat":
                 text += " (last reply)"
-                if f.drafted == 0 and f.mode not in (BASELINE, IN_SERVER_BASELINE):
+                if f.drafted == 0 and f.variant.mode.speculates:
                     text += f" · {DRAFTED_NOTHING}"
             else:
                 text += f" ({f.source})"
             out.append(text)
-            if (c := self._compared.get(f.mode)) is not None and f.mode != BASELINE:
-                out.append(f"  vs {mode_label(BASELINE)}: {_ratio_text(c.comparison)}; {c.source}")
+            if (c := self._compared.get(f.variant)) is not None and f.variant != Variant(Mode.BASELINE):
+                out.append(f"  vs {Mode.BASELINE.label}: {_ratio_text(c.comparison)}; {c.source}")
         return out
 
-    def scale_for(self, mode: str) -> float:
-        """The dial's full scale at the start of a reply in ``mode``: room for this mode's last figure
-        and the baseline marker; without either, the largest figure on this server, else the default."""
-        known = [f.tps for m in (mode, BASELINE) if (f := self.get(m)) is not None]
+    def scale_for(self, mode: Mode | None) -> float:
+        """The dial's full scale at the start of a reply in ``mode`` (None: a reply without one): room for this
+        mode's last figure and the baseline marker; without either, the largest figure on this server, else
+        the default."""
+        known = [f.tps for m in (mode, Mode.BASELINE) if m is not None and (f := self.get(m)) is not None]
         if not known:
             known = [f.tps for f in self._by_mode.values()]
         return nice_scale(max(known)) if known else DEFAULT_SCALE

@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from enum import StrEnum
 from typing import Any
+
+from beedeck.core.engine.mode import Mode
 
 # The port the app's server listens on when a profile says 0. One that no popular local-LLM tool
 # uses (llama-server 8080, LM Studio 1234, Ollama 11434, Jan 1337, koboldcpp 5001, and 8000), so
@@ -61,26 +62,9 @@ def _type_ok(annotation: str, value: Any) -> bool:
         return isinstance(value, str)
     if base == "list[str]":
         return isinstance(value, list) and all(isinstance(x, str) for x in value)
-    if base == "SpecMode":
-        return isinstance(value, str) and value in {m.value for m in SpecMode}
+    if base == "Mode":
+        return isinstance(value, str) and Mode.from_setting(value) is not None
     return True
-
-
-class SpecMode(StrEnum):
-    """How a launch speculates. The values are stored in profile.json and presets: add, never rename."""
-
-    OFF = "off"
-    DFLASH = "dflash"  # a DFlash draft file (either format)
-    MODEL_FREE = (
-        "model-free"  # n-gram family or BeeLlama's copyspec; the type is LaunchSettings.spec_model_free_type
-    )
-    MTP = "mtp"  # the target's own MTP (NextN) heads: no draft file
-    EAGLE3 = "eagle3"  # an EAGLE-3 draft file
-    DSPARK = "dspark"  # a DSpark draft file (a DFlash file with a Markov head)
-
-    @property
-    def uses_draft_file(self) -> bool:
-        return self in (SpecMode.DFLASH, SpecMode.EAGLE3, SpecMode.DSPARK)
 
 
 @dataclass
@@ -89,7 +73,8 @@ class LaunchSettings:
 
     target: str = ""
     draft: str | None = None
-    spec_mode: SpecMode = SpecMode.OFF
+    # How it speculates, stored as Mode.setting (profile.json and presets: Baseline is "off")
+    spec_mode: Mode = Mode.BASELINE
     spec_model_free_type: str = "ngram-mod"  # ngram-mod, ngram-simple, ngram-map-k, copyspec, ...
     draft_n_max: int | None = None
     draft_n_min: int | None = None
@@ -143,7 +128,7 @@ class LaunchSettings:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["spec_mode"] = self.spec_mode.value
+        data["spec_mode"] = self.spec_mode.setting
         data.pop("api_key", None)  # secrets never go into presets or logs
         return data
 
@@ -161,7 +146,7 @@ class LaunchSettings:
             if not _type_ok(str(f.type), value):
                 raise SettingsError(f"'{f.name}' is {value!r} ({type(value).__name__}), which is not a valid "
                                     f"{str(f.type).replace(' | None', ' (or empty)')}")
-            clean[f.name] = SpecMode(value) if f.name == "spec_mode" else value
+            clean[f.name] = Mode.from_setting(value) if f.name == "spec_mode" else value
         settings = cls(**clean)
         problems = settings.check()
         if problems:
@@ -221,7 +206,7 @@ class LaunchSettings:
         and ``--ctx-size 32768`` are kept; with ``--kv-unified`` that is the slot's real context."""
         s = cls.guide_baseline(target)
         s.draft = draft
-        s.spec_mode = SpecMode.DFLASH
+        s.spec_mode = Mode.DFLASH
         s.dflash_cross_ctx = 1024
         s.kv_unified = True
         s.draft_n_gpu_layers = "all"

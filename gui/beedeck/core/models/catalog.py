@@ -36,7 +36,7 @@ DRAFT_FORMAT_GENERATIONS: dict[str, tuple[Generation, ...]] = {
     "mtp": (Generation.BEE_B, Generation.MAINLINE),
     "gemma4-dflash-draft": (),
 }
-DFLASH_FORMATS = frozenset({"dflash", "dflash2", "dflash-draft"})  # what SpecMode.DFLASH launches
+DFLASH_FORMATS = frozenset({"dflash", "dflash2", "dflash-draft"})  # what Mode.DFLASH launches
 # What the headers say, so what the catalog may not type (a typed figure goes stale with each re-upload
 # and was never the file's own): sizes, parameter counts, architecture blocks.
 HEADER_FACTS = frozenset({"size", "approx_size", "size_note", "arch", "params_b", "active_params_b", "n_layer",

@@ -18,10 +18,11 @@ from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import KnownIssue, load_table
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
-from beedeck.core.engine.speculation.modes import A_LABEL, LABELS, MODE_OF_KIND, MODE_OF_SPEC, keeps_mtp_head
+from beedeck.core.engine.speculation.modes import keeps_mtp_head
 from beedeck.core.models.draft_kinds import draft_kind, is_dflash2, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
 from beedeck.core.printable import printable
@@ -65,7 +66,7 @@ class LaunchContext:
 
     @property
     def dflash(self) -> bool:
-        return self.settings.spec_mode == SpecMode.DFLASH and self.draft_arch is not None
+        return self.settings.spec_mode == Mode.DFLASH and self.draft_arch is not None
 
 
 Fields = dict[str, Any]
@@ -105,7 +106,7 @@ def _check_kvarn(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
 
 def _check_spec_type(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
     s = ctx.settings
-    if s.spec_mode == SpecMode.MODEL_FREE and s.spec_model_free_type in row.params.get("types", ()):
+    if s.spec_mode == Mode.MODEL_FREE and s.spec_model_free_type in row.params.get("types", ()):
         yield {"spec_type": s.spec_model_free_type}
 
 
@@ -128,22 +129,22 @@ def _check_dflash_target(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields
 def _check_mtp_heads(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
     # An mtp- head file as the draft brings the heads (mainline: --spec-draft-model with draft-mtp); the mode
     # check (core.engine.speculation.modes) says whether this engine loads one.
-    if ctx.settings.spec_mode == SpecMode.MTP and mtp_layers(ctx.target) < 1 and not keeps_mtp_head(ctx.settings):
+    if ctx.settings.spec_mode == Mode.MTP and mtp_layers(ctx.target) < 1 and not keeps_mtp_head(ctx.settings):
         yield {"target": Path(ctx.settings.target).name}
 
 
 def _check_draft_kind(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
     """An EAGLE-3 or DSpark mode whose draft is another kind (a DFlash file, an ordinary model)."""
     mode = ctx.settings.spec_mode
-    if mode not in (SpecMode.EAGLE3, SpecMode.DSPARK) or ctx.draft_arch is None:
+    if mode not in (Mode.EAGLE3, Mode.DSPARK) or ctx.draft_arch is None:
         return
-    runs_as = MODE_OF_KIND.get(draft_kind(ctx.draft) or "")
-    if runs_as == MODE_OF_SPEC[mode]:
+    runs_as = Mode.of_draft_kind(draft_kind(ctx.draft))
+    if runs_as == mode:
         return
-    label = LABELS[MODE_OF_SPEC[mode]]
+    label = mode.label
     yield {"draft": Path(str(ctx.settings.draft)).name, "mode": label,
-           "kind": f"{A_LABEL[runs_as]} draft" if runs_as else f"an ordinary '{ctx.draft_arch}' model",
-           "fix": f"use the {LABELS[runs_as]} mode for it" if runs_as else f"pick the {label} draft made for this target"}
+           "kind": f"{runs_as.a_label} draft" if runs_as else f"an ordinary '{ctx.draft_arch}' model",
+           "fix": f"use the {runs_as.label} mode for it" if runs_as else f"pick the {label} draft made for this target"}
 
 
 def _p_min(args: list[str]) -> float | None:
@@ -163,7 +164,7 @@ def _p_min(args: list[str]) -> float | None:
 def _check_dspark_p_min(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
     # common/speculative.cpp: a DSpark draft whose dflash.has_confidence_head is not true refuses p_min > 0.
     p_min = _p_min(ctx.settings.extra_args)
-    if ctx.settings.spec_mode != SpecMode.DSPARK or ctx.draft_arch is None or not p_min or p_min <= 0:
+    if ctx.settings.spec_mode != Mode.DSPARK or ctx.draft_arch is None or not p_min or p_min <= 0:
         return
     has_head = ctx.draft.metadata.get("dflash.has_confidence_head")
     if has_head is not None and str(has_head).lower() != "true":
@@ -188,7 +189,7 @@ def _check_dflash2(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
 def _check_kvarn_mtp(ctx: LaunchContext, row: KnownIssue) -> Iterator[Fields]:
     s = ctx.settings
     kvarn = next((t for t in (s.cache_type_k, s.cache_type_v) if t.startswith("kvarn")), None)
-    if kvarn and s.spec_mode == SpecMode.MTP and ctx.target_arch in row.params.get("archs", ()):
+    if kvarn and s.spec_mode == Mode.MTP and ctx.target_arch in row.params.get("archs", ()):
         yield {"type": kvarn}
 
 
@@ -272,7 +273,7 @@ def check_launch(caps: EngineCaps, settings: LaunchSettings, table: tuple[KnownI
     target_arch = target.architecture if target is not None else _check_gguf(settings.target, "target")
     draft_arch = None
     if settings.spec_mode.uses_draft_file:
-        label = LABELS[MODE_OF_SPEC[settings.spec_mode]]
+        label = settings.spec_mode.label
         if not settings.draft:
             raise _refuse("wrong_draft_format", f"{label} needs a draft model.",
                           f"Pick the {label} draft GGUF made for this target.")

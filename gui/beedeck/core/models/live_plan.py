@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import load_table
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.models.catalog import DRAFT_FORMAT_GENERATIONS
 from beedeck.core.models.draft_kinds import SPEC_TYPE_OF_KIND
@@ -29,9 +30,6 @@ from beedeck.core.models.planner import DraftDefaults, GiB, MemoryPlan, draft_de
 
 MIN_CTX = 32768  # the guide's context: a row "fits" a card when it reaches at least this
 LEAST_CTX = 4096  # below this a row is reported as not fitting at all
-KIND_MODE = {"none": SpecMode.OFF, "mtp": SpecMode.MTP, "mtp-head": SpecMode.MTP, "dflash": SpecMode.DFLASH,
-             "dflash2": SpecMode.DFLASH, "dflash-draft": SpecMode.DFLASH, "dspark": SpecMode.DSPARK,
-             "eagle3": SpecMode.EAGLE3}
 LABEL = {"none": "no speculation", "mtp": "MTP (its own head)", "mtp-head": "MTP head file", "dflash": "DFlash",
          "dflash2": "DFlash2", "dflash-draft": "DFlash (fork format)", "dspark": "DSpark", "eagle3": "EAGLE-3"}
 KIND_ORDER = ("none", "mtp", "mtp-head", "dflash2", "dflash", "dspark", "eagle3", "dflash-draft")
@@ -95,7 +93,7 @@ def kind_problem(kind: str, generation: Generation, caps: EngineCaps | None = No
         return ""
     label = LABEL.get(kind, kind)
     if caps is not None:
-        if KIND_MODE[kind] == SpecMode.DFLASH:
+        if Mode.of_plan_kind(kind) == Mode.DFLASH:
             fmt = "dflash-draft" if kind == "dflash-draft" else "dflash"
             if caps.dflash_draft_arch != fmt:
                 return (f"{label} does not run on this engine: it loads no {fmt!r} drafts"
@@ -170,12 +168,20 @@ def draft_cache_for(kind: str, target: ModelInfo, caps: EngineCaps | None) -> st
     return engine_draft_cache(caps)
 
 
+def _mode_of(kind: str) -> Mode:
+    """The mode a plan kind runs as (its row's ``plan_kinds`` in core/engine/mode.py)."""
+    mode = Mode.of_plan_kind(kind)
+    if mode is None:
+        raise KeyError(f"no speculation mode runs the plan kind {kind!r}")
+    return mode
+
+
 def settings_for(t: RemoteModel, d: RemoteModel | None, kind: str, gen: Generation, cache: tuple[str, str],
                  ubd: int | None, caps: EngineCaps | None = None) -> LaunchSettings:
     """The launch settings of one row: the kind's mode, the drafter's -ubd and own cache type, DFlash2's block."""
     bee_a = gen == Generation.BEE_A
     return LaunchSettings(
-        target=t.filename, draft=d.filename if d else None, spec_mode=KIND_MODE[kind], ctx_size=4096,
+        target=t.filename, draft=d.filename if d else None, spec_mode=_mode_of(kind), ctx_size=4096,
         n_gpu_layers="all", draft_n_gpu_layers="all", batch_size=2048 if bee_a else 1024,
         ubatch_size=256 if bee_a else 512, cache_type_k=cache[0], cache_type_v=cache[1], flash_attn="on",
         parallel=1, kv_unified=True, dflash_cross_ctx=1024 if bee_a and d else None,

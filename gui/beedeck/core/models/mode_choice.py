@@ -21,18 +21,15 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import parse_version
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import CODE, KINDS, WorkloadAdvice
 
 CLASSES = ("24gb-ampere", "24gb-ada", "32gb-blackwell", "larger")
 CLASS_LABEL = {"24gb-ampere": "24 GB Ampere (3090)", "24gb-ada": "24 GB Ada (4090)",
                "32gb-blackwell": "32 GB Blackwell (5090)", "larger": "larger cards", "smaller": "smaller cards"}
-# An advice mode key (core.engine.speculation.modes) -> the plan kinds (live_plan.LABEL) it stands for: the
-# advice measures "dflash" whichever DFlash file the setup ran, DFlash 1 or DFlash2.
-ADVICE_MODE = {"dflash": ("dflash2", "dflash", "dflash-draft"), "mtp": ("mtp", "mtp-head"), "dspark": ("dspark",),
-               "eagle3": ("eagle3",), "baseline": ("none",)}
 RULE_ORDER = ("mtp", "dflash2", "dflash", "dspark", "eagle3", "mtp-head", "dflash-draft", "none")
 EVIDENCE_LABEL = {"measured": "measured here", "published": "published figures", "rule": "rule"}
-# A plan kind in the user's words (the toggle's names: core.engine.speculation.modes.LABELS; DFlash2 and the
+# A plan kind in the user's words (the toggle's names: core.engine.mode.Mode.label; DFlash2 and the
 # fork format are DFlash drafts of another layout).
 KIND_LABEL = {"none": "no speculation", "mtp": "MTP", "mtp-head": "MTP (head file)", "dflash": "DFlash",
               "dflash2": "DFlash2", "dflash-draft": "DFlash (fork format)", "dspark": "DSpark", "eagle3": "EAGLE-3"}
@@ -117,9 +114,10 @@ def engine_excludes(generation: Generation, version: str, evidence: dict[str, An
     return set(), "", ""
 
 
-def measured(advice: WorkloadAdvice | None, target_files: Iterable[str]) -> tuple[str, str] | None:
-    """(advice mode key, why) from BeeDeck's own advice for a setup running one of these target files; the
-    key is the advice's ("dflash" for either DFlash), :func:`choose` finds the plan kind it stands for."""
+def measured(advice: WorkloadAdvice | None, target_files: Iterable[str]) -> tuple[Mode, str] | None:
+    """(mode, why) from BeeDeck's own advice for a setup running one of these target files; the advice
+    measures DFlash whichever DFlash file the setup ran, :func:`choose` finds the plan kind it stands for
+    (:attr:`ModeInfo.plan_kinds`)."""
     if advice is None:
         return None
     names = {Path(f).name for f in target_files}
@@ -134,13 +132,13 @@ def measured(advice: WorkloadAdvice | None, target_files: Iterable[str]) -> tupl
     return None
 
 
-def _own_kind(own: str, usable: Sequence[str]) -> str | None:
-    """The plan kind among ``usable`` (or "none") that an advice mode key stands for."""
-    return next((k for k in ADVICE_MODE.get(own, (own,)) if k in (*usable, "none")), None)
+def _own_kind(own: Mode, usable: Sequence[str]) -> str | None:
+    """The plan kind among ``usable`` (or "none") that the advice's mode stands for."""
+    return next((k for k in own.info.plan_kinds if k in (*usable, "none")), None)
 
 
 def choose(card: str, generation: Generation, version: str, family: str | None, runnable: Sequence[str],
-           evidence: dict[str, Any], own: tuple[str, str] | None = None) -> ModeChoice:
+           evidence: dict[str, Any], own: tuple[Mode, str] | None = None) -> ModeChoice:
     """The fast-path mode among ``runnable`` (kinds that run and fit here) for this card and engine."""
     no, no_why, no_src = engine_excludes(generation, version, evidence)
     engine = generation.value + (f" {version}" if version else "")
@@ -176,7 +174,7 @@ def choose(card: str, generation: Generation, version: str, family: str | None, 
 
 def table(family: str, evidence: dict[str, Any], engines: Sequence[tuple[Generation, str]] = TABLE_ENGINES,
           kinds: Sequence[str] | None = None, classes: Sequence[str] = CLASSES,
-          own: tuple[str, str] | None = None, own_card: str = "") -> list[ModeChoice]:
+          own: tuple[Mode, str] | None = None, own_card: str = "") -> list[ModeChoice]:
     """The recommendation for the card classes x these engines, every kind assumed to fit (``kinds``: the
     same for every engine; None: what each generation runs, :data:`TABLE_KINDS`). ``own``: BeeDeck's measured
     advice on this machine (:func:`measured_family`), which holds for its card class ``own_card`` only."""
@@ -185,7 +183,7 @@ def table(family: str, evidence: dict[str, Any], engines: Sequence[tuple[Generat
             for c in classes for g, v in engines]
 
 
-def measured_family(advice: WorkloadAdvice | None, family: str, evidence: dict[str, Any]) -> tuple[str, str] | None:
+def measured_family(advice: WorkloadAdvice | None, family: str, evidence: dict[str, Any]) -> tuple[Mode, str] | None:
     """BeeDeck's own advice for any setup whose target file belongs to ``family`` (:func:`measured`)."""
     if advice is None:
         return None

@@ -15,15 +15,9 @@ from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import dflash_target_archs
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.modes import (
-    MODE_OF_SPEC,
-    ModelFacts,
-    ModeOption,
-    available_modes,
-    option,
-)
-from beedeck.core.engine.speculation.modes import MTP as MTP_MODE
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import ModelFacts, ModeOption, available_modes, option
 from beedeck.core.models.draft_kinds import MTP, draft_kind, is_mtp_only, mtp_layers
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, iter_token_bytes, tokenizer_digest
 
@@ -73,12 +67,12 @@ def mode_refusal(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo |
                  draft: ModelInfo | None) -> str | None:
     """Why the chosen mode cannot run with these files, as far as their headers tell (None: it can,
     or nothing was read). The engine's side is build_argv's to say, so it is not repeated here."""
-    if s.spec_mode in (SpecMode.OFF, SpecMode.MODEL_FREE):
+    if s.spec_mode in (Mode.BASELINE, Mode.MODEL_FREE):
         return None
-    key = MODE_OF_SPEC[s.spec_mode]
-    if key == MTP_MODE and target is None:
+    key = s.spec_mode
+    if key == Mode.MTP and target is None:
         return None
-    if key != MTP_MODE and (draft is None or not s.draft):
+    if key != Mode.MTP and (draft is None or not s.draft):
         return None  # no draft: build_argv says so; unread: the header reader will
     chosen = option(modes_for(None, s, target, draft), key)  # the files' verdict alone
     return None if chosen is None or chosen.available else chosen.reason

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.engine.speculation.modes import engine_label, engine_spec_type
@@ -37,7 +38,7 @@ from beedeck.core.models.planner import GiB, MemoryPlan, draft_defaults, pad, pl
 from beedeck.core.models.sidecars import Sidecar
 
 LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name
-SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (SpecMode.DFLASH) runs
+SIDECAR_KINDS = (DFLASH, DFLASH_LEGACY)  # the sidecars a DFlash launch (Mode.DFLASH) runs
 MAX_NOTES = 6
 NOT_SIZED = ("Sizes not read yet: BeeDeck sizes its catalog's pairs from their GGUF headers (no sizes are typed "
              "into the catalog), and this machine has not read them. Connect once (or run `beedeck recommend "
@@ -71,10 +72,10 @@ def tune_for_engine(s: LaunchSettings, caps: EngineCaps, card: str, target: Mode
     the drafter's cache where it offers one (never for Gemma 4's MTP, which shares the target's cache); and,
     when that engine needs more memory than planned, the context lowered to what fits. Returns the settings
     and a line saying what changed ("" when nothing did)."""
-    if s.spec_mode == SpecMode.OFF:
+    if s.spec_mode == Mode.BASELINE:
         return s, ""
     ubd, kv = tune_for(card, caps)
-    if s.spec_mode == SpecMode.MTP and target.architecture == "gemma4":
+    if s.spec_mode == Mode.MTP and target.architecture == "gemma4":
         kv = None
     out = dataclasses.replace(s, draft_ubatch_size=ubd, draft_cache_type=kv)
     what = [f"-ubd {ubd}" if ubd else "", f"{kv} drafter cache" if kv else ""]
@@ -105,7 +106,7 @@ def _settings(target_file: str, draft_file: str, gen: Generation, ctk: str, ctv:
               tune: Tune = (None, None)) -> LaunchSettings:
     bee_a = gen == Generation.BEE_A
     return LaunchSettings(draft_ubatch_size=tune[0], draft_cache_type=tune[1],
-        target=target_file, draft=draft_file, spec_mode=SpecMode.DFLASH, ctx_size=ctx, n_gpu_layers="all",
+        target=target_file, draft=draft_file, spec_mode=Mode.DFLASH, ctx_size=ctx, n_gpu_layers="all",
         draft_n_gpu_layers="all", batch_size=2048 if bee_a else 1024, ubatch_size=256 if bee_a else 512,
         cache_type_k=ctk, cache_type_v=ctv, flash_attn="on", parallel=1, kv_unified=True,
         dflash_cross_ctx=1024 if bee_a else None,
@@ -291,7 +292,7 @@ def _engine_refusal(caps: EngineCaps | None) -> list[str]:
     if caps is None:
         return []
     if caps.generation == Generation.UNKNOWN:
-        _spelling, no_dflash = engine_spec_type("dflash", caps)
+        _spelling, no_dflash = engine_spec_type(Mode.DFLASH, caps)
         return [no_dflash or f"BeeDeck cannot tell which drafts {engine_label(caps)} loads: pick BeeLlama or "
                 "mainline llama.cpp.",
                 "Every recommended setup speculates with a draft or an MTP head, so none is offered for this engine."]

@@ -28,7 +28,8 @@ from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import dflash_target_archs
-from beedeck.core.engine.speculation.modes import MODE_OF_KIND, engine_label, engine_spec_type
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import engine_label, engine_spec_type
 from beedeck.core.models.draft_kinds import (
     DFLASH,
     DFLASH_LEGACY,
@@ -126,9 +127,10 @@ class Sidecar:
     def reason_on(self, caps: EngineCaps) -> str:
         """Why this probed engine cannot run it ("" when it can): the files first, then an engine without
         the mode at all, then the engine generation's draft formats."""
-        if self.problems or not self.kind:
+        runs_as = Mode.of_draft_kind(self.kind)
+        if self.problems or runs_as is None:
             return self.reason()
-        _spelling, why = engine_spec_type(MODE_OF_KIND[self.kind], caps)
+        _spelling, why = engine_spec_type(runs_as, caps)
         if why:
             return why
         return self.engines.get(caps.generation.value, "") or (

@@ -10,33 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QImage, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QWidget
 
 from beedeck.core.bench.report import Summary
-from beedeck.core.bench.results import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    IN_SERVER_BASELINE,
-    MODEL_FREE,
-    MTP,
-    BenchReport,
-)
-from beedeck.core.engine.speculation.modes import mode_label
-
-MODE_COLORS = {BASELINE: QColor("#7f8c9a"), IN_SERVER_BASELINE: QColor("#aab4bf"), DFLASH: QColor("#f2a900"),
-               EAGLE3: QColor("#d9534f"), DSPARK: QColor("#e07b00"), MTP: QColor("#2e9e5b"),
-               MODEL_FREE: QColor("#3d8bd9")}
+from beedeck.core.bench.results import BenchReport
+from beedeck.core.engine.mode import Variant
 
 
 @dataclass(frozen=True)
 class Bar:
-    """One bar: a group (prompt), a mode, a value and its whisker (min-max or a CI)."""
+    """One bar: a group (prompt), a mode (or the in-server baseline), a value and its whisker (min-max or a CI)."""
 
     group: str
-    mode: str
+    variant: Variant
     value: float
     low: float
     high: float
@@ -46,7 +33,7 @@ def speed_bars(report: BenchReport, summary: Summary) -> list[Bar]:
     """Median generation tok/s per prompt and mode, whiskers min-max."""
     out = []
     for p in report.suite.prompts:
-        for mode in report.modes:
+        for mode in report.variants:
             m = summary.prompts.get(p.id, {}).get(mode)
             if m is not None and m.gen_tps is not None:
                 out.append(Bar(p.id, mode, m.gen_tps.median, m.gen_tps.min, m.gen_tps.max))
@@ -64,6 +51,17 @@ def speedup_bars(report: BenchReport, summary: Summary) -> list[Bar]:
             if sp is not None and sp.ratio is not None and sp.ci_low is not None and sp.ci_high is not None:
                 out.append(Bar(gid, mode, sp.ratio, sp.ci_low, sp.ci_high))
     return out
+
+
+def fill_variant(painter: QPainter, rect: QRectF, variant: Variant) -> None:
+    """Fill ``rect`` in the variant's mode colour (the gauge's too); the in-server baseline, which shares
+    Baseline's colour, lighter and hatched so the two bars stay apart."""
+    color = QColor(variant.color)
+    if not variant.draft_loaded:
+        painter.fillRect(rect, color)
+        return
+    painter.fillRect(rect, color.lighter(135))
+    painter.fillRect(rect, QBrush(color, Qt.BrushStyle.BDiagPattern))
 
 
 def chart_frame(painter: QPainter, rect: QRectF, title: str) -> QRectF:
@@ -101,7 +99,7 @@ def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, uni
         painter.drawText(QRectF(rect.left(), y(v) - 8, 50, 16),
                          int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), f"{v:.3g}")
     groups = list(dict.fromkeys(b.group for b in bars))
-    modes = list(dict.fromkeys(b.mode for b in bars))
+    modes = list(dict.fromkeys(b.variant for b in bars))
     gw = plot.width() / len(groups)
     bw = gw * 0.8 / len(modes)
     for gi, g in enumerate(groups):
@@ -109,9 +107,8 @@ def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, uni
         painter.drawText(QRectF(plot.left() + gi * gw, plot.bottom() + 4, gw, 16),
                          int(Qt.AlignmentFlag.AlignHCenter), g[:18])
         for b in (b for b in bars if b.group == g):
-            x = plot.left() + gi * gw + gw * 0.1 + modes.index(b.mode) * bw
-            color = MODE_COLORS.get(b.mode, QColor("#5a5"))
-            painter.fillRect(QRectF(x, y(b.value), bw * 0.9, plot.bottom() - y(b.value)), color)
+            x = plot.left() + gi * gw + gw * 0.1 + modes.index(b.variant) * bw
+            fill_variant(painter, QRectF(x, y(b.value), bw * 0.9, plot.bottom() - y(b.value)), b.variant)
             painter.setPen(QPen(QColor("#333"), 1.5))
             cx = x + bw * 0.45
             painter.drawLine(int(cx), int(y(b.low)), int(cx), int(y(b.high)))
@@ -123,10 +120,10 @@ def paint_bars(painter: QPainter, rect: QRectF, bars: list[Bar], title: str, uni
         painter.drawLine(int(plot.left()), int(y(reference)), int(plot.right()), int(y(reference)))
     lx = plot.left()
     for mode in modes:  # legend
-        painter.fillRect(QRectF(lx, rect.bottom() - 18, 12, 12), MODE_COLORS.get(mode, QColor("#5a5")))
+        fill_variant(painter, QRectF(lx, rect.bottom() - 18, 12, 12), mode)
         painter.setPen(QColor("#222"))
-        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignLeft), mode_label(mode))
-        lx += 22 + painter.fontMetrics().horizontalAdvance(mode_label(mode)) + 14
+        painter.drawText(QRectF(lx + 16, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignLeft), mode.label)
+        lx += 22 + painter.fontMetrics().horizontalAdvance(mode.label) + 14
     painter.setPen(QColor("#555"))
     painter.drawText(QRectF(rect.right() - 160, rect.bottom() - 20, 150, 16), int(Qt.AlignmentFlag.AlignRight), unit)
     painter.restore()

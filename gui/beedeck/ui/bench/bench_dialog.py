@@ -8,11 +8,11 @@ from PySide6.QtWidgets import QPushButton, QWidget
 
 from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.report import summarize
-from beedeck.core.bench.results import BASELINE, BenchReport
+from beedeck.core.bench.results import BenchReport
 from beedeck.core.engine.caps import EngineCaps
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import setup_key
-from beedeck.core.engine.speculation.modes import mode_label, mode_of
 from beedeck.core.engine.speculation.spec_guard import references_from_bench
 from beedeck.ui.bench.bench_view import BenchView
 from beedeck.ui.bench.server_dialog import ChatServerDialog
@@ -48,7 +48,7 @@ class BenchDialog(ChatServerDialog):
                               "benchmark it as it runs. Comparing modes needs BeeDeck to start the engine itself.")
             self.view.run_button.setEnabled(False)
         elif c.state == ServerState.READY and c.base_url:
-            mode = mode_of(c.settings) if c.settings is not None else BASELINE
+            mode = c.settings.spec_mode if c.settings is not None else Mode.BASELINE
             self.use_running_server(c.base_url, c.settings.api_key if c.settings else None, mode)
         elif c.is_running():
             self.note.setText("The chat server is starting. Wait until it is ready to benchmark it, or stop it "
@@ -62,19 +62,19 @@ class BenchDialog(ChatServerDialog):
         profile = self.session.profile
         return self.session.server.is_remote() or (profile is not None and profile.is_remote)
 
-    def use_running_server(self, url: str, api_key: str | None, mode: str) -> None:
+    def use_running_server(self, url: str, api_key: str | None, mode: Mode) -> None:
         self.view.set_server_url(url, api_key)
         for m, box in self.view.mode_boxes.items():
             box.setChecked(m == mode)
             box.setEnabled(m == mode)
         if self._remote():
             # "Stop and compare" would stop the connection and then probe the URL as an engine binary.
-            self.note.setText(f"Benchmarking the running server as it is ({mode_label(mode)}). It is a server "
+            self.note.setText(f"Benchmarking the running server as it is ({mode.label}). It is a server "
                               "BeeDeck did not start, so BeeDeck cannot restart it in other modes to compare them: "
                               "run `beedeck bench` on the machine that serves it for that.")
             self.compare_button.hide()
             return
-        self.note.setText(f"Benchmarking the running chat server as it is ({mode_label(mode)}). To compare "
+        self.note.setText(f"Benchmarking the running chat server as it is ({mode.label}). To compare "
                           "modes, BeeDeck starts its own server for each: stop the chat server first.")
         self.compare_button.show()
 
@@ -113,13 +113,13 @@ class BenchDialog(ChatServerDialog):
         if report is None:
             return
         texts = {p.id: p.text for p in report.suite.prompts}
-        refs = references_from_bench((s.mode, s.prompt_id, texts.get(s.prompt_id, ""), s.gen_tps)
-                                     for s in report.samples if s.error is None)
+        refs = references_from_bench((s.variant.mode, s.prompt_id, texts.get(s.prompt_id, ""), s.gen_tps)
+                                     for s in report.samples if s.error is None and not s.variant.draft_loaded)
         for (mode, kind), evidence in refs.items():
             self.session.guard.add_reference(mode, kind, evidence)
-        for mode, m in summarize(report).overall.items():  # the speed panel's last figure per mode
+        for variant, m in summarize(report).overall.items():  # the speed panel's last figure per mode
             if m.gen_tps is not None:
-                self.session.record_figure(mode, m.gen_tps.median, "benchmark", m.speedup)
+                self.session.record_figure(variant, m.gen_tps.median, "benchmark", m.speedup)
         self._teach_advice(report)
 
     def _teach_advice(self, report: BenchReport) -> None:

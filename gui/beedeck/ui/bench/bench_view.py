@@ -29,23 +29,19 @@ from PySide6.QtWidgets import (
 )
 
 from beedeck.core.bench.report import Summary, same_text_note, summarize, to_markdown, write_reports
-from beedeck.core.bench.results import BASELINE, DFLASH, DSPARK, EAGLE3, MODEL_FREE, MTP, BenchReport
+from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BUILTIN_SUITES, BenchError, BenchSuite, load_suite
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import MIN_RUNS
-from beedeck.core.engine.speculation.modes import LABELS, ModeOption, mode_label
+from beedeck.core.engine.speculation.modes import ModeOption
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.bench.bench_chart import BarChart, render_report_charts, speed_bars, speedup_bars
 from beedeck.ui.bench.run_view import CoreWorker, RunView, append_row, results_table
-
-BENCH_MODES = (BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE)
-# Checked by default: what the profile's files bring (a draft of its kind, MTP heads). Model-free is
-# offered unchecked: it needs no file, so it would be in every run.
-FILE_MODES = (DFLASH, EAGLE3, DSPARK, MTP)
 
 
 class _Worker(CoreWorker):
@@ -75,10 +71,10 @@ class BenchView(RunView):
 
         self.suite_box = QComboBox()
         self.suite_box.addItems(list(BUILTIN_SUITES))
-        self.mode_boxes: dict[str, QCheckBox] = {m: QCheckBox(LABELS[m]) for m in BENCH_MODES}
+        self.mode_boxes: dict[Mode, QCheckBox] = {m: QCheckBox(m.label) for m in Mode}
         for key, box in self.mode_boxes.items():
             box.setObjectName(f"bench-mode-{key}")
-        self.mode_boxes[BASELINE].setChecked(True)
+        self.mode_boxes[Mode.BASELINE].setChecked(True)
         self.reps = QSpinBox()
         self.reps.setRange(1, 50)
         self.reps.setValue(DEFAULT_REPS)
@@ -153,15 +149,18 @@ class BenchView(RunView):
         self._runner(lambda: read_infos(settings), done, lambda _exc: None)
 
     def _offer(self, options: list[ModeOption]) -> None:
-        """Enable the modes that run (checked: baseline and the files' own), grey the rest with why."""
+        """Enable the modes that run (checked: baseline and what the profile's files bring, a draft of its kind
+        or MTP heads; N-gram needs no file, so it would be in every run: offered unchecked), grey the rest with
+        why."""
         self.options = options
         for o in options:
             box = self.mode_boxes.get(o.key)
             if box is None:
                 continue
-            box.setText(LABELS.get(o.key, o.label))  # the toggle's name; the engine's type is in the tooltip
+            box.setText(o.key.label)  # the toggle's name; the engine's type is in the tooltip
             box.setEnabled(o.available)
-            box.setChecked(o.available and (o.key in (BASELINE, *FILE_MODES) or (o.key == MODEL_FREE and box.isChecked())))
+            brought = o.key == Mode.BASELINE or bool(o.key.info.draft_kinds)
+            box.setChecked(o.available and (brought or box.isChecked()))
             box.setToolTip(f"runs as --spec-type {o.spec_type}" if o.available and o.spec_type else
                            "no speculation: the reference every speed-up is measured against" if o.available else
                            f"Not available: {o.reason}")
@@ -174,7 +173,7 @@ class BenchView(RunView):
         """Use this suite instead of the picked built-in one (a user's file, or a short test suite)."""
         self._suite_override = suite
 
-    def selected_modes(self) -> list[str]:
+    def selected_modes(self) -> list[Mode]:
         return [m for m, box in self.mode_boxes.items() if box.isChecked() and box.isEnabled()]
 
     # ---- running ----
@@ -191,7 +190,8 @@ class BenchView(RunView):
         except BenchError as exc:
             self.status.setText(str(exc))
             return
-        kwargs: dict[str, Any] = {"suite": suite, "modes": self.selected_modes(), "reps": self.reps.value()}
+        kwargs: dict[str, Any] = {"suite": suite, "variants": [Variant(m) for m in self.selected_modes()],
+                                  "reps": self.reps.value()}
         if self._launch is not None:
             kwargs.update(engine=self._launch[0], caps=self._launch[1], base_settings=self._launch[2])
         else:
@@ -222,11 +222,11 @@ class BenchView(RunView):
         self.report, self.summary = report, summarize(report)
         s = self.summary
         self.table.setRowCount(0)
-        for mode in report.modes:
+        for mode in report.variants:
             m = s.overall.get(mode)
             if m is None or m.gen_tps is None:
                 continue
-            cells = [mode_label(mode), f"{m.gen_tps.median:.1f}", f"{m.gen_tps.min:.1f}-{m.gen_tps.max:.1f}",
+            cells = [mode.label, f"{m.gen_tps.median:.1f}", f"{m.gen_tps.min:.1f}-{m.gen_tps.max:.1f}",
                      f"{m.prompt_tps.median:.1f}" if m.prompt_tps else "-",
                      f"{m.ttft_s.median:.3f}" if m.ttft_s else "-",
                      f"{100 * m.acceptance:.1f} %" if m.acceptance is not None else "-",
@@ -237,7 +237,7 @@ class BenchView(RunView):
         self.same_text_note.setText(note)
         self.same_text_note.setVisible(bool(note))
         self.speed_chart.set_bars(speed_bars(report, s))
-        reasons = [f"{mode_label(m)}: {x.speedup.why_not}" for m, x in s.overall.items()
+        reasons = [f"{m.label}: {x.speedup.why_not}" for m, x in s.overall.items()
                    if x.speedup is not None and not x.speedup.shown]
         self.speedup_chart.set_bars(speedup_bars(report, s), "No speed-up to show. " + "; ".join(reasons)
                                     if reasons else "no data yet")

@@ -1,7 +1,8 @@
 """The chart of an auto-tune search, drawn with QPainter: generation speed per point in the order
-tried (median, min-max whisker), the baseline and the start as dashed reference lines, the best point
-highlighted; rejected points are marked where they were tried, a point the cancel cut short as cancelled
-(what it measured before the cancel, or a hollow mark). The same painter draws the view's
+tried (median, min-max whisker), the baseline and the start as dashed reference lines (each in its mode's
+colour, as the gauge and the benchmark chart draw it), the best point highlighted; rejected points are
+marked where they were tried, a point the cancel cut short as cancelled (what it measured before the cancel,
+or a hollow mark). The same painter draws the view's
 widget and the PNG the CLI writes (on a QImage, offscreen)."""
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ from PySide6.QtWidgets import QWidget
 
 from beedeck.core.bench.tune import BASELINE_ROLE, CONFIRM_ROLE, MEASURED, START_ROLE, TunePoint, TuneResult
 from beedeck.core.bench.tune.points import CANCELLED
+from beedeck.core.engine.mode import Mode
 from beedeck.ui.bench.bench_chart import chart_frame, write_png
 
 COLORS = {"candidate": QColor("#3d8bd9"), "kept": QColor("#f2a900"), "best": QColor("#2e9e4f"),
           "rejected": QColor("#c0392b"), "cancelled": QColor("#17becf"), "skipped": QColor("#9aa5b1"),
-          "again": QColor("#8e44ad"),
-          "baseline": QColor("#7f8c9a"),
-          "start": QColor("#f2a900")}
+          "again": QColor("#8e44ad")}
 
 
 @dataclass(frozen=True)
@@ -58,22 +58,23 @@ def search_dots(points: list[TunePoint], best: TunePoint | None = None) -> list[
     return out
 
 
-def references(points: list[TunePoint]) -> dict[str, float]:
-    """The baseline's and the start's median speed, for the dashed lines."""
+def references(points: list[TunePoint]) -> dict[str, tuple[float, Mode]]:
+    """The baseline's and the start's median speed and mode, for the dashed lines."""
     out = {}
     for p in points:
         if p.role in (BASELINE_ROLE, START_ROLE) and p.gen_tps is not None:
-            out[p.role] = p.gen_tps.median
+            out[p.role] = (p.gen_tps.median, p.settings.spec_mode)
     return out
 
 
-def paint_search(painter: QPainter, rect: QRectF, dots: list[Dot], refs: dict[str, float], title: str) -> None:
+def paint_search(painter: QPainter, rect: QRectF, dots: list[Dot], refs: dict[str, tuple[float, Mode]],
+                 title: str) -> None:
     plot = chart_frame(painter, rect, title)
     if not dots and not refs or plot.width() < 20 or plot.height() < 20:
         painter.drawText(plot, int(Qt.AlignmentFlag.AlignCenter), "no points yet")
         painter.restore()
         return
-    top = max([d.high for d in dots if d.value is not None] + list(refs.values()) + [1.0]) * 1.15
+    top = max([d.high for d in dots if d.value is not None] + [v for v, _m in refs.values()] + [1.0]) * 1.15
 
     def y(v: float) -> float:
         return plot.bottom() - plot.height() * max(v, 0.0) / top
@@ -85,8 +86,8 @@ def paint_search(painter: QPainter, rect: QRectF, dots: list[Dot], refs: dict[st
         painter.setPen(QColor("#555"))
         painter.drawText(QRectF(rect.left(), y(v) - 8, 50, 16),
                          int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), f"{v:.3g}")
-    for role, value in refs.items():  # the baseline labelled on the left, the start on the right: both readable
-        painter.setPen(QPen(COLORS[role], 1.5, Qt.PenStyle.DashLine))
+    for role, (value, mode) in refs.items():  # the baseline labelled on the left, the start on the right
+        painter.setPen(QPen(QColor(mode.color), 1.5, Qt.PenStyle.DashLine))
         painter.drawLine(int(plot.left()), int(y(value)), int(plot.right()), int(y(value)))
         align = Qt.AlignmentFlag.AlignLeft if role == BASELINE_ROLE else Qt.AlignmentFlag.AlignRight
         x = plot.left() + 4 if role == BASELINE_ROLE else plot.right() - 150
@@ -138,7 +139,7 @@ class SearchChart(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.dots: list[Dot] = []
-        self.refs: dict[str, float] = {}
+        self.refs: dict[str, tuple[float, Mode]] = {}
         self.setMinimumHeight(240)
 
     def set_points(self, points: list[TunePoint], best: TunePoint | None = None) -> None:

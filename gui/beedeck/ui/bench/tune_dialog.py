@@ -20,8 +20,8 @@ from beedeck.core.bench.tune import TuneResult
 from beedeck.core.chat.store import ChatStore, ChatStoreError
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import setup_key
-from beedeck.core.engine.speculation.modes import mode_of
 from beedeck.core.profile import Profile
 from beedeck.ui.bench.server_dialog import ChatServerDialog
 from beedeck.ui.bench.tune_view import TuneView
@@ -93,7 +93,7 @@ class TuneDialog(ChatServerDialog):
     def _use_caps(self, caps: EngineCaps) -> None:
         profile = self.session.profile
         assert profile is not None
-        fig = self.session.figures.get(mode_of(profile.settings))
+        fig = self.session.figures.get(profile.settings.spec_mode)
         self.view.set_launch(Path(profile.engine), caps, profile.settings, tokens_per_s=fig.tps if fig else None)
         self.note.setText(f"BeeDeck tunes the current profile on {Path(profile.engine).name}: it starts the engine "
                           "once per point and stops it afterwards.")
@@ -108,7 +108,7 @@ class TuneDialog(ChatServerDialog):
         if result is not None and best is not None and best.gen_tps is not None:
             # A mode's speed-up only where the best differs from the baseline in the mode alone (the start's
             # settings): a tuned knob on top would make it no like-for-like comparison of the mode.
-            mode_only = best.vs_baseline if not best.changes and result.mode != "baseline" else None
+            mode_only = best.vs_baseline if not best.changes and result.mode != Mode.BASELINE else None
             self.session.record_figure(result.mode, best.gen_tps.median, "tune", mode_only)
         advice = self.session.guard.advice
         profile = self.session.profile

@@ -39,7 +39,6 @@ from beedeck.core.bench.tune import (
     TunePlan,
     TunePoint,
     TuneResult,
-    bench_mode,
     suite_from_chat,
     tune,
 )
@@ -202,7 +201,7 @@ class TuneView(RunView):
     def min_budget_s(self) -> float | None:
         """The smallest budget that fits one candidate point (None: no speed known)."""
         point = self.point_s()
-        return None if point is None or self._launch is None else min_budget_s(bench_mode(self._launch[2]), point)
+        return None if point is None or self._launch is None else min_budget_s(self._launch[2].spec_mode, point)
 
     def set_suite(self, suite: BenchSuite) -> None:
         """Use this suite instead of the picked built-in one (a user's file, or a short test suite)."""

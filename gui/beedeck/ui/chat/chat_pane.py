@@ -29,7 +29,7 @@ from beedeck.core.chat.prompt_read import prompt_chars
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore, ChatStoreError, Message, auto_title
 from beedeck.core.engine.client import ChatResult, InvalidText, check_text
-from beedeck.core.engine.speculation.modes import Mode
+from beedeck.core.engine.mode import Mode
 from beedeck.ui.chat.chat_view import ChatView
 from beedeck.ui.chat.chat_worker import ChatRun
 from beedeck.ui.chat.composer import ChatInput
@@ -48,7 +48,7 @@ ModeProvider = Callable[[], tuple[Mode | None, dict[str, Any]]]
 class ChatPane(QWidget):
     """Chat with the running server, one conversation at a time.
 
-    Signals: ``reply_started(str)`` mode; ``delta_received(str)`` answer text (a run of pieces);
+    Signals: ``reply_started(Mode)`` its mode (None: sent without a toggle); ``delta_received(str)`` answer text (a run of pieces);
     ``reasoning_received(str)`` thinking text; ``pieces_arrived(int)`` how many pieces (about one token
     each) a batch brought; ``prompt_reading(str)`` how far the server has read the prompt (in short); ``reply_finished(ReplyFacts)``; ``reply_failed(str)``;
     ``store_failed(str)`` the chat store refused a write or read (the text stays on screen);
@@ -56,7 +56,7 @@ class ChatPane(QWidget):
     ``copied(str)`` a copy link put text on the clipboard (a sentence for the status bar).
     """
 
-    reply_started = Signal(str)
+    reply_started = Signal(Mode)
     delta_received = Signal(str)
     reasoning_received = Signal(str)
     pieces_arrived = Signal(int)
@@ -409,7 +409,7 @@ class ChatPane(QWidget):
         self._t_sent = time.perf_counter()
         self.set_notice("")
         self._update_buttons()
-        self.reply_started.emit(mode.value if mode else "")
+        self.reply_started.emit(mode)
         self._wait.start(prompt_chars(history))
         run.start()
 

@@ -23,34 +23,22 @@ from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QFormLayout, QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from beedeck.core.chat.reply_facts import ReplyFacts
-from beedeck.core.chat.speed import (
-    DEFAULT_SCALE,
-    IN_SERVER_BASELINE,
-    LiveRate,
-    ModeFigures,
-    mode_key,
-    mode_label,
-    nice_scale,
-)
+from beedeck.core.chat.speed import DEFAULT_SCALE, LiveRate, ModeFigures, nice_scale
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import Comparison
-from beedeck.core.engine.speculation.modes import Mode
 from beedeck.ui.gauge.sparkline import Sparkline
 
 __all__ = ["SpeedGauge", "SpeedPanel", "mode_color", "nice_scale"]
 
-DFLASH_COLOR = QColor("#e0a100")  # bee amber
-BASELINE_COLOR = QColor("#6c8ebf")
-OTHER_COLOR = QColor("#4f9a6a")  # the other speculation modes
-MODE_COLORS: dict[str, QColor] = {Mode.DFLASH: DFLASH_COLOR, Mode.DSPARK: DFLASH_COLOR, Mode.BASELINE: BASELINE_COLOR,
-                                  IN_SERVER_BASELINE: BASELINE_COLOR}
+NO_MODE_COLOR = QColor("#4f9a6a")  # a reply sent without a mode (no toggle)
 SPARKLINE_TITLE = "Recent replies, tokens per second"
 START_DEG, SPAN_DEG = 225.0, 270.0  # dial from bottom-left, clockwise to bottom-right
 
 
-def mode_color(mode: Mode | str | None) -> QColor:
-    """The colour a mode's figures are drawn in (the dial's arc, the sparkline's dots): a :class:`Mode`, or a
-    benchmark's mode key (its in-server baseline too)."""
-    return MODE_COLORS.get(mode or "", OTHER_COLOR)
+def mode_color(mode: Mode | Variant | None) -> QColor:
+    """The colour a mode's figures are drawn in (the dial's arc, the sparkline's dots): the mode's own
+    (:attr:`Mode.color`, the benchmark and tune charts' too)."""
+    return QColor(mode.color) if mode is not None else QColor(NO_MODE_COLOR)
 
 
 class SpeedGauge(QWidget):
@@ -61,7 +49,7 @@ class SpeedGauge(QWidget):
         self.value = 0.0
         self.scale = DEFAULT_SCALE
         self.baseline: float | None = None
-        self.mode = ""
+        self.mode: Mode | None = None
         self.live = False
         self.caption = "tok/s"
         self.setMinimumSize(180, 160)
@@ -88,9 +76,9 @@ class SpeedGauge(QWidget):
             self.scale = nice_scale(value)
         self.update()
 
-    def set_mode(self, mode: Mode | str) -> None:
-        """The mode whose colour and name the dial shows (a :class:`Mode`; "" for none)."""
-        self.mode = str(mode)
+    def set_mode(self, mode: Mode | None) -> None:
+        """The mode whose colour and name the dial shows (None for none)."""
+        self.mode = mode
         self.update()
 
     def _angle(self, value: float) -> float:
@@ -130,7 +118,7 @@ class SpeedGauge(QWidget):
             a = self._angle(self.baseline)
             outer = radius + 2
             inner = radius - thick - 4
-            p.setPen(QPen(BASELINE_COLOR.darker(130), 3))
+            p.setPen(QPen(mode_color(Mode.BASELINE).darker(130), 3))
             p.drawLine(
                 QPointF(center.x() + math.cos(a) * inner, center.y() - math.sin(a) * inner),
                 QPointF(center.x() + math.cos(a) * outer, center.y() - math.sin(a) * outer),
@@ -147,12 +135,12 @@ class SpeedGauge(QWidget):
         p.setPen(pal.color(QPalette.ColorRole.PlaceholderText))
         caption = self.caption + (" · live" if self.live else "")
         p.drawText(QRectF(rect.left(), center.y() + side * 0.07, side, side * 0.12), Qt.AlignmentFlag.AlignCenter, caption)
-        if self.mode:
+        if self.mode is not None:
             p.setPen(color)
             p.drawText(
                 QRectF(rect.left(), center.y() + side * 0.2, side, side * 0.12),
                 Qt.AlignmentFlag.AlignCenter,
-                mode_label(self.mode),
+                self.mode.label,
             )
         p.end()
 
@@ -213,17 +201,17 @@ class SpeedPanel(QFrame):
         self._live_timer.timeout.connect(self._on_live_tick)
 
     @property
-    def last_by_mode(self) -> dict[str, float]:
+    def last_by_mode(self) -> dict[Variant, float]:
         """The last figure per mode (tokens/s), whatever measured it."""
         return self.figures.as_dict()
 
     # -- reply lifecycle -------------------------------------------------------------------
-    def reply_started(self, mode: str) -> None:
-        """A reply began in ``mode`` (the chat's word for it: a :class:`Mode` value, "" without a toggle)."""
-        self._mode = Mode.parse(mode_key(mode))
+    def reply_started(self, mode: Mode | None) -> None:
+        """A reply began in ``mode`` (None: sent without a toggle)."""
+        self._mode = mode
         self.rate.start(time.perf_counter())
-        self.gauge.set_mode(self._mode or "")
-        self.gauge.reset_scale(self.figures.scale_for(self._mode or ""))  # per reply: an old spike never stays
+        self.gauge.set_mode(mode)
+        self.gauge.reset_scale(self.figures.scale_for(mode))  # per reply: an old spike never stays
         self.gauge.set_value(0.0, live=True)
         self.ttft.setText("waiting for the first token…")
         self.tokens.setText("0")
@@ -260,7 +248,7 @@ class SpeedPanel(QFrame):
         self._live_timer.stop()
         mode = facts.mode or self._mode  # a reply sent without a mode is labelled with the one it started in
         tps = facts.tps or 0.0
-        self.gauge.reset_scale(nice_scale(tps) if tps > 0 else self.figures.scale_for(mode or ""))
+        self.gauge.reset_scale(nice_scale(tps) if tps > 0 else self.figures.scale_for(mode))
         self.gauge.set_value(tps, live=False)
         count = facts.tokens if facts.tokens is not None else self.rate.count
         self.tokens.setText(f"{count} (stopped)" if facts.cancelled else str(count))
@@ -281,16 +269,16 @@ class SpeedPanel(QFrame):
         if tps > 0 and not facts.cancelled and mode is not None:
             self.record_figure(mode, tps, drafted=facts.draft_n)
 
-    def record_figure(self, mode: str, tps: float, source: str = "chat", *, drafted: int | None = None,
+    def record_figure(self, mode: Mode | Variant, tps: float, source: str = "chat", *, drafted: int | None = None,
                       comparison: Comparison | None = None) -> None:
         """A mode's latest speed (a whole reply with its ``drafted`` tokens, a benchmark's median, a tune's
         best point); ``comparison``: its speed-up over the baseline by the rule (a benchmark's, a tune's)."""
-        self.figures.record(mode_key(mode), tps, source, drafted=drafted, comparison=comparison)
+        self.figures.record(mode, tps, source, drafted=drafted, comparison=comparison)
         self.show_figures()
 
     def show_figures(self) -> None:
         """Show :attr:`figures` as they are now: the baseline's marker on the dial, the comparison lines."""
-        baseline = self.figures.get("baseline")
+        baseline = self.figures.get(Mode.BASELINE)
         if baseline is not None:
             self.gauge.set_baseline(baseline.tps)
         self._update_compare()
@@ -307,7 +295,7 @@ class SpeedPanel(QFrame):
         (they were the other server's: its 54.9 stood on this one's 0-50 scale)."""
         self.figures.clear()
         self.gauge.set_baseline(None)
-        self.gauge.set_mode("")
+        self.gauge.set_mode(None)
         self.gauge.reset_scale(DEFAULT_SCALE)
         self.gauge.set_value(0.0)
         for row in (self.ttft, self.prefill, self.tokens, self.acceptance, self.draft_share):

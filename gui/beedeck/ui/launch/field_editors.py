@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.known_issues import refused_spec_types
-from beedeck.core.engine.launch_settings import SpecMode
+from beedeck.core.engine.mode import Mode
 from beedeck.core.launcher import args_refusal
 from beedeck.core.models.planner import CACHE_TYPES
 from beedeck.ui.launch.launch_fields import FieldSpec, cache_type_reason, field_reason, value_range
@@ -115,7 +115,7 @@ def get_value(w: QWidget, spec: FieldSpec) -> Any:
         if spec.kind == "tristate":
             return {v: k for k, v in TRI.items()}.get(text)
         if spec.name == "spec_mode":
-            return SpecMode(w.currentData())
+            return Mode(w.currentData())
         return None if text == DEFAULT and spec.optional else text
     if isinstance(w, QSpinBox):
         return None if spec.optional and w.value() == w.minimum() else w.value()

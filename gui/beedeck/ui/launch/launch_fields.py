@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES, SpecMode
-from beedeck.core.engine.speculation.modes import MODE_OF_SPEC, MODEL_FREE, engine_spec_type
+from beedeck.core.engine.launch_settings import DEFAULT_PORT, RANGES
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import engine_spec_type
 
 SECTIONS = ("Models", "Speculation", "Context & KV cache", "GPU & loading", "Sampling", "Server")
 
@@ -41,7 +42,6 @@ class FieldSpec:
 
 
 M, S, C, G, P, N = SECTIONS
-SPEC_CHOICES = (SpecMode.OFF, SpecMode.DFLASH, SpecMode.EAGLE3, SpecMode.DSPARK, SpecMode.MTP, SpecMode.MODEL_FREE)
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("target", M, "Target model", "The model you chat with (a GGUF file). Its size decides most of the "
               "memory use.", "path", placeholder="/path/to/model.gguf"),
@@ -54,7 +54,7 @@ FIELDS: tuple[FieldSpec, ...] = (
               "that ship them, such as Qwen3.6; often best on prose). N-gram: lookups in the context "
               "(no extra memory, helps on repetitive text such as code edits). The line below says which of "
               "them this engine and these files can run; the toolbar toggle switches between them.", "combo",
-              choices=tuple(m.value for m in SPEC_CHOICES), labels=tuple(MODE_OF_SPEC[m].label for m in SPEC_CHOICES)),
+              choices=tuple(m.value for m in Mode), labels=tuple(m.label for m in Mode)),
     FieldSpec("spec_model_free_type", S, "N-gram type", "Which draft-free method guesses tokens. "
               "ngram-mod is a good default; copyspec (BeeLlama) copies spans it has seen.", "combo"),
     FieldSpec("draft_n_max", S, "Max draft tokens", "Most tokens proposed per step (--spec-draft-n-max). "
@@ -212,18 +212,17 @@ def field_reason(name: str, caps: EngineCaps | None) -> str | None:
         return None
     if name.startswith("spec_mode:"):
         value = name.split(":", 1)[1]
-        if value == "off":
+        key = Mode.parse(value)
+        if key == Mode.BASELINE:
             return None
         base = field_reason("spec_mode", caps)
         if base:
             return base
-        if value == MODEL_FREE:  # any type the engine lists: the type's own combo marks the unsafe ones
+        if key is None:
+            return f"{value!r} is not a speculation mode BeeDeck knows."
+        if key == Mode.MODEL_FREE:  # any type the engine lists: the type's own combo marks the unsafe ones
             return None if caps.model_free_spec_types else (
                 f"This engine ({_engine_name(caps)}) has no N-gram speculation types.")
-        try:
-            key = MODE_OF_SPEC[SpecMode(value)]
-        except ValueError:
-            return f"{value!r} is not a speculation mode BeeDeck knows."
         return engine_spec_type(key, caps)[1] or None
     rule = _RULES.get(name)
     if rule is None or any(caps.has(f) for f in rule[0]):

@@ -38,7 +38,8 @@ from PySide6.QtWidgets import (
 
 from beedeck.core.engine.argv import LaunchPlan, LaunchRefused
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.launch_facts import LaunchFacts
 from beedeck.core.launcher import build_options_of
 from beedeck.core.models import gguf
@@ -264,15 +265,15 @@ class LaunchForm(QWidget):
         why = field_reason(name, self.facts.caps)
         if why:
             return why
-        mode = SpecMode(self._get_spec("spec_mode"))
+        mode: Mode = self._get_spec("spec_mode")
         if name in ("draft", "draft_ctx_size", "draft_n_gpu_layers") and not mode.uses_draft_file and not (
-                name == "draft" and mode == SpecMode.MTP):  # MTP: an mtp- head file for a target without heads
+                name == "draft" and mode == Mode.MTP):  # MTP: an mtp- head file for a target without heads
             return "Used only with a draft model's mode: DFlash, EAGLE-3, DSpark (or MTP with an mtp- head file)."
-        if name == "dflash_cross_ctx" and mode != SpecMode.DFLASH:
+        if name == "dflash_cross_ctx" and mode != Mode.DFLASH:
             return "Used only with DFlash speculation."
-        if name == "spec_model_free_type" and mode != SpecMode.MODEL_FREE:
+        if name == "spec_model_free_type" and mode != Mode.MODEL_FREE:
             return "Used only with N-gram speculation."
-        if name in ("draft_n_max", "draft_n_min") and mode == SpecMode.OFF:
+        if name in ("draft_n_max", "draft_n_min") and mode == Mode.BASELINE:
             return "Used only when speculation is on."
         return None
 

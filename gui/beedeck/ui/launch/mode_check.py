@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.speculation.modes import DSPARK, LABELS, MODE_OF_SPEC, MODEL_FREE
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.paircheck import check_pair, mode_refusal, modes_for
 
@@ -36,11 +36,11 @@ def modes_line(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | N
     can = [o for o in options if o.available]
     cannot = [o for o in options if not o.available]
     tip = "The toolbar toggle switches between the modes that run here." + "".join(
-        f"\n{LABELS[o.key]} runs as --spec-type {o.spec_type} on this engine." for o in can
-        if o.key == MODEL_FREE and o.spec_type)
-    tip += ("\n\n" + "\n".join(f"• {LABELS.get(o.key, o.label)}: {o.reason}" for o in cannot) if cannot
+        f"\n{o.key.label} runs as --spec-type {o.spec_type} on this engine." for o in can
+        if o.key == Mode.MODEL_FREE and o.spec_type)
+    tip += ("\n\n" + "\n".join(f"• {o.key.label}: {o.reason}" for o in cannot) if cannot
             else "\n\nEvery speculation mode runs here.")
-    return Verdict(GREY, "Runs here: " + " · ".join(LABELS.get(o.key, o.label) for o in can), tip)
+    return Verdict(GREY, "Runs here: " + " · ".join(o.key.label for o in can), tip)
 
 
 def draft_verdict(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo | None, draft: ModelInfo | None,
@@ -56,15 +56,15 @@ def draft_verdict(caps: EngineCaps | None, s: LaunchSettings, target: ModelInfo 
     why = mode_refusal(caps, s, target, draft)
     if why:
         return Verdict(RED, f"✗ {why}")
-    key = MODE_OF_SPEC[s.spec_mode]
+    key = s.spec_mode
     if draft.dflash is None:  # EAGLE-3: the engine checks the rest when it loads the draft
-        return Verdict(GREEN, f"✓ An {LABELS[key]} draft.")
+        return Verdict(GREEN, f"✓ An {key.label} draft.")
     verdict = check_pair(target, draft, caps)
     if not verdict.ok:
         return Verdict(RED, "✗ " + " ".join(verdict.reasons))
     if verdict.warnings:
         return Verdict(AMBER, "⚠ Pair OK, but: " + " ".join(verdict.warnings))
-    return Verdict(GREEN, f"✓ This {'DSpark ' if key == DSPARK else ''}draft matches the target.")
+    return Verdict(GREEN, f"✓ This {'DSpark ' if key == Mode.DSPARK else ''}draft matches the target.")
 
 
 __all__ = ["Verdict", "draft_verdict", "mode_refusal", "modes_line"]

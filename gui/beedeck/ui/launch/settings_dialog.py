@@ -34,8 +34,8 @@ from PySide6.QtWidgets import (
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import STARTER_NAME
-from beedeck.core.engine.speculation.modes import SPEC_OF_MODE, Mode, mode_of
 from beedeck.core.machine.report import HardwareReport
 from beedeck.core.profile import Profile
 from beedeck.core.starter import StarterMissing, StarterProfile, starter_engine, starter_model
@@ -165,10 +165,10 @@ class SettingsDialog(QDialog):
         """Show the mode that runs now: the toolbar's toggle may have switched away from the profile's own
         (the issue: Settings said "Baseline" while N-gram ran). Speculation shows the running mode, and a
         note says which one the saved profile starts in."""
-        own = mode_of(profile.settings)
+        own = profile.settings.spec_mode
         if running is None or running == own or self.remote is not None:
             return
-        self.form.set_settings(replace(profile.settings, spec_mode=SPEC_OF_MODE[running]))
+        self.form.set_settings(replace(profile.settings, spec_mode=running))
         self.running_note.setText(f"{running.label} is running now: the toolbar's toggle switched to it. The saved "
                                   f"profile starts in {own.label}; Save or Launch makes {running.label} the "
                                   "profile's mode, Cancel changes nothing.")

@@ -19,8 +19,8 @@ import shiboken6
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.modes import MODE_OF_KIND, MODE_OF_SPEC, SPEC_OF_MODE
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models import sidecars
 from beedeck.core.models.gguf import read_header
 from beedeck.core.models.gguf_types import FILE_TYPES
@@ -32,7 +32,6 @@ from beedeck.ui.launch.field_editors import put_value
 from beedeck.ui.launch.launch_fields import FIELDS
 from beedeck.ui.wrap_label import WrapLabel
 
-SPEC_OF_KIND = {kind: SPEC_OF_MODE[mode] for kind, mode in MODE_OF_KIND.items()}  # the launch mode of each draft
 Found = tuple[list[Sidecar], str]  # the drafts next to the target (ordered), and the target's quant
 
 
@@ -47,10 +46,10 @@ def choose(sides: list[Sidecar], quant: str, caps: EngineCaps | None) -> tuple[S
     """The draft to offer (None: none runs here) and, for every other one, why it cannot be used (or
     that it is another choice)."""
     if caps is not None:
-        runnable = [s for s in sides if not s.reason_on(caps) and s.kind in SPEC_OF_KIND]
+        runnable = [s for s in sides if not s.reason_on(caps) and Mode.of_draft_kind(s.kind)]
         best = sidecars.pick(runnable, quant)
     else:
-        best = sidecars.pick([s for s in sides if s.kind in SPEC_OF_KIND], quant)
+        best = sidecars.pick([s for s in sides if Mode.of_draft_kind(s.kind)], quant)
     others = []
     for s in sides:
         if s is best:
@@ -74,7 +73,7 @@ class SidecarOffer(QWidget):
         super().__init__(parent)
         self._widgets, self._changed, self._runner, self._finder = widgets, changed, runner, finder
         self._target = ""  # the target last looked at
-        self._undo: tuple[str | None, SpecMode] | None = None
+        self._undo: tuple[str | None, Mode] | None = None
         self.offered: Sidecar | None = None
         self.note = WrapLabel()
         self.note.setObjectName("sidecar-offer")
@@ -87,7 +86,7 @@ class SidecarOffer(QWidget):
         row.addWidget(self.undo_button)
         self._clear()
 
-    def _fill(self, draft: str | None, mode: SpecMode) -> None:
+    def _fill(self, draft: str | None, mode: Mode) -> None:
         specs = {f.name: f for f in FIELDS}
         put_value(self._widgets["draft"], specs["draft"], draft)  # a line edit: no signal when set by code
         put_value(self._widgets["spec_mode"], specs["spec_mode"], mode.value)
@@ -135,13 +134,14 @@ class SidecarOffer(QWidget):
             self.note.setText(f"{len(sides)} draft(s) next to {Path(target).name}, none that "
                               f"{'this engine' if caps else 'any engine'} runs with it: {others[0]}")
             return
-        mode = SPEC_OF_KIND[best.kind]
+        mode = Mode.of_draft_kind(best.kind)
+        assert mode is not None  # choose() offers only drafts of a mode's kind
         self._undo, self.offered = (s.draft, s.spec_mode), best
         self._fill(str(best.path), mode)
         more = f" {len(others)} other(s): hover for why not." if others else ""
         warn = f" Warning: {best.warnings[0]}" if best.warnings else ""
         self.note.setText(f"Found {best.path.name} next to the model: filled in as the {best.label} draft "
-                          f"(mode {MODE_OF_SPEC[mode].label}).{warn}{more}")
+                          f"(mode {mode.label}).{warn}{more}")
         self.undo_button.show()
 
     def _on_failed(self, target: str, exc: BaseException) -> None:
@@ -157,5 +157,5 @@ class SidecarOffer(QWidget):
         name = self.offered.path.name if self.offered else "the draft"
         self._undo, self.offered = None, None
         self._fill(draft, mode)
-        self.note.setText(f"{name} is no longer the draft: the mode is {MODE_OF_SPEC[mode].label} again.")
+        self.note.setText(f"{name} is no longer the draft: the mode is {mode.label} again.")
         self.undo_button.hide()

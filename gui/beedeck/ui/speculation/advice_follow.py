@@ -16,7 +16,6 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.speculation.advice import WorkloadAdvice, load_advice, setup_key
-from beedeck.core.engine.speculation.modes import mode_label
 from beedeck.core.engine.speculation.spec_guard import SpecGuard, classify_prompt
 from beedeck.ui.background import run_in_background
 from beedeck.ui.speculation.switch_runner import SwitchRunner
@@ -75,7 +74,7 @@ class AdviceFollower(QObject):
         kind = classify_prompt(text)
         if not self.switching.request(wanted):
             return True
-        note = f"{mode_label(wanted)} for this {kind} prompt: it was the fastest here for {kind}."
+        note = f"{wanted.label} for this {kind} prompt: it was the fastest here for {kind}."
         if switch.pending is None:  # switched per request: nothing to wait for
             self.said.emit(note, 8000)
             return True

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWi
 
 from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.chat.store import ChatStore
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.spec_guard import Advice, SpecGuard, classify_prompt
 from beedeck.ui.wrap_label import WrapLabel
 
@@ -40,7 +41,7 @@ class GuardMonitor(QObject):
             self.guard.new_conversation(str(conversation_id))
             self.conversation_switched.emit()
 
-    def reply_started(self, mode: str) -> None:
+    def reply_started(self, _mode: Mode | None) -> None:
         # Read the prompt now: by the time the reply ends the user may have typed/edited more.
         prompt = self._last_user_message()
         self._kind = classify_prompt(prompt) if prompt is not None else None
@@ -64,10 +65,10 @@ class GuardMonitor(QObject):
 class GuardBanner(QFrame):
     """A dismissable strip with the guard's message and "Switch to baseline".
 
-    Signals: ``switch_requested(str)`` (the mode the advice suggests), ``dismissed()``.
+    Signals: ``switch_requested(Mode)`` (the mode the advice suggests), ``dismissed()``.
     """
 
-    switch_requested = Signal(str)
+    switch_requested = Signal(Mode)
     dismissed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -105,6 +106,6 @@ class GuardBanner(QFrame):
             self.dismissed.emit()
 
     def _on_switch_clicked(self) -> None:
-        mode = self.advice.suggested_mode if self.advice else "baseline"
+        mode = self.advice.suggested_mode if self.advice else Mode.BASELINE
         self.hide()
         self.switch_requested.emit(mode)

@@ -14,17 +14,11 @@ import html
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from beedeck.core.engine.speculation.modes import DRAFT_MODES, LABELS, MODEL_FREE, MTP, ModeOption
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import ModeOption
 
 POPOVER_WIDTH = 380
 ACTION_LABELS = {"wizard": "Open the setup wizard", "settings": "Open Settings"}
-WHAT_IT_IS = {
-    "dflash": "a small DFlash draft model trained for your model",
-    "eagle3": "a small EAGLE-3 draft model trained for your model",
-    "dspark": "a small DSpark draft model trained for your model",
-    MTP: "a model with built-in prediction heads (MTP), or the separate head file made for it",
-    MODEL_FREE: "nothing extra: it reuses text already in the chat",
-}
 
 
 def _engine_side(reason: str) -> bool:
@@ -35,16 +29,16 @@ def _engine_side(reason: str) -> bool:
 
 def plain_reason(o: ModeOption) -> tuple[str, str]:
     """(one plain sentence, the action key) for a mode that cannot run here."""
-    label = LABELS.get(o.key, o.label)
+    label = o.key.label
     if _engine_side(o.reason):
         if "probed the engine" in o.reason:
             return f"BeeDeck is still checking whether your engine can run {label}.", "settings"
         return (f"Your engine build cannot run {label}. The setup wizard can get one that does.", "wizard")
-    needs = WHAT_IT_IS.get(o.key, "other model files")
-    if o.key in DRAFT_MODES:
+    needs = o.key.info.needs or "other model files"
+    if o.key.uses_draft_file:
         return (f"{label} needs {needs}. Pick it in Settings, or let the setup wizard download a matching pair.",
                 "settings")
-    if o.key == MTP:
+    if o.key == Mode.MTP:
         return f"{label} needs {needs}. Pick such a model in Settings.", "settings"
     return f"{label} cannot run with these files. Pick other files in Settings.", "settings"
 
@@ -55,7 +49,7 @@ def plain_html(unavailable: list[ModeOption]) -> str:
     rows = []
     for o in unavailable:
         text, action = plain_reason(o)
-        rows.append(f"<p><b>{html.escape(LABELS.get(o.key, o.label))}</b>: {html.escape(text)}</p>")
+        rows.append(f"<p><b>{html.escape(o.key.label)}</b>: {html.escape(text)}</p>")
     return "<p><b>Why some modes are not available here</b></p>" + "".join(rows)
 
 

@@ -28,18 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.mode_switch import ModeSwitch
-from beedeck.core.engine.speculation.modes import (
-    BASELINE,
-    DFLASH,
-    DSPARK,
-    EAGLE3,
-    LABELS,
-    MODE_KEYS,
-    MODEL_FREE,
-    MTP,
-    ModeOption,
-)
+from beedeck.core.engine.speculation.modes import ModeOption
 from beedeck.ui.speculation.mode_popover import ModePopover, plain_html
 from beedeck.ui.wrap_label import wrapped_tip
 
@@ -47,13 +38,6 @@ STATUS_MAX_W = 520  # px of the toolbar the status line asks for at most (its wh
 CHECKED_SHEET = ("QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); "
                  "border: 1px solid palette(highlight); border-radius: 3px; }")
 STATUS_MIN_W = 60  # px it keeps when the toolbar is short of room (then it shows "…" and the tooltip)
-
-WHAT: dict[str, str] = {BASELINE: "no speculation: the target decodes every token itself.",
-        DFLASH: "a DFlash draft proposes a block of tokens that the target checks in one pass.",
-        EAGLE3: "an EAGLE-3 draft proposes tokens from the target's hidden states.",
-        DSPARK: "a DSpark draft (DFlash with a Markov head) proposes a block of tokens.",
-        MTP: "the target's own MTP heads propose the next tokens: no draft file.",
-        MODEL_FREE: "guesses tokens from text already in the context ({spec_type}); no extra model."}
 
 
 class StatusLine(QLabel):
@@ -100,19 +84,19 @@ class StatusLine(QLabel):
 class ModeToggle(QWidget):
     """A segmented switch (one button per offered mode) plus a status line, rendering a :class:`ModeSwitch`.
 
-    Signal: ``mode_clicked(str)`` with the mode key of a clicked segment. Call :meth:`show_switch` whenever the
+    Signal: ``mode_clicked(Mode)`` with the mode of a clicked segment. Call :meth:`show_switch` whenever the
     switch changed. While a restart is under way the status counts the seconds (``clock``: the switch's
     clock) and a bar shows how far it is against what such a switch took here before.
     """
 
-    mode_clicked = Signal(str)
+    mode_clicked = Signal(Mode)
 
     def __init__(self, switch: ModeSwitch, parent: QWidget | None = None, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(parent)
         self.switch = switch
         self.clock = clock
-        self.buttons: dict[str, QToolButton] = {}
+        self.buttons: dict[Mode, QToolButton] = {}
         self.group = QButtonGroup(self)
         self.group.setExclusive(True)
         # The checked segment in the highlight colour: Fusion only darkens a checked button's background, which
@@ -145,33 +129,33 @@ class ModeToggle(QWidget):
         layout.addWidget(self.progress)
         self._tick = QTimer(self, interval=200)
         self._tick.timeout.connect(self._on_tick)
-        self.baseline_button = self._button(BASELINE)
+        self.baseline_button = self._button(Mode.BASELINE)
         self.show_switch()
 
     @property
     def dflash_button(self) -> QToolButton:
-        return self._button(DFLASH)
+        return self._button(Mode.DFLASH)
 
-    def button(self, key: str) -> QToolButton | None:
+    def button(self, key: Mode) -> QToolButton | None:
         """The segment of mode ``key`` while it is shown, else None."""
         b = self.buttons.get(key)
         return b if b is not None and not b.isHidden() else None
 
-    def _button(self, key: str) -> QToolButton:
-        """The segment of mode ``key``, made on first use and placed in :data:`MODE_KEYS` order."""
+    def _button(self, key: Mode) -> QToolButton:
+        """The segment of mode ``key``, made on first use and placed in :class:`Mode`'s order."""
         if key not in self.buttons:
             button = QToolButton()
             button.setCheckable(True)
-            button.setText(LABELS[key])
+            button.setText(key.label)
             button.setObjectName(f"mode-{key}")
             button.clicked.connect(lambda _=False, key=key: self._on_clicked(key))
             self.group.addButton(button)
-            rank = MODE_KEYS.index(key)
-            self._segments.insertWidget(sum(MODE_KEYS.index(k) < rank for k in self.buttons), button)
+            rank = list(Mode).index(key)
+            self._segments.insertWidget(sum(list(Mode).index(k) < rank for k in self.buttons), button)
             self.buttons[key] = button
         return self.buttons[key]
 
-    def _on_clicked(self, key: str) -> None:
+    def _on_clicked(self, key: Mode) -> None:
         self.mode_clicked.emit(key)
         self.show_switch()  # a refused click leaves the segment that was checked
 
@@ -189,7 +173,7 @@ class ModeToggle(QWidget):
             button.setHidden(False)
             button.setText(o.label)
             button.setEnabled(o.available and sw.pending is None)
-            what = WHAT[o.key].format(spec_type=o.spec_type or "n-gram")
+            what = o.key.info.what.format(spec_type=o.spec_type or "n-gram")
             note = sw.notes.get(o.key, "")
             tip = f"{o.label}: " + (f"{what} {note}".rstrip() if o.available else f"not available. {o.reason}")
             # A measured note makes it long: rich text, which Qt wraps (a plain tooltip is one line)
@@ -228,6 +212,6 @@ class ModeToggle(QWidget):
         self.popover.set_options(self.unavailable())
         self.popover.show_below(self.why_button)
 
-    def offered(self) -> list[str]:
+    def offered(self) -> list[Mode]:
         """The modes shown, in order (an unavailable one shown is the profile's own)."""
-        return [k for k in MODE_KEYS if k in self.buttons and not self.buttons[k].isHidden()]
+        return [k for k in tuple(Mode) if k in self.buttons and not self.buttons[k].isHidden()]

@@ -23,10 +23,11 @@ from beedeck.core.chat.reply_facts import ReplyFacts
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import ServerFailure
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import NO_RESTART, RemoteInfo
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
-from beedeck.core.engine.speculation.modes import Mode, uses_draft
+from beedeck.core.engine.speculation.modes import uses_draft
 from beedeck.core.engine.speculation.standby import RESTARTED
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models.header_cache import HeaderCache, Read
@@ -41,16 +42,16 @@ NEWS_MS = 20_000  # how long the toolbar reports what a switch did ("restarted â
 class SwitchRunner(QObject):
     """Carries out :attr:`switch`'s decisions with the app's server (``serving``).
 
-    Signals: ``changed()`` whenever the switch's state changed (views render it again); ``mode_changed(str)``
-    once a new mode is in effect (a :class:`Mode` value); ``restarting(LaunchSettings)`` just before a switch
-    restarts the server with these settings (a reply in flight stops). A report of what a switch did (the
-    switch's news) goes after :attr:`news_ms`, or when the server stops.
+    Signals: ``changed()`` whenever the switch's state changed (views render it again); ``mode_changed(Mode)``
+    once a new mode is in effect; ``restarting(LaunchSettings)`` just before a switch restarts the server with
+    these settings (a reply in flight stops). A report of what a switch did (the switch's news) goes after
+    :attr:`news_ms`, or when the server stops.
     ``client_factory(url, api_key)`` makes the checks' clients; ``runner`` runs the header reads and checks
     (tests: inline); ``clock`` times a restart.
     """
 
     changed = Signal()
-    mode_changed = Signal(str)
+    mode_changed = Signal(Mode)
     restarting = Signal(LaunchSettings)
 
     def __init__(self, switch: ModeSwitch, serving: Serving, memory: PerRequestMemory,
@@ -115,16 +116,16 @@ class SwitchRunner(QObject):
         self._carry_out(self.checker.reply_finished(self.serving.caps, facts))
 
     # -- switching -------------------------------------------------------------------------
-    def request(self, key: str) -> bool:
+    def request(self, key: Mode) -> bool:
         """Switch to mode ``key`` as a click on its segment would (per request or by restart).
 
         True when the switch is done or under way (or ``key`` is the mode already); False when the mode
-        cannot run here, is unknown, or another switch is under way."""
+        cannot run here or another switch is under way."""
         before = self.switch.mode
         decision = self.switch.request(key)
         self._carry_out(decision)
         if decision.outcome == Outcome.SWITCHED and decision.mode != before:
-            self.mode_changed.emit(decision.mode.value)
+            self.mode_changed.emit(decision.mode)
         return decision.accepted
 
     def _carry_out(self, decision: Decision | None) -> None:
@@ -137,7 +138,7 @@ class SwitchRunner(QObject):
         self.restarting.emit(decision.settings)
         self.serving.restart(decision.settings)
 
-    def offers(self, mode: str) -> bool:
+    def offers(self, mode: Mode) -> bool:
         """Whether the guard's banner may suggest ``mode`` now: the switch is on, elsewhere, and it runs here."""
         chosen = next((o for o in self.switch.options if o.key == mode), None)
         return self.switch.enabled and self.switch.mode != mode and chosen is not None and chosen.available
@@ -149,7 +150,7 @@ class SwitchRunner(QObject):
         if self.switch.pending is not None:
             mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.serving.last_switch or RESTARTED)
             if mode is not None:
-                self.mode_changed.emit(mode.value)
+                self.mode_changed.emit(mode)
         if not self.serving.is_remote():
             self.checker.server_ready(self.serving.caps, lambda: self._client(base_url, api_key))
         self.changed.emit()

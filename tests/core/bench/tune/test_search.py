@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from beedeck.core.bench.results import BASELINE, DFLASH, BenchReport, ModeRun, Sample
+from beedeck.core.bench.results import BenchReport, ModeRun, Sample
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.bench.tune import (
     BASELINE_ROLE,
@@ -36,14 +36,15 @@ from beedeck.core.bench.tune.report import format_table, result_dict, write_tune
 from beedeck.core.engine.argv import build_argv
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import Evidence, compare
 from tests.conftest import PERSISTENT
 from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
 
 SUITE = BenchSuite("t", (BenchPrompt("a", "Write code."), BenchPrompt("b", "Write more code.")), max_tokens=32,
                    temperature=0.0)
-START = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH, draft_n_max=1)
+START = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=Mode.DFLASH, draft_n_max=1)
 CPU_CAPS = EngineCaps("/e/llama-server", Generation.MAINLINE, spec_types=("none", "draft-dflash", "ngram-mod"),
                       gpu_backend="cpu")
 NOISE = (0.97, 1.0, 1.03)  # the same run-to-run spread on every point: +-3 %
@@ -68,21 +69,21 @@ class FakeBench:
     def clock(self) -> float:
         return self.now
 
-    def __call__(self, settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
+    def __call__(self, settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
         self.calls.append((settings, mode))
         if self.on_call is not None:
             self.on_call(len(self.calls))
         status("measuring")
         self.now += self.cost
-        report = BenchReport(SUITE, [mode], len(self.noise), 1)
-        report.runs.append(ModeRun(mode, "restart", argv=["llama-server", f"--draft-max={settings.draft_n_max}"]))
-        base = 50.0 if mode == BASELINE else self.speed(settings)
+        report = BenchReport(SUITE, [Variant(mode)], len(self.noise), 1)
+        report.runs.append(ModeRun(Variant(mode), "restart", argv=["llama-server", f"--draft-max={settings.draft_n_max}"]))
+        base = 50.0 if mode == Mode.BASELINE else self.speed(settings)
         for rep, k in enumerate(self.noise):
             for p in SUITE.prompts:
-                drafted = 0 if mode == BASELINE else 10
-                report.samples.append(Sample(mode, p.id, rep, 42 + rep, completion_tokens=32, gen_tps=base * k,
+                drafted = 0 if mode == Mode.BASELINE else 10
+                report.samples.append(Sample(Variant(mode), p.id, rep, 42 + rep, completion_tokens=32, gen_tps=base * k,
                                              draft_n=drafted, draft_n_accepted=round(drafted * self.accept),
-                                             text="def f(): pass" if mode == BASELINE else self.text(settings)))
+                                             text="def f(): pass" if mode == Mode.BASELINE else self.text(settings)))
         return report
 
 
@@ -98,9 +99,9 @@ def test_a_real_improvement_is_found_with_its_interval_and_the_baseline_once() -
     result = run(fake, [draft_max_knob(8, 4, 2)], on_plan=lambda p: plans.append(replace(p)),
                  on_progress=lambda d, t, _l: progress.append((d, t)))
     # the baseline, the start, three candidates, then the start and the winner again (the confirmation)
-    assert [m for _s, m in fake.calls] == [BASELINE] + [DFLASH] * 6
+    assert [m for _s, m in fake.calls] == [Mode.BASELINE] + [Mode.DFLASH] * 6
     assert [s.draft_n_max for s, _m in fake.calls[-2:]] == [1, 8]
-    assert fake.calls[0][0].spec_mode == SpecMode.OFF  # the baseline is a server without speculation
+    assert fake.calls[0][0].spec_mode == Mode.BASELINE  # the baseline is a server without speculation
     assert result.improved and result.best is not None and result.best.changes == {"draft_n_max": 8}
     assert result.best_settings is not None and result.best_settings.draft_n_max == 8
     assert result.best_vs_start is not None and result.best_vs_start.ci_low > 1.9
@@ -213,8 +214,8 @@ def test_a_point_whose_text_differs_at_temperature_zero_is_rejected() -> None:
 
 
 def test_a_failed_baseline_stops_with_the_reason() -> None:
-    def broken(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
-        report = BenchReport(SUITE, [mode], 3, 1)
+    def broken(settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
+        report = BenchReport(SUITE, [Variant(mode)], 3, 1)
         report.errors.append("The baseline server did not start: out of memory")
         return report
 
@@ -274,7 +275,7 @@ def test_suite_from_chat_takes_the_last_user_prompts() -> None:
 def test_knobs_on_a_cpu_engine_are_draft_max_and_threads() -> None:
     caps = caps_from_texts("/e/llama-server", "version: 11434 (abc)", help_stdout(MAINLINE))
     caps = replace(caps, gpu_backend="cpu")
-    start = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, draft_n_max=15,
+    start = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH, draft_n_max=15,
                            extra_args=["--threads", "1"])
     knobs = {k.name: k for k in knobs_for(caps, start, files=[], cpu_cores=4, draft_block=16)}
     assert list(knobs) == ["draft_n_max", "threads"]
@@ -286,14 +287,14 @@ def test_knobs_on_a_cpu_engine_are_draft_max_and_threads() -> None:
     flags = [i for i, a in enumerate(argv) if a in ("-t", "--threads")]
     assert len(flags) == 1 and argv[flags[0] + 1] == "2"
     # Without speculation only the non-speculative knobs remain.
-    assert [k.name for k in knobs_for(caps, replace(start, spec_mode=SpecMode.OFF), files=[], cpu_cores=4)] == ["threads"]
+    assert [k.name for k in knobs_for(caps, replace(start, spec_mode=Mode.BASELINE), files=[], cpu_cores=4)] == ["threads"]
 
 
 def test_knobs_on_beellama_gen_a_gpu_add_cross_ctx_ubatch_kv_and_the_controller() -> None:
     caps = caps_from_texts("/e/llama-server", "version: 1 (abc)", help_stdout(BEE_A))
     caps = replace(caps, gpu_backend="cuda")
     assert caps.generation == Generation.BEE_A
-    start = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=SpecMode.DFLASH, draft_n_max=8,
+    start = LaunchSettings(target="/m/t.gguf", draft="/m/d.gguf", spec_mode=Mode.DFLASH, draft_n_max=8,
                            dflash_cross_ctx=1024)
     knobs = {k.name: k for k in knobs_for(caps, start, files=[])}
     assert list(knobs) == ["draft_n_max", "adaptive", "dflash_cross_ctx", "ubatch_size", "kv"]
@@ -330,7 +331,7 @@ def test_planner_fit_uses_the_host_on_a_cpu_engine_and_vram_on_a_gpu() -> None:
     from tests.fixtures.synth_gguf import synthetic_pair
 
     target, draft = synthetic_pair(PERSISTENT / "synth")
-    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.DFLASH, ctx_size=4096)
+    s = LaunchSettings(target=str(target), draft=str(draft), spec_mode=Mode.DFLASH, ctx_size=4096)
     assert planner_fit(CPU_CAPS, None, 64 << 30)(s) is None
     tight = planner_fit(CPU_CAPS, None, 1 << 20)(s)
     assert tight is not None and "MiB of RAM" in tight
@@ -364,15 +365,15 @@ def _threads_measure(cut_after: int | None) -> Callable[[LaunchSettings, str, Ca
     """The starter's case (issue 37): threads=2 at 93.1 against 53.9 tok/s, the search cancelled while that
     point was measured; ``cut_after``: how many replies it finished before the cancel (None: all)."""
 
-    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
-        report = BenchReport(SUITE, [mode], len(NOISE), 1)
+    def measure(settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
+        report = BenchReport(SUITE, [Variant(mode)], len(NOISE), 1)
         speed = 93.1 if settings.threads == 2 else 53.9
         replies = [(rep, k, p) for rep, k in enumerate(NOISE) for p in SUITE.prompts]
         if settings.threads == 2:
             report.cancelled = True
             replies = replies[:cut_after]
         for rep, k, p in replies:
-            report.samples.append(Sample(mode, p.id, rep, 42 + rep, completion_tokens=32, gen_tps=speed * k,
+            report.samples.append(Sample(Variant(mode), p.id, rep, 42 + rep, completion_tokens=32, gen_tps=speed * k,
                                          text="def f(): pass"))
         return report
 
@@ -415,7 +416,7 @@ def test_a_start_that_drafted_nothing_has_no_speed_up_over_the_baseline() -> Non
     """The dock's case in tune's table: N-gram on the starter drafted no token, so its speed is no speed-up."""
     fake = FakeBench(lambda s: 52.0 if s.draft_n_max == 1 else 51.0)
 
-    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
+    def measure(settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
         report = fake(settings, mode, status)
         for s in report.samples:
             s.draft_n = s.draft_n_accepted = 0

@@ -9,7 +9,8 @@ import pytest
 from beedeck.core.engine.argv import ArgNote, LaunchPlan, LaunchRefused, build_argv, is_loopback, own_origin
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout
 
 # The guide's two command lines, verbatim (docs/reference/seed.md steps 6 and 8).
@@ -104,12 +105,12 @@ def test_gen_a_speculation_without_unified_kv_doubles_the_context(bee: EngineCap
     assert value_of(plan, "--ctx-size") == "32768"
     assert kinds(plan)["ctx_size"] == {"info"}
     # Model-free speculation on Gen A also splits the context.
-    s2 = LaunchSettings(target=TARGET, spec_mode=SpecMode.MODEL_FREE, ctx_size=4096)
+    s2 = LaunchSettings(target=TARGET, spec_mode=Mode.MODEL_FREE, ctx_size=4096)
     assert value_of(build_argv(s2, bee), "--ctx-size") == "8192"
 
 
 def test_mainline_never_doubles_but_splits_per_slot(ml: EngineCaps) -> None:
-    s = LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=SpecMode.DFLASH, ctx_size=4096)
+    s = LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=Mode.DFLASH, ctx_size=4096)
     assert value_of(build_argv(s, ml), "--ctx-size") == "4096"
     s.parallel = 2
     plan = build_argv(s, ml)
@@ -161,7 +162,7 @@ def test_load_mode_translations(ml: EngineCaps, bee: EngineCaps) -> None:
 
 
 def test_copyspec_gets_min_draft_one_and_is_refused_where_missing(bee: EngineCaps, ml: EngineCaps) -> None:
-    s = LaunchSettings(target=TARGET, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="copyspec")
+    s = LaunchSettings(target=TARGET, spec_mode=Mode.MODEL_FREE, spec_model_free_type="copyspec")
     plan = build_argv(s, bee)
     assert value_of(plan, "--spec-type") == "copyspec" and value_of(plan, "--spec-draft-n-min") == "1"
     assert ArgNote in {type(n) for n in plan.notes} and kinds(plan)["draft_n_min"] == {"compensated"}
@@ -175,17 +176,17 @@ def test_every_model_free_type_gets_min_draft_one_on_beellama_0_1(bee: EngineCap
     """BeeLlama 0.1-0.3 runs away on an empty draft at a minimum of 0 (tests/engine/test_toolcalls_generated_real.py
     found a generated tool call cut short); mainline keeps the engine's default."""
     for kind in ("ngram-simple", "ngram-cache", "suffix", "recycle"):
-        s = LaunchSettings(target=TARGET, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type=kind)
+        s = LaunchSettings(target=TARGET, spec_mode=Mode.MODEL_FREE, spec_model_free_type=kind)
         plan = build_argv(s, bee)
         assert value_of(plan, "--spec-draft-n-min") == "1" and kinds(plan)["draft_n_min"] == {"compensated"}, kind
         s.draft_n_min = 3
         assert value_of(build_argv(s, bee), "--spec-draft-n-min") == "3"
-    plan = build_argv(LaunchSettings(target=TARGET, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="ngram-simple"), ml)
+    plan = build_argv(LaunchSettings(target=TARGET, spec_mode=Mode.MODEL_FREE, spec_model_free_type="ngram-simple"), ml)
     assert "--spec-draft-n-min" not in plan.argv and "draft_n_min" not in kinds(plan)
 
 
 def test_ngram_mod_passes_no_draft(ml: EngineCaps) -> None:
-    s = LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=SpecMode.MODEL_FREE, draft_n_max=8)
+    s = LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=Mode.MODEL_FREE, draft_n_max=8)
     plan = build_argv(s, ml)
     assert value_of(plan, "--spec-type") == "ngram-mod" and value_of(plan, "--spec-draft-n-max") == "8"
     assert "--spec-draft-model" not in plan.argv and kinds(plan)["draft"] == {"info"}
@@ -198,12 +199,12 @@ def test_spec_off_with_a_draft_does_not_load_it(bee: EngineCaps) -> None:
 
 def test_dflash_refusals(bee: EngineCaps) -> None:
     with pytest.raises(LaunchRefused, match="DFlash needs a draft model"):
-        build_argv(LaunchSettings(target=TARGET, spec_mode=SpecMode.DFLASH), bee)
+        build_argv(LaunchSettings(target=TARGET, spec_mode=Mode.DFLASH), bee)
     no_dflash = caps_from_texts(
         "old", "", help_stdout(MAINLINE).replace("draft-dflash,", "").replace("draft-dspark,", "")
     )
     with pytest.raises(LaunchRefused, match="no DFlash") as err:
-        build_argv(LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=SpecMode.DFLASH), no_dflash)
+        build_argv(LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=Mode.DFLASH), no_dflash)
     assert "ngram-mod" in err.value.reasons[0]
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.speculation.mode_switch import (
     CHECKING,
@@ -21,13 +22,13 @@ from beedeck.core.engine.speculation.mode_switch import (
     ModeSwitch,
     Outcome,
 )
-from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, Mode, ModelFacts
+from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, ModelFacts
 from beedeck.core.engine.speculation.remote_switch import toggle_reason
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE
 from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
-DFLASH_PROFILE = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=SpecMode.DFLASH,
+DFLASH_PROFILE = LaunchSettings(target="/m/target.gguf", draft="/m/draft.gguf", spec_mode=Mode.DFLASH,
                                 ctx_size=8192)
 MTP_FACTS = ModelFacts(target_name="qwen-mtp.gguf", mtp_layers=1)
 
@@ -51,10 +52,9 @@ def test_nothing_to_switch_without_a_profile_or_speculation() -> None:
     plain = LaunchSettings(target="/m/t.gguf")
     sw.configure(plain, None)
     assert [o.key for o in sw.shown()] == ["baseline"] and not sw.enabled
-    refused = sw.request("dflash")
+    refused = sw.request(Mode.DFLASH)
     assert refused.outcome == Outcome.REFUSED and "No DFlash draft model is configured" in refused.reason
-    assert sw.request("warp").outcome == Outcome.REFUSED
-    assert sw.request("baseline").outcome == Outcome.SWITCHED
+    assert sw.request(Mode.BASELINE).outcome == Outcome.SWITCHED
 
 
 def test_the_probe_bringing_a_mode_clears_the_no_speculation_line() -> None:
@@ -69,13 +69,13 @@ def test_the_probe_bringing_a_mode_clears_the_no_speculation_line() -> None:
 def test_restart_until_the_engine_was_checked() -> None:
     sw = dflash_switch(per_request=None)
     assert sw.path() == RESTART and sw.path_note == FIRST_NOTE and FIRST_NOTE in sw.tooltip()
-    d = sw.request("baseline")
+    d = sw.request(Mode.BASELINE)
     assert d.outcome == Outcome.RESTART and d.mode == Mode.BASELINE
-    assert d.settings is not None and d.settings.draft is None and d.settings.spec_mode == SpecMode.OFF
+    assert d.settings is not None and d.settings.draft is None and d.settings.spec_mode == Mode.BASELINE
     assert d.settings.ctx_size == 8192  # nothing else changes
     assert sw.mode == Mode.DFLASH and sw.pending == Mode.BASELINE  # unchanged until the restart is done
     assert sw.status.startswith("restarting without the draft…")
-    assert sw.request("dflash").outcome == Outcome.REFUSED  # one switch at a time
+    assert sw.request(Mode.DFLASH).outcome == Outcome.REFUSED  # one switch at a time
     assert sw.restart_done(2.5) == Mode.BASELINE
     assert sw.mode == sw.served == Mode.BASELINE and sw.request_extra() == {}
     assert sw.status == "Baseline: restarted the server without the draft in 2.5 s"
@@ -83,7 +83,7 @@ def test_restart_until_the_engine_was_checked() -> None:
 
 def test_a_failed_restart_keeps_the_old_mode() -> None:
     sw = dflash_switch(per_request=False)
-    sw.request("baseline")
+    sw.request(Mode.BASELINE)
     sw.restart_failed()
     assert sw.mode == Mode.DFLASH and sw.pending is None and "switch failed" in sw.status
     assert sw.restart_done(1.0) is None  # a late "ready" after a failure changes nothing
@@ -92,22 +92,22 @@ def test_a_failed_restart_keeps_the_old_mode() -> None:
 def test_per_request_only_where_measured_and_only_between_baseline_and_dflash() -> None:
     sw = dflash_switch(per_request=True)
     assert sw.path() == PER_REQUEST
-    d = sw.request("baseline")
+    d = sw.request(Mode.BASELINE)
     assert d.outcome == Outcome.SWITCHED and d.extra == NO_DRAFTS and sw.request_extra() == NO_DRAFTS
     assert "draft stays loaded" in sw.status and sw.served == Mode.DFLASH
     assert sw.launch_settings(DFLASH_PROFILE) is DFLASH_PROFILE  # a later Start keeps the draft loaded
-    back = sw.request("dflash")
+    back = sw.request(Mode.DFLASH)
     assert back.outcome == Outcome.SWITCHED and back.extra == {}
-    model_free = sw.request("model-free")
+    model_free = sw.request(Mode.MODEL_FREE)
     assert model_free.outcome == Outcome.RESTART and model_free.settings is not None
-    assert model_free.settings.spec_mode == SpecMode.MODEL_FREE and model_free.settings.draft is None
+    assert model_free.settings.spec_mode == Mode.MODEL_FREE and model_free.settings.draft is None
 
 
 def test_what_baseline_does_on_an_engine_that_ignores_per_request_speculation() -> None:
     """The rule the issue measured the spread of: a per-request verdict contradicted by a baseline reply
     that drafted turns the switch to restarts, and restarts into a true baseline at once."""
     sw = dflash_switch(per_request=True)
-    sw.request("baseline")
+    sw.request(Mode.BASELINE)
     assert sw.reply_finished(Mode.DFLASH, 40) is None  # a DFlash reply with drafts is no contradiction
     assert sw.reply_finished(Mode.BASELINE, 0) is None  # nor a baseline reply without
     d = sw.reply_finished(Mode.BASELINE, 12)
@@ -129,7 +129,7 @@ def test_a_check_verdict_sets_the_path_and_its_status() -> None:
 
 def test_the_same_profile_keeps_the_chosen_mode_a_new_one_starts_in_its_own() -> None:
     sw = dflash_switch(per_request=False)
-    sw.request("baseline")
+    sw.request(Mode.BASELINE)
     sw.restart_done(1.0)
     sw.configure(DFLASH_PROFILE, caps("bee-a"))  # the restarted server's caps arrive again
     assert sw.mode == Mode.BASELINE and sw.path() == RESTART  # same engine: the verdict is kept
@@ -155,13 +155,13 @@ def test_the_headers_decide_which_modes_are_offered() -> None:
     sw.set_facts(MTP_FACTS)
     assert [o.key for o in sw.shown()] == ["baseline", "mtp", "model-free"]
     assert "• DFlash: No DFlash draft model is configured" in sw.tooltip()
-    d = sw.request("mtp")
-    assert d.settings is not None and d.settings.spec_mode == SpecMode.MTP and d.settings.draft_n_max == 4
+    d = sw.request(Mode.MTP)
+    assert d.settings is not None and d.settings.spec_mode == Mode.MTP and d.settings.draft_n_max == 4
     assert sw.status.startswith("restarting with the target's MTP heads…")
     sw.restart_done(3.0)
     assert sw.status == "MTP: restarted the server with the target's MTP heads in 3.0 s"
-    assert sw.launch_settings(profile).spec_mode == SpecMode.MTP  # a later Start keeps the mode shown
-    n = sw.request("model-free")
+    assert sw.launch_settings(profile).spec_mode == Mode.MTP  # a later Start keeps the mode shown
+    n = sw.request(Mode.MODEL_FREE)
     assert n.settings is not None and n.settings.spec_model_free_type == "ngram-mod"
     sw.restart_done(1.0)
     assert sw.status == "N-gram: restarted the server with N-gram speculation in 1.0 s"
@@ -172,7 +172,7 @@ def test_the_engine_decides_too() -> None:
     sw.configure(LaunchSettings(target="/m/qwen-mtp.gguf"), caps("bee-a"), facts=MTP_FACTS)
     assert [o.key for o in sw.shown()] == ["baseline", "model-free"]
     assert "• MTP: BeeLlama v0.1.2 has no MTP" in sw.tooltip()
-    d = sw.request("model-free")
+    d = sw.request(Mode.MODEL_FREE)
     assert d.settings is not None and d.settings.spec_model_free_type == "ngram-simple"  # ngram-mod aborts there
 
 
@@ -182,12 +182,12 @@ def test_the_other_server_to_keep_loaded_once_the_restart_path_is_known() -> Non
     assert dflash_switch(True, "mainline").standby_settings() is None  # per request: one server does both
     sw = dflash_switch(False, "mainline")
     baseline = sw.standby_settings()
-    assert baseline is not None and baseline.spec_mode == SpecMode.OFF and baseline.draft is None
-    decision = sw.request("baseline")
+    assert baseline is not None and baseline.spec_mode == Mode.BASELINE and baseline.draft is None
+    decision = sw.request(Mode.BASELINE)
     assert decision.outcome == Outcome.RESTART and sw.standby_settings() is None  # a switch under way
     sw.restart_done(0.1)
     dflash = sw.standby_settings()
-    assert dflash is not None and dflash.spec_mode == SpecMode.DFLASH and dflash.draft == DFLASH_PROFILE.draft
+    assert dflash is not None and dflash.spec_mode == Mode.DFLASH and dflash.draft == DFLASH_PROFILE.draft
     plain = ModeSwitch()
     plain.configure(LaunchSettings(target="/m/t.gguf"), caps("mainline"), False)
     assert plain.standby_settings() is None  # a Baseline profile: nothing else of its own to keep
@@ -217,7 +217,7 @@ def test_a_server_with_its_draft_is_checked_once_per_engine_unless_a_verdict_is_
     assert again.path() == RESTART and "Checked earlier on this engine build: it ignores" in again.tooltip()
     # A server without its draft has nothing to check: the field would change nothing.
     plain = dflash_switch(per_request=None)
-    plain.request("baseline")
+    plain.request(Mode.BASELINE)
     plain.restart_done(1.0)
     assert plain.server_ready(engine, lambda c: pytest.fail("not looked up")) is False
 
@@ -235,7 +235,7 @@ def test_a_contradiction_is_told_apart_from_a_reply_that_drafted_as_asked() -> N
     sw = dflash_switch(per_request=None)
     assert not sw.contradicts(Mode.BASELINE, 12)  # not checked yet: Baseline restarts, nothing to contradict
     sw = dflash_switch(per_request=True)
-    sw.request("baseline")
+    sw.request(Mode.BASELINE)
     assert sw.contradicts(Mode.BASELINE, 12) and not sw.contradicts(Mode.BASELINE, 0)
     assert not sw.contradicts(Mode.DFLASH, 12)
 
@@ -243,14 +243,14 @@ def test_a_contradiction_is_told_apart_from_a_reply_that_drafted_as_asked() -> N
 def test_a_restart_is_timed_against_what_it_took_here_before() -> None:
     sw = dflash_switch(per_request=False)
     assert sw.progress(10.0) is None  # nothing under way
-    sw.request("baseline")
+    sw.request(Mode.BASELINE)
     sw.timed(100.0, 4.2)
     assert sw.progress(102.1) == 475 and sw.restart_status(102.1) == "restarting without the draft… 2.1 s of about 4 s"
     assert sw.progress(108.0) == 990  # a switch that runs long never fills the bar before the server is ready
     assert sw.restart_done(sw.elapsed(103.0)) == Mode.BASELINE
     assert sw.status == "Baseline: restarted the server without the draft in 3.0 s" and sw.began is None
     assert sw.last_switch_s == 3.0
-    sw.request("dflash")
+    sw.request(Mode.DFLASH)
     sw.timed(200.0, None)  # never measured: no promise, no bar
     assert sw.progress(201.0) is None and sw.restart_status(201.0) == "restarting with the draft… 1.0 s"
 
@@ -269,7 +269,7 @@ def test_an_attached_dflash_server_is_checked_and_switched_per_request_where_it_
     sw.remote_checked(REMOTE, _verdict(True))
     assert sw.enabled and sw.held == "" and [o.key for o in sw.shown()] == ["baseline", "dflash"]
     assert not sw.local_files  # its paths are the server's: no header is read here
-    d = sw.request("baseline")
+    d = sw.request(Mode.BASELINE)
     assert d.outcome == Outcome.SWITCHED and d.extra == NO_DRAFTS  # per request: no restart of a server not ours
 
 
@@ -309,14 +309,14 @@ def test_a_switchs_report_is_news_that_goes_when_the_server_stops_or_it_is_old()
     what the switch is doing (a restart under way) or cannot do lasts as long as it is true."""
     sw = ModeSwitch()
     sw.configure(LaunchSettings(target="/m/t.gguf"), caps("mainline"))
-    assert sw.request("model-free").outcome == Outcome.RESTART
+    assert sw.request(Mode.MODEL_FREE).outcome == Outcome.RESTART
     sw.server_stopped()  # the restart stops the old server: its line stays
     assert sw.status.startswith("restarting with N-gram speculation")
     sw.restart_done(3.2, LOADED_BESIDE)
     assert "both stay loaded" in sw.status and sw.news
     sw.server_stopped()  # Stop: both servers are gone, so is the line that said they stay loaded
     assert sw.status == "" and not sw.news
-    assert sw.request("baseline").outcome == Outcome.RESTART
+    assert sw.request(Mode.BASELINE).outcome == Outcome.RESTART
     sw.restart_done(1.0)
     assert sw.status == "Baseline: restarted the server without speculation in 1.0 s"
     sw.clear_news()  # the view's clock: old news

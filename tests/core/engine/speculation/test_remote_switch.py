@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from beedeck.core.engine.launch_settings import SpecMode
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.remote_switch import (
     NOT_OURS,
     check_failed_reason,
@@ -19,13 +19,13 @@ from tests.core.engine.speculation.test_mode_switch import REMOTE
 
 def test_what_an_attached_server_runs_reads_as_launch_settings() -> None:
     dflash = served_settings(REMOTE)  # BeeLlama 0.1-0.3 reports no type: any draft is DFlash
-    assert dflash.spec_mode == SpecMode.DFLASH and dflash.draft and dflash.target == "/m/Target.gguf"
+    assert dflash.spec_mode == Mode.DFLASH and dflash.draft and dflash.target == "/m/Target.gguf"
     mtp = served_settings(dataclasses.replace(REMOTE, spec_types="draft-mtp,ngram-mod"))
-    assert mtp.spec_mode == SpecMode.MTP and mtp.draft is None
+    assert mtp.spec_mode == Mode.MTP and mtp.draft is None
     eagle = served_settings(dataclasses.replace(REMOTE, spec_types="draft-eagle3"))
-    assert eagle.spec_mode == SpecMode.EAGLE3 and eagle.draft
+    assert eagle.spec_mode == Mode.EAGLE3 and eagle.draft
     ngram = served_settings(dataclasses.replace(REMOTE, spec_types="ngram-simple"))
-    assert ngram.spec_mode == SpecMode.MODEL_FREE and ngram.spec_model_free_type == "ngram-simple"
+    assert ngram.spec_mode == Mode.MODEL_FREE and ngram.spec_model_free_type == "ngram-simple"
 
 
 def test_only_a_dflash_server_is_worth_a_check() -> None:

@@ -10,8 +10,9 @@ import pytest
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import settings_for_mode
 from beedeck.core.engine.speculation.standby import MARGIN_MIN, with_margin
 from beedeck.core.launcher import standby_preflight
 from beedeck.core.models.planner import GiB
@@ -37,7 +38,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory, ml: EngineCaps) -> Launch
     target, draft = mg.gemma4_pair(tmp_path_factory.mktemp("g4"), "Q4_K_M", "dflash")
     s = LaunchSettings.guide_dflash(str(target), str(draft))
     s.ctx_size = 32768
-    return settings_for_mode(s, BASELINE, ml)
+    return settings_for_mode(s, Mode.BASELINE, ml)
 
 
 def test_the_margin_keeps_at_least_half_a_gib_or_five_percent() -> None:
@@ -48,7 +49,7 @@ def test_the_margin_keeps_at_least_half_a_gib_or_five_percent() -> None:
 
 def test_an_h200_with_the_dflash_server_loaded_keeps_baseline_beside_it(ml: EngineCaps, baseline: LaunchSettings) -> None:
     """116 GiB free beside the DFlash server (measured: 124.8e9 bytes) hold the 22 GiB Baseline server."""
-    assert baseline.spec_mode == SpecMode.OFF and baseline.draft is None
+    assert baseline.spec_mode == Mode.BASELINE and baseline.draft is None
     assert standby_refusal(ml, baseline, gpu_free=[124_808_986_624], ram_available=132 * 10**9) is None
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import parse_memory
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.rpc import Worker
 from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.models.gguf import ModelInfo, inspect
@@ -56,7 +57,7 @@ def test_a_tensor_split_moves_the_layers(models: dict[str, ModelInfo]) -> None:
 
 
 def test_the_draft_stays_on_this_machine(models: dict[str, ModelInfo]) -> None:
-    s = LaunchSettings(ctx_size=8192, flash_attn="on", draft="/d.gguf", spec_mode=SpecMode.DFLASH)
+    s = LaunchSettings(ctx_size=8192, flash_attn="on", draft="/d.gguf", spec_mode=Mode.DFLASH)
     mem = plan_across(models["g4"], models["g4d"], s, Generation.MAINLINE, _devices(20, 20, 20))
     assert "draft_weights" in mem.gpus[2].items and not any("draft_weights" in g.items for g in mem.gpus[:2])
     cpu_main = plan_across(models["g4"], models["g4d"], s, Generation.MAINLINE, _devices(20, 20, 20)[1:] and

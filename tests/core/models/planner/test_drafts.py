@@ -11,7 +11,8 @@ import pytest
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.gguf import ModelInfo, inspect
 from beedeck.core.models.planner import DraftDefaults, GiB, draft_defaults, pad, plan, row_bytes
 from beedeck.core.models.planner.drafts import BEE_DRAFT_UBATCH, BEE_DRAFT_WINDOW
@@ -50,7 +51,7 @@ def pair() -> tuple[ModelInfo, ModelInfo]:
 
 
 def _s(**kw: object) -> LaunchSettings:
-    base: dict[str, object] = {"target": "t", "draft": "d", "spec_mode": SpecMode.DFLASH, "ctx_size": 98304,
+    base: dict[str, object] = {"target": "t", "draft": "d", "spec_mode": Mode.DFLASH, "ctx_size": 98304,
                                "flash_attn": "on", "parallel": 1, "n_gpu_layers": "all", "kv_unified": True,
                                "cache_type_k": "q8_0", "cache_type_v": "q8_0", "batch_size": 1024, "ubatch_size": 512,
                                "draft_n_max": 7}
@@ -85,6 +86,6 @@ def test_the_plan_counts_the_default_ubatch_and_the_draft_window(pair: tuple[Mod
                                                  64 * (2 * 2048 + 4 * (n_tl + 2) * target.n_embd))
     assert ubd.component("kv") == new.component("kv") == old.component("kv")
     # the target's own MTP heads take the default ubatch too (no window: only DFlash-format drafts were measured)
-    mtp = _s(draft=None, spec_mode=SpecMode.MTP, draft_n_max=None)
+    mtp = _s(draft=None, spec_mode=Mode.MTP, draft_n_max=None)
     assert plan(target, None, mtp, Generation.BEE_B, [24 * GiB], draft_defaults=d).component("mtp_compute") == \
         4 * 128 * (target.vocab_size + target.n_embd)

@@ -10,7 +10,8 @@ import pytest
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.help_text import caps_from_texts
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.models.gguf import inspect
 from beedeck.core.models.planner import GiB
@@ -28,7 +29,7 @@ def test_the_draft_is_planned_in_every_mode_but_baseline(tmp_path: Path) -> None
     ml = caps_from_texts("/e/llama-server", "version: 11434 (515e85511)", help_stdout(MAINLINE))
     with_draft = plan_launch(t, d, s, ml, [24 * GiB])
     assert with_draft.gpus[0].total == plan(t, d, s, Generation.MAINLINE, [24 * GiB]).gpus[0].total
-    baseline = LaunchSettings(target=str(target), draft=str(draft), spec_mode=SpecMode.OFF)
+    baseline = LaunchSettings(target=str(target), draft=str(draft), spec_mode=Mode.BASELINE)
     assert plan_launch(t, d, baseline, ml, [24 * GiB]).gpus[0].total == plan(
         t, None, baseline, Generation.MAINLINE, [24 * GiB]).gpus[0].total < with_draft.gpus[0].total
 
@@ -40,7 +41,7 @@ def test_an_mtp_head_file_is_planned_where_the_launch_loads_it(tmp_path: Path) -
     raw = sm.write_mtp_target(tmp_path / "raw.gguf", sticky=True, mtp=False)
     target = inspect(sf.rewrite(raw, tmp_path / "Qwen-Q4_K_M.gguf", kv={"general.file_type": sf.Q4_K_M}))
     head = inspect(sf.mtp_head(tmp_path, "mtp-Qwen-Q4_K_M.gguf"))
-    s = LaunchSettings(target=str(target.path), draft=str(head.path), spec_mode=SpecMode.MTP, ctx_size=2048)
+    s = LaunchSettings(target=str(target.path), draft=str(head.path), spec_mode=Mode.MTP, ctx_size=2048)
     mem = plan_launch(target, head, s, None, [])
     assert mem.devices[-1].items["draft_weights"] == head.tensor_bytes  # the file the engine loads, counted
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.gguf import ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MiB, PlanError, bits_per_value, plan
 from tests.fixtures import meta_gguf as mg
@@ -97,7 +98,7 @@ def test_compute_model_within_5_percent_of_llama_cpp(models: dict[str, ModelInfo
 def test_gen_a_qwen_quickstart_components(models: dict[str, ModelInfo]) -> None:
     """§4.2: Qwen3.6-27B + Q4_K_M DFlash draft at 122,800 with turbo4 / turbo3_tcq (BeeLlama <= 0.3)."""
     s = _s(ctx_size=122800, cache_type_k="turbo4", cache_type_v="turbo3_tcq", ubatch_size=256, batch_size=2048,
-           kv_unified=True, spec_mode=SpecMode.DFLASH, draft="d", dflash_cross_ctx=1024)
+           kv_unified=True, spec_mode=Mode.DFLASH, draft="d", dflash_cross_ctx=1024)
     p = plan(models["q36"], models["q36d"], s, BEE_A, [24 * GiB])
     g = p.gpus[0].items
     assert p.n_ctx == 122880
@@ -113,7 +114,7 @@ def test_gen_a_qwen_quickstart_components(models: dict[str, ModelInfo]) -> None:
 def test_gen_b_gemma_quickstart_components(models: dict[str, ModelInfo]) -> None:
     """§4.1: Gemma 4 31B + DFlash draft, 32k, q5_0 / q4_1, np 1 (BeeLlama >= 0.4 / mainline rules)."""
     s = _s(ctx_size=32768, cache_type_k="q5_0", cache_type_v="q4_1", ubatch_size=512, batch_size=1024,
-           spec_mode=SpecMode.DFLASH, draft="d")
+           spec_mode=Mode.DFLASH, draft="d")
     p = plan(models["g4"], models["g4d"], s, BEE_B, [int(23.5 * GiB)])
     g = p.gpus[0].items
     assert mib(g["kv"]) == 1233.75 and mib(g["draft_kv"]) == 168.0
@@ -202,7 +203,7 @@ H200_RUNTIME = 601  # MiB: nvidia-smi used minus the engine's own buffers, the s
 def test_gpu_plan_against_h200_measurement(models: dict[str, ModelInfo], row: tuple) -> None:  # type: ignore[type-arg]
     name, ctx, k, v, ub, with_draft, weights, kv, compute, used = row
     s = _s(ctx_size=ctx, cache_type_k=k, cache_type_v=v, ubatch_size=ub, batch_size=1024 if ub == 512 else None,
-           spec_mode=SpecMode.DFLASH if with_draft else SpecMode.OFF, draft="d" if with_draft else None)
+           spec_mode=Mode.DFLASH if with_draft else Mode.BASELINE, draft="d" if with_draft else None)
     p = plan(models[name], models["g4d"] if with_draft else None, s, ML, [140 * GiB])
     g = p.gpus[0].items
     assert abs(g["weights"] / MiB - weights) < 0.1  # Gemma: 0.08 MiB of 18,794 unexplained
@@ -214,7 +215,7 @@ def test_gpu_plan_against_h200_measurement(models: dict[str, ModelInfo], row: tu
 
 def test_gen_a_without_unified_kv_halves_each_slot(models: dict[str, ModelInfo]) -> None:
     s = _s(ctx_size=65536, cache_type_k="turbo4", cache_type_v="turbo4", kv_unified=False, ctx_is_total=True,
-           spec_mode=SpecMode.DFLASH, draft="d")
+           spec_mode=Mode.DFLASH, draft="d")
     p = plan(models["q36"], models["q36d"], s, BEE_A, [24 * GiB])
     assert p.n_ctx_seq == 32768 and any("half of -c" in n for n in p.notes)
     assert mib(p.component("recurrent")) == 299.25
@@ -231,7 +232,7 @@ def test_model_free_on_gen_a_without_unified_kv_counts_what_build_argv_passes(mo
     from tests.fixtures.engines import BEE_A as BEE_A_HELP
     from tests.fixtures.engines import help_stdout
 
-    s = _s(target=str(models["q36"].path), ctx_size=16384, kv_unified=False, spec_mode=SpecMode.MODEL_FREE,
+    s = _s(target=str(models["q36"].path), ctx_size=16384, kv_unified=False, spec_mode=Mode.MODEL_FREE,
            spec_model_free_type="ngram-simple")
     caps = caps_from_texts("/e/bee/llama-server", "version: 1 (ba1fdce)", help_stdout(BEE_A_HELP))
     argv = build_argv(s, caps).argv
@@ -252,23 +253,23 @@ def test_dspark_eagle3_and_mtp_head_drafts_are_counted(models: dict[str, ModelIn
     g4, g4d = models["g4"], models["g4d"]
     gpu = [48 << 30]
     # DSpark is a DFlash-format file with a Markov head: DFlash's measured formulas, as in DFlash mode.
-    dflash = plan(g4, g4d, _s(ctx_size=8192, spec_mode=SpecMode.DFLASH, draft="d"), Generation.MAINLINE, gpu)
-    dspark = plan(g4, g4d, _s(ctx_size=8192, spec_mode=SpecMode.DSPARK, draft="d"), Generation.MAINLINE, gpu)
+    dflash = plan(g4, g4d, _s(ctx_size=8192, spec_mode=Mode.DFLASH, draft="d"), Generation.MAINLINE, gpu)
+    dspark = plan(g4, g4d, _s(ctx_size=8192, spec_mode=Mode.DSPARK, draft="d"), Generation.MAINLINE, gpu)
     assert dspark.devices[0].items == dflash.devices[0].items and "draft_compute" in dspark.devices[0].items
     # EAGLE-3: its weights and an f16 KV cache over its layers at the per-slot context; the rest is named unknown
     e3 = inspect(mg.tiny_model(tmp_path / "eagle3.gguf", "eagle3", 1000, n_layer=1, n_embd=256))
-    p = plan(g4, e3, _s(ctx_size=8192, spec_mode=SpecMode.EAGLE3, draft="e"), Generation.MAINLINE, gpu)
+    p = plan(g4, e3, _s(ctx_size=8192, spec_mode=Mode.EAGLE3, draft="e"), Generation.MAINLINE, gpu)
     items = p.devices[0].items
     assert items["draft_weights"] == e3.tensor_bytes and items["draft_kv"] > 0 and "draft_compute" not in items
     assert any("EAGLE-3 draft's memory is its weights and f16 KV cache only" in n for n in p.notes)
     # the same file in another mode, or no speculation, loads no draft
-    off = plan(g4, e3, _s(ctx_size=8192, spec_mode=SpecMode.OFF, draft="e"), Generation.MAINLINE, gpu)
+    off = plan(g4, e3, _s(ctx_size=8192, spec_mode=Mode.BASELINE, draft="e"), Generation.MAINLINE, gpu)
     assert "draft_weights" not in off.devices[0].items
     # an MTP head file in MTP mode (a target without heads): its weights, and the note
     raw = sm.write_mtp_target(tmp_path / "raw.gguf", sticky=True, mtp=False)
     target = inspect(sf.rewrite(raw, tmp_path / "Qwen-Q4_K_M.gguf", kv={"general.file_type": sf.Q4_K_M}))
     head = inspect(sf.mtp_head(tmp_path, "mtp-Qwen-Q4_K_M.gguf"))
-    p = plan(target, head, _s(ctx_size=2048, spec_mode=SpecMode.MTP, draft="h"), Generation.MAINLINE, [])
+    p = plan(target, head, _s(ctx_size=2048, spec_mode=Mode.MTP, draft="h"), Generation.MAINLINE, [])
     assert p.devices[-1].items["draft_weights"] == head.tensor_bytes
     assert any("MTP head file's memory is its weights only" in n for n in p.notes)
 
@@ -278,7 +279,7 @@ def test_mainline_reserves_the_drafters_runtime_graph_for_its_whole_vocabulary_o
     """The H200 run (docs/gpu-runs/2026-12-02-h200-standby, plan-ml-gemma4-32k.md): mainline's DFlash drafter
     reserved 522.50 MiB (its logits) and a second graph of 1,035.50 MiB, both to the byte; BeeLlama >= 0.4
     reserves only the first."""
-    s = _s(ctx_size=32768, ubatch_size=512, batch_size=2048, spec_mode=SpecMode.DFLASH, draft="d")
+    s = _s(ctx_size=32768, ubatch_size=512, batch_size=2048, spec_mode=Mode.DFLASH, draft="d")
     ml = plan(models["g4"], models["g4d"], s, ML, [int(140 * GiB)]).gpus[0].items
     assert mib(ml["draft_compute"]) == 522.5 and mib(ml["draft_runtime"]) == 1035.5
     assert "draft_runtime" not in plan(models["g4"], models["g4d"], s, BEE_B, [int(140 * GiB)]).gpus[0].items

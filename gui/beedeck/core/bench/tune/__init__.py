@@ -23,8 +23,8 @@ from beedeck.core.bench.tune.points import (
     TunePoint,
     TuneResult,
 )
-from beedeck.core.bench.tune.search import ChatMessageLike, bench_measure, bench_mode, suite_from_chat, tune
+from beedeck.core.bench.tune.search import ChatMessageLike, bench_measure, suite_from_chat, tune
 
 __all__ = ["BASELINE_ROLE", "CANCELLED", "CANDIDATE_ROLE", "CONFIRM_ROLE", "FAILED", "INVALID", "MEASURED", "MIN_GAIN",
            "NO_FIT", "START_ROLE", "TEXT_DIFFERS", "ChatMessageLike", "TunePlan", "TunePoint", "TuneResult", "bench_measure",
-           "bench_mode", "suite_from_chat", "tune"]
+           "suite_from_chat", "tune"]

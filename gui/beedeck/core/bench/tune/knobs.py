@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import MiB, PlanError, plan
 
@@ -229,8 +230,8 @@ def knobs_for(caps: EngineCaps, settings: LaunchSettings, files: Iterable[str | 
     ``files``: where to look for other quants of the draft (default: its folder).
     """
     out: list[Knob] = []
-    dflash = settings.spec_mode == SpecMode.DFLASH and bool(settings.draft) and caps.dflash_spec_type is not None
-    speculating = settings.spec_mode != SpecMode.OFF
+    dflash = settings.spec_mode == Mode.DFLASH and bool(settings.draft) and caps.dflash_spec_type is not None
+    speculating = settings.spec_mode != Mode.BASELINE
     cpu = is_cpu_engine(caps)
     if speculating:
         values = _draft_max_values(settings.draft_n_max, draft_block)

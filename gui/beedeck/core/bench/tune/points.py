@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beedeck.core.bench.report import Stats
-from beedeck.core.bench.results import BASELINE, Sample
+from beedeck.core.bench.results import Sample
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.bench.tune.knobs import Knob
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.comparison import Comparison
 
 # A win must clear the noise (the interval) and be worth a profile change: 2 % above the best so far.
@@ -63,7 +64,7 @@ class TunePoint:
 class TunePlan:
     """What the search will try, reported up front; ``point_s`` is known after the first measurement."""
 
-    mode: str
+    mode: Mode
     knobs: list[Knob]
     candidates: int
     budget_s: float
@@ -75,7 +76,7 @@ class TunePlan:
     def measured_points(self) -> int:
         """Points that may start a server: the baseline, the start (unless it is the baseline), every
         candidate and, when one wins, the confirmation of the start and the winner."""
-        return self.candidates + (1 if self.mode == BASELINE else 2) + (CONFIRM_POINTS if self.candidates else 0)
+        return self.candidates + (1 if self.mode == Mode.BASELINE else 2) + (CONFIRM_POINTS if self.candidates else 0)
 
     @property
     def est_total_s(self) -> float | None:
@@ -91,11 +92,11 @@ class TunePlan:
 
     def describe(self) -> str:
         """The plan in words: what is tried, against what, how often, within which budget."""
-        against = "the baseline" if self.mode == BASELINE else "the baseline and the start"
+        against = "the baseline" if self.mode == Mode.BASELINE else "the baseline and the start"
         n, k = self.candidates, len(self.knobs)
         if not n:
             what = (f"nothing to try here (no setting of this engine and profile to search): only {against} "
-                    f"{'is' if self.mode == BASELINE else 'are'} measured")
+                    f"{'is' if self.mode == Mode.BASELINE else 'are'} measured")
         else:
             knobs = "; ".join(f"{kn.label}: {_fmt_values(kn)}" for kn in self.knobs)
             what = (f"try {_count(n, 'value')} of {_count(k, 'setting')} ({knobs}) against {against}; if "
@@ -116,10 +117,10 @@ class TunePlan:
                 + ("." if total <= self.budget_s else f"; the budget allows about {self.within_budget} candidate{'' if self.within_budget == 1 else 's'}."))
 
 
-def fixed_points(mode: str) -> int:
+def fixed_points(mode: Mode) -> int:
     """The points a search measures whatever it finds: the baseline, the start (unless it is the
     baseline) and, should a candidate win, the start and the winner again."""
-    return (1 if mode == BASELINE else 2) + CONFIRM_POINTS
+    return (1 if mode == Mode.BASELINE else 2) + CONFIRM_POINTS
 
 
 def point_seconds(prompts: int, reps: int, max_tokens: int, tokens_per_s: float, warmup_tokens: int = 32,
@@ -129,7 +130,7 @@ def point_seconds(prompts: int, reps: int, max_tokens: int, tokens_per_s: float,
     return start_s + (warmup_tokens + prompts * reps * max_tokens) / max(tokens_per_s, 1e-6)
 
 
-def min_budget_s(mode: str, point_s: float) -> float:
+def min_budget_s(mode: Mode, point_s: float) -> float:
     """The smallest budget that leaves room for one candidate point after the fixed ones."""
     return (fixed_points(mode) + 1) * point_s
 
@@ -154,7 +155,7 @@ class TuneResult:
     """What the search found; ``best`` is ``start`` unless a point beat it outside the noise."""
 
     suite: BenchSuite
-    mode: str
+    mode: Mode
     plan: TunePlan
     points: list[TunePoint]
     baseline: TunePoint | None = None

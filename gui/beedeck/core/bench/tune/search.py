@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from beedeck.core.bench.environment import collect_environment
 from beedeck.core.bench.report import stats
-from beedeck.core.bench.results import BASELINE, SPECULATIVE_MODES, BenchReport, Sample
+from beedeck.core.bench.results import BenchReport, Sample
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
 from beedeck.core.bench.tune.knobs import (
@@ -69,13 +69,13 @@ from beedeck.core.bench.tune.points import (
     _dur,
 )
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import MIN_RUNS, Comparison, Evidence, compare
-from beedeck.core.engine.speculation.modes import mode_of
 
 ProgressFn = Callable[[int, int, str], None]
-# (settings, bench mode, status line callback) -> the raw report of that one point
-MeasureFn = Callable[[LaunchSettings, str, Callable[[str], None]], BenchReport]
+# (settings, their mode, status line callback) -> the raw report of that one point
+MeasureFn = Callable[[LaunchSettings, Mode, Callable[[str], None]], BenchReport]
 
 # ----------------------------------------------------------------------------- prompts
 
@@ -108,15 +108,10 @@ def suite_from_chat(messages: Iterable[ChatMessageLike], last: int, name: str, m
 # ----------------------------------------------------------------------------- the search
 
 
-def bench_mode(settings: LaunchSettings) -> str:
-    """The benchmark mode that serves ``settings`` as they are (the toggle's mode key)."""
-    return mode_of(settings)
-
-
-def _evidence(samples: Sequence[Sample], mode: str | None = None) -> Evidence:
+def _evidence(samples: Sequence[Sample], mode: Mode | None = None) -> Evidence:
     """A point's replies as the rule's evidence (core/engine/speculation/comparison.py): tokens/s per prompt;
     with ``mode`` (a comparison against the baseline, which differs in the mode) what it drafted too."""
-    drafted = sum(s.draft_n for s in samples) if mode in SPECULATIVE_MODES else None
+    drafted = sum(s.draft_n for s in samples) if mode is not None and mode.speculates else None
     return Evidence.of(((s.prompt_id, s.gen_tps) for s in samples if s.error is None), drafted=drafted)
 
 
@@ -125,8 +120,8 @@ def bench_measure(engine: str | Path, caps: EngineCaps, suite: BenchSuite, *, re
                   ready_timeout: float = 600.0) -> MeasureFn:
     """The real measurement: one :func:`run_bench` per point (restart switching: its own server)."""
 
-    def measure(settings: LaunchSettings, mode: str, status: Callable[[str], None]) -> BenchReport:
-        return run_bench(engine, caps, settings, suite, (mode,), reps=reps, warmup=warmup,
+    def measure(settings: LaunchSettings, mode: Mode, status: Callable[[str], None]) -> BenchReport:
+        return run_bench(engine, caps, settings, suite, (Variant(mode),), reps=reps, warmup=warmup,
                          on_progress=lambda done, total, label: status(f"{label} ({done}/{total})"),
                          cancel_event=cancel, on_line=on_line, switching="restart", in_server_baseline="off",
                          ready_timeout=ready_timeout, environment=environment)
@@ -170,7 +165,7 @@ class _Search:
     def elapsed(self) -> float:
         return self.clock() - self.t0
 
-    def run_point(self, role: str, settings: LaunchSettings, mode: str, knob: str | None = None,
+    def run_point(self, role: str, settings: LaunchSettings, mode: Mode, knob: str | None = None,
                   changes: dict[str, Any] | None = None) -> TunePoint:
         point = TunePoint(len(self.points), role, settings, knob, dict(changes or {}))
         head = f"point {point.index + 1}/{self.total}: {point.label}"
@@ -195,7 +190,7 @@ class _Search:
         self._compare(point, mode)
         return point
 
-    def _compare(self, point: TunePoint, mode: str) -> None:
+    def _compare(self, point: TunePoint, mode: Mode) -> None:
         if self.baseline is not None and point is not self.baseline and point.samples:
             base = self.baseline.samples
             point.vs_baseline = compare(_evidence(base), _evidence(point.samples, mode))
@@ -251,7 +246,7 @@ def tune(engine: str | Path | None, caps: EngineCaps, start_settings: LaunchSett
         raise BenchError("Give the engine to tune (or a measurement function).")
     cancel = cancel_event or threading.Event()
     start = replace(start_settings, extra_args=list(start_settings.extra_args))
-    mode = bench_mode(start)
+    mode = start.spec_mode
     if knobs is None:
         knobs = knobs_for(caps, start, files, draft_block=draft_block_size(start))
     if environment is None:
@@ -285,15 +280,15 @@ def tune(engine: str | Path | None, caps: EngineCaps, start_settings: LaunchSett
     return result
 
 
-def _search(s: _Search, start: LaunchSettings, mode: str, result: TuneResult) -> None:
-    baseline = s.add(s.run_point(BASELINE_ROLE, replace(start, spec_mode=SpecMode.OFF), BASELINE))
+def _search(s: _Search, start: LaunchSettings, mode: Mode, result: TuneResult) -> None:
+    baseline = s.add(s.run_point(BASELINE_ROLE, replace(start, spec_mode=Mode.BASELINE), Mode.BASELINE))
     s.baseline = baseline
     s.plan.point_s = baseline.seconds
     if s.on_plan is not None:
         s.on_plan(s.plan)
     if not baseline.measured or s.cancelled:
         return
-    if mode == BASELINE:
+    if mode == Mode.BASELINE:
         s.start = baseline
     else:
         s.start = s.add(s.run_point(START_ROLE, start, mode))
@@ -342,7 +337,7 @@ def _search(s: _Search, start: LaunchSettings, mode: str, result: TuneResult) ->
         _confirm(s, mode, result)
 
 
-def _confirm(s: _Search, mode: str, result: TuneResult) -> None:
+def _confirm(s: _Search, mode: Mode, result: TuneResult) -> None:
     """Measure the start and the winner once more, one after the other: a win that came from the
     machine's load drifting between two points (not from the setting) does not survive the pooled
     comparison. Skipped, with a note, when the budget has no room for two more points."""
@@ -351,7 +346,7 @@ def _confirm(s: _Search, mode: str, result: TuneResult) -> None:
         result.notes.append(f"The win was not measured a second time (the budget of {_dur(s.plan.budget_s)} had no "
                             "room for two more points): give more time to confirm it.")
         return
-    start_mode = BASELINE if s.start is s.baseline else mode
+    start_mode = Mode.BASELINE if s.start is s.baseline else mode
     again_start = s.add(s.run_point(CONFIRM_ROLE, s.start.settings, start_mode, None, dict(s.start.changes)))
     if again_start.status == CANCELLED or s.cancelled:
         return

@@ -20,16 +20,8 @@ from pathlib import PurePath
 
 from beedeck.core.engine.argv.base import Builder
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import SpecMode
-from beedeck.core.engine.speculation.modes import (
-    DFLASH,
-    DRAFT_MODES,
-    DSPARK,
-    LABELS,
-    MODE_OF_SPEC,
-    engine_spec_type,
-    keeps_mtp_head,
-)
+from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.speculation.modes import engine_spec_type, keeps_mtp_head
 
 P_MIN_FLAGS = ("--spec-draft-p-min", "--draft-p-min")
 
@@ -37,7 +29,7 @@ P_MIN_FLAGS = ("--spec-draft-p-min", "--draft-p-min")
 def speculation(b: Builder) -> bool:
     """Add the speculation flags; True when speculation is on."""
     s, caps = b.s, b.caps
-    if s.spec_mode == SpecMode.OFF:
+    if s.spec_mode == Mode.BASELINE:
         if s.draft:
             b.note("draft", "info", "The draft model is not loaded because speculative decoding is off.")
         return False
@@ -45,7 +37,7 @@ def speculation(b: Builder) -> bool:
         b.refuse("spec_mode", "This engine has no --spec-type option, so it cannot do speculative decoding.",
                  "Use BeeLlama or a recent mainline llama.cpp, or turn speculation off.", code="unknown_argument")
         return False
-    ok, n_min = _model_free(b) if s.spec_mode == SpecMode.MODEL_FREE else _with_model(b)
+    ok, n_min = _model_free(b) if s.spec_mode == Mode.MODEL_FREE else _with_model(b)
     if not ok:
         return False
     if s.draft_n_max is not None:
@@ -62,7 +54,7 @@ def speculation(b: Builder) -> bool:
     if n_min is not None:
         b.opt("draft_n_min", ("--spec-draft-n-min",), str(n_min))
     if (
-        s.spec_mode == SpecMode.DFLASH
+        s.spec_mode == Mode.DFLASH
         and caps.generation == Generation.BEE_A
         and (s.batch_size is None or s.ubatch_size is None)
     ):
@@ -73,13 +65,13 @@ def speculation(b: Builder) -> bool:
 def _with_model(b: Builder) -> tuple[bool, int | None]:
     """DFlash, EAGLE-3, DSpark and MTP: (False, None) when refused, else (True, the minimum draft to pass)."""
     s, caps = b.s, b.caps
-    key = MODE_OF_SPEC[s.spec_mode]
-    label = LABELS[key]
+    key = s.spec_mode
+    label = key.label
     spelling, why = engine_spec_type(key, caps)
     if spelling is None:
         b.refuse("spec_mode", f"{why[0].upper()}{why[1:]}", "Or pick another speculation mode.",
                  code="unknown_argument")
-    needs_file = key in DRAFT_MODES
+    needs_file = key.uses_draft_file
     if needs_file and not s.draft:
         b.refuse("draft", f"{label} needs a draft model.", f"Pick the {label} draft GGUF made for this target.",
                  code="model_missing")
@@ -96,7 +88,7 @@ def _with_model(b: Builder) -> tuple[bool, int | None]:
         if s.draft:
             b.note("draft", "info", "The draft model is not loaded: MTP drafts with the heads inside the target.")
         b.add("--spec-type", spelling)
-    if key == DFLASH and spelling != "dflash":
+    if key == Mode.DFLASH and spelling != "dflash":
         b.note("spec_mode", "translated",
                f"DFlash is spelled --spec-type {spelling} on this engine (BeeLlama <= 0.3 spelled it dflash).")
     if needs_file and s.draft_ctx_size is not None:
@@ -104,12 +96,12 @@ def _with_model(b: Builder) -> tuple[bool, int | None]:
             b.opt("draft_ctx_size", ("--spec-draft-ctx-size", "-cd"), str(s.draft_ctx_size))
         else:
             b.drop("draft_ctx_size", "--spec-draft-ctx-size", " (its drafter gets a context as large as the target's)")
-    if key == DFLASH and s.dflash_cross_ctx is not None:
+    if key == Mode.DFLASH and s.dflash_cross_ctx is not None:
         if caps.has("--spec-dflash-cross-ctx"):
             b.add("--spec-dflash-cross-ctx", str(s.dflash_cross_ctx))
         else:
             b.drop("dflash_cross_ctx", "--spec-dflash-cross-ctx", " (only BeeLlama <= 0.3 has it)")
-    if key == DSPARK and not any(a.split("=", 1)[0] in P_MIN_FLAGS for a in s.extra_args):
+    if key == Mode.DSPARK and not any(a.split("=", 1)[0] in P_MIN_FLAGS for a in s.extra_args):
         b.opt("draft_p_min", P_MIN_FLAGS, "0")
         b.note("draft_p_min", "info", "DSpark reads --spec-draft-p-min as its confidence cut-off: passing 0 "
                "(every drafted token is tried; a draft without a confidence head accepts nothing else).")

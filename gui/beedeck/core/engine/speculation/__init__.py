@@ -1,4 +1,5 @@
-"""Speculation's rules in one place: which modes a setup can run and what each is called (``modes``),
+"""Speculation's rules in one place: which modes a setup can run (``modes``; the modes themselves, with their
+names, colours and draft kinds, are ``core/engine/mode.py``),
 how a Baseline <-> mode click is decided (``mode_switch``, the Qt-free switch; ``switching`` the
 per-request check it relies on; ``standby`` where the other mode waits; ``restart`` a switch's fast
 restart and ``switch_cost`` its learnt time), when speculation stops paying for a prompt (``spec_guard``)

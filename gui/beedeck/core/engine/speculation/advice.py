@@ -17,7 +17,7 @@ folder, written atomically. Schema 1 files (figures without their prompts) are r
 prompt: shown, never compared. A file that cannot be read is kept aside (``advice.json.corrupt-<time>``)
 and :attr:`WorkloadAdvice.problem` says so; learning starts again from nothing.
 
-Mode keys are :data:`beedeck.core.engine.speculation.modes.MODE_KEYS`. Qt-free.
+Modes are :class:`beedeck.core.engine.mode.Mode`, stored as their values. Qt-free.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.comparison import MIN_RUNS, Comparison, Evidence, compare
-from beedeck.core.engine.speculation.modes import MODE_KEYS, engine_label, mode_label
+from beedeck.core.engine.speculation.modes import engine_label
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ UNKNOWN_PROMPT = ""  # a schema-1 figure: its prompt was not recorded, so it is 
 _SPECULATION_FIELDS = ("target", "draft", "spec_mode", "spec_model_free_type", "draft_n_max", "draft_n_min",
                        "dflash_cross_ctx", "draft_ctx_size", "draft_n_gpu_layers", "draft_ubatch_size",
                        "draft_cache_type", "host", "port", "api_key", "metrics")
-Figures = dict[str, dict[str, dict[str, dict[str, list[float]]]]]  # setup -> kind -> mode -> prompt -> tok/s
+Figures = dict[str, dict[str, dict[Mode, dict[str, list[float]]]]]  # setup -> kind -> mode -> prompt -> tok/s
 
 _CODE_HINTS = re.compile(
     r"```|\b(def|class|import|return|function|const|let|var|public|static|void|struct|fn|impl|SELECT|"
@@ -114,7 +115,7 @@ def prompt_key(text: str) -> str:
 
 @dataclass(frozen=True)
 class ModeFigure:
-    mode: str
+    mode: Mode
     median: float
     n: int
 
@@ -127,7 +128,7 @@ class Verdict:
     setup: str
     kind: str
     figures: tuple[ModeFigure, ...]
-    best: str | None
+    best: Mode | None
     why: str
 
 
@@ -183,18 +184,18 @@ class WorkloadAdvice:
 
     # ---- learning ----
 
-    def record(self, setup_key: str, kind: str, mode: str, tokens_per_s: float, prompt: str = UNKNOWN_PROMPT) -> None:
+    def record(self, setup_key: str, kind: str, mode: Mode, tokens_per_s: float, prompt: str = UNKNOWN_PROMPT) -> None:
         """Add one measured generation speed (tokens/s) of ``mode`` on ``setup_key`` for ``kind``, answering
         the prompt filed under ``prompt`` (:func:`prompt_key`; "" for a prompt not known: never compared)."""
         self.record_many(setup_key, [(kind, mode, tokens_per_s, prompt)])
 
-    def record_many(self, setup_key: str, figures: Iterable[tuple[str, str, float, str]]) -> int:
+    def record_many(self, setup_key: str, figures: Iterable[tuple[str, Mode, float, str]]) -> int:
         """Add ``(kind, mode, tokens/s, prompt key)`` figures in one write; returns how many were kept (speed > 0)."""
         added = 0
         with self._lock:
             setup = self._data.setdefault(setup_key, {})
             for kind, mode, tps, prompt in figures:
-                _check(kind, mode)
+                _check(kind)
                 if not tps > 0:
                     continue
                 values = setup.setdefault(kind, {}).setdefault(mode, {}).setdefault(prompt, [])
@@ -207,28 +208,27 @@ class WorkloadAdvice:
                 del self._data[setup_key]
         return added
 
-    def learn(self, setup_key: str, samples: Iterable[tuple[str, str, float]]) -> int:
+    def learn(self, setup_key: str, samples: Iterable[tuple[Mode, str, float]]) -> int:
         """Learn from measured replies ``(mode, prompt text, tokens/s)``: each prompt is classified and filed
         by :func:`prompt_key` here (the shape :func:`beedeck.core.bench.advice_feed` gives)."""
-        return self.record_many(setup_key, [(classify(text), mode, tps, prompt_key(text)) for mode, text, tps in samples
-                                            if mode in MODE_KEYS])
+        return self.record_many(setup_key, [(classify(text), mode, tps, prompt_key(text)) for mode, text, tps in samples])
 
     # ---- answering ----
 
-    def evidence(self, setup_key: str, kind: str, mode: str) -> Evidence:
+    def evidence(self, setup_key: str, kind: str, mode: Mode) -> Evidence:
         """``mode``'s figures for ``kind`` on this setup as the rule's evidence (prompts known only)."""
         with self._lock:
             by_prompt = self._data.get(setup_key, {}).get(kind, {}).get(mode, {})
             return Evidence({p: list(v) for p, v in by_prompt.items() if p != UNKNOWN_PROMPT and v})
 
-    def comparison(self, setup_key: str, kind: str, mode: str, reference: str) -> Comparison:
+    def comparison(self, setup_key: str, kind: str, mode: Mode, reference: Mode) -> Comparison:
         """``mode``'s speed over ``reference``'s for ``kind`` on this setup, by the rule."""
-        _check(kind, mode)
+        _check(kind)
         return compare(self.evidence(setup_key, kind, reference), self.evidence(setup_key, kind, mode),
                        min_runs=self.min_samples)
 
     def verdict(self, setup_key: str, kind: str) -> Verdict:
-        _check(kind, None)
+        _check(kind)
         with self._lock:
             modes = {m: [x for v in by_prompt.values() for x in v]
                      for m, by_prompt in self._data.get(setup_key, {}).get(kind, {}).items()}
@@ -236,7 +236,7 @@ class WorkloadAdvice:
                             key=lambda f: -f.median))
         if len(figs) < 2:
             why = (f"too little evidence: a verdict compares two modes on the same {kind} prompts on this setup "
-                   f"(have {', '.join(f'{mode_label(f.mode)} {f.n}' for f in figs) or 'none'}); run beedeck tune or a "
+                   f"(have {', '.join(f'{f.mode.label} {f.n}' for f in figs) or 'none'}); run beedeck tune or a "
                    "benchmark with these prompts")
             return Verdict(setup_key, kind, figs, None, why)
         top = figs[0]
@@ -244,21 +244,21 @@ class WorkloadAdvice:
         thin = next(((f, c) for f, c in against if not c.shown), None)
         if thin is not None:
             f, c = thin
-            why = (f"too little like-for-like evidence: {mode_label(top.mode)} against {mode_label(f.mode)} on "
+            why = (f"too little like-for-like evidence: {top.mode.label} against {f.mode.label} on "
                    f"{kind} prompts: {c.why_not} (a verdict needs {self.min_samples} runs of the same prompts in both "
                    "modes); run beedeck tune or a benchmark with these prompts")
             return Verdict(setup_key, kind, figs, None, why)
         close = next(((f, c) for f, c in against if not c.above(1 + self.margin)), None)
         if close is not None:
             f, c = close
-            why = (f"{mode_label(top.mode)} is not clearly faster than {mode_label(f.mode)}: {c.text()}, within the "
+            why = (f"{top.mode.label} is not clearly faster than {f.mode.label}: {c.text()}, within the "
                    f"noise or {100 * self.margin:.0f} % of each other")
             return Verdict(setup_key, kind, figs, None, why)
         f, c = against[0]
-        why = f"{mode_label(top.mode)} {top.median:.1f} tok/s over {mode_label(f.mode)} {f.median:.1f} tok/s ({c.text()})"
+        why = f"{top.mode.label} {top.median:.1f} tok/s over {f.mode.label} {f.median:.1f} tok/s ({c.text()})"
         return Verdict(setup_key, kind, figs, top.mode, why)
 
-    def best_mode(self, setup_key: str, kind: str) -> str | None:
+    def best_mode(self, setup_key: str, kind: str) -> Mode | None:
         """The fastest mode for ``kind`` on this setup, or None without like-for-like evidence of a clear winner."""
         return self.verdict(setup_key, kind).best
 
@@ -280,11 +280,9 @@ class WorkloadAdvice:
             self._save()
 
 
-def _check(kind: str, mode: str | None) -> None:
+def _check(kind: str) -> None:
     if kind not in KINDS:
         raise AdviceError(f"Unknown prompt kind {kind!r}: use one of {', '.join(KINDS)}.")
-    if mode is not None and mode not in MODE_KEYS:
-        raise AdviceError(f"Unknown speculation mode {mode!r}: use one of {', '.join(MODE_KEYS)}.")
 
 
 class _NewerFile(ValueError):
@@ -311,11 +309,12 @@ def _validated(raw: Any) -> Figures:
         for kind, modes in kinds.items():
             if kind not in KINDS or not isinstance(modes, dict):
                 raise ValueError(f"setup {key!r} has an unknown kind {kind!r}")
-            for mode, values in modes.items():
+            for word, values in modes.items():
                 by_prompt = {UNKNOWN_PROMPT: values} if schema == 1 else values
-                if mode not in MODE_KEYS or not isinstance(by_prompt, dict) or not all(
+                mode = Mode.parse(word)
+                if mode is None or not isinstance(by_prompt, dict) or not all(
                         isinstance(p, str) and _figures_ok(v) for p, v in by_prompt.items()):
-                    raise ValueError(f"setup {key!r}, {kind}: bad figures for {mode!r}")
+                    raise ValueError(f"setup {key!r}, {kind}: bad figures for {word!r}")
                 out.setdefault(key, {}).setdefault(kind, {})[mode] = {p: [float(x) for x in v]
                                                                       for p, v in by_prompt.items()}
     return out

@@ -35,19 +35,13 @@ from typing import Any
 
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.speculation.modes import (
-    BASELINE,
-    DFLASH,
-    DRAFT_MODES,
-    LABELS,
-    MTP,
     PER_REQUEST,
-    Mode,
     ModelFacts,
     ModeOption,
     available_modes,
-    mode_of,
     option,
     settings_for_mode,
     switch_path,
@@ -106,14 +100,14 @@ class ModeSwitch:
         self.pending: Mode | None = None  # a restart under way into this mode
         self.per_request: bool | None = None  # measured: does this build honour "no drafts" per request?
         self.path_note = FIRST_NOTE
-        self.options: list[ModeOption] = [ModeOption(BASELINE, LABELS[BASELINE], True)]
+        self.options: list[ModeOption] = [ModeOption(Mode.BASELINE, True)]
         self.status = ""
         self.news = False  # the status reports what a switch did (it goes: clear_news), not what lasts
         self.local_files = True  # the profile's files are on this machine (their headers may be read here)
         self.held = ""  # why the switch is held on a server BeeDeck did not start ("" when it is not)
         # A mode that runs here but was measured not to help with these files (the starter's N-gram): the
         # measured reason, shown where the mode is offered. The caller sets it with the profile.
-        self.notes: dict[str, str] = {}
+        self.notes: dict[Mode, str] = {}
         self.attached: RemoteInfo | None = None  # that server, while attached
         self.checked: set[str] = set()  # engines checked this session (an inconclusive check is not kept)
         self.began: float | None = None  # when the restart under way began (the caller's clock)
@@ -139,7 +133,7 @@ class ModeSwitch:
         if facts is not None:
             self.facts = facts
         if not same_profile:
-            self.mode = self.served = mode_of(profile) if profile is not None else Mode.BASELINE
+            self.mode = self.served = profile.spec_mode if profile is not None else Mode.BASELINE
         self._refresh()
         if not same_profile or self.status == NO_SPECULATION:  # the probe may have brought modes
             self._say("" if self.enabled else NO_SPECULATION)
@@ -151,7 +145,7 @@ class ModeSwitch:
 
     def _refresh(self) -> None:
         if self.profile is None:
-            self.options = [ModeOption(BASELINE, LABELS[BASELINE], True)]
+            self.options = [ModeOption(Mode.BASELINE, True)]
         else:
             self.options = available_modes(self.caps, self.profile, self.facts)
 
@@ -164,7 +158,7 @@ class ModeSwitch:
     def shown(self) -> list[ModeOption]:
         """The segments to show: every mode that runs, and the profile's own, the current and the pending
         one even when they do not (the user chose them, so they need to see why)."""
-        own = mode_of(self.profile) if self.profile is not None else Mode.BASELINE
+        own = self.profile.spec_mode if self.profile is not None else Mode.BASELINE
         return [o for o in self.options if o.available or o.key in (own, self.mode, self.pending)]
 
     def unavailable(self) -> list[ModeOption]:
@@ -175,8 +169,8 @@ class ModeSwitch:
 
     def dflash_profile(self) -> bool:
         """A DFlash profile on an engine that runs it: the only case with a per-request path."""
-        dflash = option(self.options, DFLASH)
-        return self.profile is not None and mode_of(self.profile) == DFLASH and bool(dflash and dflash.available)
+        dflash = option(self.options, Mode.DFLASH)
+        return self.profile is not None and self.profile.spec_mode == Mode.DFLASH and bool(dflash and dflash.available)
 
     def tooltip(self) -> str:
         if self.held:
@@ -199,7 +193,7 @@ class ModeSwitch:
     # -- the next request and the next start -------------------------------------------------
     def request_extra(self) -> dict[str, Any]:
         """Fields to add to the next chat request."""
-        if self.mode == BASELINE and self.served == DFLASH and self.path() == PER_REQUEST:
+        if self.mode == Mode.BASELINE and self.served == Mode.DFLASH and self.path() == PER_REQUEST:
             return dict(NO_DRAFTS)
         return {}
 
@@ -208,18 +202,15 @@ class ModeSwitch:
         server runs. A per-request Baseline keeps the DFlash server (its replies ask for no drafts)."""
         if profile is not self.profile:
             return profile  # not the profile the switch shows: start it as saved
-        keep_draft = self.mode == BASELINE and self.path() == PER_REQUEST and self.dflash_profile()
+        keep_draft = self.mode == Mode.BASELINE and self.path() == PER_REQUEST and self.dflash_profile()
         self.served = Mode.DFLASH if keep_draft else self.mode
-        if self.served == mode_of(profile):
+        if self.served == profile.spec_mode:
             return profile  # its own mode: exactly as saved
         return settings_for_mode(profile, self.served, self.caps)
 
     # -- switching -------------------------------------------------------------------------
-    def request(self, key: str) -> Decision:
-        """A click on mode ``key``'s segment (or the advice's pick)."""
-        wanted = Mode.parse(key)
-        if wanted is None:
-            return Decision(Outcome.REFUSED, self.mode, reason=f"{key!r} is not a speculation mode.")
+    def request(self, wanted: Mode) -> Decision:
+        """A click on mode ``wanted``'s segment (or the advice's pick)."""
         if wanted == self.mode and self.pending is None:
             return Decision(Outcome.SWITCHED, wanted, extra=self.request_extra())
         if self.pending is not None:
@@ -228,11 +219,11 @@ class ModeSwitch:
         if chosen is None or not chosen.available:
             why = chosen.reason if chosen is not None else f"{wanted.label} is not offered here."
             return Decision(Outcome.REFUSED, wanted, reason=why)
-        per_request = self.path() == PER_REQUEST and self.served == DFLASH and wanted in (BASELINE, DFLASH)
+        per_request = self.path() == PER_REQUEST and self.served == Mode.DFLASH and wanted in (Mode.BASELINE, Mode.DFLASH)
         if per_request or self.profile is None:
             self.mode = wanted
             self._say(f"{wanted.label}: next reply " + (
-                "asks for no drafts (per request; the draft stays loaded)" if wanted == BASELINE else "uses the draft"),
+                "asks for no drafts (per request; the draft stays loaded)" if wanted == Mode.BASELINE else "uses the draft"),
                 news=True)
             return Decision(Outcome.SWITCHED, wanted, extra=self.request_extra())
         return self._restart(wanted)
@@ -244,11 +235,11 @@ class ModeSwitch:
         return Decision(Outcome.RESTART, mode, settings=settings_for_mode(self.profile, mode, self.caps))
 
     def how(self, mode: Mode, before: Mode) -> str:
-        if mode == BASELINE:
-            return "without the draft" if before in DRAFT_MODES else "without speculation"
-        if mode in DRAFT_MODES:
+        if mode == Mode.BASELINE:
+            return "without the draft" if before.uses_draft_file else "without speculation"
+        if mode.uses_draft_file:
             return "with the draft"
-        if mode == MTP:
+        if mode == Mode.MTP:
             return "with the target's MTP heads"
         return f"with {mode.label} speculation"  # the toggle's name, not the engine's type (ngram-mod)
 
@@ -342,14 +333,14 @@ class ModeSwitch:
         the field after all. The restart path from now on, and a restart now if in baseline."""
         self.set_per_request(False, f"this engine drafted {drafted} tokens in a reply that asked for none, so "
                                     "Baseline restarts the server without the draft")
-        if self.mode == BASELINE and self.served != BASELINE and self.profile is not None and self.pending is None:
+        if self.mode == Mode.BASELINE and self.served != Mode.BASELINE and self.profile is not None and self.pending is None:
             return self._restart(Mode.BASELINE)
         return None
 
     def contradicts(self, mode: Mode | None, drafted: int) -> bool:
         """Whether a reply (its mode and draft count) contradicts the per-request verdict: sent as baseline per
         request, it came back drafted. The session then forgets the remembered verdict for this build."""
-        return mode == BASELINE and bool(drafted) and self.path() == PER_REQUEST
+        return mode == Mode.BASELINE and bool(drafted) and self.path() == PER_REQUEST
 
     def reply_finished(self, mode: Mode | None, drafted: int) -> Decision | None:
         """A reply ended (its mode and draft count). A per-request baseline reply that drafted contradicts
@@ -437,10 +428,10 @@ class ModeSwitch:
         beside a server with its draft, or the profile's own mode beside Baseline. None otherwise."""
         if self.profile is None or self.pending is not None or self.per_request is not False:
             return None
-        own = mode_of(self.profile)
-        if own == BASELINE or self.served not in (BASELINE, own):
+        own = self.profile.spec_mode
+        if own == Mode.BASELINE or self.served not in (Mode.BASELINE, own):
             return None
-        other = BASELINE if self.served == own else own
+        other = Mode.BASELINE if self.served == own else own
         chosen = option(self.options, other)
         if chosen is None or not chosen.available:
             return None
@@ -448,4 +439,4 @@ class ModeSwitch:
 
     def server_has_draft(self) -> bool:
         """Whether the running server was started with the DFlash draft (the per-request path's case)."""
-        return self.served == DFLASH
+        return self.served == Mode.DFLASH

@@ -1,11 +1,11 @@
-"""Speculation modes: which ones this engine and these model files can run (:func:`available_modes`),
+"""Speculation modes' rules: which ones this engine and these model files can run (:func:`available_modes`),
 the settings for each (:func:`settings_for_mode`), and how a server switches between them.
 
-A mode key is the word the toggle, the chat's reply stats and the benchmark share: ``baseline`` (no
-speculation at all), ``dflash`` / ``eagle3`` / ``dspark`` (a separate draft file of that kind),
-``mtp`` (the target's own MTP heads, or an ``mtp-`` head-only file as the draft for a target without
-heads: mainline runs it as ``--spec-draft-model <file> --spec-type draft-mtp``) and ``model-free``
-(n-gram family, copyspec).
+The modes themselves, with their names, colours and draft kinds, are :class:`beedeck.core.engine.mode.Mode`
+and its table: Baseline (no speculation at all), DFlash / EAGLE-3 / DSpark (a separate draft file of that
+kind), MTP (the target's own MTP heads, or an ``mtp-`` head-only file as the draft for a target without
+heads: mainline runs it as ``--spec-draft-model <file> --spec-type draft-mtp``) and N-gram (``model-free``:
+the n-gram family, copyspec).
 
 core.engine sits below core.models, so it never reads a GGUF itself: what the headers say comes in as
 :class:`ModelFacts`, which :func:`beedeck.core.models.paircheck.model_facts` builds from them.
@@ -14,70 +14,16 @@ core.engine sits below core.models, so it never reads a GGUF itself: what the he
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import PurePath
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import parse_version, refused_spec_types
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 
 PER_REQUEST = "per-request"
 RESTART = "restart"
-
-
-
-class Mode(StrEnum):
-    """A speculation mode as the toggle, a reply's facts, the chat store and the benchmark name it.
-
-    The values are stored (chat database, benchmark JSON): add, never rename. :attr:`label` is the ONE
-    name a user reads for the mode, everywhere (toolbar, footer, gauge, settings, benchmark, docs).
-    """
-
-    BASELINE = "baseline"  # no speculation at all
-    DFLASH = "dflash"
-    EAGLE3 = "eagle3"
-    DSPARK = "dspark"
-    MTP = "mtp"
-    MODEL_FREE = "model-free"  # the n-gram family (and BeeLlama's copyspec): no extra model
-
-    @property
-    def label(self) -> str:
-        return _LABEL[self]
-
-    @classmethod
-    def parse(cls, word: object) -> Mode | None:
-        """The mode a stored word names (None for "" or a word no release wrote)."""
-        try:
-            return cls(str(word)) if word else None
-        except ValueError:
-            return None
-
-
-_LABEL = {Mode.BASELINE: "Baseline", Mode.DFLASH: "DFlash", Mode.EAGLE3: "EAGLE-3", Mode.DSPARK: "DSpark",
-          Mode.MTP: "MTP", Mode.MODEL_FREE: "N-gram"}
-BASELINE, DFLASH, EAGLE3, DSPARK, MTP, MODEL_FREE = tuple(Mode)
-MODE_KEYS = tuple(Mode)
-SPEC_OF_MODE: dict[str, SpecMode] = {BASELINE: SpecMode.OFF, DFLASH: SpecMode.DFLASH, EAGLE3: SpecMode.EAGLE3,
-                DSPARK: SpecMode.DSPARK, MTP: SpecMode.MTP, MODEL_FREE: SpecMode.MODEL_FREE}
-MODE_OF_SPEC: dict[SpecMode, Mode] = {spec: Mode(key) for key, spec in SPEC_OF_MODE.items()}
-LABELS: dict[str, str] = {m: m.label for m in Mode}
-# The benchmark's extra row: the DFlash server asked per request for no drafts (core.bench.results measures it).
-IN_SERVER_BASELINE = "baseline-draft-loaded"
-
-
-def mode_label(mode: str) -> str:
-    """A mode key in the user's words (the toggle's names, everywhere a mode is shown); an unknown key as is."""
-    if mode == IN_SERVER_BASELINE:
-        return "Baseline (draft loaded)"
-    return LABELS.get(mode, mode or "—")
-DRAFT_MODES = (DFLASH, EAGLE3, DSPARK)
-A_LABEL = {key: ("an " if key in (EAGLE3, MTP) else "a ") + label for key, label in LABELS.items()}  # "an EAGLE-3"
-# The --spec-type of each mode on BeeLlama >= 0.4 and mainline (DFlash: caps.dflash_spec_type, since
-# BeeLlama 0.1-0.3 spells it "dflash"). Same words as core.models.draft_kinds.SPEC_TYPE_OF_KIND.
-SPEC_TYPE: dict[str, str] = {EAGLE3: "draft-eagle3", DSPARK: "draft-dspark", MTP: "draft-mtp"}
-# Draft kinds (core.models.draft_kinds.draft_kind) and the mode that runs each.
 MTP_HEAD = "mtp"  # the draft kind of a head-only file (core.models.draft_kinds.MTP, sidecars.sidecar_kind)
-MODE_OF_KIND = {"dflash": DFLASH, "dflash-draft": DFLASH, "eagle3": EAGLE3, "dspark": DSPARK, MTP_HEAD: MTP}
 # Preferred model-free types, best first (copyspec needs n-min 1, which build_argv adds).
 MODEL_FREE_ORDER = ("ngram-mod", "ngram-simple", "ngram-map-k", "copyspec", "ngram-cache", "suffix")
 
@@ -98,25 +44,25 @@ class ModelFacts:
 class ModeOption:
     """One mode for this engine and these files: ``reason`` says why not, and what to do, when not."""
 
-    key: str
-    label: str  # Mode.label: one name per mode everywhere (the engine's n-gram type is ``spec_type``)
+    key: Mode
     available: bool
     reason: str = ""
     spec_type: str | None = None  # the --spec-type it runs as on this engine (None for baseline)
 
+    @property
+    def label(self) -> str:
+        """Mode.label: one name per mode everywhere (the engine's n-gram type is ``spec_type``)."""
+        return self.key.label
+
 
 def has_draft(settings: LaunchSettings | None) -> bool:
     """A DFlash profile: the draft is set and the mode is DFlash."""
-    return bool(settings and settings.draft and settings.spec_mode == SpecMode.DFLASH)
+    return bool(settings and settings.draft and settings.spec_mode == Mode.DFLASH)
 
 
 def uses_draft(settings: LaunchSettings | None) -> bool:
     """Any draft-file mode (DFlash, EAGLE-3, DSpark) with its draft set."""
     return bool(settings and settings.draft and settings.spec_mode.uses_draft_file)
-
-
-def mode_of(settings: LaunchSettings) -> Mode:
-    return MODE_OF_SPEC[settings.spec_mode]
 
 
 def switch_path(per_request_honoured: bool | None) -> str:
@@ -144,18 +90,18 @@ def pick_model_free_type(caps: EngineCaps, wanted: str | None = None) -> str | N
     return next((t for t in MODEL_FREE_ORDER if t in have), have[0] if have else None)
 
 
-def parse_spec(text: str) -> tuple[SpecMode, str | None]:
+def parse_spec(text: str) -> tuple[Mode, str | None]:
     """A command line's ``--spec`` word: (mode, model-free type or None). The engines' own spellings
     (draft-mtp, ...) are accepted; any other word is a model-free type for build_argv to judge."""
     word = (text or "off").strip().lower()
-    if word in ("off", "none", BASELINE):
-        return SpecMode.OFF, None
-    key = word.removeprefix("draft-")
-    if key in SPEC_OF_MODE and key != MODEL_FREE:
-        return SPEC_OF_MODE[key], None
-    if word == MODEL_FREE:
-        return SpecMode.MODEL_FREE, None
-    return SpecMode.MODEL_FREE, word
+    if word in ("off", "none", Mode.BASELINE):
+        return Mode.BASELINE, None
+    mode = Mode.parse(word.removeprefix("draft-"))
+    if mode is not None and mode != Mode.MODEL_FREE:
+        return mode, None
+    if word == Mode.MODEL_FREE:
+        return Mode.MODEL_FREE, None
+    return Mode.MODEL_FREE, word
 
 
 def is_mtp_head_name(path: str | None) -> bool:
@@ -174,41 +120,41 @@ def keeps_mtp_head(profile: LaunchSettings, facts: ModelFacts | None = None) -> 
     return True
 
 
-def settings_for_mode(profile: LaunchSettings, mode: str, caps: EngineCaps | None = None,
+def settings_for_mode(profile: LaunchSettings, mode: Mode, caps: EngineCaps | None = None,
                       facts: ModelFacts | None = None) -> LaunchSettings:
     """The profile's settings in ``mode``; nothing but the speculation changes. Baseline is no
     speculation at all (no draft); model-free loads no draft file either, and MTP only an MTP head file
     (:func:`keeps_mtp_head`, ``facts``: what the headers say). With ``caps``, the model-free type is one
     this engine runs."""
-    if mode == BASELINE:
-        return replace(profile, draft=None, spec_mode=SpecMode.OFF)
-    if mode == MTP:
+    if mode == Mode.BASELINE:
+        return replace(profile, draft=None, spec_mode=Mode.BASELINE)
+    if mode == Mode.MTP:
         return replace(profile, draft=profile.draft if keeps_mtp_head(profile, facts) else None,
-                       spec_mode=SpecMode.MTP)
-    if mode == MODEL_FREE:
+                       spec_mode=Mode.MTP)
+    if mode == Mode.MODEL_FREE:
         kind = pick_model_free_type(caps, profile.spec_model_free_type) if caps is not None else None
-        return replace(profile, draft=None, spec_mode=SpecMode.MODEL_FREE,
+        return replace(profile, draft=None, spec_mode=Mode.MODEL_FREE,
                        spec_model_free_type=kind or profile.spec_model_free_type)
-    if mode in DRAFT_MODES:
-        return replace(profile, spec_mode=SPEC_OF_MODE[mode])
-    raise ValueError(f"unknown speculation mode {mode!r}: use one of {', '.join(MODE_KEYS)}")
+    if mode.uses_draft_file:
+        return replace(profile, spec_mode=mode)
+    return replace(profile, draft=None, spec_mode=mode)  # a mode without a draft file of its own
 
 
-def engine_spec_type(key: str, caps: EngineCaps) -> tuple[str | None, str]:
+def engine_spec_type(key: Mode, caps: EngineCaps) -> tuple[str | None, str]:
     """(its --spec-type, "") when this engine runs mode ``key``, else (None, why not and what to do)."""
-    label, engine = LABELS[key], engine_label(caps)
+    label, engine = key.label, engine_label(caps)
     if not caps.has("--spec-type"):
         return None, f"{engine} has no --spec-type option, so it cannot speculate: use BeeLlama or mainline llama.cpp."
-    if key == MODEL_FREE:
+    if key == Mode.MODEL_FREE:
         kind = pick_model_free_type(caps)
         return (kind, "") if kind else (None, f"{engine} has no N-gram speculation type that runs safely here.")
-    if key == DFLASH:
+    if key == Mode.DFLASH:
         spelling = caps.dflash_spec_type
     else:
-        spelling = SPEC_TYPE[key] if SPEC_TYPE[key] in caps.spec_types else None
+        spelling = key.spec_type if key.spec_type in caps.spec_types else None
     if spelling:
         return spelling, ""
-    if key == DFLASH:
+    if key == Mode.DFLASH:
         return None, (f"{engine} has no DFlash (its --spec-type accepts {', '.join(caps.spec_types) or 'nothing'}): "
                       "use BeeLlama or mainline llama.cpp b9000 or newer.")
     if caps.generation == Generation.BEE_A:
@@ -218,23 +164,23 @@ def engine_spec_type(key: str, caps: EngineCaps) -> tuple[str | None, str]:
                   "use a newer build (mainline b11434 and BeeLlama 0.4.3 have it).")
 
 
-def _draft_reason(key: str, caps: EngineCaps | None, settings: LaunchSettings, facts: ModelFacts) -> str:
+def _draft_reason(key: Mode, caps: EngineCaps | None, settings: LaunchSettings, facts: ModelFacts) -> str:
     """Why the configured draft file cannot run as ``key`` ("" when it can, as far as is known)."""
-    label = LABELS[key]
+    label = key.label
     if not settings.draft:
         return (f"No {label} draft model is configured: pick the one made for this target (Settings, or --draft on "
                 "the command line).")
     name = facts.draft_name or PurePath(settings.draft).name
     if not facts.draft_read:
-        own = mode_of(settings)
-        assumed = own if own in DRAFT_MODES else DFLASH  # BeeDeck's pairs are DFlash pairs
+        own = settings.spec_mode
+        assumed = own if own.uses_draft_file else Mode.DFLASH  # BeeDeck's pairs are DFlash pairs
         return "" if key == assumed else (f"BeeDeck has not read {name}'s header, so it cannot tell whether it is "
-                                          f"{A_LABEL[key]} draft.")
+                                          f"{key.a_label} draft.")
     kind = facts.draft_kind
-    runs_as = MODE_OF_KIND.get(kind or "")
+    runs_as = Mode.of_draft_kind(kind)
     if runs_as != key:
-        what = f"{A_LABEL[runs_as]} draft" if runs_as else "an ordinary model, not a speculation draft"
-        fix = f"use the {LABELS[runs_as]} mode for it" if runs_as else f"pick the {label} draft made for this target"
+        what = f"{runs_as.a_label} draft" if runs_as else "an ordinary model, not a speculation draft"
+        fix = f"use the {runs_as.label} mode for it" if runs_as else f"pick the {label} draft made for this target"
         return f"{name} is {what}, so it cannot run as {label}: {fix}."
     if caps is None:
         return ""
@@ -249,13 +195,13 @@ def _draft_reason(key: str, caps: EngineCaps | None, settings: LaunchSettings, f
     return ""
 
 
-def _files_reason(key: str, caps: EngineCaps | None, settings: LaunchSettings, facts: ModelFacts) -> str:
-    if key in DRAFT_MODES:
+def _files_reason(key: Mode, caps: EngineCaps | None, settings: LaunchSettings, facts: ModelFacts) -> str:
+    if key.uses_draft_file:
         return _draft_reason(key, caps, settings, facts)
-    if key == MTP:
+    if key == Mode.MTP:
         name = facts.target_name or PurePath(settings.target).name or "the target"
         head = facts.draft_name or PurePath(settings.draft or "").name
-        if facts.draft_read and facts.draft_kind != MTP_HEAD and settings.draft and mode_of(settings) == MTP:
+        if facts.draft_read and facts.draft_kind != MTP_HEAD and settings.draft and settings.spec_mode == Mode.MTP:
             return (f"{head} is not an MTP head file: in MTP mode the draft field takes only an mtp- head (the "
                     f"target's MTP block alone); clear it to use the heads inside {name}, or pick the mode its "
                     "kind runs as.")
@@ -269,7 +215,7 @@ def _files_reason(key: str, caps: EngineCaps | None, settings: LaunchSettings, f
                         "mainline engine, or a target with its MTP heads inside.")
             return ""
         if facts.mtp_layers is None:
-            if mode_of(settings) == MTP:
+            if settings.spec_mode == Mode.MTP:
                 return ""
             return f"BeeDeck has not read {name}'s header, so it cannot tell whether it has MTP heads."
         if facts.mtp_layers < 1:
@@ -280,7 +226,7 @@ def _files_reason(key: str, caps: EngineCaps | None, settings: LaunchSettings, f
 
 def available_modes(caps: EngineCaps | None, settings: LaunchSettings,
                     facts: ModelFacts | None = None) -> list[ModeOption]:
-    """Every mode (in :data:`MODE_KEYS` order), available or not, for this engine and these files.
+    """Every mode (in :class:`Mode`'s order), available or not, for this engine and these files.
 
     Without ``caps`` (no engine probed yet) only baseline and the profile's own mode can be available;
     what the headers did not say (``facts`` None or partial) is taken from the profile: a draft that
@@ -288,22 +234,22 @@ def available_modes(caps: EngineCaps | None, settings: LaunchSettings,
     heads that were not counted are assumed only when the profile runs MTP.
     """
     facts = facts or ModelFacts()
-    own = mode_of(settings)
-    out = [ModeOption(BASELINE, LABELS[BASELINE], True)]
-    for key in MODE_KEYS[1:]:
-        label, files_why = LABELS[key], _files_reason(key, caps, settings, facts)
+    own = settings.spec_mode
+    out = [ModeOption(Mode.BASELINE, True)]
+    for key in [m for m in Mode if m.speculates]:
+        label, files_why = key.label, _files_reason(key, caps, settings, facts)
         if caps is None:  # what the files say first: an engine not probed yet is the weaker reason
-            spec_type = settings.spec_model_free_type if key == MODEL_FREE else None
+            spec_type = settings.spec_model_free_type if key == Mode.MODEL_FREE else None
             probe = "" if key == own else f"BeeDeck has not probed the engine yet, so it cannot tell whether it runs {label}."
             why = files_why or probe
         else:  # an engine that cannot run the mode at all comes first: no file would help
             spec_type, engine_why = engine_spec_type(key, caps)
-            if key == MODEL_FREE and not engine_why:
+            if key == Mode.MODEL_FREE and not engine_why:
                 spec_type = pick_model_free_type(caps, settings.spec_model_free_type)
             why = engine_why or files_why
-        out.append(ModeOption(key, label, not why, why, spec_type if not why else None))
+        out.append(ModeOption(key, not why, why, spec_type if not why else None))
     return out
 
 
-def option(options: list[ModeOption], key: str) -> ModeOption | None:
+def option(options: list[ModeOption], key: Mode) -> ModeOption | None:
     return next((o for o in options if o.key == key), None)

@@ -10,7 +10,8 @@ really produced it, and the reason is the toggle's tooltip.
 
 from __future__ import annotations
 
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import RemoteInfo
 from beedeck.core.engine.speculation.switching import PerRequestVerdict
 
@@ -29,11 +30,11 @@ _DFLASH_LIKE = ("", "on", "dflash", "draft-dflash")
 def served_settings(info: RemoteInfo) -> LaunchSettings:
     """What the attached server runs, as launch settings the switch understands (its mode only)."""
     first = info.spec_types.split(",")[0].strip()
-    mode = {"draft-mtp": SpecMode.MTP, "draft-eagle3": SpecMode.EAGLE3, "draft-dspark": SpecMode.DSPARK}.get(first)
+    mode = Mode.of_spec_type(first)
     if mode is None and first.startswith("ngram"):
-        return LaunchSettings(target=info.model, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type=first)
-    mode = mode or SpecMode.DFLASH
-    return LaunchSettings(target=info.model, draft=None if mode == SpecMode.MTP else "(loaded on the server)",
+        return LaunchSettings(target=info.model, spec_mode=Mode.MODEL_FREE, spec_model_free_type=first)
+    mode = mode or Mode.DFLASH
+    return LaunchSettings(target=info.model, draft=None if mode == Mode.MTP else "(loaded on the server)",
                           spec_mode=mode)
 
 

@@ -28,9 +28,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import CODE, KINDS, PROSE, STRUCTURED, WorkloadAdvice, classify
 from beedeck.core.engine.speculation.comparison import Comparison, Evidence, compare
-from beedeck.core.engine.speculation.modes import BASELINE, LABELS
 
 __all__ = ["CODE", "KINDS", "PROSE", "STRUCTURED", "Advice", "SpecGuard", "classify_prompt", "references_from_bench"]
 
@@ -47,20 +47,20 @@ class Advice:
     it slower, or (``comparison`` None) its last ``replies`` replies drafted nothing."""
 
     kind: str
-    mode: str  # the speculative mode that does not pay, e.g. "dflash"
+    mode: Mode  # the speculative mode that does not pay
     comparison: Comparison | None  # its speed over the baseline's, like for like; None: it drafted nothing
     source: str  # where the comparison comes from ("a benchmark on this server", "tune and benchmark runs")
     replies: int  # this conversation's replies of the mode and kind behind the advice
-    suggested_mode: str = "baseline"
+    suggested_mode: Mode = Mode.BASELINE
     learned: str = ""  # why the suggestion is not the baseline: what the learnt advice measured
 
     @property
     def message(self) -> str:
-        name = LABELS.get(self.mode, self.mode)
-        switch = LABELS.get(self.suggested_mode, self.suggested_mode)
+        name = self.mode.label
+        switch = self.suggested_mode.label
         c = self.comparison
         if c is not None and c.shown:
-            text = (f"{name} is slower than {LABELS[BASELINE]} on {self.kind} prompts here: {c.ratio:.2f}x "
+            text = (f"{name} is slower than {Mode.BASELINE.label} on {self.kind} prompts here: {c.ratio:.2f}x "
                     f"(95 % CI {c.interval_text()}, {c.evidence_text()}; {self.source}, the same prompts in both).")
         else:
             text = (f"{name} drafted nothing in your last {self.replies} {self.kind} replies (the server counted 0 "
@@ -72,8 +72,8 @@ class Advice:
 
 @dataclass
 class _Track:
-    replies: dict[str, int] = field(default_factory=dict)  # replies per mode in this conversation
-    drafted: dict[str, deque[int | None]] = field(default_factory=dict)  # the last replies' draft counts per mode
+    replies: dict[Mode, int] = field(default_factory=dict)  # replies per mode in this conversation
+    drafted: dict[Mode, deque[int | None]] = field(default_factory=dict)  # the last replies' draft counts per mode
     told: bool = False
 
 
@@ -81,7 +81,7 @@ class SpecGuard:
     """Per conversation and kind of prompt: the replies per mode and what they drafted, and the like-for-like
     evidence per mode and kind; see the module docstring for the rules."""
 
-    def __init__(self, *, confirm: int = 3, margin: float = 0.05, baseline_mode: str = BASELINE,
+    def __init__(self, *, confirm: int = 3, margin: float = 0.05, baseline_mode: Mode = Mode.BASELINE,
                  advice: WorkloadAdvice | None = None, setup: str | None = None) -> None:
         if confirm < 1 or not 0 <= margin < 1:
             raise ValueError("need confirm >= 1 and 0 <= margin < 1")
@@ -89,7 +89,7 @@ class SpecGuard:
         self.baseline_mode = baseline_mode
         self.conversation: str | None = None
         self._tracks: dict[str, _Track] = {}
-        self._reference: dict[tuple[str, str], Evidence] = {}  # (mode, kind) -> a benchmark's replies
+        self._reference: dict[tuple[Mode, str], Evidence] = {}  # (mode, kind) -> a benchmark's replies
         self.advice, self.setup = advice, setup
 
     # ---- the learnt advice (core.engine.speculation.advice): what tune and benchmark runs found fastest ----
@@ -99,14 +99,14 @@ class SpecGuard:
         profile); call again when the profile changes. None turns the consultation off."""
         self.advice, self.setup = advice, setup
 
-    def learned_mode(self, kind: str) -> str | None:
+    def learned_mode(self, kind: str) -> Mode | None:
         """The mode the learnt advice found fastest for ``kind`` on this setup, or None (no advice given,
         too little evidence, or a tie)."""
         if self.advice is None or self.setup is None:
             return None
         return self.advice.best_mode(self.setup, kind)
 
-    def mode_for_prompt(self, text: str, available: Iterable[str] | None = None) -> str | None:
+    def mode_for_prompt(self, text: str, available: Iterable[Mode] | None = None) -> Mode | None:
         """For a toggle that follows the advice (the user opted in): the learnt fastest mode for this
         prompt's kind, when it is one of ``available`` (the modes the toggle can run now); else None,
         and the toggle stays where the user put it."""
@@ -120,7 +120,7 @@ class SpecGuard:
         self.conversation = conversation_id
         self._tracks.clear()
 
-    def add_reference(self, mode: str, kind: str, evidence: Evidence) -> None:
+    def add_reference(self, mode: Mode, kind: str, evidence: Evidence) -> None:
         """A benchmark's replies of ``mode`` for ``kind`` on this server (tokens/s per prompt): the
         like-for-like evidence the guard compares a mode with the baseline by."""
         self._reference[(mode, kind)] = evidence
@@ -129,7 +129,7 @@ class SpecGuard:
         """Another server: its benchmark replies say nothing about this one."""
         self._reference.clear()
 
-    def comparison(self, mode: str, kind: str) -> tuple[Comparison, str] | None:
+    def comparison(self, mode: Mode, kind: str) -> tuple[Comparison, str] | None:
         """``mode``'s speed over the baseline's for ``kind`` by the rule, and where it comes from: a benchmark on
         this server, else the learnt advice for this setup; None when neither has a comparison to show."""
         base, other = self._reference.get((self.baseline_mode, kind)), self._reference.get((mode, kind))
@@ -143,7 +143,7 @@ class SpecGuard:
                 return c, "tune and benchmark runs on this setup"
         return None
 
-    def observe(self, mode: str, tokens_per_s: float, kind: str, drafted: int | None = None) -> Advice | None:
+    def observe(self, mode: Mode, tokens_per_s: float, kind: str, drafted: int | None = None) -> Advice | None:
         """Record one reply (its mode, speed and ``drafted`` tokens: None when not counted); returns Advice
         once per conversation and kind when the mode does not pay (see the module docstring)."""
         if tokens_per_s <= 0 or mode == self.baseline_mode:
@@ -173,14 +173,14 @@ class SpecGuard:
         return replace(advice, suggested_mode=best, learned=why)
 
 
-def references_from_bench(samples: Iterable[tuple[str, str, str, float]]) -> dict[tuple[str, str], Evidence]:
+def references_from_bench(samples: Iterable[tuple[Mode, str, str, float]]) -> dict[tuple[Mode, str], Evidence]:
     """Group benchmark replies ``(mode, prompt id, prompt text, tokens/s)`` by (mode, prompt kind), as the
     rule's evidence (tokens/s per prompt).
 
     A benchmark measures every mode on the same prompts, so its figures let the guard judge a mode
     against the baseline like for like, before and beyond what the conversation shows.
     """
-    runs: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    runs: dict[tuple[Mode, str], list[tuple[str, float]]] = {}
     for mode, pid, text, tps in samples:
         runs.setdefault((mode, classify_prompt(text)), []).append((pid, tps))
     return {key: Evidence.of(pairs) for key, pairs in runs.items()}

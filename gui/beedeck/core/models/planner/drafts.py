@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.known_issues import parse_version
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.models.draft_kinds import is_mtp_only
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner.units import DeviceUse, MiB, layer_of, ngl_of, pad, row_bytes
@@ -75,9 +76,9 @@ def plan_mtp_heads(target: ModelInfo, settings: LaunchSettings, dev: DeviceUse, 
 
 def loads_other_draft(draft: ModelInfo, settings: LaunchSettings) -> bool:
     """An EAGLE-3 draft in EAGLE-3 mode, or an MTP head file (no trunk layers) in MTP mode."""
-    if settings.spec_mode == SpecMode.EAGLE3:
+    if settings.spec_mode == Mode.EAGLE3:
         return draft.architecture == "eagle3"
-    return settings.spec_mode == SpecMode.MTP and is_mtp_only(draft)
+    return settings.spec_mode == Mode.MTP and is_mtp_only(draft)
 
 
 def plan_other_draft(draft: ModelInfo, settings: LaunchSettings, gpus: list[DeviceUse], host: DeviceUse,
@@ -88,9 +89,9 @@ def plan_other_draft(draft: ModelInfo, settings: LaunchSettings, gpus: list[Devi
     on_gpu = bool(gpus) and ngl_of(settings.draft_n_gpu_layers, draft.n_layer) > 0
     dev = gpus[-1] if on_gpu else host
     dev.add("draft_weights", draft.tensor_bytes)
-    what = "MTP head file" if settings.spec_mode == SpecMode.MTP else "EAGLE-3 draft"
+    what = "MTP head file" if settings.spec_mode == Mode.MTP else "EAGLE-3 draft"
     kv = 0
-    if settings.spec_mode == SpecMode.EAGLE3:
+    if settings.spec_mode == Mode.EAGLE3:
         for i in draft.kv_layers():
             if i < len(draft.n_head_kv) and i < len(draft.head_dim_k) and i < len(draft.head_dim_v):
                 nk, nv = draft.n_head_kv[i] * draft.head_dim_k[i], draft.n_head_kv[i] * draft.head_dim_v[i]

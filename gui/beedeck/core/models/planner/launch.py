@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner.devices import plan_across
@@ -26,7 +27,7 @@ def plan_launch(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSett
     generation = caps.generation if caps is not None else Generation.MAINLINE
     if generation == Generation.UNKNOWN:
         generation = Generation.MAINLINE
-    drafted = draft if settings.spec_mode != SpecMode.OFF else None
+    drafted = draft if settings.spec_mode != Mode.BASELINE else None
     if settings.rpc_workers and rpc_devices:
         return plan_across(target, drafted, settings, generation, rpc_devices)
     return plan(target, drafted, settings, generation, list(devices or []))

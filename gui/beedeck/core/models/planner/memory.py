@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import Generation
-from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
+from beedeck.core.engine.launch_settings import LaunchSettings
+from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.slots import slot_context
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner.drafts import (
@@ -37,7 +38,6 @@ from beedeck.core.models.planner.units import (
 )
 
 CUDA_CONTEXT = 350 * MiB  # §1.8: ~0.1-0.6 GiB, 350 MiB on a 3090/4090 under Linux
-DFLASH_FORMAT_MODES = (SpecMode.DFLASH, SpecMode.DSPARK)  # drafts in the dflash architecture
 DEFAULT_MARGIN = GiB  # llama.cpp's own --fit-target default
 INPUT_TENSORS = ("token_embd", "per_layer_token_embd")  # the input layer: always in host memory (dev_input = cpu)
 _REPACKED = frozenset({2, 12, 20})  # Q4_0, Q4_K, IQ4_NL
@@ -172,7 +172,7 @@ def _cells(target: ModelInfo, settings: LaunchSettings, generation: Generation, 
     np_ = max(1, settings.parallel)
     # One rule with build_argv (core/engine/slots.py): BeeLlama 0.1-0.3 doubles the sequences whenever
     # speculation is on, model-free too, and BeeDeck doubles -c to keep the slot's context.
-    slot = slot_context(settings, generation, settings.spec_mode != SpecMode.OFF)
+    slot = slot_context(settings, generation, settings.spec_mode != Mode.BASELINE)
     n_seq = slot.n_seq
     unified = bool(settings.kv_unified)
     ub_default, b_default = (64, 256) if generation == Generation.BEE_A and use_draft else (512, 2048)
@@ -321,7 +321,7 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
     notes: list[str] = []
     # DFlash-format drafts (DFlash, DSpark: a DFlash file with a Markov head) get the measured DFlash formulas;
     # an EAGLE-3 draft or an MTP head file only what is known of them (planner.drafts).
-    use_draft = draft is not None and settings.spec_mode in DFLASH_FORMAT_MODES
+    use_draft = draft is not None and settings.spec_mode.info.dflash_draft
     other_draft = draft if draft is not None and not use_draft and loads_other_draft(draft, settings) else None
     ngl = ngl_of(settings.n_gpu_layers, target.n_layer) if gpus else 0
     layer_dev, cpu_names, out_dev = _place_weights(target, ngl, gpus, host, "weights", split)
@@ -339,7 +339,7 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
         plan_draft(target, draft, settings, generation, mine, host, cx.n_ctx_seq, ub, cx.np_, notes, draft_defaults)
     elif other_draft is not None:
         plan_other_draft(other_draft, settings, mine, host, cx.n_ctx_seq, notes)
-    elif settings.spec_mode == SpecMode.MTP and draft is None and target.n_layer_all > target.n_layer:
+    elif settings.spec_mode == Mode.MTP and draft is None and target.n_layer_all > target.n_layer:
         plan_mtp_heads(target, settings, out_dev or host, cx.n_ctx_seq, ub, notes)
     return MemoryPlan(gpus + [host], cx.n_ctx, cx.n_ctx_seq, cx.cells_swa, cpu_names, notes, margin)
 
