@@ -139,7 +139,8 @@ class SwitchRunner(QObject):
         """The app's server is ready: a restart under way is done, its build may need a check, and the
         other mode may be loaded beside it now."""
         if self.switch.pending is not None:
-            mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.serving.last_switch or RESTARTED)
+            mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.serving.last_switch or RESTARTED,
+                                            self.serving.restart_note)
             if mode is not None:
                 self.mode_changed.emit(mode.value)
         if not self.serving.is_remote():

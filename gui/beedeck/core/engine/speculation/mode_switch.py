@@ -278,10 +278,11 @@ class ModeSwitch:
         of = f" of about {max(1, round(expected_s))} s" if expected_s else ""
         return f"restarting {self.how(self.pending, self.served)}… {elapsed_s:.1f} s{of}"
 
-    def restart_done(self, took_s: float, went: str = RESTARTED) -> Mode | None:
+    def restart_done(self, took_s: float, went: str = RESTARTED, note: str = "") -> Mode | None:
         """The restart's server is ready: the pending mode is in effect (returned; None when none was pending).
         ``went``: how (core/engine/speculation/standby.py): restarted, loaded beside the running server, or swapped back
-        to the server kept loaded."""
+        to the server kept loaded. ``note``: what the restart did with the conversation's cache, said once
+        (core/serving/slot_carry.py: kept, or why not)."""
         if self.pending is None:
             return None
         mode, self.pending, self.began = self.pending, None, None
@@ -298,6 +299,8 @@ class ModeSwitch:
                            "so switching back loads nothing")
         else:
             self.status = f"{label}: restarted the server {how} in {took_s:.1f} s"
+        if note:
+            self.status += f"; {note}"
         return mode
 
     def restart_failed(self) -> None:
