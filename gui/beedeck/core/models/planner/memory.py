@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings, SpecMode
-from beedeck.core.engine.slots import slot_context
+from beedeck.core.engine.slots import chat_slots, slot_context
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner.drafts import (
     DraftDefaults,
@@ -164,7 +164,7 @@ class _Cells:
 
 def _cells(target: ModelInfo, settings: LaunchSettings, generation: Generation, use_draft: bool,
            notes: list[str]) -> _Cells:
-    np_ = max(1, settings.parallel)
+    np_ = chat_slots(settings)  # one whenever a draft is loaded: the rule build_argv passes
     # One rule with build_argv (core/engine/slots.py): BeeLlama 0.1-0.3 doubles the sequences whenever
     # speculation is on, model-free too, and BeeDeck doubles -c to keep the slot's context.
     slot = slot_context(settings, generation, settings.spec_mode != SpecMode.OFF)
