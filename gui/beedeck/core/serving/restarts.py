@@ -70,6 +70,11 @@ class RestartSteps(Protocol):
         """What the last restart's steps did, for the user ("" when nothing is worth saying)."""
         ...
 
+    def forecast(self, restart: Restart, running: Any) -> tuple[str, float]:
+        """Before the click, no I/O: "" when ``restart`` would keep the conversation (else why not, in words), and
+        the seconds the steps add to it (what they took last)."""
+        ...
+
 
 class NoSteps:
     """A restart is a stop and a start."""
@@ -88,6 +93,9 @@ class NoSteps:
 
     def said(self) -> str:
         return ""
+
+    def forecast(self, restart: Restart, running: Any) -> tuple[str, float]:
+        return "BeeDeck keeps nothing across this restart", 0.0
 
 
 class Guarded:
@@ -132,6 +140,13 @@ class Guarded:
         except Exception as exc:  # see the class
             self._failed("its note", exc)
             return ""
+
+    def forecast(self, restart: Restart, running: Any) -> tuple[str, float]:
+        try:
+            return self.steps.forecast(restart, running)
+        except Exception as exc:  # see the class
+            self._failed("its forecast", exc)
+            return "not known", 0.0
 
 
 class StartTimes:

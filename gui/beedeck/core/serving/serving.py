@@ -113,6 +113,12 @@ class Serving:
             return None
         return self.times.expected(with_draft)
 
+    def keeps_conversation(self, settings: LaunchSettings) -> tuple[str, float]:
+        """Before a switch to ``settings`` (no I/O): "" when its restart would keep the conversation's cache, else why
+        not, and the seconds keeping it adds (core/serving/slot_carry.py)."""
+        restart = Restart(self.engine, self.caps, settings, True, self.settings, self._kv_bytes)
+        return self._steps().forecast(restart, self._proc)
+
     def stopping(self) -> list[Held]:
         """The servers a launch now stops first (the active one and the one kept beside it), with what they
         were started with: what they hold counts as free for that launch. Empty for a connection."""

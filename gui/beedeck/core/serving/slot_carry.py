@@ -234,6 +234,12 @@ class SlotCarry:
     def said(self) -> str:
         return self._say
 
+    def forecast(self, restart: Restart, running: Any) -> tuple[str, float]:
+        """Whether a switch now would keep the conversation (no I/O), and what the last save and restore took."""
+        why = self._why_not(restart, running) if running is not None else "no server runs"
+        last = self.last
+        return why, (last.save_s + last.restore_s) if last is not None and last.kind == "restored" else 0.0
+
     # -- why not ---------------------------------------------------------------------------
     def _why_not(self, restart: Restart, running: Any) -> str:
         caps, before, s = restart.caps, restart.before, restart.settings

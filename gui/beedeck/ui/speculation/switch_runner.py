@@ -26,8 +26,9 @@ from beedeck.core.engine.logparse import ServerFailure
 from beedeck.core.engine.remote import NO_RESTART, RemoteInfo
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
-from beedeck.core.engine.speculation.modes import Mode, uses_draft
+from beedeck.core.engine.speculation.modes import Mode, settings_for_mode, uses_draft
 from beedeck.core.engine.speculation.standby import RESTARTED
+from beedeck.core.engine.speculation.switch_cost import SwitchForecast
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models.header_cache import HeaderCache, Read
 from beedeck.core.serving import Serving
@@ -64,6 +65,8 @@ class SwitchRunner(QObject):
         self.checker.verdict_known.connect(self._on_verdict_known)
         self.checker.remote_checked.connect(self.changed)
         self.checker.remote_check_failed.connect(self.changed)
+        self._tokens = 0  # the conversation on the server after the last reply
+        self._prefill: tuple[int, float] | None = None  # this target's longest prefill seen: (tokens, tokens/s)
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, settings: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
@@ -72,8 +75,11 @@ class SwitchRunner(QObject):
         per-request switching (:meth:`ModeSwitch.configure`). ``local_files=False``: a server BeeDeck did not
         start, whose paths are not read here. No file is touched on this thread: the headers are read by the
         runner."""
+        if settings is not self.switch.profile:
+            self._tokens, self._prefill = 0, None
         self.switch.configure(settings, caps, per_request, self.headers.facts(settings), local_files)
         self.switch.notes = mode_notes(settings) if settings is not None else {}
+        self._update_forecast()
         self._read_headers()
         self.changed.emit()
 
@@ -103,8 +109,32 @@ class SwitchRunner(QObject):
         return self.switch.launch_settings(settings)
 
     def reply_finished(self, facts: ReplyFacts) -> None:
-        """A reply ended: a "baseline" reply that drafted may send the switch to restarts."""
+        """A reply ended: a "baseline" reply that drafted may send the switch to restarts; the conversation's
+        length and the prefill rate feed the switch's forecast."""
+        self._tokens = facts.context_tokens or self._tokens
+        if facts.prompt_n and facts.prompt_tps and (self._prefill is None or facts.prompt_n > self._prefill[0]):
+            self._prefill = (facts.prompt_n, facts.prompt_tps)
+        self._update_forecast()
         self._carry_out(self.checker.reply_finished(self.serving.caps, facts))
+
+    def _update_forecast(self) -> None:
+        """What a switch by restart costs here, said before the click (:class:`SwitchForecast`): the starts this
+        machine measured, whether the conversation's cache comes along, and what re-reading it would cost."""
+        serving, profile = self.serving, self.switch.profile
+        if profile is None or not serving.is_running() or serving.is_remote():
+            self.switch.forecast = None
+            return
+        keeps: dict[str, str] = {}
+        carry_s = 0.0
+        for o in self.switch.options:
+            if o.available and o.key != self.switch.mode:
+                keeps[o.key], took = serving.keeps_conversation(settings_for_mode(profile, o.key, serving.caps))
+                carry_s = max(carry_s, took)
+        kept = serving.kept
+        self.switch.forecast = SwitchForecast(
+            {True: serving.times.expected(True), False: serving.times.expected(False)},
+            uses_draft(kept.asked) if kept is not None else None, keeps, carry_s, self._tokens,
+            self._prefill[1] if self._prefill else None)
 
     # -- switching -------------------------------------------------------------------------
     def request(self, key: str) -> bool:
@@ -145,6 +175,7 @@ class SwitchRunner(QObject):
                 self.mode_changed.emit(mode.value)
         if not self.serving.is_remote():
             self.checker.server_ready(self.serving.caps, lambda: self._client(base_url, api_key))
+        self._update_forecast()
         self.changed.emit()
         self._keep_other_mode_loaded()
 

@@ -51,6 +51,7 @@ from beedeck.core.engine.speculation.modes import (
     option,
     settings_for_mode,
     switch_path,
+    uses_draft,
 )
 from beedeck.core.engine.speculation.remote_switch import (
     CHECKING_REASON,
@@ -64,6 +65,7 @@ from beedeck.core.engine.speculation.remote_switch import (
     verdict_reason,
 )
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED
+from beedeck.core.engine.speculation.switch_cost import SwitchForecast
 from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 
 NO_SPECULATION = "no speculation here"
@@ -118,6 +120,7 @@ class ModeSwitch:
         self.began: float | None = None  # when the restart under way began (the caller's clock)
         self.expected_s: float | None = None  # what such a restart took here before, if measured
         self.last_switch_s: float | None = None  # what the last finished restart-path switch took
+        self.forecast: SwitchForecast | None = None  # what a restart costs here, before the click (the session's)
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
@@ -191,6 +194,17 @@ class ModeSwitch:
         if others:
             lines += ["", *self.why_lines()]
         return "\n".join(lines)
+
+    def cost_line(self, key: str) -> str:
+        """Before the click: what a switch to mode ``key`` costs here (:class:`SwitchForecast`: the restart's
+        seconds as measured, whether the conversation comes along); "" for the mode in effect, a switch per
+        request (instant) or while nothing is known."""
+        mode = Mode.parse(key)
+        if mode is None or mode == self.mode or self.pending is not None or self.profile is None or self.forecast is None:
+            return ""
+        if self.path() == PER_REQUEST and self.served == DFLASH and mode in (BASELINE, DFLASH):
+            return ""
+        return self.forecast.line(mode.value, uses_draft(settings_for_mode(self.profile, mode, self.caps)))
 
     def why_lines(self) -> list[str]:
         return ["Not available here:", *(f"• {o.label}: {o.reason}" for o in self.unavailable())]
