@@ -18,7 +18,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from beedeck.core.engine.speculation.comparison import DRAFTED_NOTHING, Comparison
+from beedeck.core.engine.speculation.comparison import DRAFTED_NOTHING, Comparison, age_text
 from beedeck.core.engine.speculation.modes import BASELINE, IN_SERVER_BASELINE, LABELS, mode_label
 
 DEFAULT_SCALE = 50.0  # tokens/s: the dial before anything was measured on this server
@@ -120,10 +120,12 @@ class Figure:
 @dataclass(frozen=True)
 class Compared:
     """A mode's last speed-up over the baseline, as the rule (core/engine/speculation/comparison.py) gave
-    it to a benchmark or a tune (like-for-like evidence: the same prompts, runs enough for an interval)."""
+    it to a benchmark or a tune (like-for-like evidence: the same prompts, runs enough for an interval).
+    ``baseline_at``: the baseline was kept from an earlier run of the same setup, measured then (None: with it)."""
 
     comparison: Comparison
     source: str
+    baseline_at: float | None = None
 
 
 class ModeFigures:
@@ -139,13 +141,14 @@ class ModeFigures:
         self._compared: dict[str, Compared] = {}
 
     def record(self, mode: str, tps: float, source: str = "chat", *, drafted: int | None = None,
-               comparison: Comparison | None = None) -> None:
+               comparison: Comparison | None = None, baseline_at: float | None = None) -> None:
         """``mode``'s latest speed; ``comparison``: its speed-up over the baseline as the rule gave it to
-        this source (a benchmark's or a tune's, never a chat reply's)."""
+        this source (a benchmark's or a tune's, never a chat reply's); ``baseline_at``: when the baseline it
+        compares against was measured, where it was kept from an earlier run (core/bench/baseline_cache.py)."""
         if mode and tps > 0 and math.isfinite(tps):
             self._by_mode[mode] = Figure(mode, float(tps), source, drafted)
         if mode and comparison is not None and source != "chat":
-            self._compared[mode] = Compared(comparison, source)
+            self._compared[mode] = Compared(comparison, source, baseline_at)
 
     def get(self, mode: str) -> Figure | None:
         return self._by_mode.get(mode)
@@ -165,9 +168,10 @@ class ModeFigures:
         rank = {m: i for i, m in enumerate(MODE_ORDER)}
         return sorted(self._by_mode.values(), key=lambda f: (rank.get(f.mode, len(rank)), f.mode))
 
-    def lines(self) -> list[str]:
+    def lines(self, now: float | None = None) -> list[str]:
         """One line per mode, e.g. "N-gram 45.6 tok/s (last reply) · drafted nothing", and under a mode a
-        benchmark or tune compared: "  vs Baseline: ×2.10 (1.95-2.30, 3 runs of 3 prompts; benchmark)".
+        benchmark or tune compared: "  vs Baseline: ×2.10 (1.95-2.30, 3 runs of 3 prompts; benchmark)", with
+        "; baseline kept, measured 3 h ago" where the baseline came from the cache (its age at ``now``).
         The baseline's line is there even when it was not measured (the reference every speed-up needs)."""
         out = [] if self.get(BASELINE) else ["Baseline —"]
         for f in self.ordered():
@@ -180,7 +184,8 @@ class ModeFigures:
                 text += f" ({f.source})"
             out.append(text)
             if (c := self._compared.get(f.mode)) is not None and f.mode != BASELINE:
-                out.append(f"  vs {mode_label(BASELINE)}: {_ratio_text(c.comparison)}; {c.source}")
+                kept = f"; baseline kept, {age_text(c.baseline_at, now)}" if c.baseline_at is not None else ""
+                out.append(f"  vs {mode_label(BASELINE)}: {_ratio_text(c.comparison)}; {c.source}{kept}")
         return out
 
     def scale_for(self, mode: str) -> float:

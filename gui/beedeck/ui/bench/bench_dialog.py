@@ -117,9 +117,10 @@ class BenchDialog(ChatServerDialog):
                                      for s in report.samples if s.error is None)
         for (mode, kind), evidence in refs.items():
             self.session.guard.add_reference(mode, kind, evidence)
+        kept = next((r.measured_at for r in report.runs if r.mode == BASELINE and r.measured_at is not None), None)
         for mode, m in summarize(report).overall.items():  # the speed panel's last figure per mode
             if m.gen_tps is not None:
-                self.session.record_figure(mode, m.gen_tps.median, "benchmark", m.speedup)
+                self.session.record_figure(mode, m.gen_tps.median, "benchmark", m.speedup, kept)
         self._teach_advice(report)
 
     def _teach_advice(self, report: BenchReport) -> None:
