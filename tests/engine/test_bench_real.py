@@ -188,3 +188,36 @@ def test_every_engine_measures_dflash_against_a_server_without_the_draft(
     print(line)
     record_property(f"engine_speedup_{real_engine.kind}", line)
     assert d.speedup.ratio > 1.0, line
+
+
+def test_the_baseline_is_measured_once_kept_and_measured_again_when_the_setup_changes(
+    starter_engine_path: Path, starter_caps: EngineCaps, synth_pair: tuple[Path, Path], tmp_path: Path,
+) -> None:
+    """Issue 36: DFlash is compared against a baseline with no draft loaded, measured once per setup and kept (on a
+    24 GB card each measurement is a restart and a pass of the suite); the report says when it was measured."""
+    from dataclasses import replace
+
+    from beedeck.core.bench.baseline_cache import BaselineCache
+
+    cache = BaselineCache(tmp_path / "baselines.json")
+    suite = BenchSuite("short", (BenchPrompt("py", "Write python code."),), max_tokens=16, temperature=0.0)
+    settings = synthetic_settings(*synth_pair)
+
+    def run(s: LaunchSettings = settings, fresh: bool = False) -> Any:
+        report = run_bench(starter_engine_path, starter_caps, s, suite, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=1, warmup=0,
+                           switching="restart", environment={}, baselines=cache, fresh_baseline=fresh)
+        assert report.ok, report.errors
+        return report, {r.variant.mode: r for r in report.runs}
+
+    first, runs = run()
+    assert runs[Mode.BASELINE].measured_at is None and runs[Mode.DFLASH].stop_previous_s is not None  # measured, then stopped
+    second, kept = run()
+    assert kept[Mode.BASELINE].measured_at is not None and kept[Mode.BASELINE].argv == runs[Mode.BASELINE].argv
+    assert kept[Mode.DFLASH].measured_at is None and kept[Mode.DFLASH].stop_previous_s is None  # no baseline server started
+    assert [(s.prompt_id, s.gen_tps, s.text) for s in second.samples_for(Variant(Mode.BASELINE))] == [
+        (s.prompt_id, s.gen_tps, s.text) for s in first.samples_for(Variant(Mode.BASELINE))]
+    summary = br.summarize(second)
+    assert any(f.startswith("Baseline was kept from an earlier run of this setup (measured just now") for f in summary.flags)
+    assert "restart (kept from an earlier run of this setup, measured just now)" in br.to_markdown(second, summary)
+    assert run(fresh=True)[1][Mode.BASELINE].measured_at is None  # asked to measure it again
+    assert run(replace(settings, ctx_size=settings.ctx_size * 2))[1][Mode.BASELINE].measured_at is None  # another setup

@@ -81,6 +81,13 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     toggle = window.mode
     button = toggle.baseline_button if mode == "baseline" else toggle.dflash_button
     old_pid = server_pid(window)
+    # Before the click, the segment says what the switch costs here and that the conversation comes along
+    # (core/engine/speculation/switch_cost.py SwitchForecast; the seconds once a switch was measured).
+    tip = button.toolTip()
+    forecast = window.session.switch.forecast
+    assert "Switching restarts the server" in tip, tip
+    assert forecast is not None and ("the conversation's cache comes along, which saves reading" in tip) == bool(
+        forecast.tokens), tip
     t0 = time.monotonic()
     with qtbot.waitSignal(window.session.switching.mode_changed, timeout=START_MS) as blocker:
         button.click()
@@ -98,6 +105,7 @@ def _toggle(qtbot: QtBot, window: MainWindow, mode: str) -> tuple[float, float]:
     reported = window.session.switch.last_switch_s
     assert reported is not None and 0 < reported <= wall, (reported, wall)  # the restart we waited for
     assert match.group(2) == f"{reported:.1f}", (status, reported)
+    assert "kept the conversation's cache (" in status, status  # core/serving/slot_carry.py, said once
     # A real restart: the old process is gone, a new one runs with (or without) the draft.
     new_pid = server_pid(window)
     assert new_pid != old_pid and not pid_alive(old_pid)
@@ -166,6 +174,8 @@ def test_toggle_switches_the_real_server_and_keeps_the_conversation(
 
         second = _send(qtbot, window, "Write python code.")
         _assert_baseline(second)  # per request, the loaded draft was told to stay silent
+        if not honours:  # restarted: the restored cache holds the conversation, only the new turn is read
+            assert second["cache_n"] > second["prompt_n"] > 0, second
         assert window.speed.acceptance.text() == "— (no drafts)"
 
         to_dflash = switch(qtbot, window, "dflash")

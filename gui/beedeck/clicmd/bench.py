@@ -27,6 +27,7 @@ from beedeck.clicmd.background import run_interruptible
 from beedeck.clicmd.engine.serve import api_key_from
 from beedeck.clicmd.launch_args import add_settings_arguments, apply_settings_arguments
 from beedeck.core import paths
+from beedeck.core.bench.baseline_cache import BaselineCache
 from beedeck.core.bench.report import ChartRenderer, Summary, same_text_note, summarize, write_reports
 from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.runner import DEFAULT_REPS, IN_SERVER_CHOICES, SWITCHING, parse_variants, run_bench
@@ -82,6 +83,10 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                         "toggle's per-request Baseline costs); auto: where the engine honours it")
     add_settings_arguments(p)
     p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")
+    p.add_argument("--fresh-baseline", action="store_true",
+                   help="measure the baseline again: by default the one kept for this setup (GPU, engine build, model "
+                        "file, context, KV types, settings, prompts) is compared against, and the report says when "
+                        "it was measured")
     p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for each server")
     p.set_defaults(func=run_bench_command)
 
@@ -283,7 +288,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
         return run_bench(engine, caps, settings, suite, modes, reps=args.reps, warmup=args.warmup,
                          on_progress=_bar, cancel_event=cancel, switching=args.switching,
                          in_server_baseline=args.in_server_baseline,
-                         url=args.url, api_key=api_key_from(args), ready_timeout=args.ready_timeout)
+                         url=args.url, api_key=api_key_from(args), ready_timeout=args.ready_timeout,
+                         baselines=BaselineCache(), fresh_baseline=args.fresh_baseline)
 
     # The server is stopped on Ctrl-C and the replies that finished are still written.
     outcome = run_interruptible(work, cancel, "beedeck-bench")

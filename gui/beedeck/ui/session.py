@@ -361,10 +361,12 @@ class Session(QObject):
         self.hardware = report
         self.hardware_known.emit(report)
 
-    def record_figure(self, mode: Mode | Variant, tps: float, source: str, comparison: Comparison | None = None) -> None:
+    def record_figure(self, mode: Mode | Variant, tps: float, source: str, comparison: Comparison | None = None,
+                      baseline_at: float | None = None) -> None:
         """A mode's speed measured by a benchmark or a tune: the speed panel's last figure for it, with its
-        speed-up over the baseline where the rule gave one (core/engine/speculation/comparison.py)."""
-        self.figures.record(mode, tps, source, comparison=comparison)
+        speed-up over the baseline where the rule gave one (core/engine/speculation/comparison.py); ``baseline_at``:
+        that baseline was kept from an earlier run, measured then (core/bench/baseline_cache.py)."""
+        self.figures.record(mode, tps, source, comparison=comparison, baseline_at=baseline_at)
         self.figures_changed.emit()
 
     def say(self, text: str, ms: int = 0) -> None:

@@ -83,3 +83,14 @@ def test_stored_figures_that_cannot_be_true_are_left_out() -> None:
     assert facts.summary() == "MTP" and not facts.full_speed
     kept = ReplyFacts.from_json({"tokens": 120.0, "tps": 41.25, "draft_n": 120, "draft_accepted": 84})
     assert (kept.tokens, kept.tps, kept.acceptance) == (120, 41.25, 0.7)
+
+
+def test_the_conversation_a_reply_leaves_on_the_server_counts_the_cached_prompt_too() -> None:
+    """What a restart would make the next reply read again (issue 36): the prompt read, the prompt cached and
+    the reply, stored and read back."""
+    t = Timings(cache_n=16_000, prompt_n=31, prompt_ms=40.0, prompt_per_second=775.0, predicted_n=100,
+                predicted_ms=2000.0, predicted_per_second=50.0)
+    facts = ReplyFacts.from_result(ChatResult("x", "", "stop", t, None, 0.1, 50.0, 100, 2.1, False, "m"), Mode.DFLASH)
+    assert facts.cache_n == 16_000 and facts.context_tokens == 16_131
+    assert ReplyFacts.from_json(facts.to_json()) == facts
+    assert ReplyFacts(prompt_n=31).context_tokens is None  # no reply length: not known

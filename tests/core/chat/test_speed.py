@@ -132,6 +132,18 @@ def test_mode_figures_lines_for_every_mode_with_speedups_only_from_the_rule() ->
     assert f.get(IN_SERVER_BASELINE) != f.get(Mode.BASELINE) and f.scale_for(Mode.BASELINE) == 50
 
 
+def test_a_speed_up_against_a_kept_baseline_says_so_and_how_old_it_is() -> None:
+    """Issue 36: the dock says when the baseline a benchmark compared against came from the cache, and its age."""
+    f = ModeFigures()
+    runs = Evidence({"a": [30.0, 31.0, 29.0]})
+    f.record(Mode.DFLASH, 60.0, "benchmark", comparison=compare(runs, Evidence({"a": [60.0, 61.0, 59.0]}, drafted=90)),
+             baseline_at=1_000.0)
+    assert f.lines(now=1_000.0 + 3 * 3600)[-1] == "  vs Baseline: ×2.00 (1.90-2.10, 3 runs); benchmark; baseline kept, " \
+        "measured 3 h ago"
+    f.record(Mode.DFLASH, 60.0, "benchmark", comparison=compare(runs, Evidence({"a": [60.0, 61.0, 59.0]}, drafted=90)))
+    assert f.lines()[-1].endswith("; benchmark")  # measured with it: nothing more to say
+
+
 def test_scale_per_reply_follows_the_mode_and_the_server() -> None:
     f = ModeFigures()
     assert f.scale_for(Mode.BASELINE) == DEFAULT_SCALE

@@ -7,7 +7,7 @@ import pytest
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.engine.slots import doubles_sequences, slot_context
+from beedeck.core.engine.slots import chat_slots, doubles_sequences, loads_draft, slot_context
 
 BEE_A, BEE_B, ML = Generation.BEE_A, Generation.BEE_B, Generation.MAINLINE
 
@@ -40,3 +40,12 @@ def test_a_unified_cache_or_a_total_context_is_passed_as_given() -> None:
     slot = slot_context(total, BEE_A, spec_on=True)
     assert (slot.c_arg, slot.per_slot) == (4096, 2048)  # the engine splits it: the slot gets half
     assert slot_context(LaunchSettings(target="t.gguf", ctx_size=0), BEE_A, True).c_arg == 0  # the model's own
+
+
+@pytest.mark.parametrize(("mode", "draft", "slots"), [
+    (Mode.BASELINE, None, 4), (Mode.MODEL_FREE, None, 4), (Mode.DFLASH, "d.gguf", 1),
+    (Mode.DFLASH, None, 4), (Mode.EAGLE3, "e.gguf", 1), (Mode.DSPARK, "s.gguf", 1), (Mode.MTP, None, 1)])
+def test_one_slot_whenever_a_draft_is_loaded(mode: Mode, draft: str | None, slots: int) -> None:
+    s = LaunchSettings(target="t.gguf", draft=draft, spec_mode=mode, ctx_size=4096, parallel=4)
+    assert loads_draft(s) is (slots == 1) and chat_slots(s) == slots
+    assert slot_context(s, ML, spec_on=mode != Mode.BASELINE).c_arg == 4096 * slots  # -c follows the slots run

@@ -24,7 +24,16 @@ from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED
 from beedeck.core.engine.speculation.switch_cost import SwitchCosts
 from beedeck.core.launcher import Preflight, Room
-from beedeck.core.serving import Inline, JobThread, Replacing, Restart, Serving, ServingEvents, ServingParts
+from beedeck.core.serving import (
+    Inline,
+    JobThread,
+    NoSteps,
+    Replacing,
+    Restart,
+    Serving,
+    ServingEvents,
+    ServingParts,
+)
 from tests.fakes.fake_launch import FakeProc, mainline_caps, recording_start
 from tests.fixtures.meta_gguf import tiny_model
 
@@ -423,12 +432,23 @@ def test_the_restart_steps_run_around_the_stop_and_before_ready(tmp_path: Path, 
     heard_ref: list[Heard] = []
 
     class Steps:
+        def prepare(self, settings: LaunchSettings, caps: EngineCaps) -> LaunchSettings:
+            return replace(settings, extra_args=["--slots", *settings.extra_args])  # what every start launches
+
         def before_stop(self, restart: Restart, running: Any) -> None:
             seen.append(("before_stop", restart, running is procs[-1] and not running.stopped))
 
-        def after_ready(self, restart: Restart, started: Any, took_s: float) -> None:
+        def after_ready(self, restart: Restart, started: Any, took_s: float) -> bool:
             seen.append(("after_ready", restart, started is procs[-1] and took_s >= 0
                          and len(heard_ref[0].ready) == 1))  # the first start's only: not told yet
+            return True
+
+        def ended(self, restart: Restart) -> None:
+            seen.append(("ended", restart, len(heard_ref[0].ready) == 2))
+
+        def said(self) -> str:
+            seen[-1][1].log("said")  # the restart's own log line, before ready is told
+            return "kept the conversation"
 
     s, heard = serving(tmp_path, procs, restart_steps=Steps())
     heard_ref.append(heard)
@@ -437,8 +457,34 @@ def test_the_restart_steps_run_around_the_stop_and_before_ready(tmp_path: Path, 
     s.start(ENGINE, first, caps)
     assert seen == []  # a first start is no restart
     s.restart(other)
-    assert [(name, ok) for name, _, ok in seen] == [("before_stop", True), ("after_ready", True)]
-    assert seen[0][1] == Restart(ENGINE, caps, other, True) and seen[0][1] is seen[1][1]
+    assert [(name, ok) for name, _, ok in seen] == [("before_stop", True), ("after_ready", True), ("ended", True)]
+    restart = seen[0][1]
+    assert restart is seen[1][1] is seen[2][1] and (restart.engine, restart.caps, restart.settings, restart.fast) == (
+        ENGINE, caps, other, True)
+    assert restart.before is not None and restart.before.spec_mode == first.spec_mode and restart.kv_bytes
+    assert s.restart_note == "kept the conversation" and heard.lines[-1] == "BeeDeck: said"  # before ready is told
+    assert all(p.settings.extra_args[0] == "--slots" for p in procs)  # every start, the first one too
+
+
+def test_the_restart_steps_end_a_restart_whose_start_failed(tmp_path: Path, model: str, caps: EngineCaps) -> None:
+    """A restart whose new server never becomes ready still ends its steps (a saved slot's file goes)."""
+    procs: list[FakeProc] = []
+    seen: list[str] = []
+
+    class Steps(NoSteps):
+        def after_ready(self, restart: Restart, started: Any, took_s: float) -> bool:
+            seen.append("after_ready")
+            return True
+
+        def ended(self, restart: Restart) -> None:
+            seen.append("ended")
+
+    s, heard = serving(tmp_path, procs, restart_steps=Steps())
+    s.standby = False
+    first, other = _modes(model)
+    s.start(ENGINE, first, caps)
+    s.restart(replace(other, ctx_size=-5))  # refused by its preflight: no server, no ready
+    assert seen == ["ended"] and heard.failed and s.restart_note == ""
 
 
 def test_the_servers_a_launch_stops_first_are_counted_as_free(tmp_path: Path, model: str, caps: EngineCaps) -> None:
@@ -459,3 +505,62 @@ def test_the_servers_a_launch_stops_first_are_counted_as_free(tmp_path: Path, mo
 def _info(url: str) -> RemoteInfo:
     return RemoteInfo(url=url, model="/m/Target.gguf", n_ctx=8192, n_ctx_train=None, total_slots=1, build_info="b1",
                       engine="mainline", speculative=False, spec_types="", metrics=True, slots=True, needs_key=False)
+
+
+def test_a_server_the_restart_steps_broke_starts_again_without_them(tmp_path: Path, model: str, caps: EngineCaps) -> None:
+    """A restore that kills the new server (mainline aborts on a cut cache file) never ends a switch without a
+    server: it starts once more, without the steps, and the user hears of one ready server."""
+    procs: list[FakeProc] = []
+    calls: list[str] = []
+
+    class Breaks(NoSteps):
+        def after_ready(self, restart: Restart, started: Any, took_s: float) -> bool:
+            calls.append("after_ready")
+            started.die()
+            return False
+
+        def said(self) -> str:
+            return "could not be kept"
+
+    s, heard = serving(tmp_path, procs, restart_steps=Breaks())
+    s.standby = False
+    first, other = _modes(model)
+    s.start(ENGINE, first, caps)
+    s.restart(other)
+    assert calls == ["after_ready"] and len(procs) == 3 and procs[1].stopped and not procs[2].stopped
+    assert len(heard.ready) == 2 and heard.failed == [] and s.is_running() and s.proc is procs[2]
+    assert procs[2].settings.spec_mode == other.spec_mode and procs[2].settings.extra_args[-2:] == ["--fit", "off"]
+    assert s.restart_note == "could not be kept" and any("starts again without them" in line for line in heard.lines)
+
+
+def test_restart_steps_that_raise_are_logged_and_the_restart_goes_on(tmp_path: Path, model: str,
+                                                                       caps: EngineCaps) -> None:
+    """A step with a bug (or a file system that says no as nobody foresaw: a slot folder that became a file made
+    ``unlink`` raise NotADirectoryError) must not leave the switch stuck with no server: it is said and skipped."""
+    procs: list[FakeProc] = []
+
+    class Raises(NoSteps):
+        def prepare(self, settings: LaunchSettings, caps: EngineCaps) -> LaunchSettings:
+            raise NotADirectoryError("slots")
+
+        def before_stop(self, restart: Restart, running: Any) -> None:
+            raise NotADirectoryError("slots/carry.bin")
+
+        def after_ready(self, restart: Restart, started: Any, took_s: float) -> bool:
+            raise RuntimeError("a bug")
+
+        def ended(self, restart: Restart) -> None:
+            raise RuntimeError("another")
+
+    s, heard = serving(tmp_path, procs, restart_steps=Raises())
+    s.standby = False
+    first, other = _modes(model)
+    s.start(ENGINE, first, caps)
+    s.restart(other)
+    assert s.is_running() and len(procs) == 2 and len(heard.ready) == 2 and heard.failed == []
+    failed = [line for line in heard.lines if "failed (" in line]
+    assert [line.split(" failed")[0] for line in failed] == [
+        "BeeDeck: mode switch: preparing the launch", "BeeDeck: mode switch: the step before the stop",
+        "BeeDeck: mode switch: preparing the launch", "BeeDeck: mode switch: the step after the start",
+        "BeeDeck: mode switch: the end of the restart"]
+    assert "(NotADirectoryError: slots/carry.bin); the restart goes on without it" in failed[1]

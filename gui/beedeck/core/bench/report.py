@@ -28,6 +28,7 @@ from beedeck.core.engine.speculation.comparison import (
     MIN_RUNS,
     Comparison,
     Evidence,
+    age_text,
     compare,
     few_runs,
 )
@@ -151,6 +152,14 @@ def _compare(ms: ModeSummary, base: list[Sample], other: list[Sample]) -> list[t
     return differ
 
 
+def kept_flags(report: BenchReport) -> list[str]:
+    """A mode whose figures were kept from an earlier run of the same setup (core/bench/baseline_cache.py), said."""
+    return [f"{run.variant.label} was kept from an earlier run of this setup ({age_text(run.measured_at, report.started)}: "
+            "the same GPU, engine build, model file, context, KV types, settings and prompts); the speed-ups compare "
+            "against it. Measure it again with --fresh-baseline (the dialog: Measure the baseline again)."
+            for run in report.runs if run.measured_at is not None]
+
+
 def summarize(report: BenchReport) -> Summary:
     """Medians, spread, speed-ups with intervals, output similarity and flags for one run."""
     suite = report.suite
@@ -210,6 +219,7 @@ def summarize(report: BenchReport) -> Summary:
         once = "once" if report.reps == 1 else "twice"
         out.flags.append(f"{few_runs(report.reps).capitalize()}: each prompt ran {once} per mode, so no speed-up is "
                          f"shown. Run {MIN_RUNS} or more repetitions for speed-ups with their 95 % intervals.")
+    out.flags += kept_flags(report)
     if report.errors:
         out.flags.extend(f"error: {e}" for e in report.errors[:10])
     if report.cancelled:
@@ -376,7 +386,9 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
         if run.ready_s is not None:
             cost.append(f"ready {run.ready_s:.2f} s after start")
         extra = f", request fields {json.dumps(run.request_extra)}" if run.request_extra else ""
-        lines.append(f"- {run.variant.label}: {run.switching}{extra}" + (f"; {'; '.join(cost)}" if cost else "")
+        kept = f" (kept from an earlier run of this setup, {age_text(run.measured_at, report.started)})" \
+            if run.measured_at is not None else ""
+        lines.append(f"- {run.variant.label}: {run.switching}{kept}{extra}" + (f"; {'; '.join(cost)}" if cost else "")
                      + (f"; **{run.error}**" if run.error else ""))
         if run.argv:
             lines.append(f"  `{' '.join(run.argv)}`")

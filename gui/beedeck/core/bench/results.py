@@ -85,6 +85,7 @@ class ModeRun:
     stop_previous_s: float | None = None  # stopping the previous mode's server
     ready_s: float | None = None  # start to /health 200
     error: str | None = None
+    measured_at: float | None = None  # kept from an earlier run (core/bench/baseline_cache.py): when; None: now
 
 
 @dataclass

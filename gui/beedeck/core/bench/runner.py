@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from beedeck.core.bench.baseline_cache import BaselineCache, BaselineKey, baseline_key
 from beedeck.core.bench.environment import collect_environment
 from beedeck.core.bench.progress import TokenProgress
 from beedeck.core.bench.results import VARIANTS, BenchReport, ModeRun, Sample
@@ -35,6 +36,7 @@ from beedeck.core.engine.client import ClientError, LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
+from beedeck.core.engine.speculation.comparison import age_text
 from beedeck.core.engine.speculation.modes import (
     available_modes,
     engine_spec_type,
@@ -160,6 +162,8 @@ def run_bench(
     ready_timeout: float = 600.0,
     pid_file: Path | None = None,
     environment: dict[str, Any] | None = None,
+    baselines: BaselineCache | None = None,
+    fresh_baseline: bool = False,
 ) -> BenchReport:
     """Run ``suite`` in every variant (a mode, or the in-server baseline) and return the raw
     :class:`BenchReport` (never raises mid-run).
@@ -173,7 +177,9 @@ def run_bench(
     asked for no drafts ("auto": where the engine honours it, checked once and remembered in
     ``per_request_memory``). ``on_progress(done, total, label)`` and ``on_sample`` run on the calling
     thread; ``cancel_event`` stops between and inside replies (the report is then partial,
-    ``cancelled`` True). Raises BenchError before anything starts if the modes cannot run.
+    ``cancelled`` True). Raises BenchError before anything starts if the modes cannot run. ``baselines``: the
+    baseline kept for this setup is used instead of measuring it again (restart switching; none: always measured),
+    and one measured is kept (core/bench/baseline_cache.py); ``fresh_baseline``: measure it again (and keep that).
     """
     if reps < 1:
         raise BenchError(f"reps must be at least 1, not {reps}: use 3 or more for a confidence interval.")
@@ -203,6 +209,7 @@ def run_bench(
         engine, caps, base_settings, url, api_key)
     runner = _Runner(report, caps, on_progress, cancel_event or threading.Event(), _PeakTracker(gpu_sampler),
                      on_sample, on_line, api_key, ready_timeout, pid_file, in_server_baseline, per_request_memory)
+    runner.baselines, runner.fresh_baseline = baselines, fresh_baseline
     try:
         if url is not None:
             runner.run_external(url, switching)
@@ -229,6 +236,8 @@ class _Runner:
         self.pid_file = pid_file  # None: each server's own ownership record (core.engine.pidfile)
         self.procs: dict[Variant, ServerProcess] = {}  # variant -> the server answering it
         self.tokens = TokenProgress(len(report.variants) * self.mode_budget())  # progress in tokens, not replies
+        self.baselines: BaselineCache | None = None
+        self.fresh_baseline = False
         self._label, self._reported = "", 0.0
 
     def mode_budget(self) -> int:
@@ -320,6 +329,9 @@ class _Runner:
                 self.r.cancelled = True
                 return
             settings = mode_settings(base, variant.mode, caps)
+            key = self.baseline_key(engine, caps, settings) if variant == Variant(Mode.BASELINE) else None
+            if key is not None and self.kept_baseline(key):
+                continue
             run = ModeRun(variant, "restart", spec_type=_spec_type(settings, caps))
             self.r.runs.append(run)
             run.stop_previous_s = self.stop_all()
@@ -333,6 +345,33 @@ class _Runner:
                 clients[IN_SERVER_BASELINE] = client
                 runs.append(inner)
             self.measure(clients, runs)
+            if key is not None:
+                self.keep_baseline(key, run)
+
+    # ---- the baseline kept from an earlier run ----
+
+    def baseline_key(self, engine: Path, caps: EngineCaps, settings: LaunchSettings) -> BaselineKey | None:
+        gpus = [str(g.get("name", "")) for g in self.r.environment.get("gpus") or [] if isinstance(g, dict)]
+        return None if self.baselines is None else baseline_key(engine, caps, settings, self.r.suite, self.r.reps,
+                                                                self.r.warmup, gpus)
+
+    def kept_baseline(self, key: BaselineKey) -> bool:
+        """The baseline kept for this setup, used as measured then (the report says when); False: measure it."""
+        kept = self.baselines.get(key) if self.baselines is not None and not self.fresh_baseline else None
+        if kept is None:
+            return False
+        self.r.runs.append(kept.run)
+        self.r.samples.extend(kept.samples)
+        self.tokens.skip(self.mode_budget())
+        self.progress(f"{Mode.BASELINE.label}: kept from an earlier run ({age_text(kept.measured_at)})")
+        return True
+
+    def keep_baseline(self, key: BaselineKey, run: ModeRun) -> None:
+        """Keep a baseline measured whole (every prompt, every repetition, no error): the next run uses it."""
+        samples = [s for s in self.r.samples if s.variant == Variant(Mode.BASELINE)]
+        whole = len(samples) == self.r.reps * len(self.r.suite.prompts) and all(s.error is None for s in samples)
+        if self.baselines is not None and whole and run.error is None and not self.r.cancelled:
+            self.baselines.put(key, run, samples)
 
     def wants_in_server(self, client: LlamaClient) -> bool:
         """Whether to also measure the DFlash server asked for no drafts: asked for, or (auto) where

@@ -45,6 +45,7 @@ class ReplyFacts:
     ttft_s: float | None = None  # request sent -> first token
     prompt_tps: float | None = None  # prefill rate
     prompt_n: int | None = None
+    cache_n: int | None = None  # prompt tokens the server had cached (the conversation it did not read again)
     draft_n: int = 0  # tokens drafted
     draft_accepted: int = 0  # of which accepted
     reasoning_s: float | None = None  # time spent thinking (a reasoning model)
@@ -58,7 +59,7 @@ class ReplyFacts:
             tps = round(result.client_tokens_per_s, 2) if result.client_tokens_per_s else None
             return cls(mode=mode, cancelled=result.cancelled, tps=tps, ttft_s=ttft)
         return cls(mode=mode, cancelled=result.cancelled, tokens=t.predicted_n, tps=round(t.predicted_per_second, 2),
-                   ttft_s=ttft, prompt_tps=round(t.prompt_per_second, 1), prompt_n=t.prompt_n,
+                   ttft_s=ttft, prompt_tps=round(t.prompt_per_second, 1), prompt_n=t.prompt_n, cache_n=t.cache_n,
                    draft_n=t.draft_n, draft_accepted=t.draft_n_accepted if t.draft_n else 0)
 
     @classmethod
@@ -71,14 +72,14 @@ class ReplyFacts:
             draft_n = accepted = 0  # counts that contradict each other say nothing
         return cls(mode=Mode.parse(d.get("mode")), cancelled=d.get("cancelled") is True,
                    tokens=_int(d, "tokens"), tps=_num(d, "tps", MAX_RATE), ttft_s=_num(d, "ttft_s", MAX_SECONDS),
-                   prompt_tps=_num(d, "prompt_tps", MAX_RATE), prompt_n=_int(d, "prompt_n"),
+                   prompt_tps=_num(d, "prompt_tps", MAX_RATE), prompt_n=_int(d, "prompt_n"), cache_n=_int(d, "cache_n"),
                    draft_n=draft_n, draft_accepted=accepted,
                    reasoning_s=_num(d, "reasoning_s", MAX_SECONDS), error=str(d.get("error") or ""))
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: only what is known, under the keys earlier releases used."""
         out: dict[str, Any] = {"mode": self.mode.value if self.mode else "", "cancelled": self.cancelled}
-        for key in ("tokens", "tps", "ttft_s", "prompt_tps", "prompt_n", "reasoning_s"):
+        for key in ("tokens", "tps", "ttft_s", "prompt_tps", "prompt_n", "cache_n", "reasoning_s"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.draft_n:
@@ -89,6 +90,13 @@ class ReplyFacts:
 
     def with_reasoning(self, seconds: float | None) -> ReplyFacts:
         return self if seconds is None else replace(self, reasoning_s=round(seconds, 2))
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The conversation the server holds after this reply: the prompt (read and cached) and the reply."""
+        if self.prompt_n is None or self.tokens is None:
+            return None
+        return self.prompt_n + (self.cache_n or 0) + self.tokens
 
     @property
     def acceptance(self) -> float | None:

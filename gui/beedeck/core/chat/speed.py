@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from beedeck.core.engine.mode import Mode, Variant
-from beedeck.core.engine.speculation.comparison import DRAFTED_NOTHING, Comparison
+from beedeck.core.engine.speculation.comparison import DRAFTED_NOTHING, Comparison, age_text
 
 DEFAULT_SCALE = 50.0  # tokens/s: the dial before anything was measured on this server
 
@@ -113,10 +113,12 @@ class Figure:
 @dataclass(frozen=True)
 class Compared:
     """A mode's last speed-up over the baseline, as the rule (core/engine/speculation/comparison.py) gave
-    it to a benchmark or a tune (like-for-like evidence: the same prompts, runs enough for an interval)."""
+    it to a benchmark or a tune (like-for-like evidence: the same prompts, runs enough for an interval).
+    ``baseline_at``: the baseline was kept from an earlier run of the same setup, measured then (None: with it)."""
 
     comparison: Comparison
     source: str
+    baseline_at: float | None = None
 
 
 class ModeFigures:
@@ -132,14 +134,15 @@ class ModeFigures:
         self._compared: dict[Variant, Compared] = {}
 
     def record(self, mode: Mode | Variant, tps: float, source: str = "chat", *, drafted: int | None = None,
-               comparison: Comparison | None = None) -> None:
+               comparison: Comparison | None = None, baseline_at: float | None = None) -> None:
         """``mode``'s latest speed; ``comparison``: its speed-up over the baseline as the rule gave it to
-        this source (a benchmark's or a tune's, never a chat reply's)."""
+        this source (a benchmark's or a tune's, never a chat reply's); ``baseline_at``: when the baseline it
+        compares against was measured, where it was kept from an earlier run (core/bench/baseline_cache.py)."""
         key = Variant.of(mode)
         if tps > 0 and math.isfinite(tps):
             self._by_mode[key] = Figure(key, float(tps), source, drafted)
         if comparison is not None and source != "chat":
-            self._compared[key] = Compared(comparison, source)
+            self._compared[key] = Compared(comparison, source, baseline_at)
 
     def get(self, mode: Mode | Variant) -> Figure | None:
         return self._by_mode.get(Variant.of(mode))
@@ -158,9 +161,10 @@ class ModeFigures:
         """In the toggle's order (Baseline first), a variant right after its mode."""
         return sorted(self._by_mode.values(), key=lambda f: f.variant.rank)
 
-    def lines(self) -> list[str]:
+    def lines(self, now: float | None = None) -> list[str]:
         """One line per mode, e.g. "N-gram 45.6 tok/s (last reply) · drafted nothing", and under a mode a
-        benchmark or tune compared: "  vs Baseline: ×2.10 (1.95-2.30, 3 runs of 3 prompts; benchmark)".
+        benchmark or tune compared: "  vs Baseline: ×2.10 (1.95-2.30, 3 runs of 3 prompts; benchmark)", with
+        "; baseline kept, measured 3 h ago" where the baseline came from the cache (its age at ``now``).
         The baseline's line is there even when it was not measured (the reference every speed-up needs)."""
         out = [] if self.get(Mode.BASELINE) else ["Baseline —"]
         for f in self.ordered():
@@ -173,7 +177,8 @@ class ModeFigures:
                 text += f" ({f.source})"
             out.append(text)
             if (c := self._compared.get(f.variant)) is not None and f.variant != Variant(Mode.BASELINE):
-                out.append(f"  vs {Mode.BASELINE.label}: {_ratio_text(c.comparison)}; {c.source}")
+                kept = f"; baseline kept, {age_text(c.baseline_at, now)}" if c.baseline_at is not None else ""
+                out.append(f"  vs {Mode.BASELINE.label}: {_ratio_text(c.comparison)}; {c.source}{kept}")
         return out
 
     def scale_for(self, mode: Mode | None) -> float:

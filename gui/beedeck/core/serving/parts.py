@@ -16,7 +16,8 @@ from beedeck.core.engine.remote import HEALTH_INTERVAL_S, RemoteInfo, inspect_se
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.standby import free_now
 from beedeck.core.engine.speculation.switch_cost import SwitchCosts
-from beedeck.core.serving.restarts import NoSteps, RestartSteps
+from beedeck.core.serving.restarts import RestartSteps
+from beedeck.core.serving.slot_carry import SlotCarry
 
 if TYPE_CHECKING:  # the launcher (the process, the planner, psutil) is imported when a launch is planned:
     from beedeck.core.engine.ports import PortRule  # the window opens without it
@@ -100,7 +101,8 @@ class ServingParts:
     ``preflight`` plans a launch, ``start`` starts a plan's process, ``probe`` reads an engine's capabilities,
     ``inspect`` reads what a running server BeeDeck did not start is, ``room`` the memory free for a launch
     (the servers it stops first counted as free), ``free_now`` the memory free beside the running server,
-    ``costs`` the start times remembered, ``restart_steps`` what a restart does around its stop and start.
+    ``costs`` the start times remembered, ``restart_steps`` what a restart does around its stop and start (by
+    default it keeps the conversation's cache where the engine can: core/serving/slot_carry.py).
     ``default_port`` is what port 0 means for the app's server; the rest are timeouts."""
 
     preflight: Preflighting = _preflight
@@ -110,7 +112,7 @@ class ServingParts:
     room: Callable[[Sequence[Held]], Room] = _room
     free_now: Callable[[], tuple[list[int] | None, int | None]] = free_now
     costs: SwitchCosts = field(default_factory=SwitchCosts)
-    restart_steps: RestartSteps = field(default_factory=NoSteps)
+    restart_steps: RestartSteps = field(default_factory=SlotCarry)
     default_port: int = DEFAULT_PORT
     ready_timeout_s: float = READY_TIMEOUT_S
     health_interval_s: float = HEALTH_INTERVAL_S  # a server BeeDeck did not start: /health this often

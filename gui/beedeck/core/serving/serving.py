@@ -34,7 +34,7 @@ from beedeck.core.serving.attach import RemoteWatch
 from beedeck.core.serving.beside import plan_beside, start_beside
 from beedeck.core.serving.jobs import Jobs, JobThread
 from beedeck.core.serving.parts import STOP_TIMEOUT_S, Served, ServingEvents, ServingParts
-from beedeck.core.serving.restarts import Restart, StartTimes
+from beedeck.core.serving.restarts import Guarded, Restart, StartTimes
 
 if TYPE_CHECKING:  # the launcher (the process, the planner, psutil) is imported when a launch is planned:
     from beedeck.core.engine.ports import PortRule  # the window opens without it
@@ -76,12 +76,14 @@ class Serving:
         self.port_note = ""
         self.last_start_s: float | None = None  # seconds from the start to ready, for the mode toggle
         self.last_switch = RESTARTED
+        self.restart_note = ""  # what the last restart's steps did, said once (RestartSteps.said): "" when nothing
         self.remote: RemoteInfo | None = None
         self.kept: Served | None = None
         self._lock = threading.Lock()
         self._proc: Any = None
         self._token: object = object()  # names the active process in its state callbacks
         self._asked: LaunchSettings | None = None  # the active server's settings as asked (before the port)
+        self._kv_bytes: int | None = None  # what the active server's plan gave its KV cache (a carried slot's bound)
         self._watch: RemoteWatch | None = None
         self._closed = False  # set by shutdown(): a start still in flight must not leave a server behind
 
@@ -110,6 +112,12 @@ class Serving:
         if kept is not None and uses_draft(kept.asked) == with_draft:
             return None
         return self.times.expected(with_draft)
+
+    def keeps_conversation(self, settings: LaunchSettings) -> tuple[str, float]:
+        """Before a switch to ``settings`` (no I/O): "" when its restart would keep the conversation's cache, else why
+        not, and the seconds keeping it adds (core/serving/slot_carry.py)."""
+        restart = Restart(self.engine, self.caps, settings, True, self.settings, self._kv_bytes)
+        return self._steps().forecast(restart, self._proc)
 
     def stopping(self) -> list[Held]:
         """The servers a launch now stops first (the active one and the one kept beside it), with what they
@@ -170,10 +178,15 @@ class Serving:
             self.last_switch = RESTARTED  # or, set before ready is reported: SWAPPED / LOADED_BESIDE
             if switch and (self._swap_kept(settings) or self._load_beside(engine, settings, caps)):
                 return
-            restart = Restart(engine, caps, replace(settings), switch)
-            self.parts.restart_steps.before_stop(restart, self._proc)
-            self._stop()
-            self._start(engine, settings, caps, restart=restart)
+            steps = self._steps()
+            restart = Restart(engine, caps, replace(settings), switch, self.settings, self._kv_bytes,
+                              lambda text: self.events.line(f"BeeDeck: {text}"))
+            steps.before_stop(restart, self._proc)
+            try:
+                self._stop()
+                self._start(engine, settings, caps, restart=restart)
+            finally:
+                steps.ended(restart)
 
         self.jobs.submit(job)
 
@@ -243,6 +256,10 @@ class Serving:
         self._stop()
 
     # -- the jobs ----------------------------------------------------------------------------
+    def _steps(self) -> Guarded:
+        """The restart steps, each guarded: one that raises is logged and skipped (core/serving/restarts.py)."""
+        return Guarded(self.parts.restart_steps, self.events.line)
+
     def _set_state(self, state: ServerState) -> None:
         if state == self.state and state != ServerState.STARTING:
             return
@@ -254,6 +271,7 @@ class Serving:
         """The launch plan of ``settings`` (the preflight), with the memory free now (``stopping``: what these
         servers hold counts as free: they stop first) and the port by the rule ``port``."""
         room = self.parts.room(stopping or [])
+        settings = self._steps().prepare(settings, caps)  # e.g. the slot folder a switch saves into
         return self.parts.preflight(caps, settings, devices=room.gpus, host_ram=room.host_ram, port=port)
 
     def _port_rule(self, freed: set[int] | None = None) -> PortRule:
@@ -288,6 +306,8 @@ class Serving:
                 self.events.line(f"BeeDeck: mode switch {change}")
             if not checked.ok:
                 raise LaunchRefused(checked.refusals)
+            memory = checked.memory
+            self._kv_bytes = memory.component("kv") + memory.component("recurrent") if memory else None
             proc = self.parts.start(engine, checked, on_line=self.events.line, on_state=self._state_cb(token))
             for note in getattr(proc, "notes", ()):  # what BeeDeck did on the way, in the log beside the engine's
                 self.events.line(f"BeeDeck: {note.message}")
@@ -334,8 +354,20 @@ class Serving:
         self.base_url = proc.base_url
         self.last_start_s = took_s
         self.times.started(engine, settings, took_s, switch)
-        if restart is not None:
-            self.parts.restart_steps.after_ready(restart, proc, took_s)
+        if restart is None:
+            self.restart_note = ""
+        elif not restart.again:  # (again: the first try's note stays)
+            kept = self._steps().after_ready(restart, proc, took_s)
+            self.restart_note = self._steps().said()
+            if not kept:  # the steps broke the new server (it died restoring a cache): it starts again without them
+                self.events.line("BeeDeck: mode switch: the new server stopped during the restart's steps; it "
+                                 "starts again without them")
+                with self._lock:
+                    dead, self._proc = self._proc, None
+                if dead is not None:
+                    dead.stop(STOP_TIMEOUT_S)
+                self._start(engine, self._asked or settings, self.caps, restart=replace(restart, again=True))
+                return
         self._set_state(ServerState.READY)
         self.events.ready(self.base_url)
 
@@ -424,6 +456,7 @@ class Serving:
         self.events.line(f"BeeDeck: mode switch: the server kept loaded on port {kept.settings.port} serves again "
                          f"(nothing loaded); the one on port {current.port} stays loaded")
         self.base_url, self.last_start_s, self.last_switch = kept.proc.base_url, 0.0, SWAPPED
+        self.restart_note = ""
         self._set_state(ServerState.READY)
         self.events.ready(self.base_url)
         return True

@@ -10,7 +10,7 @@ from beedeck.core.bench.advice_feed import bench_advice_samples
 from beedeck.core.bench.report import summarize
 from beedeck.core.bench.results import BenchReport
 from beedeck.core.engine.caps import EngineCaps
-from beedeck.core.engine.mode import Mode
+from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.advice import setup_key
 from beedeck.core.engine.speculation.spec_guard import references_from_bench
@@ -117,9 +117,10 @@ class BenchDialog(ChatServerDialog):
                                      for s in report.samples if s.error is None and not s.variant.draft_loaded)
         for (mode, kind), evidence in refs.items():
             self.session.guard.add_reference(mode, kind, evidence)
+        kept = next((r.measured_at for r in report.runs if r.variant == Variant(Mode.BASELINE) and r.measured_at is not None), None)
         for variant, m in summarize(report).overall.items():  # the speed panel's last figure per mode
             if m.gen_tps is not None:
-                self.session.record_figure(variant, m.gen_tps.median, "benchmark", m.speedup)
+                self.session.record_figure(variant, m.gen_tps.median, "benchmark", m.speedup, kept)
         self._teach_advice(report)
 
     def _teach_advice(self, report: BenchReport) -> None:

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from beedeck.core.bench.baseline_cache import BaselineCache
 from beedeck.core.bench.report import Summary, same_text_note, summarize, to_markdown, write_reports
 from beedeck.core.bench.results import BenchReport
 from beedeck.core.bench.runner import DEFAULT_REPS, run_bench
@@ -80,6 +81,12 @@ class BenchView(RunView):
         self.reps.setValue(DEFAULT_REPS)
         self.reps.setToolTip(f"Runs of every prompt per mode. A speed-up needs {MIN_RUNS} or more (its 95 % "
                              "interval); fewer show the speeds without a ratio.")
+        # The baseline measured with no draft loaded is kept per setup (core/bench/baseline_cache.py): a later run of
+        # the same setup compares against it (the report says when it was measured) unless this is ticked.
+        self.fresh_baseline = QCheckBox("Measure the baseline again")
+        self.fresh_baseline.setToolTip("BeeDeck keeps the baseline (no draft loaded) it measured for this GPU, engine "
+                                       "build, model file, context, KV types, settings and prompts, and compares "
+                                       "later runs against it. Tick to measure it again now.")
         self.run_button = QPushButton("Run benchmark")
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
@@ -108,6 +115,7 @@ class BenchView(RunView):
             top.addWidget(box)
         top.addWidget(QLabel("Repetitions"))
         top.addWidget(self.reps)
+        top.addWidget(self.fresh_baseline)
         top.addStretch(1)
         top.addWidget(self.run_button)
         top.addWidget(self.cancel_button)
@@ -193,7 +201,8 @@ class BenchView(RunView):
         kwargs: dict[str, Any] = {"suite": suite, "variants": [Variant(m) for m in self.selected_modes()],
                                   "reps": self.reps.value()}
         if self._launch is not None:
-            kwargs.update(engine=self._launch[0], caps=self._launch[1], base_settings=self._launch[2])
+            kwargs.update(engine=self._launch[0], caps=self._launch[1], base_settings=self._launch[2],
+                          baselines=BaselineCache(), fresh_baseline=self.fresh_baseline.isChecked())
         else:
             assert self._url is not None
             kwargs.update(engine=None, caps=None, base_settings=None, url=self._url[0], api_key=self._url[1])

@@ -176,8 +176,11 @@ class ModeToggle(QWidget):
             what = o.key.info.what.format(spec_type=o.spec_type or "n-gram")
             note = sw.notes.get(o.key, "")
             tip = f"{o.label}: " + (f"{what} {note}".rstrip() if o.available else f"not available. {o.reason}")
+            cost = sw.cost_line(o.key) if o.available else ""  # before the click: a restart's seconds, the chat kept
+            if cost:
+                tip += f" {cost}"
             # A measured note makes it long: rich text, which Qt wraps (a plain tooltip is one line)
-            button.setToolTip(f"<p>{html.escape(tip, quote=False)}</p>" if note and o.available else tip)
+            button.setToolTip(f"<p>{html.escape(tip, quote=False)}</p>" if (note or cost) and o.available else tip)
         self.setEnabled(sw.enabled)
         self._button(sw.pending or sw.mode).setChecked(True)
         self.status.set_line(sw.status)

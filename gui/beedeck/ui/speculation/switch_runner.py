@@ -27,8 +27,9 @@ from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.remote import NO_RESTART, RemoteInfo
 from beedeck.core.engine.server_state import ServerState
 from beedeck.core.engine.speculation.mode_switch import Decision, ModeSwitch, Outcome
-from beedeck.core.engine.speculation.modes import uses_draft
+from beedeck.core.engine.speculation.modes import settings_for_mode, uses_draft
 from beedeck.core.engine.speculation.standby import RESTARTED
+from beedeck.core.engine.speculation.switch_cost import SwitchForecast
 from beedeck.core.engine.speculation.switching import PerRequestMemory
 from beedeck.core.models.header_cache import HeaderCache, Read
 from beedeck.core.serving import Serving
@@ -73,6 +74,8 @@ class SwitchRunner(QObject):
         self._news_timer = QTimer(self, singleShot=True)
         self._news_timer.timeout.connect(self._on_news_old)
         self.changed.connect(self._on_changed)
+        self._tokens = 0  # the conversation on the server after the last reply
+        self._prefill: tuple[int, float] | None = None  # this target's longest prefill seen: (tokens, tokens/s)
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, settings: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
@@ -81,8 +84,11 @@ class SwitchRunner(QObject):
         per-request switching (:meth:`ModeSwitch.configure`). ``local_files=False``: a server BeeDeck did not
         start, whose paths are not read here. No file is touched on this thread: the headers are read by the
         runner."""
+        if settings is not self.switch.profile:
+            self._tokens, self._prefill = 0, None
         self.switch.configure(settings, caps, per_request, self.headers.facts(settings), local_files)
         self.switch.notes = mode_notes(settings) if settings is not None else {}
+        self._update_forecast()
         self._read_headers()
         self.changed.emit()
 
@@ -112,8 +118,32 @@ class SwitchRunner(QObject):
         return self.switch.launch_settings(settings)
 
     def reply_finished(self, facts: ReplyFacts) -> None:
-        """A reply ended: a "baseline" reply that drafted may send the switch to restarts."""
+        """A reply ended: a "baseline" reply that drafted may send the switch to restarts; the conversation's
+        length and the prefill rate feed the switch's forecast."""
+        self._tokens = facts.context_tokens or self._tokens
+        if facts.prompt_n and facts.prompt_tps and (self._prefill is None or facts.prompt_n > self._prefill[0]):
+            self._prefill = (facts.prompt_n, facts.prompt_tps)
+        self._update_forecast()
         self._carry_out(self.checker.reply_finished(self.serving.caps, facts))
+
+    def _update_forecast(self) -> None:
+        """What a switch by restart costs here, said before the click (:class:`SwitchForecast`): the starts this
+        machine measured, whether the conversation's cache comes along, and what re-reading it would cost."""
+        serving, profile = self.serving, self.switch.profile
+        if profile is None or not serving.is_running() or serving.is_remote():
+            self.switch.forecast = None
+            return
+        keeps: dict[Mode, str] = {}
+        carry_s = 0.0
+        for o in self.switch.options:
+            if o.available and o.key != self.switch.mode:
+                keeps[o.key], took = serving.keeps_conversation(settings_for_mode(profile, o.key, serving.caps))
+                carry_s = max(carry_s, took)
+        kept = serving.kept
+        self.switch.forecast = SwitchForecast(
+            {True: serving.times.expected(True), False: serving.times.expected(False)},
+            uses_draft(kept.asked) if kept is not None else None, keeps, carry_s, self._tokens,
+            self._prefill[1] if self._prefill else None)
 
     # -- switching -------------------------------------------------------------------------
     def request(self, key: Mode) -> bool:
@@ -148,11 +178,13 @@ class SwitchRunner(QObject):
         """The app's server is ready: a restart under way is done, its build may need a check, and the
         other mode may be loaded beside it now."""
         if self.switch.pending is not None:
-            mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.serving.last_switch or RESTARTED)
+            mode = self.switch.restart_done(self.switch.elapsed(self.clock()), self.serving.last_switch or RESTARTED,
+                                            self.serving.restart_note)
             if mode is not None:
                 self.mode_changed.emit(mode)
         if not self.serving.is_remote():
             self.checker.server_ready(self.serving.caps, lambda: self._client(base_url, api_key))
+        self._update_forecast()
         self.changed.emit()
         self._keep_other_mode_loaded()
 

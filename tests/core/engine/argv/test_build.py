@@ -110,13 +110,26 @@ def test_gen_a_speculation_without_unified_kv_doubles_the_context(bee: EngineCap
 
 
 def test_mainline_never_doubles_but_splits_per_slot(ml: EngineCaps) -> None:
-    s = LaunchSettings(target=TARGET, draft=DRAFT, spec_mode=Mode.DFLASH, ctx_size=4096)
+    s = LaunchSettings(target=TARGET, spec_mode=Mode.MODEL_FREE, ctx_size=4096)
     assert value_of(build_argv(s, ml), "--ctx-size") == "4096"
     s.parallel = 2
     plan = build_argv(s, ml)
     assert value_of(plan, "--ctx-size") == "8192" and "compensated" in kinds(plan)["ctx_size"]
+    assert value_of(plan, "-np") == "2" and "parallel" not in kinds(plan)
     s.ctx_is_total = True
     assert value_of(build_argv(s, ml), "--ctx-size") == "4096"
+
+
+@pytest.mark.parametrize("mode", [Mode.DFLASH, Mode.MTP])
+def test_a_loaded_draft_keeps_one_slot_and_says_why(ml: EngineCaps, mode: Mode) -> None:
+    """Speculation loses throughput at two or more slots (llama.cpp PR 27342): one slot while a draft runs."""
+    s = LaunchSettings(target=TARGET, draft=DRAFT if mode == Mode.DFLASH else None, spec_mode=mode,
+                       ctx_size=4096, parallel=4)
+    plan = build_argv(s, ml)
+    assert value_of(plan, "-np") == "1" and value_of(plan, "--ctx-size") == "4096"
+    note = next(n for n in plan.notes if n.setting == "parallel")
+    assert note.kind == "compensated" and note.message.startswith("One slot while a draft is loaded (-np 1, not 4)")
+    assert "PR 27342" in note.message and "Baseline or N-gram keep the 4 slots" in note.message
 
 
 # ---------------------------------------------------------------------- golden: translated

@@ -25,6 +25,7 @@ from beedeck.core.engine.speculation.mode_switch import (
 from beedeck.core.engine.speculation.modes import PER_REQUEST, RESTART, ModelFacts
 from beedeck.core.engine.speculation.remote_switch import toggle_reason
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE
+from beedeck.core.engine.speculation.switch_cost import SwitchForecast
 from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 from tests.fixtures.engines import BEE_A, MAINLINE, help_stdout
 
@@ -253,6 +254,30 @@ def test_a_restart_is_timed_against_what_it_took_here_before() -> None:
     sw.request(Mode.DFLASH)
     sw.timed(200.0, None)  # never measured: no promise, no bar
     assert sw.progress(201.0) is None and sw.restart_status(201.0) == "restarting with the draft… 1.0 s"
+
+
+def test_before_the_click_a_switch_says_what_it_costs_here_and_whether_the_chat_comes_along() -> None:
+    """The 24 GB desk (issue 36): every click restarts the server. The toggle says, before the click, the seconds
+    measured here and what happens to the conversation: kept (what re-reading it would have cost), or read again."""
+    sw = dflash_switch(per_request=False, kind="mainline")
+    assert sw.cost_line("baseline") == ""  # nothing measured or known yet: nothing promised
+    sw.forecast = SwitchForecast({True: 4.4, False: 3.96}, None, {"baseline": "", "model-free": "its cache has 1 "
+                                 "stream in one mode and 2 in the other"}, carry_s=0.6, tokens=16_012, prefill_tps=1284.0)
+    assert sw.cost_line("baseline") == ("Switching restarts the server: about 5 s here; the conversation's cache comes "
+                                        "along, which saves reading its 16,012 tokens again (about 12 s).")
+    assert sw.cost_line("model-free") == (
+        "Switching restarts the server: about 4 s here; then the next reply reads the conversation again (16,012 "
+        "tokens, about 12 s at 1,284 tokens/s) (its cache has 1 stream in one mode and 2 in the other).")
+    assert sw.cost_line("dflash") == ""  # the mode in effect
+    sw.forecast = dataclasses.replace(sw.forecast, beside=False)  # Baseline's server kept loaded beside
+    assert sw.cost_line("baseline") == "Switching loads nothing: that mode's server is loaded beside this one."
+    sw.request("baseline")
+    assert sw.cost_line("baseline") == ""  # a switch under way
+    per_request = dflash_switch(per_request=True)
+    per_request.forecast = sw.forecast
+    assert per_request.cost_line("baseline") == ""  # per request: instant, nothing to say
+    unmeasured = SwitchForecast({True: None, False: None}, None, {}, tokens=0)
+    assert unmeasured.line("baseline", False) == "Switching restarts the server (its time is measured at the first switch)."
 
 
 # ---------------------------------------------------------------- a server BeeDeck did not start

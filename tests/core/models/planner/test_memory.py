@@ -57,6 +57,16 @@ def test_gemma4_kv_exact(models: dict[str, ModelInfo], ctx: int, k: str, v: str,
     assert p.cells_swa == 1536
 
 
+def test_the_flash_attention_copy_that_grows_with_the_context_is_on_the_plan(models: dict[str, ModelInfo]) -> None:
+    """What the 24 GB harness checks against NVML after a fill (issue 36): the f16 copy of the widest layer's
+    quantized K/V at full context (Gemma 4's global layers: 4 KV heads x 512, K and V) is the plan's ``fa_copy``,
+    counted only where the cache is quantized and on a GPU."""
+    p = plan(models["g4"], None, _s(ctx_size=32768, cache_type_k="q5_0", cache_type_v="q4_1"), ML, [80 * GiB])
+    assert p.fa_copy == 32768 * (4 * 512 + 4 * 512) * 2 == 256 * MiB
+    assert plan(models["g4"], None, _s(ctx_size=32768), ML, [80 * GiB]).fa_copy == 0  # f16: no copy
+    assert plan(models["g4"], None, _s(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0"), ML, []).fa_copy == 0
+
+
 def test_gemma4_fa_off_pads_v(models: dict[str, ModelInfo]) -> None:
     p = plan(models["g4"], None, _s(ctx_size=32768, flash_attn="off"), ML, [80 * GiB])
     assert mib(p.component("kv")) == 5040.0

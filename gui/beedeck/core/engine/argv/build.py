@@ -18,7 +18,7 @@ from beedeck.core.engine.argv.rpc import rpc_args
 from beedeck.core.engine.argv.spec import speculation
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.slots import doubles_sequences, slot_context
+from beedeck.core.engine.slots import chat_slots, doubles_sequences, slot_context
 
 __all__ = ["ArgNote", "LaunchPlan", "LaunchRefused", "build_argv", "is_loopback", "own_origin", "redact"]
 
@@ -209,8 +209,8 @@ def _slot_context(b: Builder, spec_on: bool) -> int:
         b.note(
             "ctx_size",
             "compensated",
-            f"Without a unified KV cache each of the {s.parallel} slots gets "
-            f"-c / {s.parallel}: passing -c {s.ctx_size * s.parallel} so each gets {s.ctx_size}.",
+            f"Without a unified KV cache each of the {chat_slots(s)} slots gets "
+            f"-c / {chat_slots(s)}: passing -c {s.ctx_size * chat_slots(s)} so each gets {s.ctx_size}.",
         )
     if slot.spec_doubled:
         b.note(
@@ -224,7 +224,14 @@ def _slot_context(b: Builder, spec_on: bool) -> int:
 
 def _memory(b: Builder, spec_on: bool) -> None:
     s, caps = b.s, b.caps
-    b.opt("parallel", ("-np", "--parallel"), str(s.parallel))
+    slots = chat_slots(s)
+    if slots < s.parallel:
+        b.note("parallel", "compensated",
+               f"One slot while a draft is loaded (-np 1, not {s.parallel}): speculation loses throughput at two or "
+               "more parallel slots (llama.cpp PR 27342: 34.1 tok/s with no drafter against 25-26 with DFlash2 or "
+               "MTP at 4 slots), so parallel requests (a coding agent's) wait their turn. Baseline or N-gram keep "
+               f"the {s.parallel} slots.")
+    b.opt("parallel", ("-np", "--parallel"), str(slots))
     if s.kv_unified is not None:
         b.switch("kv_unified", ("--kv-unified", "-kvu") if s.kv_unified else ("--no-kv-unified", "-no-kvu"))
     _gpu_layers(b, "n_gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), s.n_gpu_layers)

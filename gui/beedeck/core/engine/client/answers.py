@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from beedeck.core.engine.client.numbers import (
+    MAX_BYTES,
     MAX_MS,
     MAX_RATE,
     ImpossibleNumber,
@@ -197,6 +198,30 @@ class PromptProgress:
     def read(self) -> int:
         """Of :attr:`to_read`, those read so far."""
         return max(0, self.processed - self.cache)
+
+
+@dataclass(frozen=True)
+class SlotFile:
+    """What ``POST /slots/{id}?action=save|restore`` did: the slot's tokens written or read, the file's bytes and
+    the server's own milliseconds (checked numbers)."""
+
+    tokens: int
+    bytes: int
+    ms: float
+
+    @classmethod
+    def from_json(cls, data: object, saved: bool) -> SlotFile:
+        """The answer of a save (``saved``: ``n_saved``/``n_written``) or a restore (``n_restored``/``n_read``);
+        raises ImpossibleNumber for a count or time that cannot be true or is missing."""
+        if not isinstance(data, dict):
+            raise ImpossibleNumber(f"the slot answer is {type(data).__name__}, not an object")
+        tokens = count(data, "n_saved" if saved else "n_restored")
+        size = count(data, "n_written" if saved else "n_read", MAX_BYTES)
+        timings = data.get("timings")
+        ms = figure(timings, "save_ms" if saved else "restore_ms", MAX_MS) if isinstance(timings, dict) else None
+        if tokens is None or size is None:
+            raise ImpossibleNumber("the slot answer says no token count or no size")
+        return cls(tokens, size, ms or 0.0)
 
 
 @dataclass(frozen=True)

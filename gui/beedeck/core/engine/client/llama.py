@@ -29,6 +29,7 @@ from beedeck.core.engine.client.answers import (
     ClientError,
     ReplyOverrun,
     ServerGone,
+    SlotFile,
     Stalled,
     StreamedReply,
     StreamTruncated,
@@ -43,6 +44,9 @@ DEFAULT_TIMEOUT_S = (10.0, 600.0)  # (connect, read): a long prompt on a CPU can
 STALL_S = 120.0
 STATUS_DEADLINE_S = 30.0  # /props, /slots, /metrics: the whole answer, however slowly it trickles
 STATUS_LIMIT = 16 << 20  # bytes of a status answer; more is not llama-server talking
+# A slot's KV cache written to or read from its file: a 16k-token conversation of a 31B model is about 1 GB
+# (the GPU's copy to the host, then the disk); far past that a server is not saving, it hangs.
+SLOT_FILE_TIMEOUT_S = 120.0
 LINE_LIMIT = 16 << 20  # one SSE line (one chunk of a reply is a few hundred bytes)
 # A fast stream is read at most this often: llama-server writes each token as it comes, and every read
 # costs the reading thread ~50 us of Python (httpx, h11) that holds the GIL against the GUI thread; at
@@ -397,6 +401,30 @@ class LlamaClient:
     def slots(self) -> list[dict[str, Any]]:
         data = self._get_json("/slots")
         return data if isinstance(data, list) else []
+
+    def slot_file(self, slot: int, action: str, filename: str, timeout_s: float = SLOT_FILE_TIMEOUT_S) -> SlotFile:
+        """``POST /slots/{slot}?action=save|restore`` on a server started with ``--slot-save-path``: the slot's KV
+        cache (and its tokens) written to, or read from, ``filename`` in that folder. Raises HTTPStatusError (the
+        server's refusal: no folder, a file that does not fit this model or context, a full disk) or ServerGone;
+        ClientError for an answer that cannot be true."""
+        import httpx2
+
+        if action not in ("save", "restore"):
+            raise ValueError(f"slot action {action!r}: use save or restore")
+        url = f"{self.base_url}/slots/{int(slot)}?action={action}"
+        try:
+            resp = httpx2.post(url, json={"filename": filename}, headers=self._headers(),
+                               timeout=httpx2.Timeout(timeout_s, connect=self.timeout.connect))
+        except httpx2.ConnectError as exc:
+            raise ServerGone(f"Could not connect to {self.base_url}: the server is not running.") from exc
+        except httpx2.TransportError as exc:
+            raise ServerGone(f"The server at {self.base_url} did not {action} its slot ({type(exc).__name__}).") from exc
+        if resp.status_code != 200:
+            raise _error_from_body(resp.status_code, resp.content)
+        try:
+            return SlotFile.from_json(resp.json(), saved=action == "save")
+        except ValueError as exc:  # not JSON, or ImpossibleNumber
+            raise ClientError(f"The server's answer to the slot {action} cannot be read: {exc}") from None
 
     def metrics(self) -> dict[str, float]:
         """``GET /metrics`` (needs --metrics); note each call resets the server's windowed gauges."""

@@ -115,6 +115,19 @@ class Comparison:
                 "prompts": self.prompts, "left_out": self.left_out, "why_not": self.why_not}
 
 
+def age_text(measured_at: float, now: float | None = None) -> str:
+    """How old evidence kept from an earlier run is, in words: "measured just now", "measured 5 min ago",
+    "measured 3 h ago", "measured 2 days ago" (a baseline kept per setup: core/bench/baseline_cache.py)."""
+    import time
+
+    age = max(0.0, (time.time() if now is None else now) - measured_at)
+    for size, unit in ((86400, "day"), (3600, "h"), (60, "min")):
+        if age >= max(size, 90):
+            n = round(age / size)
+            return f"measured {n} {unit}{'s' if unit == 'day' and n != 1 else ''} ago"
+    return "measured just now"
+
+
 def few_runs(runs: int, min_runs: int = MIN_RUNS) -> str:
     """Why there is no interval from ``runs`` runs: "one run: no interval", "2 runs: no interval (needs 3)"."""
     if runs <= 1:
@@ -174,4 +187,4 @@ def _fewest(ref: Mapping[str, list[float]], new: Mapping[str, list[float]], comm
 
 
 __all__ = ["BOOTSTRAP_ROUNDS", "BOOTSTRAP_SEED", "DIFFERENT_PROMPTS", "DRAFTED_NOTHING", "MIN_RUNS", "Comparison",
-           "Evidence", "compare", "few_runs", "setup_difference"]
+           "Evidence", "age_text", "compare", "few_runs", "setup_difference"]

@@ -45,6 +45,7 @@ from beedeck.core.engine.speculation.modes import (
     option,
     settings_for_mode,
     switch_path,
+    uses_draft,
 )
 from beedeck.core.engine.speculation.remote_switch import (
     CHECKING_REASON,
@@ -58,6 +59,7 @@ from beedeck.core.engine.speculation.remote_switch import (
     verdict_reason,
 )
 from beedeck.core.engine.speculation.standby import LOADED_BESIDE, RESTARTED, SWAPPED
+from beedeck.core.engine.speculation.switch_cost import SwitchForecast
 from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestVerdict
 
 NO_SPECULATION = "no speculation here"
@@ -113,6 +115,7 @@ class ModeSwitch:
         self.began: float | None = None  # when the restart under way began (the caller's clock)
         self.expected_s: float | None = None  # what such a restart took here before, if measured
         self.last_switch_s: float | None = None  # what the last finished restart-path switch took
+        self.forecast: SwitchForecast | None = None  # what a restart costs here, before the click (the session's)
 
     # -- configuration ---------------------------------------------------------------------
     def configure(self, profile: LaunchSettings | None, caps: EngineCaps | None, per_request: bool | None = None,
@@ -186,6 +189,16 @@ class ModeSwitch:
         if others:
             lines += ["", *self.why_lines()]
         return "\n".join(lines)
+
+    def cost_line(self, mode: Mode) -> str:
+        """Before the click: what a switch to ``mode`` costs here (:class:`SwitchForecast`: the restart's
+        seconds as measured, whether the conversation comes along); "" for the mode in effect, a switch per
+        request (instant) or while nothing is known."""
+        if mode == self.mode or self.pending is not None or self.profile is None or self.forecast is None:
+            return ""
+        if self.path() == PER_REQUEST and self.served == Mode.DFLASH and mode in (Mode.BASELINE, Mode.DFLASH):
+            return ""
+        return self.forecast.line(mode, uses_draft(settings_for_mode(self.profile, mode, self.caps)))
 
     def why_lines(self) -> list[str]:
         return ["Not available here:", *(f"• {o.label}: {o.reason}" for o in self.unavailable())]
@@ -271,10 +284,11 @@ class ModeSwitch:
         of = f" of about {max(1, round(expected_s))} s" if expected_s else ""
         return f"restarting {self.how(self.pending, self.served)}… {elapsed_s:.1f} s{of}"
 
-    def restart_done(self, took_s: float, went: str = RESTARTED) -> Mode | None:
+    def restart_done(self, took_s: float, went: str = RESTARTED, note: str = "") -> Mode | None:
         """The restart's server is ready: the pending mode is in effect (returned; None when none was pending).
         ``went``: how (core/engine/speculation/standby.py): restarted, loaded beside the running server, or swapped back
-        to the server kept loaded."""
+        to the server kept loaded. ``note``: what the restart did with the conversation's cache, said once
+        (core/serving/slot_carry.py: kept, or why not)."""
         if self.pending is None:
             return None
         mode, self.pending, self.began = self.pending, None, None
@@ -291,6 +305,8 @@ class ModeSwitch:
                     "so switching back loads nothing")
         else:
             said = f"{label}: restarted the server {how} in {took_s:.1f} s"
+        if note:
+            said += f"; {note}"
         self._say(said, news=True)
         return mode
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.engine.slots import slot_context
+from beedeck.core.engine.slots import chat_slots, slot_context
 from beedeck.core.models.gguf import ModelInfo
 from beedeck.core.models.planner.drafts import (
     DraftDefaults,
@@ -55,6 +55,10 @@ class MemoryPlan:
     cpu_tensors: list[str]  # target tensors that stay in host memory
     notes: list[str] = field(default_factory=list)
     margin: int = DEFAULT_MARGIN
+    # The flash-attention f16 copy of the widest layer's quantized K/V at full context (counted in the compute
+    # buffer's peak on mainline and BeeLlama >= 0.4, as its own buffer on BeeLlama <= 0.3; 0: none). What grows as
+    # the context fills: the 24 GB harness measures it against NVML (packaging/gpu-check/desk24_gpu.py).
+    fa_copy: int = 0
 
     @property
     def gpus(self) -> list[DeviceUse]:
@@ -169,7 +173,7 @@ class _Cells:
 
 def _cells(target: ModelInfo, settings: LaunchSettings, generation: Generation, use_draft: bool,
            notes: list[str]) -> _Cells:
-    np_ = max(1, settings.parallel)
+    np_ = chat_slots(settings)  # one whenever a draft is loaded: the rule build_argv passes
     # One rule with build_argv (core/engine/slots.py): BeeLlama 0.1-0.3 doubles the sequences whenever
     # speculation is on, model-free too, and BeeDeck doubles -c to keep the slot's context.
     slot = slot_context(settings, generation, settings.spec_mode != Mode.BASELINE)
@@ -341,6 +345,8 @@ def plan(target: ModelInfo, draft: ModelInfo | None, settings: LaunchSettings, g
         plan_other_draft(other_draft, settings, mine, host, cx.n_ctx_seq, notes)
     elif settings.spec_mode == Mode.MTP and draft is None and target.n_layer_all > target.n_layer:
         plan_mtp_heads(target, settings, out_dev or host, cx.n_ctx_seq, ub, notes)
-    return MemoryPlan(gpus + [host], cx.n_ctx, cx.n_ctx_seq, cx.cells_swa, cpu_names, notes, margin)
+    quant_kv = cache_geometry(settings.cache_type_k)[0] > 1 or cache_geometry(settings.cache_type_v)[0] > 1
+    counted = fa_copy if quant_kv and settings.flash_attn != "off" and gpus else 0
+    return MemoryPlan(gpus + [host], cx.n_ctx, cx.n_ctx_seq, cx.cells_swa, cpu_names, notes, margin, counted)
 
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The 24 GB desk (issue 36) on the GPU machine in two calls; each engine measured by desk24_gpu.py.
+#
+#   desk24_run.sh start-and-measure [SECONDS]   call 1: install .whl/, unpack and build both engines in the
+#                                               background (mainline, then Gen B, niced), then measure what is
+#                                               ready while SECONDS allow (mainline: built in about 5 min)
+#   desk24_run.sh measure [SECONDS]             call 2 (within 30 s of call 1: the builds live on the machine):
+#                                               wait for Gen B, measure it, then mainline again on a quiet machine
+#   desk24_run.sh rehearse                      this CPU machine: no build, no hold; the starter engine and the
+#                                               BeeLlama v0.4.3 CPU build (tests/fixtures/beellama.py) on the
+#                                               synthetic pair, and the carried sources configured (dry run)
+#
+# Sources: .carry/mainline-b11434-src.tar.gz and .carry/beellama-v0.4.3-src.tar.gz (make_carry.sh makes them and
+# .whl/). What comes back: $OUT/desk24-<label>.json and .md per engine, results.tar.gz (every console, the build
+# records and logs). Work files: $BEEDECK_GPU_WORK (default /tmp/beedeck-gpu).
+set -u
+cd "$(dirname "$0")/../.."
+W=${BEEDECK_GPU_WORK:-/tmp/beedeck-gpu}
+export BEEDECK_GPU_WORK=$W BEEDECK_HOME=$W/home CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1
+mkdir -p "$W/out"
+G=packaging/gpu-check
+PY=${PY:-python3}
+SOURCES="ml:.carry/mainline-b11434-src.tar.gz genb:.carry/beellama-v0.4.3-src.tar.gz"
+GEN_OF_ml=mainline
+GEN_OF_genb=bee-b
+
+if [ "${1:-}" != rehearse ] && [ ! -f "$W/site/.ok" ]; then  # BeeDeck's pure-Python dependencies (no network there)
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$W/site" .whl/*.whl \
+    && touch "$W/site/.ok" || { echo "could not install .whl/ into $W/site"; exit 1; }
+fi
+[ -d "$W/site" ] && export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
+
+pack() {
+  cp "$W"/out/desk24-*.json "$W"/out/desk24-*.md "${OUT:-$W}/" 2>/dev/null
+  (cd "$W/out" && tar czf "${OUT:-$W}/results.tar.gz" --exclude='desk24-*.json' --exclude='desk24-*.md' .)
+  ls -la "$W/out" | head -30
+}
+limit=${2:-560}
+REHEARSE=${DESK24_REHEARSE:+--rehearse}  # DESK24_REHEARSE=1: the measure steps' own dry run on a CPU machine
+left() { echo $(( limit - SECONDS )); }
+measure_one() {  # measure_one LABEL NEEDED-SECONDS [LABEL-SUFFIX [OPTIONS]]: once, when its engine is built and time allows
+  local label=$1 need=$2 name=$1${3:-} more=${4:-}
+  [ -f "$W/out/desk24-$name.done" ] && return 0
+  while [ ! -f "$W/$label.done" ] && [ "$(left)" -gt "$need" ]; do sleep 5; done
+  if [ ! -f "$W/$label.engine" ]; then echo "no $label engine (yet): $(tail -3 "$W/out/build-$label.console" 2>/dev/null)"; return 1; fi
+  if [ "$(left)" -lt "$need" ]; then echo "skip $name: $(left) s left, needs $need"; return 1; fi
+  echo "== measure $name ($(left) s left; load $(cut -d' ' -f1-3 /proc/loadavg))"
+  # shellcheck disable=SC2086  # $more and $REHEARSE are lists of options
+  timeout $(( $(left) - 5 )) $PY $G/desk24_gpu.py measure --engine "$(cat "$W/$label.engine")" --label "$name" \
+    --out "$W/out" $more $REHEARSE > "$W/out/measure-$name.console" 2>&1
+  echo "rc $? after $SECONDS s"; tail -30 "$W/out/measure-$name.console" | cut -c1-400
+  touch "$W/out/desk24-$name.done"
+}
+
+case "${1:-}" in
+start-and-measure)
+  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv; nvcc --version | tail -1; nproc
+  $PY -c 'import torch; print("torch", torch.__version__, torch.cuda.is_available())'
+  chain=""
+  for s in $SOURCES; do  # the FlashAttention pairs each generation's recommendation needs, then its build
+    label=${s%%:*}; gen_var=GEN_OF_$label
+    pairs=$($PY $G/desk24_gpu.py kv-pairs --generation "${!gen_var}" 2> "$W/out/kv-pairs-$label.console")
+    echo "$label: $pairs"
+    chain="$chain nice -n 19 $PY $G/fullsize_gpu.py build --source ${s#*:} --label $label $pairs --out $W/out \
+      > $W/out/build-$label.console 2>&1;"
+  done
+  setsid nohup bash -c "$chain" > /dev/null 2>&1 < /dev/null &
+  measure_one ml 200
+  pack ;;
+measure)
+  measure_one ml 200
+  measure_one genb 200
+  measure_one ml 120 -quiet --only-round-trips  # mainline's round trips again, with no build beside them
+  pack ;;
+rehearse)
+  export PYTHONPATH=$PWD/gui:$PWD${PYTHONPATH:+:$PYTHONPATH} BEEDECK_BEELLAMA_SOURCES=${BEEDECK_BEELLAMA_SOURCES:-/work/shared/engines}
+  for s in $SOURCES; do  # the carried trees unpack and configure with BeeDeck's builder (no compiling)
+    $PY $G/fullsize_gpu.py dryrun --sources "${s#*:}" --out "$W/out" > "$W/out/dryrun-${s%%:*}.console" 2>&1
+    echo "dry run ${s%%:*}: rc $? $(grep -c '"steps"' "$W/out/dryrun-${s%%:*}.console") plans"; tail -2 "$W/out/dryrun-${s%%:*}.console" | cut -c1-300
+  done
+  $PY $G/desk24_gpu.py kv-pairs --generation mainline
+  $PY -c "import sys; sys.path[:0] = ['.']; from beedeck.core.starter import starter_engine; print(starter_engine())" > "$W/ml.engine"
+  $PY -c "import sys; sys.path[:0] = ['.']; from tests.fixtures.beellama import ensure_engine; print(ensure_engine('bee-b').binary)" > "$W/genb.engine"
+  for label in ml genb; do
+    $PY $G/desk24_gpu.py measure --rehearse --engine "$(cat "$W/$label.engine")" --label "$label" --out "$W/out" \
+      > "$W/out/measure-$label.console" 2>&1
+    echo "rehearsal $label: rc $?"; tail -22 "$W/out/measure-$label.console"
+  done
+  pack ;;
+*)
+  echo "usage: $0 start-and-measure|measure|rehearse [SECONDS]"; exit 2 ;;
+esac
