@@ -362,7 +362,12 @@ def switch(s: Any, rec: Recorder, carry: Any, settings: Any, conv: list[int], ta
 
 
 def round_trip(s: Any, rec: Recorder, carry: Any, profile: Any, name: str, conv: list[int], carry_on: bool,
-               extra: list[str]) -> dict[str, Any]:
+               extra: list[str], changes_end: bool = False) -> dict[str, Any]:
+    """Baseline, then DFlash, by restart. ``conv`` is the conversation on the server; each switch's next turn
+    continues it as a chat does (its 16 new tokens follow every token the server has, and ``conv`` grows by
+    them), so a restored cache is used whole. ``changes_end``: the next turn instead replaces the conversation's
+    last 16 tokens (a template that re-renders the reply, a regenerated answer): the server must go back 16
+    tokens, which a model with sliding-window layers cannot do after a restore (its checkpoints are not saved)."""
     from beedeck.core.engine.mode import Mode
     from beedeck.core.engine.speculation.modes import settings_for_mode
 
@@ -370,11 +375,16 @@ def round_trip(s: Any, rec: Recorder, carry: Any, profile: Any, name: str, conv:
     base = replace(profile, extra_args=[*profile.extra_args, *extra])
     sw = []
     for i, mode in enumerate((Mode.BASELINE, Mode.DFLASH)):
-        sw.append(switch(s, rec, carry, settings_for_mode(base, mode, s.caps), conv, token_ids(profile.target, 16, 99 + i)))
+        tail = token_ids(profile.target, 16, 99 + 2 * len(conv) + i)
+        if changes_end:
+            del conv[-16:]
+        sw.append(switch(s, rec, carry, settings_for_mode(base, mode, s.caps), conv, tail))
+        conv.extend(tail)
         print(json.dumps({"round_trip": name, **{k: sw[-1][k] for k in ("to", "total_s", "ready_s", "save_s",
-                                                                          "restore_s", "click_to_first_token_s")}}),
+                                                                          "restore_s", "click_to_first_token_s")},
+                          "prompt_n": sw[-1]["next_turn"]["prompt_n"], "cache_n": sw[-1]["next_turn"]["cache_n"]}),
               flush=True)
-    return {"name": name, "carry": carry_on, "extra_args": extra, "switches": sw,
+    return {"name": name, "carry": carry_on, "extra_args": extra, "changes_end": changes_end, "switches": sw,
             "round_trip_s": round(sum(x["total_s"] for x in sw), 3),
             "round_trip_to_first_tokens_s": round(sum(x["click_to_first_token_s"] for x in sw), 3)}
 
@@ -532,12 +542,14 @@ def _serve_and_switch(engine: str, caps: Any, profile: Any, sizes: Sizes, home: 
         conv = token_ids(profile.target, sizes.conv)  # the conversation carried across: a prefix of the fill
         rec["conversation"] = _timings(completion(s.base_url, conv, 1))
         rec["round_trips"] = []
-        trips: list[tuple[str, bool, list[str]]] = [("before: no slot carried", False, []), ("slot carried", True, []),
-                                                    ("slot carried, --no-warmup", True, ["--no-warmup"])]
+        trips: list[tuple[str, bool, list[str], bool]] = [
+            ("before: no slot carried", False, [], False), ("slot carried", True, [], False),
+            ("slot carried, the turn changes the last 16 tokens", True, [], True),
+            ("slot carried, --no-warmup", True, ["--no-warmup"], False)]
         if not only_round_trips:
-            trips.append(("slot carried, -lv 4 (the fine split)", True, ["-lv", "4"]))
-        for name, on, extra in trips:
-            rec["round_trips"].append(round_trip(s, recorder, carry, profile, name, conv, on, extra))
+            trips.append(("slot carried, -lv 4 (the fine split)", True, ["-lv", "4"], False))
+        for name, on, extra, changes_end in trips:
+            rec["round_trips"].append(round_trip(s, recorder, carry, profile, name, conv, on, extra, changes_end))
             (out / f"desk24-{label}.json").write_text(json.dumps(rec, indent=1, default=str))  # so far
     finally:
         rec["log_tail"] = [line for _, line in recorder.lines[-80:]]

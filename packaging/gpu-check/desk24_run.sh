@@ -20,7 +20,7 @@ export BEEDECK_GPU_WORK=$W BEEDECK_HOME=$W/home CUDA_DEVICE_ORDER=PCI_BUS_ID PYT
 mkdir -p "$W/out"
 G=packaging/gpu-check
 PY=${PY:-python3}
-SOURCES="ml:.carry/mainline-b11434-src.tar.gz genb:.carry/beellama-v0.4.3-src.tar.gz"
+SOURCES=${DESK24_SOURCES:-"ml:.carry/mainline-b11434-src.tar.gz genb:.carry/beellama-v0.4.3-src.tar.gz"}  # DESK24_SOURCES: fewer
 GEN_OF_ml=mainline
 GEN_OF_genb=bee-b
 

@@ -12,6 +12,8 @@ before, the next turn reads the conversation again, and the user is told so once
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +118,7 @@ def test_a_switch_keeps_the_conversation_where_the_engine_can(served: Served, re
         replies = [chat.turn(f"Next {i}.") for i in range(3 if mode == Mode.DFLASH else 1)]
         t = replies[0]
         assert t.cache_n >= carried.tokens - 64 and t.prompt_n < 100, (t, carried)  # the new turn, not the chat
+        assert served.serving.reply_read(t.prompt_n, t.cache_n) == ""  # the promise held: nothing more to say
         if mode == Mode.DFLASH:  # what the drafter lacks after a restore: nothing, with the sticky pair
             assert all(r.draft_n > 0 and r.draft_n_accepted == r.draft_n for r in replies), replies
         rows.append(f"{mode}: {carried.tokens} tokens carried, {carried.size / 1e6:.1f} MB, save {carried.save_s:.3f} s, "
@@ -165,5 +168,50 @@ def test_without_the_carry_the_next_turn_reads_the_conversation_again(tmp_path: 
         after = chat.turn("Go on.")
         assert after.cache_n == 0 and after.prompt_n > first.prompt_n, after
         record_property("no_carry", f"next turn prompt_n {after.prompt_n} ({after.prompt_ms:.0f} ms)")
+    finally:
+        serving.shutdown()
+
+
+def _complete(serving: Serving, ids: list[int]) -> dict[str, Any]:
+    """One turn sent as token ids (the tiny model has no chat template): its ``timings``."""
+    body = json.dumps({"prompt": ids, "n_predict": 1, "cache_prompt": True}).encode()
+    req = urllib.request.Request(f"{serving.base_url}/completion", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        timings: dict[str, Any] = json.loads(r.read())["timings"]
+    return timings
+
+
+def test_a_restored_cache_that_the_engine_does_not_use_is_found_out_said_and_not_saved_again(
+        tmp_path: Path, upstream_engine: RealEngine) -> None:
+    """Issue 36, measured at 24 GB on Gemma 4 31B: mainline reads the whole conversation again after a restore
+    into a model with sliding-window layers, even a turn that continues it exactly. The same here with a small
+    Gemma 3 on the CPU: the restore is done, the next turn's own figures show it was not used, the user is told,
+    and the next switch neither saves it nor promises it (its forecast says why before the click)."""
+    from tests.fixtures.meta_gguf import tiny_swa_model
+
+    carry = SlotCarry(tmp_path / "slots")
+    serving = Serving(ServingParts(costs=SwitchCosts(tmp_path / "times.json"), restart_steps=carry,
+                                   default_port=free_port()), jobs=Inline())
+    serving.standby = False
+    caps = upstream_engine.caps
+    profile = LaunchSettings(target=str(tiny_swa_model(tmp_path / "swa.gguf")), spec_mode=Mode.BASELINE,
+                             ctx_size=2048, threads=1, n_gpu_layers="0", kv_unified=True)
+    conv = [300 + (i * 37) % 600 for i in range(400)]
+    try:
+        serving.start(str(upstream_engine.path), profile, caps)
+        assert _complete(serving, conv)["prompt_n"] == 400
+        more = _complete(serving, conv := conv + [500] * 8)
+        assert more["cache_n"] == 400 and more["prompt_n"] == 8  # one server: the cache is used
+        serving.restart(settings_for_mode(profile, Mode.MODEL_FREE, caps))
+        assert carry.last is not None and carry.last.kind == "restored" and carry.last.tokens == 408
+        after = _complete(serving, conv := conv + [600] * 8)  # continues the restored tokens exactly
+        assert after["cache_n"] == 0 and after["prompt_n"] == 416, after  # the engine read it all again
+        said = serving.reply_read(after["prompt_n"], after["cache_n"])
+        assert said.startswith("the engine did not use the conversation's cache restored at the switch: this reply "
+                               "read all 416 tokens again"), said
+        why, _ = serving.keeps_conversation(settings_for_mode(profile, Mode.BASELINE, caps))
+        assert why.startswith("the engine did not use the cache restored at the last switch"), why
+        serving.restart(settings_for_mode(profile, Mode.BASELINE, caps))
+        assert carry.last is not None and carry.last.kind == "unavailable" and not list((tmp_path / "slots").glob("*.bin"))
     finally:
         serving.shutdown()

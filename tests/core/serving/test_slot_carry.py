@@ -116,9 +116,43 @@ def test_a_switch_saves_before_the_stop_restores_before_ready_and_leaves_no_file
     carry.ended(restart)
     assert engine.calls[-1] == ("restore", name) and not saved.exists()
     assert carry.last is not None and carry.last.kind == "restored" and carry.last.tokens == 3000
-    assert "kept the conversation's cache (3,000 tokens" in carry.said() and "does not read it again" in carry.said()
+    assert "kept the conversation's cache (3,000 tokens" in carry.said() and "reads only what is new" in carry.said()
     assert [line.split(" (")[0] for line in log] == ["mode switch: saved the conversation's cache",
                                                      "mode switch: restored the conversation's cache"]
+
+
+def test_a_restored_cache_the_engine_did_not_use_is_said_remembered_and_not_saved_again(
+        tmp_path: Path, caps: EngineCaps, model: str) -> None:
+    """Issue 36, measured at 24 GB: mainline reads a Gemma 4 conversation again after a restore (sliding-window
+    layers). The first reply's own figures tell; the pair is remembered, so later switches neither save nor promise."""
+    engine = Engine(tmp_path / "slots")
+    base, dflash = _modes(model)
+
+    def switch(carry: SlotCarry, before: LaunchSettings, after: LaunchSettings) -> Restart:
+        restart = _restart(caps, before, after, [])
+        carry.before_stop(restart, _launched(carry, before, caps))
+        carry.after_ready(restart, _launched(carry, after, caps), 1.0)
+        carry.ended(restart)
+        return restart
+
+    carry = _carry(tmp_path, engine)
+    switch(carry, base, dflash)
+    assert carry.reply_read(40, 3000) == ""  # used: the reply read its 40 new tokens only
+    assert carry.reply_read(3040, 0) == ""  # only the first reply after a restore is checked
+    switch(carry, dflash, base)
+    said = carry.reply_read(3040, 0)
+    assert said.startswith("the engine did not use the conversation's cache restored at the switch: this reply "
+                           "read all 3,040 tokens again") and "no longer save it" in said, said
+    saves = len([c for c in engine.calls if c[0] == "save"])
+    for fresh in (carry, _carry(tmp_path, engine)):  # remembered, also by the next BeeDeck
+        why, _ = fresh.forecast(_restart(caps, base, dflash, []), _launched(fresh, base, caps))
+        assert why.startswith("the engine did not use the cache restored at the last switch"), why
+        switch(fresh, base, dflash)
+        assert fresh.last is not None and fresh.last.kind == "unavailable"
+    assert len([c for c in engine.calls if c[0] == "save"]) == saves and not list(engine.folder.glob("*.bin"))
+    Path(model).write_bytes(b"GGUF, another model")  # another file under the name: checked anew
+    switch(carry, base, dflash)
+    assert carry.last is not None and carry.last.kind == "restored"
 
 
 @pytest.mark.parametrize("why", ["refused", "changed", "elsewhere"])

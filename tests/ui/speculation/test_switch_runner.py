@@ -110,3 +110,28 @@ def test_the_other_mode_is_loaded_beside_once_the_restart_path_is_known(qtbot: Q
     r.server_ready(URL, None)
     assert [(s.spec_mode, s.draft) for s in serving.preloads] == [(Mode.BASELINE, None)]  # Baseline beside
     # Whether it is loaded (standby on, memory free) is the serving's rule: tests/core/serving/test_serving.py.
+
+
+def test_a_kept_cache_the_engine_did_not_use_is_said_after_the_reply_that_shows_it(qtbot: QtBot,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 36: the first reply after a switch proves whether the kept cache was used (core/serving/slot_carry.py
+    ``reply_read``); where it was not, the toggle's line says so as news, from that reply's own figures."""
+    from beedeck.core.chat.reply_facts import ReplyFacts
+
+    heard: list[tuple[int | None, int | None]] = []
+
+    class Serving(SwitchServing):
+        def reply_read(self, prompt_n: int | None, cache_n: int | None) -> str:
+            heard.append((prompt_n, cache_n))
+            return "the engine did not use the conversation's cache" if cache_n == 0 else ""
+
+    r = SwitchRunner(ModeSwitch(), Serving(), PerRequestMemory(tmp_path / "per-request.json"),
+                     lambda url, key: _Refused(), runner=run_inline, headers=HeaderCache(gguf.inspect))
+    t = ModeToggle(r.switch)
+    qtbot.addWidget(t)
+    r.changed.connect(t.show_switch)
+    r.reply_finished(ReplyFacts(mode=Mode.BASELINE, tokens=10, prompt_n=16, cache_n=4000))
+    assert t.status.line() == "" and not r.switch.news
+    r.reply_finished(ReplyFacts(mode=Mode.BASELINE, tokens=10, prompt_n=4016, cache_n=0))
+    assert t.status.line() == "the engine did not use the conversation's cache" and r.switch.news
+    assert heard == [(16, 4000), (4016, 0)]

@@ -75,6 +75,12 @@ class RestartSteps(Protocol):
         the seconds the steps add to it (what they took last)."""
         ...
 
+    def reply_read(self, prompt_n: int | None, cache_n: int | None) -> str:
+        """A reply ended that read ``prompt_n`` prompt tokens and found ``cache_n`` in the server's cache: where it
+        is the first after a restart whose steps promised something of it, "" if the promise held, else what
+        happened, in words (the engine's own figures are the proof)."""
+        ...
+
 
 class NoSteps:
     """A restart is a stop and a start."""
@@ -96,6 +102,9 @@ class NoSteps:
 
     def forecast(self, restart: Restart, running: Any) -> tuple[str, float]:
         return "BeeDeck keeps nothing across this restart", 0.0
+
+    def reply_read(self, prompt_n: int | None, cache_n: int | None) -> str:
+        return ""
 
 
 class Guarded:
@@ -147,6 +156,13 @@ class Guarded:
         except Exception as exc:  # see the class
             self._failed("its forecast", exc)
             return "not known", 0.0
+
+    def reply_read(self, prompt_n: int | None, cache_n: int | None) -> str:
+        try:
+            return self.steps.reply_read(prompt_n, cache_n)
+        except Exception as exc:  # see the class
+            self._failed("the check of the reply after it", exc)
+            return ""
 
 
 class StartTimes:

@@ -119,6 +119,11 @@ class Serving:
         restart = Restart(self.engine, self.caps, settings, True, self.settings, self._kv_bytes)
         return self._steps().forecast(restart, self._proc)
 
+    def reply_read(self, prompt_n: int | None, cache_n: int | None) -> str:
+        """A chat reply ended with these prompt figures: "" unless it shows that what the last restart promised of
+        the conversation's cache did not hold, said then (core/serving/restarts.py ``RestartSteps.reply_read``)."""
+        return self._steps().reply_read(prompt_n, cache_n)
+
     def stopping(self) -> list[Held]:
         """The servers a launch now stops first (the active one and the one kept beside it), with what they
         were started with: what they hold counts as free for that launch. Empty for a connection."""

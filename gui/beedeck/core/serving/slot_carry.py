@@ -18,6 +18,15 @@ context and KV types: the engine refuses other layouts, but it *accepts* another
 shape (measured: a random synthetic target restored the sticky one's 3,211 tokens), so the restore is only
 asked for where the new server's settings and the target file are those the cache was saved from.
 
+Whether the engine then *uses* the restored cache is its own affair, and not always: on a model with
+sliding-window attention (Gemma 3 and 4), mainline b11434 reads the whole conversation again after a restore
+(measured: Gemma 4 31B on a 24 GB hold of an H100, 16,432 tokens restored in 0.18 s, the next turn continuing
+them exactly still read all 16,448, "forcing full prompt re-processing due to lack of cache data"; its
+context checkpoints, which let a running server go back, are not in the saved file). So the first reply after a
+restore is checked by its own figures (``reply_read``: the tokens it found cached): where the engine did not use
+the cache, the user is told so, and that engine and model are remembered (``slot-carry.json`` beside the
+folder) so that later switches neither save it nor promise it.
+
 Nothing here may break a switch: a save that fails, a full disk, a restore the engine refuses, an engine
 without the option or a chat on several slots, and the restart goes on as before (the next reply reads the
 conversation again); the log says what happened, and the user is told once (``said``; an engine that cannot
@@ -26,6 +35,7 @@ is said once per engine).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -49,6 +59,10 @@ PREFIX = "carry-"
 GiB = 1024**3
 RESERVE = GiB  # free disk left after the largest cache the server could save
 REREAD = "the next reply reads the conversation again"
+NOT_USED = ("the engine did not use the cache restored at the last switch (it read the conversation again, as "
+            "llama.cpp does after a restore for models with sliding-window attention)")
+MEMORY = "slot-carry.json"
+KEEP_UNUSED = 64  # engine and model pairs remembered
 
 
 class SlotClient(Protocol):
@@ -86,7 +100,11 @@ class Carried:
     def text(self) -> str:
         if self.kind == "restored":
             return (f"kept the conversation's cache ({self.tokens:,} tokens, {self.size / 1e6:,.0f} MB; saved in "
-                    f"{self.save_s:.2f} s, restored in {self.restore_s:.2f} s): the next reply does not read it again")
+                    f"{self.save_s:.2f} s, restored in {self.restore_s:.2f} s): the next reply reads only what is new")
+        if self.kind == "unused":
+            return (f"the engine did not use the conversation's cache restored at the switch: this reply read all "
+                    f"{self.tokens:,} tokens again (llama.cpp does so after a restore for models with sliding-window "
+                    "attention); switches of this model no longer save it")
         if self.kind == "unavailable":
             return f"the conversation's cache cannot be kept across this switch ({self.why}): {REREAD}"
         return f"the conversation's cache could not be kept ({self.why}): {REREAD}"
@@ -128,6 +146,8 @@ class SlotCarry:
     def __init__(self, folder: Path | None = None, *, client: Callable[[str, str | None], SlotClient] = _client,
                  disk_free: Callable[[Path], int] | None = None, reserve: int = RESERVE) -> None:
         self._folder = folder
+        self._check: tuple[str, int] | None = None  # after a restore: (engine and model, tokens) for reply_read
+        self._unused_pairs: dict[str, float] | None = None  # see _unused
         self._client = client
         self._disk_free = disk_free or (lambda p: shutil.disk_usage(p).free)
         self.reserve = reserve
@@ -156,7 +176,7 @@ class SlotCarry:
         return replace(settings, extra_args=[FLAG, str(folder), *settings.extra_args])
 
     def before_stop(self, restart: Restart, running: Any) -> None:
-        self._saved, self.last, self._say = None, None, ""
+        self._saved, self.last, self._say, self._check = None, None, "", None
         if not restart.fast or running is None:
             return
         why = self._why_not(restart, running)
@@ -224,6 +244,7 @@ class SlotCarry:
         self.last = Carried("restored", tokens=file.tokens, size=saved.file.bytes, save_s=saved.save_s,
                             restore_s=restore_s)
         self._say = self.last.text()
+        self._check = (_pair(restart.engine, restart.settings.target), file.tokens)
         restart.log(f"mode switch: restored the conversation's cache ({file.tokens:,} tokens) in {restore_s:.2f} s")
         return True
 
@@ -241,11 +262,51 @@ class SlotCarry:
         last = self.last
         return why, (last.save_s + last.restore_s) if last is not None and last.kind == "restored" else 0.0
 
+    def reply_read(self, prompt_n: int | None, cache_n: int | None) -> str:
+        """The first reply after a restore: "" where it found the cache (the figures prove it), else said, and
+        this engine and model remembered so that later switches do not save it (see the module)."""
+        check, self._check = self._check, None
+        if check is None or prompt_n is None:
+            return ""
+        pair, tokens = check
+        if (cache_n or 0) >= tokens // 2:
+            return ""
+        self._remember_unused(pair)
+        self.last = Carried("unused", tokens=prompt_n + (cache_n or 0))
+        return self.last.text()
+
+    def _memory(self) -> Path:
+        return (self._folder.parent if self._folder is not None else paths.state_dir()) / MEMORY
+
+    def _unused(self) -> dict[str, float]:
+        """The pairs whose engine did not use a restored cache: read once (a small file), then kept here."""
+        if self._unused_pairs is None:
+            try:
+                data = json.loads(self._memory().read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = {}
+            unused = data.get("unused") if isinstance(data, dict) else None
+            self._unused_pairs = {k: float(v) for k, v in unused.items()
+                                  if isinstance(v, (int, float))} if isinstance(unused, dict) else {}
+        return self._unused_pairs
+
+    def _remember_unused(self, pair: str) -> None:
+        unused = {**self._unused(), pair: time.time()}
+        newest = sorted(unused, key=lambda k: unused[k], reverse=True)[:KEEP_UNUSED]
+        self._unused_pairs = {k: unused[k] for k in newest}
+        try:
+            self._memory().parent.mkdir(parents=True, exist_ok=True)
+            paths.atomic_write_text(self._memory(), json.dumps({"unused": self._unused_pairs}))
+        except OSError:
+            pass  # not remembered: the next switch saves it again and is checked again
+
     # -- why not ---------------------------------------------------------------------------
     def _why_not(self, restart: Restart, running: Any) -> str:
         caps, before, s = restart.caps, restart.before, restart.settings
         if caps is None or not caps.has(FLAG):
             return f"it has no {FLAG}"
+        if _pair(restart.engine, s.target) in self._unused():
+            return NOT_USED
         if folder_of(getattr(running, "argv", ())) is None:
             return "the running server was started without a slot folder"
         if before is None or before.parallel != 1 or s.parallel != 1:
@@ -290,6 +351,11 @@ class SlotCarry:
             pid = path.name[len(PREFIX):].split("-", 1)[0]
             if not pid.isdigit() or (int(pid) != os.getpid() and not _alive(int(pid))):
                 _remove(path)
+
+
+def _pair(engine: str, target: str) -> str:
+    """An engine build and a model file, as they are on disk (a rebuilt engine or another file is checked anew)."""
+    return json.dumps([engine, _identity(engine), target, _identity(target)])
 
 
 def _remove(path: Path) -> None:

@@ -123,6 +123,8 @@ class SwitchRunner(QObject):
         self._tokens = facts.context_tokens or self._tokens
         if facts.prompt_n and facts.prompt_tps and (self._prefill is None or facts.prompt_n > self._prefill[0]):
             self._prefill = (facts.prompt_n, facts.prompt_tps)
+        if said := self.serving.reply_read(facts.prompt_n, facts.cache_n):  # the cache kept at a switch, unused
+            self.switch.tell(said)
         self._update_forecast()
         self._carry_out(self.checker.reply_finished(self.serving.caps, facts))
 

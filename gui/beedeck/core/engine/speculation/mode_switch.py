@@ -323,6 +323,10 @@ class ModeSwitch:
         check, why the switch is held or off)."""
         self.status, self.news = status, news
 
+    def tell(self, text: str) -> None:
+        """What a switch turned out to do, learnt after it (the first reply's figures): said as news."""
+        self._say(text, news=True)
+
     def clear_news(self) -> None:
         """The report of what a switch did is old now (the view's clock): the line goes; a lasting one stays."""
         if self.news:
