@@ -311,7 +311,7 @@ def resolve_source(source: Path) -> Path:
 def build(source: Path, cpu: bool, out: Path | None, say: Any, no_build: bool = False, rpc: bool = False) -> Path:
     """The engine from ``source`` through BeeDeck's builder (``rpc``: with the RPC backend and its
     worker), or the one an earlier run built from it (``no_build``: that one or nothing)."""
-    from beedeck.core.engine.build import build_engine
+    from beedeck.core.engine.building import build_engine
     from beedeck.core.engine.registry import EngineRegistry
     from beedeck.core.machine.hardware import detect
 

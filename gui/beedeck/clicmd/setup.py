@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.engine.build import minutes_text
+from beedeck.core.engine.building import minutes_text
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers
 from beedeck.core.engine.registry import EngineError, EngineRecord

@@ -250,7 +250,7 @@ def test_the_download_way_fetches_the_release_the_offer_named(
 def test_a_build_that_ends_without_a_ready_engine_fails_with_the_builders_words() -> None:
     """The builder is the one core call replaced here (a real build takes most of an hour): it gets the build's
     arguments for this machine and the pick, and its not-ready result is the step's failure."""
-    from beedeck.core.engine.build.builder import BuildResult
+    from beedeck.core.engine.building.builder import BuildResult
     from beedeck.core.engine.registry import SmokeResult
 
     calls: list[dict[str, Any]] = []

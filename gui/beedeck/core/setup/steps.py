@@ -20,7 +20,7 @@ from pathlib import Path
 from beedeck.core import starter
 from beedeck.core.download import DownloadError
 from beedeck.core.engine.argv import LaunchRefused
-from beedeck.core.engine.build import BuildError
+from beedeck.core.engine.building import BuildError
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD
 from beedeck.core.engine.launch_settings import LaunchSettings, SettingsError

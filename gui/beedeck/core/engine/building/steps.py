@@ -1,6 +1,6 @@
 """A build folder's steps: CMake's configure and compile, streamed, cancellable, with progress and time left.
 
-:class:`Steps` runs them for :func:`beedeck.core.engine.build.builder.build_engine` (the first build and a
+:class:`Steps` runs them for :func:`beedeck.core.engine.building.builder.build_engine` (the first build and a
 rebuild with other options in the same folder); :class:`ProgressTracker` reads Ninja's ``[n/N]`` and make's
 ``[ x%]`` when no cost profile plans the build.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from beedeck.core.engine.build.eta import WeightedEta, planned_outputs
-from beedeck.core.engine.build.tools import BuildError, LineCallback, run_streaming
+from beedeck.core.engine.building.eta import WeightedEta, planned_outputs
+from beedeck.core.engine.building.tools import BuildError, LineCallback, run_streaming
 from beedeck.core.secrets import child_env
 
 ProgressCallback = Callable[[int, int, float | None], None]  # done, total, eta seconds

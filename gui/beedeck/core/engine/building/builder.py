@@ -6,7 +6,7 @@ backend, so building the same thing again reuses the build folder and only recom
 changed (resume after a cancel or a crash). Only the ``llama-server`` target is built. Afterwards
 the binary is smoke-tested (probed; a CUDA build must list a CUDA device; then a short generation on the
 registry's test model, :mod:`beedeck.core.engine.smoke`) and registered. A build whose CPU code crashes in that
-generation is rebuilt without what crashed (:mod:`beedeck.core.engine.build.cure`), saying why.
+generation is rebuilt without what crashed (:mod:`beedeck.core.engine.building.cure`), saying why.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from beedeck.core.engine.build.choice import (
+from beedeck.core.engine.building.choice import (
     CLASSIC_FA_PAIRS,
     FA_QUANTS_TYPES,
     ML_DEFAULT_FA_QUANTS,
@@ -32,16 +32,16 @@ from beedeck.core.engine.build.choice import (
     choose_fa,
     read_policy,
 )
-from beedeck.core.engine.build.cure import Cure, cpu_flags, cure_for
-from beedeck.core.engine.build.eta import (
+from beedeck.core.engine.building.cure import Cure, cpu_flags, cure_for
+from beedeck.core.engine.building.eta import (
     PROFILE_FILE,
     estimate_seconds,
     load_profile,
     save_profile,
     shipped_profile,
 )
-from beedeck.core.engine.build.steps import ProgressCallback, Steps
-from beedeck.core.engine.build.tools import (
+from beedeck.core.engine.building.steps import ProgressCallback, Steps
+from beedeck.core.engine.building.tools import (
     BuildError,
     LineCallback,
     preflight,
@@ -97,7 +97,7 @@ def cmake_options(
     K/V cache types the user will run; None means unknown, which turns on every FA quant pair.
     ``source_options`` are the option names the source tree declares (:func:`scan_source_options`):
     version-dependent options are only passed when the tree has them. ``policy`` (the tree's FA
-    selection, :func:`beedeck.core.engine.build.choice.read_policy`) compiles only what the pairs need;
+    selection, :func:`beedeck.core.engine.building.choice.read_policy`) compiles only what the pairs need;
     without it an unknown pair list means every FA quant pair (the guide's line).
     """
     known = set(source_options or ())
@@ -253,7 +253,7 @@ def build_engine(
     ``llama-server``: the worker that lends this machine's devices to a server elsewhere.
 
     ``cache_pairs`` are the K/V types (target and draft) the engine will run: a CUDA build compiles the
-    FlashAttention kernels they need and no more (:mod:`beedeck.core.engine.build.choice`); ``all_quants``
+    FlashAttention kernels they need and no more (:mod:`beedeck.core.engine.building.choice`); ``all_quants``
     compiles every pair. ``dry_run`` configures and plans (options, targets, steps, estimated time in
     ``estimate_s``) without compiling.
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.engine.build.eta import (
+from beedeck.core.engine.building.eta import (
     CostModel,
     WeightedEta,
     estimate_seconds,
@@ -22,7 +22,7 @@ from beedeck.core.engine.build.eta import (
     shipped_profile,
     step_output,
 )
-from beedeck.core.engine.build.steps import ProgressTracker
+from beedeck.core.engine.building.steps import ProgressTracker
 from tests.fixtures.build_replay import (
     BEE_CUDA_H200,
     DRIFTING,

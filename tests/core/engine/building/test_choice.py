@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.engine.build.builder import cmake_options
-from beedeck.core.engine.build.choice import build_lacks_pair, choose_fa, gen_b_default_pairs, read_policy
+from beedeck.core.engine.building.builder import cmake_options
+from beedeck.core.engine.building.choice import build_lacks_pair, choose_fa, gen_b_default_pairs, read_policy
 
 TREES = Path(__file__).resolve().parents[3] / "fixtures" / "builds" / "trees"
 GEN_B = TREES / "beellama-v0.4.3"

@@ -1,12 +1,12 @@
-"""The dry run's words (core/engine/build/plan.py), one wording for `beedeck engine build --dry-run` and the
+"""The dry run's words (core/engine/building/plan.py), one wording for `beedeck engine build --dry-run` and the
 setup wizard's build preview (tests/ui/setup/test_build_preview.py runs both on a real CMake tree)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from beedeck.core.engine.build.builder import BuildResult
-from beedeck.core.engine.build.plan import minutes_text, plan_lines
+from beedeck.core.engine.building.builder import BuildResult
+from beedeck.core.engine.building.plan import minutes_text, plan_lines
 
 
 def _result(**kw: object) -> BuildResult:

@@ -3,7 +3,7 @@ wizard shows before the user starts a build (one wording for both)."""
 
 from __future__ import annotations
 
-from beedeck.core.engine.build.builder import BuildResult
+from beedeck.core.engine.building.builder import BuildResult
 
 
 def minutes_text(seconds: float) -> str:

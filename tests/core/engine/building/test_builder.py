@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from beedeck.core.engine.build import builder
-from beedeck.core.engine.build import tools as build_tools
-from beedeck.core.engine.build.builder import (
+from beedeck.core.engine.building import builder
+from beedeck.core.engine.building import tools as build_tools
+from beedeck.core.engine.building.builder import (
     build_engine,
     cmake_options,
     cuda_arch,
@@ -25,9 +25,9 @@ from beedeck.core.engine.build.builder import (
     scan_source_options,
     source_release,
 )
-from beedeck.core.engine.build.cure import cpu_flags
-from beedeck.core.engine.build.steps import ProgressTracker
-from beedeck.core.engine.build.tools import BuildCancelled, BuildError, preflight
+from beedeck.core.engine.building.cure import cpu_flags
+from beedeck.core.engine.building.steps import ProgressTracker
+from beedeck.core.engine.building.tools import BuildCancelled, BuildError, preflight
 from beedeck.core.engine.probe import probe_engine, release_of, write_release
 from beedeck.core.engine.registry import EngineRegistry, Origin
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from beedeck.core.engine.build.builder import scan_source_options
-from beedeck.core.engine.build.cure import (
+from beedeck.core.engine.building.builder import scan_source_options
+from beedeck.core.engine.building.cure import (
     cpu_flags,
     cure_for,
     option_value,

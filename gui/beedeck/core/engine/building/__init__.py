@@ -10,10 +10,10 @@ import each other directly (never this ``__init__``).
 
 from __future__ import annotations
 
-from beedeck.core.engine.build.builder import BEE_REPO, BuildResult, build_engine
-from beedeck.core.engine.build.choice import build_lacks_pair
-from beedeck.core.engine.build.plan import minutes_text, plan_lines
-from beedeck.core.engine.build.tools import BuildCancelled, BuildError, find_nvcc, preflight
+from beedeck.core.engine.building.builder import BEE_REPO, BuildResult, build_engine
+from beedeck.core.engine.building.choice import build_lacks_pair
+from beedeck.core.engine.building.plan import minutes_text, plan_lines
+from beedeck.core.engine.building.tools import BuildCancelled, BuildError, find_nvcc, preflight
 
 __all__ = ["BEE_REPO", "BuildCancelled", "BuildError", "BuildResult", "build_engine", "build_lacks_pair",
            "find_nvcc", "minutes_text", "plan_lines", "preflight"]
