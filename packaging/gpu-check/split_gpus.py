@@ -426,7 +426,7 @@ def run_one(engine: Path, caps: Any, pair: str, target: Path, draft: Path, place
     from beedeck.core.engine.argv import LaunchRefused, build_argv
     from beedeck.core.engine.server import ServerFailed
     from beedeck.core.launcher import launch
-    from beedeck.core.models.gguf import inspect
+    from beedeck.core.models.gguf.reader import inspect
     from beedeck.core.models.planner import plan
 
     gpus = [] if args.cpu_dry_run else gpus_now(caps)

@@ -28,7 +28,7 @@ from beedeck.core.engine.ports import ANY_FREE, SHOWN, HostError, PortChoice, Po
 from beedeck.core.engine.rpc import RpcDevice, RpcError, parse_workers
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, key_refusal, start_server
 from beedeck.core.engine.speculation.standby import with_margin
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect
 from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
 from beedeck.core.models.planner import GiB, MemoryPlan

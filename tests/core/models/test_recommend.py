@@ -182,7 +182,7 @@ def test_a_pick_from_hub_headers_plans_as_the_full_files_do(vram_gib: float, cat
                                                             catalog_files: dict[str, dict[str, Path]]) -> None:
     """The recommendation sized from range-read headers equals the planner on the same files on disk: every
     device item, the fit, the context, the download size."""
-    from beedeck.core.models.gguf import inspect
+    from beedeck.core.models.gguf.reader import inspect
     from beedeck.core.models.planner import plan
 
     vram = [int(vram_gib * 1024 * MiB)]

@@ -10,7 +10,7 @@ from typing import Any
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, MiB, PlanError, plan
 from beedeck.core.printable import printable
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.mode_choice import ModeChoice
 from beedeck.core.models.planner import MemoryPlan
 

@@ -5,7 +5,7 @@ only when the reader goes past them: the first request is ``first`` bytes, each 
 half of what is already held, so a header larger than the first range costs a few more requests,
 never the file. Reads over 1 MiB (only the GGUF scanner's 4 MiB look-ahead over token lists, which
 takes short reads) are answered with what is held or one growth step, never by fetching all they ask for.
-Nothing past ``limit`` (the GGUF header budget, :data:`gguf_header.HEADER_BYTES`) is ever fetched: a
+Nothing past ``limit`` (the GGUF header budget, :data:`gguf.header.HEADER_BYTES`) is ever fetched: a
 header read over HTTP costs the bytes a local one may, and what is held never passes that.
 
 :func:`http_ranges` fetches with ``Range: bytes=a-b`` over httpx2: a connection cut mid-body resumes
@@ -26,7 +26,7 @@ import httpx2
 
 from beedeck.core.connection import what_happened
 from beedeck.core.download import DownloadCancelled, DownloadError
-from beedeck.core.models.gguf_header import HEADER_BYTES
+from beedeck.core.models.gguf.header import HEADER_BYTES
 
 FIRST_RANGE = 1 << 20  # most GGUF headers of small models fit; 27B-class ones (big vocab) need ~8-10 MiB
 MIN_STEP = 1 << 20

@@ -7,7 +7,7 @@ exactly the tensors a download would hold. ``mmproj`` files (vision projectors) 
 plan and are listed as skipped.
 
 What was read is cached per repo revision under ``<cache dir>/hub-sizing/<owner>--<name>/<commit>.json``
-(:mod:`gguf_json`), with ``refs/<revision>`` naming the commit, so a repo sized once is sized again
+(:mod:`gguf.as_json`), with ``refs/<revision>`` naming the commit, so a repo sized once is sized again
 offline. ``quants`` sizes only some quants (the catalog's, :mod:`catalog_sizing`): such a record says which
 it holds, and a later call that wants more reads only the missing files and merges them in. A folder
 ``resources/hub-headers`` of the same records would be read as headers BeeDeck ships; none is shipped
@@ -34,9 +34,10 @@ import httpx2
 
 from beedeck.core import paths
 from beedeck.core.download import OfflineError
-from beedeck.core.models import gguf_json, hub
+from beedeck.core.models import hub
 from beedeck.core.models.draft_kinds import DFLASH, draft_kind, is_dflash2, is_mtp_only, mtp_layers
-from beedeck.core.models.gguf import (
+from beedeck.core.models.gguf import as_json as gguf_json
+from beedeck.core.models.gguf.reader import (
     ArrayInfo,
     Budget,
     GGUFError,

@@ -22,7 +22,7 @@ from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.models.catalog import DRAFT_FORMAT_GENERATIONS
 from beedeck.core.models.draft_kinds import SPEC_TYPE_OF_KIND
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.guard import check_launch
 from beedeck.core.models.hub_sizing import RemoteModel, RepoSizing
 from beedeck.core.models.paircheck import check_pair

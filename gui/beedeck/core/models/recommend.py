@@ -33,7 +33,7 @@ from beedeck.core.models import library, live_plan, mode_choice
 from beedeck.core.models.catalog_plan import PlanContext, pair_choices
 from beedeck.core.models.choice import GOALS, Choice, Recommendation, bits_of, params_of, quant_bits, score
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, draft_defaults, pad, plan
 from beedeck.core.models.sidecars import Sidecar
 

@@ -188,7 +188,7 @@ def _write(path: Path, pieces: list[tuple[int, bytes]], size: int) -> None:
 
 def _child(spec: str) -> None:
     """Run in the capped child: every case through inspect; one JSON line of results at the end."""
-    from beedeck.core.models.gguf import GGUFError, inspect, token_texts, tokenizer_digest
+    from beedeck.core.models.gguf.reader import GGUFError, inspect, token_texts, tokenizer_digest
 
     job = json.loads(spec)
     work = Path(job["work"])
@@ -235,7 +235,7 @@ def _child(spec: str) -> None:
 
 
 def _seed_files(folder: Path, starter: Path) -> list[dict[str, object]]:
-    from beedeck.core.models.gguf import read_header
+    from beedeck.core.models.gguf.reader import read_header
 
     models = [starter, mg.gemma4_31b(folder / "gemma4.gguf", n_vocab=2000),
               mg.qwen36_27b(folder / "qwen36.gguf", n_vocab=2000),
@@ -257,7 +257,7 @@ def _cap() -> None:
 def test_mutated_real_headers_give_a_result_or_a_gguf_error_within_bounds(
         tmp_path: Path, starter_model_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = {"work": str(tmp_path), "seed": SEED, "cases": CASES, "seeds": _seed_files(tmp_path, starter_model_path)}
-    code = f"from tests.core.models.test_gguf_fuzz import _child; _child({json.dumps(json.dumps(job))})"
+    code = f"from tests.core.models.gguf.test_fuzz import _child; _child({json.dumps(json.dumps(job))})"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "gui"), str(REPO)])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
                           timeout=CHILD_TIMEOUT_S, preexec_fn=_cap)

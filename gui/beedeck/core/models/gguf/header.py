@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from beedeck.core import paths
-from beedeck.core.models.gguf_types import GGML_TYPES
+from beedeck.core.models.gguf.type_tables import GGML_TYPES
 
 GGUF_MAGIC = 0x46554747  # b"GGUF" little-endian
 

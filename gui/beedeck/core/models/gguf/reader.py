@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.models.gguf_header import (
+from beedeck.core.models.gguf.header import (
     _STRING,
     GGUF_MAGIC,
     LIMITS,
@@ -39,7 +39,7 @@ from beedeck.core.models.gguf_header import (
     read_header,
     read_header_from,
 )
-from beedeck.core.models.gguf_types import FILE_TYPES
+from beedeck.core.models.gguf.type_tables import FILE_TYPES
 
 __all__ = ["GGUF_MAGIC", "LIMITS", "SPLIT_RE", "ArrayInfo", "Budget", "DFlashInfo", "GGUFError", "GGUFHeader",
            "LongString", "ModelInfo", "Stream", "TensorInfo", "architecture", "check_split_set", "inspect",

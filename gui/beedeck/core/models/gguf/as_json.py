@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from beedeck.core.models.gguf import ArrayInfo, DFlashInfo, LongString, ModelInfo, TensorInfo
+from beedeck.core.models.gguf.reader import ArrayInfo, DFlashInfo, LongString, ModelInfo, TensorInfo
 
 FORMAT = 1
 _LISTS = ("n_head", "n_head_kv", "head_dim_k", "head_dim_v", "is_swa", "is_recurrent")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.models.gguf import GGUFError, inspect, read_header, token_texts, tokenizer_digest
+from beedeck.core.models.gguf.reader import GGUFError, inspect, read_header, token_texts, tokenizer_digest
 from tests.fixtures import hostile_gguf as hg
 from tests.fixtures import meta_gguf as mg
 
@@ -187,7 +187,7 @@ def test_a_bad_library_file_is_listed_with_its_reason_and_the_good_one_kept(tmp_
 
 def test_the_largest_real_header_reads_within_the_budget_with_its_margin(tmp_path: Path,
                                                                          gemma_model_path: Path) -> None:
-    from beedeck.core.models import gguf_header as gh
+    from beedeck.core.models.gguf import header as gh
 
     path = mg.gemma4_31b_full_tokenizer(tmp_path / "gemma-4-31B-it-Q4_K_M.gguf", gemma_model_path)
     budget = gh.Budget()
@@ -197,7 +197,7 @@ def test_the_largest_real_header_reads_within_the_budget_with_its_margin(tmp_pat
     assert h.data_offset - 32 < spent["bytes"] <= h.data_offset  # the whole header, up to the data's alignment
     assert 15_000_000 < spent["bytes"] < 17_000_000  # about 16 MB, as the real one
     assert spent["walked"] == 262_144 + mg.GEMMA4_MERGES + 2 and spent["tensors"] == 833
-    # The margins the budget states (gguf_header.py): 4x the bytes, 5x the walk, 30x what is kept, 50x the tensors.
+    # The margins the budget states (gguf/header.py): 4x the bytes, 5x the walk, 30x what is kept, 50x the tensors.
     assert spent["bytes"] * 4 <= gh.HEADER_BYTES and spent["walked"] * 5 <= gh.MAX_WALK
     assert spent["kept"] * 30 <= gh.KEEP_BYTES and spent["tensors"] * 50 <= gh.MAX_TENSORS
     m = inspect(path)
@@ -205,8 +205,8 @@ def test_the_largest_real_header_reads_within_the_budget_with_its_margin(tmp_pat
 
 
 def test_a_long_string_value_keeps_only_its_length_also_through_the_sizing_cache(tmp_path: Path) -> None:
-    from beedeck.core.models import gguf_json
-    from beedeck.core.models.gguf import LongString
+    from beedeck.core.models.gguf import as_json as gguf_json
+    from beedeck.core.models.gguf.reader import LongString
 
     template = "{# " + "x" * 70_000 + " #}"  # over KEEP_STRING: not a value BeeDeck needs
     m = inspect(mg.tiny_model(tmp_path / "t.gguf", extra={"tokenizer.chat_template": template}))
@@ -217,7 +217,7 @@ def test_a_long_string_value_keeps_only_its_length_also_through_the_sizing_cache
 
 
 def test_a_header_that_takes_more_cpu_than_its_budget_is_refused(tmp_path: Path) -> None:
-    from beedeck.core.models.gguf_header import Budget
+    from beedeck.core.models.gguf.header import Budget
 
     p = mg.tiny_model(tmp_path / "t.gguf", n_vocab=3000)
     with pytest.raises(GGUFError, match=r"reading its header took more than 0 s of CPU"):
