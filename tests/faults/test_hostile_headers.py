@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.models.gguf.header import HEADER_BYTES
-from beedeck.core.models.hub_sizing import size_repo
+from beedeck.core.models.hub.sizing import size_repo
 from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fixtures import hostile_gguf as hg
 from tests.fixtures import hostile_sums as hs

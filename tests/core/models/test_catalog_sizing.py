@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core.models import catalog, catalog_sizing
-from beedeck.core.models.hub_sizing import load_cached, size_repo
+from beedeck.core.models.hub.sizing import load_cached, size_repo
 from tests.fixtures import hub_models
 
 

@@ -15,7 +15,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.models import live_plan
 from beedeck.core.models.gguf.reader import inspect
-from beedeck.core.models.hub_sizing import RemoteModel, RepoSizing
+from beedeck.core.models.hub.sizing import RemoteModel, RepoSizing
 from beedeck.core.models.planner import GiB, plan
 from tests.conftest import PERSISTENT
 from tests.fixtures import hub_models

@@ -13,7 +13,7 @@ from beedeck.core.download import DownloadError
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import load_advice
 from beedeck.core.models import mode_choice
-from beedeck.core.models.hub_sizing import summary
+from beedeck.core.models.hub.sizing import summary
 from beedeck.core.models.live_plan import LiveRow
 from beedeck.core.models.planner import GiB
 

@@ -1,7 +1,7 @@
 """One call for "what of this Hub repo runs here, and which mode is the fast path": the CLI's
 ``recommend --repo`` and the wizard's search box both use :func:`recommend_repo`.
 
-It sizes the target repo and its draft repos from their headers (:mod:`beedeck.core.models.hub_sizing`;
+It sizes the target repo and its draft repos from their headers (:mod:`beedeck.core.models.hub.sizing`;
 without ``draft_repos`` the catalog's drafts for that target: which draft belongs to which target is
 what headers cannot say), plans every quant with every compatible draft kind
 (:mod:`beedeck.core.models.live_plan`) and picks the fast path with its evidence (:mod:`mode_choice`).
@@ -19,7 +19,7 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog as catalog_mod
 from beedeck.core.models import mode_choice
-from beedeck.core.models.hub_sizing import RepoSizing, size_repo, summary
+from beedeck.core.models.hub.sizing import RepoSizing, size_repo, summary
 from beedeck.core.models.live_plan import LiveRow, plan_live
 from beedeck.core.models.planner import GiB
 from beedeck.core.models.recommend import Choice

@@ -5,7 +5,7 @@ download; an MTP head file for a target without heads), at every KV cache the la
 :mod:`mode_choice` picks on its evidence (BeeDeck's own measured advice first, else the published
 figures in ``resources/mode-evidence.json``, else its rule, naming which). Each choice carries the
 context its drafter costs against no speculation at the same cache ("DFlash2 costs about 36k tokens of
-context here"). The headers come from this machine's hub_sizing cache (:mod:`catalog_sizing` reads
+context here"). The headers come from this machine's hub.sizing cache (:mod:`catalog_sizing` reads
 them); nothing here touches the network.
 """
 
@@ -18,9 +18,10 @@ from typing import Any
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import hub_sizing, live_plan, mode_choice
+from beedeck.core.models import live_plan, mode_choice
 from beedeck.core.models.choice import MIN_CTX, Choice, bits_of, params_of, score
-from beedeck.core.models.hub_sizing import RemoteModel, RepoSizing
+from beedeck.core.models.hub import sizing as hub_sizing
+from beedeck.core.models.hub.sizing import RemoteModel, RepoSizing
 from beedeck.core.models.planner import DraftDefaults, draft_defaults
 
 DRAFT_QUANTS = ("Q4_K_M", "Q5_K_M", "IQ4_XS")  # the DFlash draft quants planned (other kinds: pick_draft's one)

@@ -48,7 +48,7 @@ class Choice:
     target_path: Path | None = None  # set when both files are on disk already (a sidecar pair)
     draft_path: Path | None = None
     draft_kind: str = ""  # a live_plan kind: dflash, dflash2, dspark, eagle3, mtp (its own head), mtp-head...
-    sized_from: str = ""  # "headers @ <revision>" when planned from headers read from the Hub (hub_sizing)
+    sized_from: str = ""  # "headers @ <revision>" when planned from headers read from the Hub (hub.sizing)
     download_bytes: int | None = None  # target + draft bytes, when the headers' file list gave them
     mode: ModeChoice | None = None  # the fast path chosen for this pair and engine, with its evidence
     cost_tokens: int | None = None  # context the drafter costs against no speculation at the same cache

@@ -1,4 +1,4 @@
-"""Plan every quant of a Hub target with every compatible draft kind, from headers only (:mod:`hub_sizing`).
+"""Plan every quant of a Hub target with every compatible draft kind, from headers only (:mod:`hub.sizing`).
 
 For each target file: no speculation, the target's own MTP heads (when its header has NextN layers),
 and one file of each draft kind found in the draft repos (DFlash, DFlash2, DSpark, EAGLE-3, MTP head
@@ -24,7 +24,7 @@ from beedeck.core.models.catalog import DRAFT_FORMAT_GENERATIONS
 from beedeck.core.models.draft_kinds import SPEC_TYPE_OF_KIND
 from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.guard import check_launch
-from beedeck.core.models.hub_sizing import RemoteModel, RepoSizing
+from beedeck.core.models.hub.sizing import RemoteModel, RepoSizing
 from beedeck.core.models.paircheck import check_pair
 from beedeck.core.models.planner import DraftDefaults, GiB, MemoryPlan, draft_defaults, pad, plan
 

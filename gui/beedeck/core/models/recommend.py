@@ -2,7 +2,7 @@
 
 Every candidate is sized by the memory planner (core/models/planner), from the files' own GGUF
 headers: read from the Hub by range requests and cached by repo revision (:mod:`catalog_sizing`,
-:mod:`hub_sizing`), or, for models already on disk, read from the files. The catalog types no sizes
+:mod:`hub.sizing`), or, for models already on disk, read from the files. The catalog types no sizes
 or architecture numbers, so a pair whose headers were never read is not considered (the reasons
 name it and say how to read them). A recommendation never exceeds what the planner says fits; its
 parameter counts and bits per weight are counted from the tensor tables.
@@ -233,7 +233,7 @@ def recommend(vram_bytes: list[int], goal: str = "quality", generation: Generati
     free bytes.
 
     Each catalog pair is planned from its files' GGUF headers as read from the Hub earlier
-    (:mod:`catalog_sizing` reads them; ``cache_dir``: hub_sizing's cache, None: this machine's); this
+    (:mod:`catalog_sizing` reads them; ``cache_dir``: hub.sizing's cache, None: this machine's); this
     call reads nothing over the network. A pair whose headers have not been read yet is named in the
     reasons (:data:`NOT_SIZED`), never sized from typed figures.
     ``local``: the models on disk (``library.scan()``); None scans the usual places, ``[]`` ignores

@@ -1,10 +1,10 @@
 """A :class:`ModelInfo` as JSON and back, without loss for the pair check and the planner.
 
-The sizing cache (``hub_sizing``) and the shipped header set (``resources/hub-headers``) store what
+The sizing cache (``hub.sizing``) and the shipped header set (``resources/hub-headers``) store what
 the GGUF header said in this form: the tensor table, the per-layer layout and the metadata, where
 big arrays (token lists, merges) keep only their type and length, strings too long to keep
 (:class:`LongString`) only their length. A decoded model plans exactly as the one read from the file
-(tests/core/models/test_hub_sizing.py).
+(tests/core/models/hub/test_sizing.py).
 """
 
 from __future__ import annotations

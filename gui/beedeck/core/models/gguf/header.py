@@ -121,7 +121,7 @@ class GGUFHeader:
 
 
 class Stream(Protocol):
-    """What the header reader needs of a file: an open file, or hub_range's range-request reader."""
+    """What the header reader needs of a file: an open file, or hub.range_reader's range-request reader."""
     def read(self, n: int = -1, /) -> bytes: ...
     def seek(self, offset: int, whence: int = 0, /) -> int: ...
     def tell(self) -> int: ...
@@ -177,7 +177,7 @@ class _Cursor:
 
     def __init__(self, fh: Stream, path: Path, size: int, budget: Budget) -> None:
         self.fh, self.path, self.size, self.budget = fh, path, size, budget
-        # A stream whose reads cost a request each (hub_range's) says how much one read should ask for.
+        # A stream whose reads cost a request each (hub.range_reader's) says how much one read should ask for.
         self.chunk = int(getattr(fh, "read_chunk", _CHUNK))
         self.base = fh.tell()  # file offset of buf[0]
         self.buf, self.pos = b"", 0

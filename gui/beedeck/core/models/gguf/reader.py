@@ -338,7 +338,7 @@ def inspect(path: str | Path) -> ModelInfo:
 
 def model_info(h: GGUFHeader, rest: list[GGUFHeader], parts: list[Path], file_size: int) -> ModelInfo:
     """The :class:`ModelInfo` of part 1's header ``h`` (tensor table read) and the other parts' headers
-    (a local file's or a Hub repo's read by range requests, core/models/hub_sizing.py)."""
+    (a local file's or a Hub repo's read by range requests, core/models/hub/sizing.py)."""
     p = parts[0]
     tensors = list(h.tensors)
     for part_header in rest:

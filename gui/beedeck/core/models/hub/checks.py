@@ -1,5 +1,5 @@
 """What BeeDeck does not take from the Hub on trust: the time an answer takes, and a copy on disk
-that has not shown the Hub's sha256 (hub.py builds every path from the Hub's answers through
+that has not shown the Hub's sha256 (hub/client.py builds every path from the Hub's answers through
 ``paths.safe_join``)."""
 
 from __future__ import annotations

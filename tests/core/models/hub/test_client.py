@@ -17,8 +17,8 @@ import keyring.backends.fail
 import pytest
 
 from beedeck import cli
-from beedeck.core.models import hub as hubmod
-from beedeck.core.models.hub import (
+from beedeck.core.models.hub import client as hubmod
+from beedeck.core.models.hub.client import (
     AccessDeniedError,
     EntryMissingError,
     GatedRepoError,

@@ -19,10 +19,10 @@ import pytest
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models import hub as hubmod
 from beedeck.core.models.gguf.reader import inspect, read_header
-from beedeck.core.models.hub_range import RangeReader, RangeReadError
-from beedeck.core.models.hub_sizing import (
+from beedeck.core.models.hub import client as hubmod
+from beedeck.core.models.hub.range_reader import RangeReader, RangeReadError
+from beedeck.core.models.hub.sizing import (
     OfflineError,
     SizingError,
     load_cached,

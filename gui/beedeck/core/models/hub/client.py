@@ -34,7 +34,7 @@ from beedeck.core.download import (
     ProgressCallback,
     download_file,
 )
-from beedeck.core.models.hub_checks import api_timeout, verified_copy, within_deadline
+from beedeck.core.models.hub.checks import api_timeout, verified_copy, within_deadline
 from beedeck.core.printable import printable
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Size any GGUF repo on the Hub before downloading it: the file list from huggingface_hub, each
-model's header by HTTP range requests (:mod:`hub_range`), read by the same GGUF reader as a local file.
+model's header by HTTP range requests (:mod:`hub.range_reader`), read by the same GGUF reader as a local file.
 
 A split model (``-00001-of-N``) is sized from all its parts' listed sizes; part 1's header gives the
 metadata, each further part's own (small) header its share of the tensor table, so the planner sees
@@ -34,7 +34,6 @@ import httpx2
 
 from beedeck.core import paths
 from beedeck.core.download import OfflineError
-from beedeck.core.models import hub
 from beedeck.core.models.draft_kinds import DFLASH, draft_kind, is_dflash2, is_mtp_only, mtp_layers
 from beedeck.core.models.gguf import as_json as gguf_json
 from beedeck.core.models.gguf.reader import (
@@ -47,7 +46,8 @@ from beedeck.core.models.gguf.reader import (
     model_info,
     read_header_from,
 )
-from beedeck.core.models.hub_range import FIRST_RANGE, RangeReader, http_ranges
+from beedeck.core.models.hub import client as hub
+from beedeck.core.models.hub.range_reader import FIRST_RANGE, RangeReader, http_ranges
 
 log = logging.getLogger(__name__)
 
