@@ -19,7 +19,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.models import library
-from beedeck.core.models.recommend import Choice
+from beedeck.core.models.recommend.from_catalog import Choice
 from beedeck.core.profile import load_saved_profile, profile_path, save_profile
 from beedeck.core.setup import (
     STEP,

@@ -18,7 +18,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.models import library
-from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.core.models.recommend.from_catalog import Choice, Recommendation
 from beedeck.core.setup import SetupResult
 from beedeck.core.starter import STARTER_MODEL_TITLE
 from beedeck.ui.setup.services import WizardServices

@@ -30,8 +30,8 @@ from beedeck.core.models.hub.sizing import (
     size_repo,
     summary,
 )
-from beedeck.core.models.live_plan import plan_live
 from beedeck.core.models.planner import GiB, plan
+from beedeck.core.models.recommend.live_plan import plan_live
 from tests.conftest import PERSISTENT
 from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fixtures import hub_models
@@ -281,7 +281,7 @@ def test_quant_names_come_from_the_file_name(name: str, quant: str) -> None:
 
 def test_the_catalog_recommender_sizes_qwen38_from_headers_read_earlier(hub: FakeHub) -> None:
     from beedeck.core.models import catalog
-    from beedeck.core.models.recommend import recommend
+    from beedeck.core.models.recommend.from_catalog import recommend
 
     cat = catalog.load()
     only = replace(cat, pairs=tuple(p for p in cat.pairs if p.id == "qwen3.8-27b"))

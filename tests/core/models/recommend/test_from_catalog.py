@@ -13,7 +13,7 @@ import pytest
 
 from beedeck.core.engine.caps import Generation
 from beedeck.core.models import catalog
-from beedeck.core.models.recommend import NOT_SIZED, recommend
+from beedeck.core.models.recommend.from_catalog import NOT_SIZED, recommend
 
 MiB = 1 << 20
 RTX_4090_FREE = int(23.5 * 1024 * MiB)  # 24,564 MiB total, ~23.5 GiB free on a desktop
@@ -61,7 +61,7 @@ def test_no_gpu_gives_the_starter() -> None:
     assert STARTER_MODEL_TITLE in r.primary.title and "Gemma" not in r.reasons[0]
     # Why there is no GPU plan is the caller's to say (issue 37: the wizard said "was given", with no field to
     # give it): the reason starts with it.
-    from beedeck.core.models.recommend import NO_GPU_FOUND
+    from beedeck.core.models.recommend.from_catalog import NO_GPU_FOUND
 
     found = recommend([], "quality", no_gpu=NO_GPU_FOUND)
     assert found.reasons[0].startswith(NO_GPU_FOUND + ". It runs on the CPU") and "given" not in found.reasons[0]

@@ -13,10 +13,10 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models import live_plan
 from beedeck.core.models.gguf.reader import inspect
 from beedeck.core.models.hub.sizing import RemoteModel, RepoSizing
 from beedeck.core.models.planner import GiB, plan
+from beedeck.core.models.recommend import live_plan
 from tests.conftest import PERSISTENT
 from tests.fixtures import hub_models
 from tests.fixtures.engines import BEE_B, HERE, help_stdout

@@ -14,8 +14,8 @@ from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog
-from beedeck.core.models.catalog_plan import PlanContext, pair_choices
-from beedeck.core.models.recommend import recommend
+from beedeck.core.models.recommend.catalog_plan import PlanContext, pair_choices
+from beedeck.core.models.recommend.from_catalog import recommend
 from tests.fixtures.engines import BEE_B, HERE, help_stdout
 
 MiB = 1 << 20

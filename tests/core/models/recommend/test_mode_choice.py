@@ -7,7 +7,7 @@ from pathlib import Path
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
-from beedeck.core.models import mode_choice as mc
+from beedeck.core.models.recommend import mode_choice as mc
 
 GiB = 2**30
 ALL = ("none", "mtp", "dflash2", "dspark")

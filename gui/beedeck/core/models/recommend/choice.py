@@ -1,7 +1,7 @@
 """One recommended configuration (:class:`Choice`) and a recommendation (:class:`Recommendation`), with
 what ranks them: parameters and bits per weight counted from the GGUF headers, and the goal's score.
-Shared by the catalog's recommender (:mod:`recommend`, :mod:`catalog_plan`) and a Hub repo's
-(:mod:`beedeck.core.chat.repo_recommend`)."""
+Shared by the catalog's recommender (:mod:`from_catalog`, :mod:`catalog_plan`) and a Hub repo's
+(:mod:`from_repo`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.models.gguf.reader import ModelInfo
-from beedeck.core.models.mode_choice import ModeChoice
 from beedeck.core.models.planner import MemoryPlan
+from beedeck.core.models.recommend.mode_choice import ModeChoice
 
 GOALS = ("quality", "speed", "context")
 MIN_CTX = 32768  # the guide's context; quality and speed goals want at least this

@@ -7,7 +7,7 @@ else the published figures in ``resources/mode-evidence.json`` for the model fam
 rules remove what an engine cannot run (BeeLlama before v0.4.4 and DFlash2, issue #134; a BeeLlama whose
 release is unknown is not trusted with DFlash2 either). The mode must also be among the kinds the plan
 found runnable and fitting. It sits in the models wing because both recommenders use it: the catalog's
-(:mod:`recommend`) and a Hub repo's (:mod:`beedeck.core.chat.repo_recommend`).
+(:mod:`from_catalog`) and a Hub repo's (:mod:`from_repo`).
 """
 
 from __future__ import annotations

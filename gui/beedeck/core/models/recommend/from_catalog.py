@@ -7,7 +7,7 @@ or architecture numbers, so a pair whose headers were never read is not consider
 name it and say how to read them). A recommendation never exceeds what the planner says fits; its
 parameter counts and bits per weight are counted from the tensor tables.
 
-Like ``recommend --repo`` (:mod:`beedeck.core.chat.repo_recommend`), each catalog pair is planned with
+Like ``recommend --repo`` (:mod:`from_repo`), each catalog pair is planned with
 every draft kind the engine runs (:mod:`catalog_plan`: DFlash, DFlash2, DSpark, EAGLE-3, the target's own
 MTP head) and offered in the fast mode :mod:`mode_choice` picks on its evidence, named in the reasons with
 the context the drafter costs. A kind the engine cannot run is named with the reason (DFlash2 on BeeLlama
@@ -29,12 +29,21 @@ from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.engine.speculation.modes import engine_label, engine_spec_type
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import library, live_plan, mode_choice
-from beedeck.core.models.catalog_plan import PlanContext, pair_choices
-from beedeck.core.models.choice import GOALS, Choice, Recommendation, bits_of, params_of, quant_bits, score
+from beedeck.core.models import library
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, MTP
 from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, draft_defaults, pad, plan
+from beedeck.core.models.recommend import live_plan, mode_choice
+from beedeck.core.models.recommend.catalog_plan import PlanContext, pair_choices
+from beedeck.core.models.recommend.choice import (
+    GOALS,
+    Choice,
+    Recommendation,
+    bits_of,
+    params_of,
+    quant_bits,
+    score,
+)
 from beedeck.core.models.sidecars import Sidecar
 
 LOCAL_REPO = "local"  # the repo of a chosen file that is in no Hub / LM Studio repo: found by its name

@@ -8,8 +8,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from beedeck.core.models import catalog, catalog_sizing
+from beedeck.core.models import catalog
 from beedeck.core.models.hub.sizing import load_cached, size_repo
+from beedeck.core.models.recommend import catalog_sizing
 from tests.fixtures import hub_models
 
 

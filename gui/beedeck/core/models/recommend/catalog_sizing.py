@@ -3,7 +3,7 @@
 The catalog (:mod:`catalog`) names repos and quants, never sizes; :func:`refresh` reads each target
 repo's listed quants (all of them when it lists none) and each draft repo's listed quants (else the
 draft quants the planners pick from) by HTTP range requests (:func:`hub.sizing.size_repo`), which caches them by repo revision, so
-:func:`beedeck.core.models.recommend.recommend` then plans from the cache, online or not. A repo already cached at the
+:func:`beedeck.core.models.recommend.from_catalog.recommend` then plans from the cache, online or not. A repo already cached at the
 Hub's current revision costs one API call; offline (or once the Hub proves unreachable) only the
 cache answers. Errors are per repo: a gated, missing or unreachable repo is a line in the result,
 never the end of the refresh.
@@ -20,9 +20,9 @@ from typing import Any
 
 from beedeck.core.download import DownloadError, OfflineError
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import catalog_plan
 from beedeck.core.models.hub import client as hub
 from beedeck.core.models.hub import sizing as hub_sizing
+from beedeck.core.models.recommend import catalog_plan
 
 # The draft quants sized when a draft repo lists none: the catalog plan's, and Q8_0, which live_plan.py
 # (recommend --repo, offline from this cache) prefers next.

@@ -18,11 +18,11 @@ from typing import Any
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import live_plan, mode_choice
-from beedeck.core.models.choice import MIN_CTX, Choice, bits_of, params_of, score
 from beedeck.core.models.hub import sizing as hub_sizing
 from beedeck.core.models.hub.sizing import RemoteModel, RepoSizing
 from beedeck.core.models.planner import DraftDefaults, draft_defaults
+from beedeck.core.models.recommend import live_plan, mode_choice
+from beedeck.core.models.recommend.choice import MIN_CTX, Choice, bits_of, params_of, score
 
 DRAFT_QUANTS = ("Q4_K_M", "Q5_K_M", "IQ4_XS")  # the DFlash draft quants planned (other kinds: pick_draft's one)
 DFLASH_KINDS = frozenset({"dflash", "dflash2", "dflash-draft"})

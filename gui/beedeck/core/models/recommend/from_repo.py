@@ -4,7 +4,7 @@
 It sizes the target repo and its draft repos from their headers (:mod:`beedeck.core.models.hub.sizing`;
 without ``draft_repos`` the catalog's drafts for that target: which draft belongs to which target is
 what headers cannot say), plans every quant with every compatible draft kind
-(:mod:`beedeck.core.models.live_plan`) and picks the fast path with its evidence (:mod:`mode_choice`).
+(:mod:`live_plan`) and picks the fast path with its evidence (:mod:`mode_choice`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from beedeck.core.download import DownloadError
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import WorkloadAdvice
 from beedeck.core.models import catalog as catalog_mod
-from beedeck.core.models import mode_choice
 from beedeck.core.models.hub.sizing import RepoSizing, size_repo, summary
-from beedeck.core.models.live_plan import LiveRow, plan_live
 from beedeck.core.models.planner import GiB
-from beedeck.core.models.recommend import Choice
+from beedeck.core.models.recommend import mode_choice
+from beedeck.core.models.recommend.from_catalog import Choice
+from beedeck.core.models.recommend.live_plan import LiveRow, plan_live
 
 
 @dataclass
