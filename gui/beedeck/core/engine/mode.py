@@ -90,7 +90,8 @@ class Mode(StrEnum):
 
     @classmethod
     def of_plan_kind(cls, kind: str) -> Mode | None:
-        """The mode a catalog plan kind (``core.models.recommend.live_plan``: "dflash2", "mtp-head", "none") runs as."""
+        """The mode a catalog plan kind (``core.models.recommend.live_plan``: "dflash2", "mtp-head", "none")
+        runs as."""
         return next((m for m in cls if kind in MODE_TABLE[m].plan_kinds), None)
 
     @classmethod

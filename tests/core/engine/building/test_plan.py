@@ -1,5 +1,5 @@
-"""The dry run's words (core/engine/building/plan.py), one wording for `beedeck engine build --dry-run` and the
-setup wizard's build preview (tests/ui/setup/test_build_preview.py runs both on a real CMake tree)."""
+"""The dry run's words (core/engine/building/plan.py), one wording for `beedeck engine build --dry-run` and
+the setup wizard's build preview (tests/ui/setup/test_build_preview.py runs both on a real CMake tree)."""
 
 from __future__ import annotations
 

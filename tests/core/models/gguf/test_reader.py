@@ -197,7 +197,8 @@ def test_the_largest_real_header_reads_within_the_budget_with_its_margin(tmp_pat
     assert h.data_offset - 32 < spent["bytes"] <= h.data_offset  # the whole header, up to the data's alignment
     assert 15_000_000 < spent["bytes"] < 17_000_000  # about 16 MB, as the real one
     assert spent["walked"] == 262_144 + mg.GEMMA4_MERGES + 2 and spent["tensors"] == 833
-    # The margins the budget states (gguf/header.py): 4x the bytes, 5x the walk, 30x what is kept, 50x the tensors.
+    # The margins the budget states (gguf/header.py): 4x the bytes, 5x the walk, 30x what is kept, 50x the
+    # tensors.
     assert spent["bytes"] * 4 <= gh.HEADER_BYTES and spent["walked"] * 5 <= gh.MAX_WALK
     assert spent["kept"] * 30 <= gh.KEEP_BYTES and spent["tensors"] * 50 <= gh.MAX_TENSORS
     m = inspect(path)

@@ -2,9 +2,9 @@
 
 The catalog (:mod:`catalog`) names repos and quants, never sizes; :func:`refresh` reads each target
 repo's listed quants (all of them when it lists none) and each draft repo's listed quants (else the
-draft quants the planners pick from) by HTTP range requests (:func:`hub.sizing.size_repo`), which caches them by repo revision, so
-:func:`beedeck.core.models.recommend.from_catalog.recommend` then plans from the cache, online or not. A repo already cached at the
-Hub's current revision costs one API call; offline (or once the Hub proves unreachable) only the
+draft quants the planners pick from) by HTTP range requests (:func:`hub.sizing.size_repo`), which caches
+them by repo revision, so :func:`from_catalog.recommend` then plans from the cache, online or not. A repo
+already cached at the Hub's current revision costs one API call; offline (or once the Hub proves unreachable) only the
 cache answers. Errors are per repo: a gated, missing or unreachable repo is a line in the result,
 never the end of the refresh.
 """
