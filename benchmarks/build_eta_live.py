@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from beedeck.core.engine.build import build_engine
+from beedeck.core.engine.building import build_engine
 from beedeck.core.engine.registry import EngineRegistry
 
 POINTS = (0.1, 0.25, 0.5, 0.75, 0.9)

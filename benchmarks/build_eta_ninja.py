@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from beedeck.core.engine.build.eta import WeightedEta, planned_outputs
+from beedeck.core.engine.building.eta import WeightedEta, planned_outputs
 
 POINTS = (0.1, 0.25, 0.5, 0.75, 0.9)
 GOAL = 0.20

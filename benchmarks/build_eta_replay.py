@@ -19,7 +19,7 @@ import time
 
 from tests.fixtures.build_replay import DRIFTING, LOGS, POINTS, Step, errors, profiles, read_log
 
-from beedeck.core.engine.build.eta import CostModel, estimate_seconds
+from beedeck.core.engine.building.eta import CostModel, estimate_seconds
 
 GOAL = 0.20
 

@@ -36,7 +36,7 @@ from tests.fixtures import hostile_sums as hs  # noqa: E402
 
 CHILD = """
 import sys
-from beedeck.core.models.gguf import GGUFError, inspect
+from beedeck.core.models.gguf.reader import GGUFError, inspect
 try:
     inspect(sys.argv[1])
     print("result")
@@ -46,7 +46,7 @@ except GGUFError as exc:
 
 PAIR_CHILD = """
 import sys
-from beedeck.core.models.gguf import GGUFError, inspect
+from beedeck.core.models.gguf.reader import GGUFError, inspect
 from beedeck.core.models.paircheck import check_pair
 try:
     verdict = check_pair(inspect(sys.argv[1]), inspect(sys.argv[2]))
@@ -57,7 +57,7 @@ except GGUFError as exc:
 
 BUDGET_CHILD = """
 import sys, time
-from beedeck.core.models import gguf_header as gh
+from beedeck.core.models.gguf import header as gh
 b = gh.Budget()
 t = time.thread_time()
 gh.read_header(sys.argv[1], tensors=True, budget=b)

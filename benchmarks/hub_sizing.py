@@ -29,11 +29,11 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models import mode_choice
-from beedeck.core.models.gguf import inspect
-from beedeck.core.models.hub_sizing import size_repo, summary
-from beedeck.core.models.live_plan import plan_live
+from beedeck.core.models.gguf.reader import inspect
+from beedeck.core.models.hub.sizing import size_repo, summary
 from beedeck.core.models.planner import GiB, plan
+from beedeck.core.models.recommend import mode_choice
+from beedeck.core.models.recommend.live_plan import plan_live
 
 GOAL_FRACTION = 0.001
 

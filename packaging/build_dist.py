@@ -102,8 +102,9 @@ def sdist_tree() -> Path:
 
 # The builder's own code: a change to it builds the engine again (the cache key holds its hash), so a
 # cached engine is always what this BeeDeck's builder makes of this source.
-BUILDER_SOURCES = ("core/engine/build/builder.py", "core/engine/build/choice.py", "core/engine/build/tools.py",
-                   "core/engine/build/steps.py", "core/engine/build/cure.py", "clicmd/engine/manage.py")  # not build/eta.py: the time-left estimate makes no difference to the binary
+BUILDER_SOURCES = ("core/engine/building/builder.py", "core/engine/building/choice.py",
+                   "core/engine/building/tools.py", "core/engine/building/steps.py", "core/engine/building/cure.py",
+                   "clicmd/engine/manage.py")  # not building/eta.py: the time-left estimate makes no difference to the binary
 # The engine of the package: portable (no -march=native: it runs on any x86-64), with the RPC worker,
 # its libraries found next to it ($ORIGIN) wherever the package puts it.
 ENGINE_ARGS = ["--cpu", "--no-native", "--rpc", "-D", "CMAKE_INSTALL_RPATH=$ORIGIN",

@@ -132,7 +132,7 @@ def catalog_hub(catalog_files: dict[str, dict[str, Path]]) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def _catalog_records(catalog_files: dict[str, dict[str, Path]], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sizing records one refresh against the fake Hub writes (read once per session)."""
-    from beedeck.core.models import catalog_sizing
+    from beedeck.core.models.recommend import catalog_sizing
     from tests.fakes.fake_hub import FakeHub
     from tests.fixtures import hub_models
 

@@ -48,5 +48,5 @@ def test_the_table_has_rows_and_every_path_it_names_exists() -> None:
 
 
 def test_a_path_that_does_not_exist_is_caught() -> None:
-    row = "| x | `core/engine/build/builder.py`, `no_such_module.py`; `resources/none.json` |"
+    row = "| x | `core/engine/building/builder.py`, `no_such_module.py`; `resources/none.json` |"
     assert [p.exists() for p in _paths(row)] == [True, False, False]

@@ -299,7 +299,7 @@ def token_ids(target: str, n: int, seed: int = 0) -> list[int]:
     """``n`` token ids of ``target``'s vocabulary whose text is a plain word (no control, byte or partial-UTF-8
     token: BeeLlama v0.4.3 answers HTTP 500 "does not match the expected Content-only format" when a reply is one),
     spread over the vocabulary."""
-    from beedeck.core.models.gguf import inspect, iter_tokens
+    from beedeck.core.models.gguf.reader import inspect, iter_tokens
 
     if target not in _WORDS:
         words = []

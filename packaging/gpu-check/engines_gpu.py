@@ -50,7 +50,7 @@ def save(out: Path | None, name: str = "engines-gpu.txt") -> None:
 
 
 def build(tarball: Path, out: Path | None) -> int:
-    from beedeck.core.engine.build import build_engine
+    from beedeck.core.engine.building import build_engine
     from beedeck.core.engine.registry import EngineRegistry
     from beedeck.core.machine.hardware import detect
 

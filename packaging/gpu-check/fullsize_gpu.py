@@ -79,7 +79,7 @@ def eta_errors(samples: list[tuple[float, int, int, float | None]], end: float) 
 
 
 def phase_build(args: argparse.Namespace) -> int:
-    from beedeck.core.engine.build import build_engine
+    from beedeck.core.engine.building import build_engine
     from beedeck.core.engine.registry import EngineRegistry
 
     out = _out(args)
@@ -119,7 +119,7 @@ def phase_build(args: argparse.Namespace) -> int:
 
 def phase_dryrun(args: argparse.Namespace) -> int:
     """Configure-only plans per builder choice: steps, estimated minutes, options (no compiling)."""
-    from beedeck.core.engine.build import build_engine
+    from beedeck.core.engine.building import build_engine
     from beedeck.core.engine.registry import EngineRegistry
 
     out = _out(args)

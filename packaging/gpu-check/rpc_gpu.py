@@ -49,7 +49,7 @@ def run(engine: Path, out: Path, say: Any, shape: dict[str, int], worker_device:
     from beedeck.core.engine.rpc.probe import probe_workers
     from beedeck.core.engine.server import free_port
     from beedeck.core.launcher import launch
-    from beedeck.core.models import gguf
+    from beedeck.core.models.gguf import reader as gguf
     from beedeck.core.models.planner import plan
     from beedeck.core.models.planner.devices import compare, plan_across
 

@@ -311,7 +311,7 @@ def resolve_source(source: Path) -> Path:
 def build(source: Path, cpu: bool, out: Path | None, say: Any, no_build: bool = False, rpc: bool = False) -> Path:
     """The engine from ``source`` through BeeDeck's builder (``rpc``: with the RPC backend and its
     worker), or the one an earlier run built from it (``no_build``: that one or nothing)."""
-    from beedeck.core.engine.build import build_engine
+    from beedeck.core.engine.building import build_engine
     from beedeck.core.engine.registry import EngineRegistry
     from beedeck.core.machine.hardware import detect
 
@@ -426,7 +426,7 @@ def run_one(engine: Path, caps: Any, pair: str, target: Path, draft: Path, place
     from beedeck.core.engine.argv import LaunchRefused, build_argv
     from beedeck.core.engine.server import ServerFailed
     from beedeck.core.launcher import launch
-    from beedeck.core.models.gguf import inspect
+    from beedeck.core.models.gguf.reader import inspect
     from beedeck.core.models.planner import plan
 
     gpus = [] if args.cpu_dry_run else gpus_now(caps)

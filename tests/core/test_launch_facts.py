@@ -13,8 +13,8 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.launch_facts import LaunchFacts
 from beedeck.core.launcher import UNSET
-from beedeck.core.models import gguf
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf import reader as gguf
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.header_cache import HeaderCache
 from tests.fixtures import meta_gguf as mg
 from tests.fixtures.engines import MAINLINE, help_stdout

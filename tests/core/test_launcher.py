@@ -25,7 +25,7 @@ from beedeck.core.launcher import (
     preflight,
     room_now,
 )
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 from beedeck.core.models.planner import GiB
 from tests.fakes.fake_nvml import MIB, FakeNvml, rtx4090
 from tests.fixtures import meta_gguf as mg

@@ -17,7 +17,7 @@ import pytest
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 from beedeck.core.models.planner import MiB, plan
 from tests.conftest import PERSISTENT
 from tests.engine.conftest import RealEngine

@@ -36,7 +36,7 @@ from beedeck.core.engine.rpc import (
 from beedeck.core.engine.rpc.probe import probe_workers, restate
 from beedeck.core.engine.server import ServerProcess, free_port
 from beedeck.core.launcher import launch
-from beedeck.core.models import gguf
+from beedeck.core.models.gguf import reader as gguf
 from beedeck.core.models.planner import MemoryPlan
 from beedeck.core.models.planner.devices import DeviceCheck, compare, plan_across
 from beedeck.core.starter import StarterProfile

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from beedeck.core.models.gguf_header import HEADER_BYTES
-from beedeck.core.models.hub_sizing import size_repo
+from beedeck.core.models.gguf.header import HEADER_BYTES
+from beedeck.core.models.hub.sizing import size_repo
 from tests.fakes.fake_hub import FakeFile, FakeHub
 from tests.fixtures import hostile_gguf as hg
 from tests.fixtures import hostile_sums as hs
@@ -71,7 +71,7 @@ def test_a_header_whose_values_fit_their_limits_but_not_their_sum_is_refused_che
 
 PAIR_CHILD = """
 import json, sys
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 from beedeck.core.models.paircheck import check_pair
 from tests.fixtures.hostile_sums import peak_kb, reset_peak
 target, draft = inspect(sys.argv[1]), inspect(sys.argv[2])

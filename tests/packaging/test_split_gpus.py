@@ -22,7 +22,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import parse_memory
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 from beedeck.core.models.planner import MiB, plan
 from tests.conftest import FIXTURES, PERSISTENT, REPO
 from tests.fixtures.engines import BEE_A, help_stdout

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.engine.build import minutes_text
+from beedeck.core.engine.building import minutes_text
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineOffers
 from beedeck.core.engine.registry import EngineError, EngineRecord
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.models.recommend import Choice
+from beedeck.core.models.recommend.from_catalog import Choice
 from beedeck.core.printable import printable
 from beedeck.core.profile import save_profile
 from beedeck.core.setup import (
@@ -101,9 +101,9 @@ def _engine_arg(args: argparse.Namespace, services: SetupServices) -> tuple[str,
 
 def _repo_choice(args: argparse.Namespace, report: HardwareReport, card: str, caps: EngineCaps | None,
                  tune: EngineCaps | None) -> Choice:
-    from beedeck.core.chat.repo_recommend import recommend_repo
     from beedeck.core.download import DownloadError
     from beedeck.core.engine.speculation.advice import load_advice
+    from beedeck.core.models.recommend.from_repo import recommend_repo
 
     vram = [g.memory_free for g in report.gpus]
     try:
@@ -124,7 +124,7 @@ def _pair(args: argparse.Namespace, report: HardwareReport, services: SetupServi
           named: EngineRecord | None) -> Choice | None:
     """The pick: None for the starter; else the Hub repo's row, or this machine's recommendation (or runner-up)."""
     from beedeck.core.engine.speculation.advice import load_advice
-    from beedeck.core.models.recommend import default_engine_caps, recommend
+    from beedeck.core.models.recommend.from_catalog import default_engine_caps, recommend
 
     if args.starter:
         return None
@@ -134,7 +134,7 @@ def _pair(args: argparse.Namespace, report: HardwareReport, services: SetupServi
     if args.repo:
         return _repo_choice(args, report, card, caps, tune)
     if args.refresh:
-        from beedeck.core.models import catalog_sizing
+        from beedeck.core.models.recommend import catalog_sizing
 
         sizing = catalog_sizing.refresh(on_repo=lambda repo, i, n: print(f"[{i + 1}/{n}] reading the headers of "
                                                                          f"{repo}", file=sys.stderr, flush=True))

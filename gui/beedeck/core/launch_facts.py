@@ -19,7 +19,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.rpc import RpcError
 from beedeck.core.engine.rpc.probe import RpcDevice
 from beedeck.core.launcher import UNSET, Preflight, Unset, preflight
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.header_cache import HeaderCache, Read
 from beedeck.core.models.planner import MemoryPlan
 from beedeck.core.models.planner.launch import plan_launch

@@ -28,7 +28,7 @@ from beedeck.core.engine.ports import ANY_FREE, SHOWN, HostError, PortChoice, Po
 from beedeck.core.engine.rpc import RpcDevice, RpcError, parse_workers
 from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, key_refusal, start_server
 from beedeck.core.engine.speculation.standby import with_margin
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect
 from beedeck.core.models.guard import GuardWarning, check_launch
 from beedeck.core.models.paircheck import mode_refusal
 from beedeck.core.models.planner import GiB, MemoryPlan
@@ -253,8 +253,8 @@ def _rpc(caps: EngineCaps, settings: LaunchSettings, rpc: Sequence[RpcDevice] | 
 
 def _kernel_refusal(build_options: Sequence[str] | None, settings: LaunchSettings) -> Refusal | None:
     """A CUDA build BeeDeck made without the FlashAttention kernels of these K/V types (its recorded
-    options: core/engine/build/choice.py) is refused before it starts, with the rebuild that adds them."""
-    from beedeck.core.engine.build import build_lacks_pair
+    options: core/engine/building/choice.py) is refused before it starts, with the rebuild that adds them."""
+    from beedeck.core.engine.building import build_lacks_pair
 
     why = build_lacks_pair(build_options, (settings.cache_type_k, settings.cache_type_v)) if build_options else None
     return Refusal("unsupported_cache_type", f"The K/V cache {settings.cache_type_k}/{settings.cache_type_v} cannot run: "

@@ -52,7 +52,7 @@ def test_the_draft_kind_of_a_file_names_the_mode_that_runs_it() -> None:
 
 
 def test_the_plan_kinds_and_spec_types_name_their_mode() -> None:
-    """The catalog's plan kinds (core/models/live_plan.py) and an attached server's --spec-type
+    """The catalog's plan kinds (core/models/recommend/live_plan.py) and an attached server's --spec-type
     (core/engine/speculation/remote_switch.py) find their mode in the table, not in tables of their own."""
     plans = {"none": Mode.BASELINE, "mtp": Mode.MTP, "mtp-head": Mode.MTP, "dflash": Mode.DFLASH,
              "dflash2": Mode.DFLASH, "dflash-draft": Mode.DFLASH, "dspark": Mode.DSPARK, "eagle3": Mode.EAGLE3}

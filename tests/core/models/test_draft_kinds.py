@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, draft_kind, mtp_layers
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 from tests.conftest import PERSISTENT
 from tests.fixtures import synth_gguf as sg
 from tests.fixtures import synth_mtp as sm

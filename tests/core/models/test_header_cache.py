@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.models import gguf, header_cache
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models import header_cache
+from beedeck.core.models.gguf import reader as gguf
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.header_cache import HeaderCache
 from tests.fixtures import meta_gguf as mg
 

@@ -138,7 +138,7 @@ def test_match_prefers_repo_then_file_name(isolated_dirs: Path) -> None:
 
 def test_downloaded_model_is_found_locally(isolated_dirs: Path) -> None:
     """End to end: download from the fake hub into the Hub cache, then find_local sees it."""
-    from beedeck.core.models.hub import download_model
+    from beedeck.core.models.hub.client import download_model
     from tests.fakes.fake_hub import FakeHub
 
     data = make_gguf("qwen3", 15)

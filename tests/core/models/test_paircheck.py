@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from beedeck.core.engine.caps import EngineCaps, Generation
-from beedeck.core.models.gguf import ModelInfo, inspect
+from beedeck.core.models.gguf.reader import ModelInfo, inspect
 from beedeck.core.models.paircheck import check_pair
 from tests.fixtures import meta_gguf as mg
 

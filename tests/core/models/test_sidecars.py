@@ -14,7 +14,7 @@ from beedeck.core import paths
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.models import library, sidecars
-from beedeck.core.models.recommend import recommend
+from beedeck.core.models.recommend.from_catalog import recommend
 from beedeck.core.models.sidecars import Sidecar
 from tests.core.models import sidecar_files as sf
 from tests.fixtures.engines import BEE_A, BEE_B, MAINLINE, help_stdout

@@ -9,7 +9,7 @@ import gguf
 import numpy as np
 import pytest
 
-from beedeck.core.models.gguf import read_header
+from beedeck.core.models.gguf.reader import read_header
 from tests.fixtures import synth_gguf as sg
 from tests.fixtures import synth_mtp as sm
 

@@ -14,7 +14,7 @@ from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, STARTER
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.releases.index import RELEASES_API_ENV
-from beedeck.core.models.recommend import Choice
+from beedeck.core.models.recommend.from_catalog import Choice
 from beedeck.core.setup import SetupChoices, SetupServices, build_args, card_of, find_engines, unlisted_offers
 from tests.conftest import FIXTURES
 from tests.fakes.fake_nvml import detect_no_gpu, detect_rtx4090

@@ -19,7 +19,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.machine.report import HardwareReport, SystemInfo
 from beedeck.core.models import library
-from beedeck.core.models.recommend import Choice
+from beedeck.core.models.recommend.from_catalog import Choice
 from beedeck.core.profile import load_saved_profile, profile_path, save_profile
 from beedeck.core.setup import (
     STEP,
@@ -250,7 +250,7 @@ def test_the_download_way_fetches_the_release_the_offer_named(
 def test_a_build_that_ends_without_a_ready_engine_fails_with_the_builders_words() -> None:
     """The builder is the one core call replaced here (a real build takes most of an hour): it gets the build's
     arguments for this machine and the pick, and its not-ready result is the step's failure."""
-    from beedeck.core.engine.build.builder import BuildResult
+    from beedeck.core.engine.building.builder import BuildResult
     from beedeck.core.engine.registry import SmokeResult
 
     calls: list[dict[str, Any]] = []

@@ -21,7 +21,7 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import DEFAULT_PORT, LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 from beedeck.ui.launch import launch_presets
 from beedeck.ui.launch.launch_fields import FIELDS, cache_type_reason, field_reason
 from beedeck.ui.launch.launch_form import LaunchForm

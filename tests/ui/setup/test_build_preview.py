@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.engine.build import builder
+from beedeck.core.engine.building import builder
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.ui.setup.build_preview import FAILED, HEADING
 from beedeck.ui.setup.setup_run_page import RunPage

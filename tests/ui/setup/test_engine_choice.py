@@ -16,7 +16,7 @@ from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRecord
 from beedeck.core.engine.releases.index import RELEASES_API_ENV
 from beedeck.core.machine import hardware
-from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.core.models.recommend.from_catalog import Choice, Recommendation
 from beedeck.ui.setup.setup_wizard import SetupWizard
 from tests.conftest import FIXTURES
 from tests.fakes.fake_nvml import FakeNvml, rtx4090

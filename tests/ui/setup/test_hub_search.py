@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pytestqt.qtbot import QtBot
 
-from beedeck.core.chat.repo_recommend import recommend_repo
 from beedeck.core.engine.registry import EngineRegistry
+from beedeck.core.models.recommend.from_repo import recommend_repo
 from beedeck.core.setup import STEP
 from beedeck.ui.setup.hub_search import HubSearch
 from beedeck.ui.setup.services import WizardServices

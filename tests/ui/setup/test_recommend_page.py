@@ -91,7 +91,7 @@ def test_the_page_shows_the_mode_by_evidence_and_an_mtp_pick_downloads_no_draft(
     import dataclasses
 
     from beedeck.core.models import catalog
-    from beedeck.core.models.recommend import recommend
+    from beedeck.core.models.recommend.from_catalog import recommend
 
     cat = catalog.load()
     only = dataclasses.replace(cat, pairs=tuple(p for p in cat.pairs if p.id == "qwen3.8-27b"))
@@ -142,7 +142,7 @@ def test_the_run_page_replans_ubd_and_kvarn_for_the_engine_it_got(
 
     from beedeck.core.engine.help_text import caps_from_texts
     from beedeck.core.models import catalog
-    from beedeck.core.models.recommend import recommend
+    from beedeck.core.models.recommend.from_catalog import recommend
     from tests.fixtures.engines import BEE_B, HERE, help_stdout
 
     text = (HERE / "beellama-0.4.3-cpu.version.txt").read_text()

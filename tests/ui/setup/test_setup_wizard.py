@@ -12,13 +12,13 @@ from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from beedeck.core import settings
-from beedeck.core.engine.build.builder import BuildResult
+from beedeck.core.engine.building.builder import BuildResult
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.models import library
-from beedeck.core.models.recommend import Choice, Recommendation
+from beedeck.core.models.recommend.from_catalog import Choice, Recommendation
 from beedeck.core.setup import SetupResult
 from beedeck.core.starter import STARTER_MODEL_TITLE
 from beedeck.ui.setup.services import WizardServices
@@ -182,7 +182,7 @@ def test_closing_the_wizard_cancels_a_running_build_and_waits_for_it(qtbot: QtBo
     and the worker thread has ended before the wizard goes away."""
     import psutil
 
-    from beedeck.core.engine.build import tools as build_tools
+    from beedeck.core.engine.building import tools as build_tools
 
     pid_file = tmp_path / "build.pid"
     script = tmp_path / "fake-build.sh"

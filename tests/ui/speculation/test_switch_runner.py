@@ -15,7 +15,8 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.mode_switch import ModeSwitch
 from beedeck.core.engine.speculation.switching import PerRequestMemory, PerRequestVerdict
-from beedeck.core.models import gguf, header_cache
+from beedeck.core.models import header_cache
+from beedeck.core.models.gguf import reader as gguf
 from beedeck.core.models.header_cache import HeaderCache
 from beedeck.ui.background import Runner
 from beedeck.ui.speculation.mode_toggle import ModeToggle

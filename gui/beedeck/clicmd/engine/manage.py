@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from beedeck.core.engine.build import BEE_REPO as BEE_GIT
-from beedeck.core.engine.build import BuildError, BuildResult, build_engine, plan_lines
+from beedeck.core.engine.building import BEE_REPO as BEE_GIT
+from beedeck.core.engine.building import BuildError, BuildResult, build_engine, plan_lines
 from beedeck.core.engine.registry import EngineError, EngineRecord, EngineRegistry
 from beedeck.core.engine.releases import (
     BEE_REPO,

@@ -8,14 +8,14 @@ import json
 import sys
 from typing import Any
 
-from beedeck.core.chat.repo_recommend import recommend_repo
 from beedeck.core.download import DownloadError
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import load_advice
-from beedeck.core.models import mode_choice
-from beedeck.core.models.hub_sizing import summary
-from beedeck.core.models.live_plan import LiveRow
+from beedeck.core.models.hub.sizing import summary
 from beedeck.core.models.planner import GiB
+from beedeck.core.models.recommend import mode_choice
+from beedeck.core.models.recommend.from_repo import recommend_repo
+from beedeck.core.models.recommend.live_plan import LiveRow
 
 
 def _fail(msg: str) -> int:

@@ -152,7 +152,7 @@ class _Bar:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    from beedeck.core.models import hub
+    from beedeck.core.models.hub import client as hub
 
     local = library.find_local(args.repo, args.file) if args.dest is None else None
     if local is not None:

@@ -10,7 +10,7 @@ from typing import Any
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MemoryPlan, MiB, PlanError, plan
 from beedeck.core.printable import printable
 
@@ -112,7 +112,7 @@ def run_plan(args: argparse.Namespace) -> int:
 def run_recommend(args: argparse.Namespace) -> int:
     from beedeck.clicmd.models.hub_recommend import gpus_and_card, print_table
     from beedeck.core.engine.speculation.advice import load_advice
-    from beedeck.core.models.recommend import default_engine_caps, recommend
+    from beedeck.core.models.recommend.from_catalog import default_engine_caps, recommend
 
     if args.table:
         return print_table(args)
@@ -135,7 +135,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     if args.refresh:
         if args.offline:
             return _fail("--refresh reads the catalog's GGUF headers from the Hub; --offline forbids that.")
-        from beedeck.core.models import catalog_sizing
+        from beedeck.core.models.recommend import catalog_sizing
 
         sizing = catalog_sizing.refresh(on_repo=lambda repo, i, n: print(f"[{i + 1}/{n}] reading the headers of "
                                                                          f"{repo}", file=sys.stderr))

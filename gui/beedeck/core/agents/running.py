@@ -244,7 +244,8 @@ def _template_of(settings: LaunchSettings) -> tuple[str | None, int | None]:
     template = None
     file = option(settings.extra_args, "--chat-template-file")
     try:
-        from beedeck.core.models import gguf  # the GGUF reader: only for a profile read without a server
+        # the GGUF reader: only for a profile read without a server
+        from beedeck.core.models.gguf import reader as gguf
 
         info = gguf.inspect(settings.target)
         trained = info.context_length or None

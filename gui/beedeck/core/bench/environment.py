@@ -12,7 +12,7 @@ from beedeck import __version__
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.machine.hardware import detect
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 
 
 def _model_facts(path: str | None) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from beedeck.core.engine.build import preflight
+from beedeck.core.engine.building import preflight
 from beedeck.core.engine.registry import EngineRecord, Origin
 from beedeck.core.engine.releases import (
     BEE_REPO,

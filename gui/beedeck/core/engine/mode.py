@@ -90,7 +90,8 @@ class Mode(StrEnum):
 
     @classmethod
     def of_plan_kind(cls, kind: str) -> Mode | None:
-        """The mode a catalog plan kind (``core.models.live_plan``: "dflash2", "mtp-head", "none") runs as."""
+        """The mode a catalog plan kind (``core.models.recommend.live_plan``: "dflash2", "mtp-head", "none")
+        runs as."""
         return next((m for m in cls if kind in MODE_TABLE[m].plan_kinds), None)
 
     @classmethod
@@ -116,7 +117,7 @@ class ModeInfo:
     # --spec-type on BeeLlama >= 0.4 and mainline; None: chosen per engine (DFlash: caps.dflash_spec_type, as
     # BeeLlama 0.1-0.3 spells it "dflash"; N-gram: the best n-gram type the engine has)
     spec_type: str | None = None
-    plan_kinds: tuple[str, ...] = ()  # the catalog's plan kinds (core.models.live_plan) it stands for
+    plan_kinds: tuple[str, ...] = ()  # the catalog's plan kinds (core.models.recommend.live_plan) it stands for
 
 
 MODE_TABLE: dict[Mode, ModeInfo] = {

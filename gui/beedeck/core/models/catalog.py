@@ -3,7 +3,7 @@
 The catalog is a list of repos, not numbers: it holds only what GGUF headers cannot say: which draft
 belongs to which target, the quants (file names) BeeDeck considers, the guide's flags and pick, and the
 published speed figures with their source. Sizes, parameter counts and architecture numbers come from
-the files' own headers, read by range requests (:mod:`hub_sizing`, :mod:`catalog_sizing`); a catalog
+the files' own headers, read by range requests (:mod:`hub.sizing`, :mod:`catalog_sizing`); a catalog
 that types one (``size``, ``n_layer``, ``params_b``...) is refused. Each draft has a ``format`` (what
 the GGUF is, :data:`DRAFT_FORMAT_GENERATIONS`), optionally the ``engines`` that run it (a subset of
 its format's, when a source narrows it) and the ``source`` of the facts.

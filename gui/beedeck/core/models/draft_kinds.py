@@ -9,7 +9,7 @@ MTP heads counted by ``<arch>.nextn_predict_layers`` (``src/llama-model.cpp``).
 
 from __future__ import annotations
 
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 
 DFLASH, DFLASH_LEGACY, DSPARK, EAGLE3, MTP = "dflash", "dflash-draft", "dspark", "eagle3", "mtp"
 

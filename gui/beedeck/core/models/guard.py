@@ -24,7 +24,7 @@ from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.server import ServerFailed
 from beedeck.core.engine.speculation.modes import keeps_mtp_head
 from beedeck.core.models.draft_kinds import draft_kind, is_dflash2, mtp_layers
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect, read_header
 from beedeck.core.printable import printable
 
 FULL_PRECISION = frozenset({"f32", "f16", "bf16"})

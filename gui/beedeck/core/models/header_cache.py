@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.speculation.modes import ModelFacts
-from beedeck.core.models import gguf
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf import reader as gguf
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.paircheck import model_facts
 
 FileKey = tuple[str, int, int]  # path, size, mtime: a re-downloaded file is read again

@@ -21,8 +21,8 @@ from typing import Any
 from beedeck.core import paths
 from beedeck.core.models import sidecars
 from beedeck.core.models.draft_kinds import DFLASH, DFLASH_LEGACY, DSPARK, EAGLE3, MTP
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, read_header
-from beedeck.core.models.hub import SPLIT_RE, hub_cache_dir
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect, read_header
+from beedeck.core.models.hub.client import SPLIT_RE, hub_cache_dir
 from beedeck.core.models.sidecars import Sidecar
 from beedeck.core.printable import printable
 

@@ -19,7 +19,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.speculation.modes import ModelFacts, ModeOption, available_modes, option
 from beedeck.core.models.draft_kinds import MTP, draft_kind, is_mtp_only, mtp_layers
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect, iter_token_bytes, tokenizer_digest
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect, iter_token_bytes, tokenizer_digest
 
 # Upstream DFlash (mainline, BeeLlama >= 0.4) reads each target layer's input tensor; only some
 # architectures' graphs publish it. The lists live in the known-issue table.

@@ -41,7 +41,7 @@ from beedeck.core.models.draft_kinds import (
     is_mtp_only,
     mtp_layers,
 )
-from beedeck.core.models.gguf import ArrayInfo, ModelInfo
+from beedeck.core.models.gguf.reader import ArrayInfo, ModelInfo
 from beedeck.core.models.paircheck import check_pair
 
 GENERATIONS = ("bee-a", "bee-b", "mainline")

@@ -13,8 +13,8 @@ from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD, EXISTING, EngineO
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.registry import EngineRecord, EngineRegistry
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.models.mode_choice import card_class
-from beedeck.core.models.recommend import Choice
+from beedeck.core.models.recommend.from_catalog import Choice
+from beedeck.core.models.recommend.mode_choice import card_class
 from beedeck.core.setup.services import SetupServices
 
 WAYS = (DOWNLOAD, BUILD, EXISTING)

@@ -11,10 +11,11 @@ from typing import Any
 from beedeck.core import paths, starter
 from beedeck.core.engine import engine_offers
 from beedeck.core.engine import registry as engines
-from beedeck.core.engine.build import build_engine
+from beedeck.core.engine.building import build_engine
 from beedeck.core.engine.registry import EngineRegistry
 from beedeck.core.engine.releases import download_engine, resolve_release
-from beedeck.core.models import hub, library
+from beedeck.core.models import library
+from beedeck.core.models.hub import client as hub
 from beedeck.core.profile import Profile
 from beedeck.core.settings import AppSettings
 

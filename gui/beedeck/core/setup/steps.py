@@ -20,7 +20,7 @@ from pathlib import Path
 from beedeck.core import starter
 from beedeck.core.download import DownloadError
 from beedeck.core.engine.argv import LaunchRefused
-from beedeck.core.engine.build import BuildError
+from beedeck.core.engine.building import BuildError
 from beedeck.core.engine.caps import EngineCaps, ProbeError
 from beedeck.core.engine.engine_offers import BUILD, DOWNLOAD
 from beedeck.core.engine.launch_settings import LaunchSettings, SettingsError
@@ -28,7 +28,7 @@ from beedeck.core.engine.logparse import ServerFailed, ServerFailure, as_failure
 from beedeck.core.engine.registry import EngineError, EngineRecord
 from beedeck.core.engine.releases import ReleaseError
 from beedeck.core.launcher import preflight
-from beedeck.core.models.recommend import tune_for_files
+from beedeck.core.models.recommend.from_catalog import tune_for_files
 from beedeck.core.profile import Profile, ProfileError
 from beedeck.core.settings import load_settings, try_save
 from beedeck.core.setup.choices import SetupChoices, build_args

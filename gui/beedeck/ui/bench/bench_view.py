@@ -38,7 +38,7 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode, Variant
 from beedeck.core.engine.speculation.comparison import MIN_RUNS
 from beedeck.core.engine.speculation.modes import ModeOption
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.paircheck import modes_for, read_infos
 from beedeck.ui.background import Runner, run_in_background
 from beedeck.ui.bench.bench_chart import BarChart, render_report_charts, speed_bars, speedup_bars

@@ -42,8 +42,8 @@ from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.launch_facts import LaunchFacts
 from beedeck.core.launcher import build_options_of
-from beedeck.core.models import gguf
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf import reader as gguf
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.header_cache import HeaderCache, Read
 from beedeck.core.models.planner import MemoryPlan
 from beedeck.ui.background import Runner, run_in_background

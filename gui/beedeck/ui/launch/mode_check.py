@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.paircheck import check_pair, mode_refusal, modes_for
 
 RED, AMBER, GREEN, GREY = "#d62728", "#c98a00", "#2e7d32", "palette(placeholder-text)"

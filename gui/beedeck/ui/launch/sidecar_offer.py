@@ -22,8 +22,8 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.models import sidecars
-from beedeck.core.models.gguf import read_header
-from beedeck.core.models.gguf_types import FILE_TYPES
+from beedeck.core.models.gguf.reader import read_header
+from beedeck.core.models.gguf.type_tables import FILE_TYPES
 from beedeck.core.models.header_cache import Read
 from beedeck.core.models.library import sidecars_next_to
 from beedeck.core.models.sidecars import Sidecar

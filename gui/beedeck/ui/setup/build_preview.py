@@ -20,7 +20,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
-from beedeck.core.engine.build import BuildResult, minutes_text, plan_lines
+from beedeck.core.engine.building import BuildResult, minutes_text, plan_lines
 from beedeck.ui.setup.task_runner import TaskRunner
 from beedeck.ui.wrap_label import WrapLabel
 

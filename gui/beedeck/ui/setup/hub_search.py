@@ -3,14 +3,14 @@
 Type ``OWNER/NAME`` (or paste its Hub address), optionally the drafter repos to plan with it (as the
 CLI's ``--draft-repo``; empty: the catalog's drafts for that target), press Enter (which stays on the page:
 the answer shows here) or "Size it": the
-services' ``size`` call (:func:`beedeck.core.chat.repo_recommend.recommend_repo`) runs through the
+services' ``size`` call (:func:`beedeck.core.models.recommend.from_repo.recommend_repo`) runs through the
 services' runner, off the GUI thread, and the result lists every quant with every draft kind and the fast path. A newer
 search makes an older answer stale: it is dropped when it arrives. The setups that fit are offered in
 a list, the fast path first; "Use this setup" hands the picked one on as the wizard's choice, so the
 next page downloads exactly that target and drafter.
 
 Signals: ``sized(RepoRecommendation)``, ``failed(str)`` with the message shown, ``chosen(Choice)`` with
-the picked row as a :class:`~beedeck.core.models.recommend.Choice`.
+the picked row as a :class:`~beedeck.core.models.recommend.from_catalog.Choice`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
-from beedeck.core.chat.repo_recommend import RepoRecommendation
-from beedeck.core.models.live_plan import LiveRow
-from beedeck.core.models.recommend import Choice
+from beedeck.core.models.recommend.from_catalog import Choice
+from beedeck.core.models.recommend.from_repo import RepoRecommendation
+from beedeck.core.models.recommend.live_plan import LiveRow
 from beedeck.ui.background import Runner
 from beedeck.ui.wrap_label import WrapLabel
 

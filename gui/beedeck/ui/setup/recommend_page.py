@@ -15,10 +15,10 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from beedeck.core.models.live_plan import LABEL
-from beedeck.core.models.mode_choice import EVIDENCE_LABEL, card_class
-from beedeck.core.models.recommend import NO_GPU_FOUND, STARTER_CHOSEN, Choice, Recommendation
-from beedeck.core.models.recommend import SIDECAR_NOTE_PREFIXES as SIDECAR_PREFIXES
+from beedeck.core.models.recommend.from_catalog import NO_GPU_FOUND, STARTER_CHOSEN, Choice, Recommendation
+from beedeck.core.models.recommend.from_catalog import SIDECAR_NOTE_PREFIXES as SIDECAR_PREFIXES
+from beedeck.core.models.recommend.live_plan import LABEL
+from beedeck.core.models.recommend.mode_choice import EVIDENCE_LABEL, card_class
 from beedeck.ui.launch.memory_bar import MemoryBar
 from beedeck.ui.setup.detect_page import DetectPage
 from beedeck.ui.setup.hub_search import HubSearch

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.chat.repo_recommend import RepoRecommendation, recommend_repo
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.speculation.advice import WorkloadAdvice, load_advice
 from beedeck.core.machine import hardware
 from beedeck.core.machine.report import HardwareReport
-from beedeck.core.models import catalog_sizing
-from beedeck.core.models.recommend import Recommendation, default_engine_caps, recommend
+from beedeck.core.models.recommend import catalog_sizing
+from beedeck.core.models.recommend.from_catalog import Recommendation, default_engine_caps, recommend
+from beedeck.core.models.recommend.from_repo import RepoRecommendation, recommend_repo
 from beedeck.core.settings import AppSettings
 from beedeck.ui.background import Runner, run_in_background
 

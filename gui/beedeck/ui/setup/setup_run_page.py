@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
-from beedeck.core.engine.build import minutes_text
+from beedeck.core.engine.building import minutes_text
 from beedeck.core.engine.engine_offers import BUILD, EngineOffers
 from beedeck.core.engine.registry import EngineRecord
 from beedeck.core.setup import (

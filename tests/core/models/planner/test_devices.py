@@ -13,7 +13,7 @@ from beedeck.core.engine.logparse import parse_memory
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.rpc import Worker
 from beedeck.core.engine.rpc.probe import RpcDevice
-from beedeck.core.models.gguf import ModelInfo, inspect
+from beedeck.core.models.gguf.reader import ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MiB
 from beedeck.core.models.planner.devices import compare, plan_across, tensor_split
 from tests.fixtures import meta_gguf as mg

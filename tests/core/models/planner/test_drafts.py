@@ -13,7 +13,7 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import ModelInfo, inspect
+from beedeck.core.models.gguf.reader import ModelInfo, inspect
 from beedeck.core.models.planner import DraftDefaults, GiB, draft_defaults, pad, plan, row_bytes
 from beedeck.core.models.planner.drafts import BEE_DRAFT_UBATCH, BEE_DRAFT_WINDOW
 from tests.conftest import PERSISTENT

@@ -13,7 +13,7 @@ from beedeck.core.engine.help_text import caps_from_texts
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.rpc.probe import RpcDevice
-from beedeck.core.models.gguf import inspect
+from beedeck.core.models.gguf.reader import inspect
 from beedeck.core.models.planner import GiB
 from beedeck.core.models.planner.devices import plan_across
 from beedeck.core.models.planner.launch import plan_launch

@@ -13,7 +13,7 @@ import pytest
 from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import ModelInfo, inspect
+from beedeck.core.models.gguf.reader import ModelInfo, inspect
 from beedeck.core.models.planner import GiB, MiB, PlanError, bits_per_value, plan
 from tests.fixtures import meta_gguf as mg
 

@@ -21,7 +21,7 @@ from typing import Any
 from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
-from beedeck.core.models.gguf import GGUFError, ModelInfo, inspect
+from beedeck.core.models.gguf.reader import GGUFError, ModelInfo, inspect
 from beedeck.core.models.planner import MiB, PlanError, plan
 
 # (settings) -> None when the point fits, else the reason it does not.

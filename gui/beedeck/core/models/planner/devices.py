@@ -17,7 +17,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.logparse import MemoryReport
 from beedeck.core.engine.rpc.probe import RpcDevice
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.planner.memory import DEFAULT_MARGIN, MemoryPlan, MiB, plan
 
 

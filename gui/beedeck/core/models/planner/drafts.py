@@ -12,7 +12,7 @@ from beedeck.core.engine.known_issues import parse_version
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.models.draft_kinds import is_mtp_only
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.planner.units import DeviceUse, MiB, layer_of, ngl_of, pad, row_bytes
 
 DRAFT_COMPUTE = 150 * MiB  # §1.9: BeeLlama <= 0.3 draft compute, not measured; estimate

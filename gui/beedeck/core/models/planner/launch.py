@@ -10,7 +10,7 @@ from beedeck.core.engine.caps import EngineCaps, Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.rpc.probe import RpcDevice
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.planner.devices import plan_across
 from beedeck.core.models.planner.memory import MemoryPlan, plan
 

@@ -15,7 +15,7 @@ from beedeck.core.engine.caps import Generation
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import Mode
 from beedeck.core.engine.slots import chat_slots, slot_context
-from beedeck.core.models.gguf import ModelInfo
+from beedeck.core.models.gguf.reader import ModelInfo
 from beedeck.core.models.planner.drafts import (
     DraftDefaults,
     loads_other_draft,
