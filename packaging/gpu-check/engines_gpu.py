@@ -107,12 +107,11 @@ def measure(out: Path | None) -> int:
 
     from beedeck.clicmd.bench import format_table, synthetic_bench_pair, synthetic_settings
     from beedeck.core.bench.report import summarize
-    from beedeck.core.bench.results import BASELINE, DFLASH
     from beedeck.core.bench.runner import run_bench
     from beedeck.core.bench.suites import BenchPrompt, BenchSuite
     from beedeck.core.engine.argv import build_argv
     from beedeck.core.engine.client import LlamaClient
-    from beedeck.core.engine.launch_settings import SpecMode
+    from beedeck.core.engine.mode import Mode, Variant
     from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.server import ServerFailed, ServerProcess, free_port
     from beedeck.core.engine.speculation.switching import PerRequestMemory, check_per_request
@@ -130,7 +129,7 @@ def measure(out: Path | None) -> int:
     memory = PerRequestMemory(WORK / "per-request.json")
 
     # 1. does it honour a per-request "no drafts"?
-    proc = launch(binary, caps, dataclasses.replace(settings, spec_mode=SpecMode.DFLASH), pid_file=WORK / "s.pid")
+    proc = launch(binary, caps, dataclasses.replace(settings, spec_mode=Mode.DFLASH), pid_file=WORK / "s.pid")
     try:
         proc.wait_ready(300)
         verdict = check_per_request(LlamaClient(proc.base_url))
@@ -142,7 +141,7 @@ def measure(out: Path | None) -> int:
     # 2. the default benchmark: baseline without the draft, DFlash, and the in-server baseline
     suite = BenchSuite("synthetic", (BenchPrompt("py", "Write python code for the deck."),), max_tokens=256,
                        temperature=0.0, seed=7)
-    report = run_bench(binary, caps, settings, suite, (BASELINE, DFLASH), reps=5, warmup=1,
+    report = run_bench(binary, caps, settings, suite, (Variant(Mode.BASELINE), Variant(Mode.DFLASH)), reps=5, warmup=1,
                        per_request_memory=memory, environment={})
     summary = summarize(report)
     say(format_table(report, summary))
@@ -154,12 +153,12 @@ def measure(out: Path | None) -> int:
 
     # 3. known issues on CUDA: refused before launch, explained after a crash when forced
     tiny = sg.cached_target(WORK / "synth", sticky=True)  # heads of 32
-    cases = [("copyspec", dataclasses.replace(settings, spec_mode=SpecMode.MODEL_FREE, spec_model_free_type="copyspec",
+    cases = [("copyspec", dataclasses.replace(settings, spec_mode=Mode.MODEL_FREE, spec_model_free_type="copyspec",
                                               draft=None))]
     if caps.has_turbo:
         tiny_draft = sg.cached_draft(WORK / "synth", tiny, sticky=True, fmt=fmt)  # type: ignore[arg-type]
         cases.append(("turbo4 on heads of 32, with a draft",
-                      dataclasses.replace(settings, target=str(tiny), draft=str(tiny_draft), spec_mode=SpecMode.DFLASH,
+                      dataclasses.replace(settings, target=str(tiny), draft=str(tiny_draft), spec_mode=Mode.DFLASH,
                                           cache_type_k="turbo4", cache_type_v="turbo4")))
     for name, s in cases:
         try:

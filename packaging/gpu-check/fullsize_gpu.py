@@ -231,8 +231,9 @@ def _reply(url: str, max_tokens: int = 64, extra: dict[str, Any] | None = None) 
 
 
 def phase_toggle(args: argparse.Namespace) -> int:
+    from beedeck.core.engine.mode import Mode
     from beedeck.core.engine.probe import probe_engine
-    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
+    from beedeck.core.engine.speculation.modes import settings_for_mode
 
     out = _out(args)
     engine = str(args.engine or Path((WORK / "genb.engine").read_text().strip()))
@@ -249,7 +250,7 @@ def phase_toggle(args: argparse.Namespace) -> int:
             rec["argv"] = cold_proc.command()
             rec["first_reply"] = _reply(cold_proc.base_url)
             proc = cold_proc
-            for mode in (BASELINE, DFLASH, BASELINE, DFLASH):
+            for mode in (Mode.BASELINE, Mode.DFLASH, Mode.BASELINE, Mode.DFLASH):
                 t = time.monotonic()
                 proc.stop()
                 stopped = time.monotonic() - t
@@ -274,8 +275,9 @@ def phase_toggle(args: argparse.Namespace) -> int:
 
 
 def phase_sweep(args: argparse.Namespace) -> int:
+    from beedeck.core.engine.mode import Mode
     from beedeck.core.engine.probe import probe_engine
-    from beedeck.core.engine.speculation.modes import BASELINE, settings_for_mode
+    from beedeck.core.engine.speculation.modes import settings_for_mode
     from beedeck.core.engine.speculation.restart import fast_restart_settings
     from beedeck.core.engine.speculation.switching import NO_DRAFTS
 
@@ -287,7 +289,7 @@ def phase_sweep(args: argparse.Namespace) -> int:
     for which in args.pairs.split(","):
         target, draft = _pair(which, caps)
         base = fast_restart_settings(_base(target, draft, args.ctx), caps)
-        points: list[tuple[str, Any]] = [("baseline", settings_for_mode(base, BASELINE, caps))]
+        points: list[tuple[str, Any]] = [("baseline", settings_for_mode(base, Mode.BASELINE, caps))]
         points += [(f"dflash n_max {n}", dataclasses.replace(base, draft_n_max=n)) for n in args.n_max]
         per_request_done = False
         for label, s in points:
@@ -385,9 +387,10 @@ def phase_standby(args: argparse.Namespace) -> int:
     other mode beside the running server (core/engine/speculation/standby.py decides, from the launch preflight's plan
     against what is free now), every later one only changes the server the chat talks to; timed from the
     click to the first token of a reply on the other server."""
+    from beedeck.core.engine.mode import Mode
     from beedeck.core.engine.probe import probe_engine
     from beedeck.core.engine.server import free_port
-    from beedeck.core.engine.speculation.modes import BASELINE, DFLASH, settings_for_mode
+    from beedeck.core.engine.speculation.modes import settings_for_mode
     from beedeck.core.engine.speculation.restart import fast_restart_settings
     from beedeck.core.engine.speculation.standby import free_now
     from beedeck.core.launcher import standby_preflight
@@ -405,7 +408,7 @@ def phase_standby(args: argparse.Namespace) -> int:
         procs.append(proc)
         rec["first_start_s"] = round(cold, 2)
         rec["first_reply"] = _reply(proc.base_url, 32)
-        baseline = settings_for_mode(first, BASELINE, caps)
+        baseline = settings_for_mode(first, Mode.BASELINE, caps)
         gpu_free, ram = free_now()
         rec["free_before_switch"] = {"gpu": gpu_free, "ram": ram}
         beside = standby_preflight(caps, baseline, gpu_free=gpu_free, ram_available=ram)
@@ -437,7 +440,7 @@ def phase_standby(args: argparse.Namespace) -> int:
                               "replies_during": during, "reply_alone": _reply(proc.base_url, 64)}
             t = time.monotonic()
             reply = _reply(other.base_url, 32)  # the first click: nothing is loaded, the chat changes port
-            rec["switches"].append({"to": BASELINE, "how": "swapped to the preloaded server", "ready_s": 0.0,
+            rec["switches"].append({"to": Mode.BASELINE, "how": "swapped to the preloaded server", "ready_s": 0.0,
                                     "to_first_token_s": round(time.monotonic() - t - reply["wall_s"] + reply["ttft_s"], 2),
                                     "reply": reply})
         else:
@@ -445,12 +448,12 @@ def phase_standby(args: argparse.Namespace) -> int:
             other, ready = _start(engine, caps, other_settings)
             procs.append(other)
             reply = _reply(other.base_url, 32)
-            rec["switches"].append({"to": BASELINE, "how": "loaded beside", "ready_s": round(ready, 2),
+            rec["switches"].append({"to": Mode.BASELINE, "how": "loaded beside", "ready_s": round(ready, 2),
                                     "to_first_token_s": round(time.monotonic() - t - reply["wall_s"] + reply["ttft_s"], 2),
                                     "reply": reply})
         rec["nvml_used_mib_both"] = _nvml_used_mib()
-        serving = {BASELINE: other, DFLASH: proc}
-        for mode in (DFLASH, BASELINE, DFLASH, BASELINE):
+        serving = {Mode.BASELINE: other, Mode.DFLASH: proc}
+        for mode in (Mode.DFLASH, Mode.BASELINE, Mode.DFLASH, Mode.BASELINE):
             t = time.monotonic()
             reply = _reply(serving[mode].base_url, 32)  # the switch: the chat's next request goes to the other port
             rec["switches"].append({"to": mode, "how": "swapped", "ready_s": 0.0,
