@@ -19,9 +19,9 @@ import pytest
 from beedeck.cli import main
 from beedeck.core import paths
 from beedeck.core.engine.releases.index import RELEASES_API_ENV
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import REPO
 from tests.fakes.fake_hub import FakeHub
-from tests.fakes.fake_releases import FakeReleases
+from tests.fakes.fake_releases import FakeReleases, recorded_listings
 
 MODEL_REPO = "bee-test/SmolLM2-135M-Instruct-GGUF"
 MiB = 1 << 20
@@ -36,11 +36,7 @@ def hub(starter_model_path: Path) -> Iterator[FakeHub]:
 
 @pytest.fixture
 def releases(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeReleases]:
-    with FakeReleases() as fake:
-        fake.add_listing(FIXTURES / "releases" / "mainline.json")
-        fake.add_listing(FIXTURES / "releases" / "beellama.json")
-        monkeypatch.setenv(RELEASES_API_ENV, fake.url)
-        yield fake
+    yield from recorded_listings(monkeypatch)
 
 
 def _env(home: Path, hub: FakeHub, releases: FakeReleases) -> dict[str, str]:

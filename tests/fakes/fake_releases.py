@@ -21,6 +21,7 @@ import json
 import tarfile
 import threading
 import zipfile
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,15 @@ class FakeReleases:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def recorded_listings(monkeypatch: Any) -> Iterator[FakeReleases]:
+    """The recorded mainline and BeeLlama release listings (tests/fixtures/releases/) served, and BeeDeck pointed
+    at them (for a fixture: ``yield from recorded_listings(monkeypatch)``)."""
+    from beedeck.core.engine.releases.index import RELEASES_API_ENV
+
+    with FakeReleases() as fake:
+        for name in ("mainline.json", "beellama.json"):
+            fake.add_listing(Path(__file__).resolve().parent.parent / "fixtures" / "releases" / name)
+        monkeypatch.setenv(RELEASES_API_ENV, fake.url)
+        yield fake

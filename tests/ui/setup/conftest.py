@@ -7,18 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from beedeck.core.engine.releases.index import RELEASES_API_ENV
-from tests.conftest import FIXTURES
-from tests.fakes.fake_releases import FakeReleases
+from tests.fakes.fake_releases import FakeReleases, recorded_listings
 
 
 @pytest.fixture(autouse=True)
 def releases(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeReleases]:
-    with FakeReleases() as fake:
-        fake.add_listing(FIXTURES / "releases" / "mainline.json")
-        fake.add_listing(FIXTURES / "releases" / "beellama.json")
-        monkeypatch.setenv(RELEASES_API_ENV, fake.url)
-        yield fake
+    yield from recorded_listings(monkeypatch)
 
 
 @pytest.fixture(autouse=True)
