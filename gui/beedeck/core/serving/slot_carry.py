@@ -22,7 +22,8 @@ Whether the engine then *uses* the restored cache is its own affair, and not alw
 sliding-window attention (Gemma 3 and 4), mainline b11434 reads the whole conversation again after a restore
 (measured: Gemma 4 31B on a 24 GB hold of an H100, 16,432 tokens restored in 0.18 s, the next turn continuing
 them exactly still read all 16,448, "forcing full prompt re-processing due to lack of cache data"; its
-context checkpoints, which let a running server go back, are not in the saved file). So the first reply after a
+context checkpoints, which let a running server go back, are not in the saved file), while BeeLlama 0.1.2 and
+0.4.3 use it (a small Gemma 3 on the CPU: 8 of 416 tokens read). So the first reply after a
 restore is checked by its own figures (``reply_read``: the tokens it found cached): where the engine did not use
 the cache, the user is told so, and that engine and model are remembered (``slot-carry.json`` beside the
 folder) so that later switches neither save it nor promise it.
@@ -60,7 +61,7 @@ GiB = 1024**3
 RESERVE = GiB  # free disk left after the largest cache the server could save
 REREAD = "the next reply reads the conversation again"
 NOT_USED = ("the engine did not use the cache restored at the last switch (it read the conversation again, as "
-            "llama.cpp does after a restore for models with sliding-window attention)")
+            "mainline llama.cpp does after a restore for models with sliding-window attention)")
 MEMORY = "slot-carry.json"
 KEEP_UNUSED = 64  # engine and model pairs remembered
 
@@ -103,8 +104,8 @@ class Carried:
                     f"{self.save_s:.2f} s, restored in {self.restore_s:.2f} s): the next reply reads only what is new")
         if self.kind == "unused":
             return (f"the engine did not use the conversation's cache restored at the switch: this reply read all "
-                    f"{self.tokens:,} tokens again (llama.cpp does so after a restore for models with sliding-window "
-                    "attention); switches of this model no longer save it")
+                    f"{self.tokens:,} tokens again (mainline llama.cpp does so after a restore for models with "
+                    "sliding-window attention); switches of this model no longer save it")
         if self.kind == "unavailable":
             return f"the conversation's cache cannot be kept across this switch ({self.why}): {REREAD}"
         return f"the conversation's cache could not be kept ({self.why}): {REREAD}"
