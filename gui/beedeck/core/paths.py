@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import platformdirs
 
@@ -167,6 +167,16 @@ def read_regular_text(path: Path, max_bytes: int) -> str:
     if len(data) > max_bytes:  # it grew after the check
         raise NotARegularFileError(f"{path} grew past {max_bytes:,} bytes while it was read", "too large")
     return data.decode("utf-8")
+
+
+def config_object_on_disk(path: Path) -> dict[str, Any] | None:
+    """A JSON config file's object as it is now (before a save, to keep what this BeeDeck does not know); None
+    when there is none or it cannot be read."""
+    try:
+        data = json.loads(read_regular_text(path, CONFIG_MAX_BYTES))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -160,15 +160,6 @@ def _key_name(profile: Profile) -> str:
     return secrets.remote_api_key_name(profile.engine) if profile.is_remote else secrets.SERVER_API_KEY
 
 
-def _on_disk(path: Path) -> dict[str, Any] | None:
-    """profile.json's object as it is now; None when there is none or it cannot be read."""
-    try:
-        data = json.loads(paths.read_regular_text(path, paths.CONFIG_MAX_BYTES))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _kept_unknown(old: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with the fields of ``old`` (the file it replaces) that this BeeDeck does not know: a newer
     BeeDeck's, kept for it. Within the launch settings only when both are local profiles."""
@@ -188,7 +179,7 @@ def save_profile(profile: Profile) -> Path:
     and where there is no keyring it lives only in the running session's profile. Raises NewerProfileError,
     writing nothing, when a newer BeeDeck wrote the file."""
     path = profile_path()
-    old = _on_disk(path)
+    old = paths.config_object_on_disk(path)
     newer = newer_reason(old)
     if newer is not None:
         raise NewerProfileError(

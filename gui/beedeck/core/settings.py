@@ -172,15 +172,6 @@ def load_settings_checked(path: Path | None = None) -> tuple[AppSettings, str]:
     return settings, ""
 
 
-def _on_disk(path: Path) -> dict[str, Any] | None:
-    """settings.json's object as it is now; None when there is none or it cannot be read."""
-    try:
-        data = json.loads(paths.read_regular_text(path, paths.CONFIG_MAX_BYTES))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _unknown_fields(old: dict[str, Any]) -> dict[str, Any]:
     """The fields of a stored (current or older) dict that this BeeDeck does not know: a newer one's."""
     try:
@@ -196,7 +187,7 @@ def save_settings(settings: AppSettings, path: Path | None = None) -> Path:
     there. Secrets never reach this file. A file written by a newer BeeDeck is never overwritten: this
     raises NewerSettingsError, writing nothing, so the caller can say the change is for this session only."""
     path = path or settings_path()
-    old = _on_disk(path)
+    old = paths.config_object_on_disk(path)
     if old is not None:
         try:
             migrate(dict(old))
