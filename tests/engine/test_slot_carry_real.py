@@ -189,9 +189,10 @@ def test_a_restored_cache_on_a_sliding_window_model_is_used_or_found_out_said_an
     the new tokens and nothing more is said; where it does not, the turn's own figures show it, the user is told,
     and the next switch neither saves it nor promises it (its forecast says why before the click)."""
     from beedeck.core.engine.caps import Generation
+    from beedeck.core.serving.slot_carry import SWA_REREAD
     from tests.fixtures.meta_gguf import tiny_swa_model
 
-    carry = SlotCarry(tmp_path / "slots")
+    carry = SlotCarry(tmp_path / "slots", known_rules=False)  # what the engine does, measured here
     serving = Serving(ServingParts(costs=SwitchCosts(tmp_path / "times.json"), restart_steps=carry,
                                    default_port=free_port()), jobs=Inline())
     serving.standby = False
@@ -219,5 +220,9 @@ def test_a_restored_cache_on_a_sliding_window_model_is_used_or_found_out_said_an
         assert why.startswith("the engine did not use the cache restored at the last switch"), why
         serving.restart(settings_for_mode(profile, Mode.BASELINE, caps))
         assert carry.last is not None and carry.last.kind == "unavailable" and not list((tmp_path / "slots").glob("*.bin"))
+        # The rule BeeDeck ships says so before the first switch: the launch plan saw the sliding window.
+        carry.known_rules = True
+        why, _ = serving.keeps_conversation(settings_for_mode(profile, Mode.MODEL_FREE, caps))
+        assert why == SWA_REREAD, why
     finally:
         serving.shutdown()

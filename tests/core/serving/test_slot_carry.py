@@ -155,6 +155,34 @@ def test_a_restored_cache_the_engine_did_not_use_is_said_remembered_and_not_save
     assert carry.last is not None and carry.last.kind == "restored"
 
 
+@pytest.mark.parametrize(("generation", "build", "rule", "carried"), [
+    (Generation.MAINLINE, None, True, False), (Generation.MAINLINE, 11434, True, False),
+    (Generation.MAINLINE, 11500, True, True), (Generation.BEE_B, None, True, True),
+    (Generation.MAINLINE, 11434, False, True)])
+def test_a_sliding_window_model_on_mainline_up_to_b11434_is_not_carried_and_not_promised(
+        tmp_path: Path, caps: EngineCaps, model: str, generation: Generation, build: int | None, rule: bool,
+        carried: bool) -> None:
+    """Measured (Gemma 4 31B at 24 GB, a small Gemma 3 on the CPU): mainline b11434 reads a sliding-window model's
+    conversation again after a restore, BeeLlama does not. A newer mainline, or the rule off, is tried (and the
+    reply after it checked)."""
+    from beedeck.core.serving.slot_carry import SWA_REREAD
+
+    engine = Engine(tmp_path / "slots")
+    carry = SlotCarry(engine.folder, client=lambda url, key: engine, disk_free=lambda p: 100 * GiB, known_rules=rule)
+    caps = replace(caps, generation=generation, build=build)
+    base, dflash = _modes(model)
+    restart = replace(_restart(caps, base, dflash, []), sliding_window=True)
+    why, _ = carry.forecast(restart, _launched(carry, base, caps))
+    carry.before_stop(restart, _launched(carry, base, caps))
+    assert (why == "") == carried and bool(engine.calls) == carried, (why, engine.calls)
+    if not carried:
+        assert why == SWA_REREAD and carry.last is not None and carry.last.kind == "unavailable"
+        assert SWA_REREAD in carry.said()
+    carry.ended(restart)
+    plain = _restart(caps, base, dflash, [])  # no sliding window: carried on every engine
+    assert carry.forecast(plain, _launched(carry, base, caps))[0] == ""
+
+
 @pytest.mark.parametrize("why", ["refused", "changed", "elsewhere"])
 def test_a_restore_that_cannot_be_done_is_said_and_its_file_removed(tmp_path: Path, caps: EngineCaps, model: str,
                                                                     why: str) -> None:

@@ -34,7 +34,8 @@ class Restart:
     switch of the target that is running and ready (``fast``: core/engine/speculation/restart.py), the running
     server's settings (``before``) and the bytes its launch plan gave its KV cache and recurrent state
     (``kv_bytes``: None when not planned); ``log`` writes a line to the server log (``BeeDeck: ...``). ``again``:
-    the start once more after the steps broke the first one (no steps run then)."""
+    the start once more after the steps broke the first one (no steps run then). ``sliding_window``: the running
+    target has sliding-window layers (its launch plan gave them a window cache)."""
 
     engine: str
     caps: EngineCaps | None
@@ -44,6 +45,7 @@ class Restart:
     kv_bytes: int | None = None
     log: Callable[[str], None] = _nothing
     again: bool = False
+    sliding_window: bool = False
 
 
 class RestartSteps(Protocol):

@@ -84,6 +84,7 @@ class Serving:
         self._token: object = object()  # names the active process in its state callbacks
         self._asked: LaunchSettings | None = None  # the active server's settings as asked (before the port)
         self._kv_bytes: int | None = None  # what the active server's plan gave its KV cache (a carried slot's bound)
+        self._sliding_window = False  # the active server's plan gave its target a sliding-window cache
         self._watch: RemoteWatch | None = None
         self._closed = False  # set by shutdown(): a start still in flight must not leave a server behind
 
@@ -116,7 +117,8 @@ class Serving:
     def keeps_conversation(self, settings: LaunchSettings) -> tuple[str, float]:
         """Before a switch to ``settings`` (no I/O): "" when its restart would keep the conversation's cache, else why
         not, and the seconds keeping it adds (core/serving/slot_carry.py)."""
-        restart = Restart(self.engine, self.caps, settings, True, self.settings, self._kv_bytes)
+        restart = Restart(self.engine, self.caps, settings, True, self.settings, self._kv_bytes,
+                          sliding_window=self._sliding_window)
         return self._steps().forecast(restart, self._proc)
 
     def reply_read(self, prompt_n: int | None, cache_n: int | None) -> str:
@@ -185,7 +187,7 @@ class Serving:
                 return
             steps = self._steps()
             restart = Restart(engine, caps, replace(settings), switch, self.settings, self._kv_bytes,
-                              lambda text: self.events.line(f"BeeDeck: {text}"))
+                              lambda text: self.events.line(f"BeeDeck: {text}"), sliding_window=self._sliding_window)
             steps.before_stop(restart, self._proc)
             try:
                 self._stop()
@@ -313,6 +315,7 @@ class Serving:
                 raise LaunchRefused(checked.refusals)
             memory = checked.memory
             self._kv_bytes = memory.component("kv") + memory.component("recurrent") if memory else None
+            self._sliding_window = bool(memory and memory.cells_swa)
             proc = self.parts.start(engine, checked, on_line=self.events.line, on_state=self._state_cb(token))
             for note in getattr(proc, "notes", ()):  # what BeeDeck did on the way, in the log beside the engine's
                 self.events.line(f"BeeDeck: {note.message}")

@@ -24,7 +24,8 @@ sliding-window attention (Gemma 3 and 4), mainline b11434 reads the whole conver
 them exactly still read all 16,448, "forcing full prompt re-processing due to lack of cache data"; its
 context checkpoints, which let a running server go back, are not in the saved file), while BeeLlama 0.1.2 and
 0.4.3 use it (a small Gemma 3 on the CPU: 8 of 416 tokens read). So the first reply after a
-restore is checked by its own figures (``reply_read``: the tokens it found cached): where the engine did not use
+restore is checked by its own figures (``reply_read``: the tokens it found cached), and mainline up to b11434 is
+not asked at all for a sliding-window model (``SWA_REREAD``: known, so not promised): where the engine did not use
 the cache, the user is told so, and that engine and model are remembered (``slot-carry.json`` beside the
 folder) so that later switches neither save it nor promise it.
 
@@ -62,6 +63,9 @@ RESERVE = GiB  # free disk left after the largest cache the server could save
 REREAD = "the next reply reads the conversation again"
 NOT_USED = ("the engine did not use the cache restored at the last switch (it read the conversation again, as "
             "mainline llama.cpp does after a restore for models with sliding-window attention)")
+SWA_REREAD = ("mainline llama.cpp up to b11434 reads a model with sliding-window layers again after a restore "
+              "(measured on b11434 with Gemma 4 31B and a small Gemma 3: its saved cache keeps only the window)")
+SWA_REREAD_UP_TO = 11434  # the newest mainline build measured; a newer one (or BeeLlama) is tried and checked
 MEMORY = "slot-carry.json"
 KEEP_UNUSED = 64  # engine and model pairs remembered
 
@@ -145,8 +149,9 @@ class SlotCarry:
     client; ``disk_free(path)``: the free bytes there. ``last`` is what the last switch did."""
 
     def __init__(self, folder: Path | None = None, *, client: Callable[[str, str | None], SlotClient] = _client,
-                 disk_free: Callable[[Path], int] | None = None, reserve: int = RESERVE) -> None:
+                 disk_free: Callable[[Path], int] | None = None, reserve: int = RESERVE, known_rules: bool = True) -> None:
         self._folder = folder
+        self.known_rules = known_rules  # False: only what is measured here decides (the rule's own test)
         self._check: tuple[str, int] | None = None  # after a restore: (engine and model, tokens) for reply_read
         self._unused_pairs: dict[str, float] | None = None  # see _unused
         self._client = client
@@ -306,6 +311,8 @@ class SlotCarry:
         caps, before, s = restart.caps, restart.before, restart.settings
         if caps is None or not caps.has(FLAG):
             return f"it has no {FLAG}"
+        if self.known_rules and restart.sliding_window and _rereads_window(caps):
+            return SWA_REREAD
         if _pair(restart.engine, s.target) in self._unused():
             return NOT_USED
         if folder_of(getattr(running, "argv", ())) is None:
@@ -352,6 +359,12 @@ class SlotCarry:
             pid = path.name[len(PREFIX):].split("-", 1)[0]
             if not pid.isdigit() or (int(pid) != os.getpid() and not _alive(int(pid))):
                 _remove(path)
+
+
+def _rereads_window(caps: EngineCaps) -> bool:
+    """Mainline up to the build measured (an unknown build counts as the one BeeDeck ships, b11434) does not use
+    a restored cache of a model with sliding-window layers (see the module)."""
+    return caps.generation == Generation.MAINLINE and (caps.build is None or caps.build <= SWA_REREAD_UP_TO)
 
 
 def _pair(engine: str, target: str) -> str:
