@@ -24,26 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from beedeck.core import paths
-from beedeck.core.bench.results import ModeRun, Sample, keyed
+from beedeck.core.bench.results import ModeRun, Sample, keyed, unkeyed
 from beedeck.core.bench.suites import BenchSuite
 from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.launch_settings import LaunchSettings
-from beedeck.core.engine.mode import Variant
 from beedeck.core.engine.speculation.advice import settings_digest
 
 SCHEMA = 1
 KEEP = 64  # setups kept; the oldest go first
-
-
-def _unkeyed(row: object) -> dict[str, Any]:
-    """A run or sample as :func:`keyed` wrote it, its variant back from its word; ValueError if it names none."""
-    if not isinstance(row, dict):
-        raise ValueError("not an object")
-    data = dict(row)
-    variant = Variant.parse(data.pop("mode", None))
-    if variant is None:
-        raise ValueError("no variant")
-    return {"variant": variant, **data}
 
 
 def _file(path: str | None) -> str:
@@ -122,8 +110,8 @@ class BaselineCache:
         if not isinstance(entry, dict):
             return None
         try:
-            run = ModeRun(**_unkeyed(entry["run"]))
-            samples = [Sample(**_unkeyed(s)) for s in entry["samples"]]
+            run = ModeRun(**unkeyed(entry["run"]))
+            samples = [Sample(**unkeyed(s)) for s in entry["samples"]]
         except (TypeError, KeyError, ValueError):
             return None
         if run.measured_at is None or not samples:

@@ -20,7 +20,7 @@ from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
 
 VARIANTS = (*(Variant(m) for m in Mode), IN_SERVER_BASELINE)  # what a benchmark can measure, in the toggle's order
 
-__all__ = ["VARIANTS", "BenchReport", "ModeRun", "Sample", "keyed"]
+__all__ = ["VARIANTS", "BenchReport", "ModeRun", "Sample", "keyed", "unkeyed"]
 
 
 def keyed(row: Any) -> dict[str, Any]:
@@ -28,6 +28,17 @@ def keyed(row: Any) -> dict[str, Any]:
     data = asdict(row)
     del data["variant"]
     return {"mode": row.variant.key, **data}
+
+
+def unkeyed(row: object) -> dict[str, Any]:
+    """The fields of a row :func:`keyed` wrote, its variant back from its word; ValueError if it names none."""
+    if not isinstance(row, dict):
+        raise ValueError("not an object")
+    data = dict(row)
+    variant = Variant.parse(data.pop("mode", None))
+    if variant is None:
+        raise ValueError("no variant")
+    return {"variant": variant, **data}
 
 
 @dataclass

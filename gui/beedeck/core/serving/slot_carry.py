@@ -172,6 +172,7 @@ class SlotCarry:
     # -- the steps ---------------------------------------------------------------------------
     def prepare(self, settings: LaunchSettings, caps: EngineCaps) -> LaunchSettings:
         """Every start of the app's server on an engine that can save slots gets the slot folder."""
+        self._unused()  # read here, on the serving's thread, not by a forecast on the GUI thread
         if not caps.has(FLAG) or folder_of(settings.extra_args) is not None:
             return settings  # none, or the user's own folder (used as it is)
         try:
@@ -313,7 +314,7 @@ class SlotCarry:
             return f"it has no {FLAG}"
         if self.known_rules and restart.sliding_window and _rereads_window(caps):
             return SWA_REREAD
-        if _pair(restart.engine, s.target) in self._unused():
+        if (unused := self._unused()) and _pair(restart.engine, s.target) in unused:
             return NOT_USED
         if folder_of(getattr(running, "argv", ())) is None:
             return "the running server was started without a slot folder"
