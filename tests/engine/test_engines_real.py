@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,3 +260,49 @@ def test_bee_a_model_free_sampling_abort_is_refused_and_explained(
         assert "crashed with" not in f.message and "sampler" in f.message
     finally:
         raw.stop()
+
+
+def test_a_port_lost_as_the_server_starts_is_replaced_by_another(
+    real_engine: RealEngine, servers: list[ServerProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Port 0 (any free port): BeeDeck looks for a free port, and another program binds it before llama-server
+    does (CI saw it with five servers starting at once). The engine stops at once, and BeeLlama v0.1.2 loses
+    even its "couldn't bind" line (its asynchronous log is not flushed at so early an exit): BeeDeck starts it
+    again on another free port, says so in the log, and the server serves there. A port the user named is
+    not moved (tests/engine/test_server_real.py::test_port_already_in_use)."""
+    from beedeck.core.engine import ports
+
+    with socket.socket() as thief:
+        thief.bind(("127.0.0.1", 0))
+        thief.listen()
+        stolen = thief.getsockname()[1]
+        picks = iter([stolen])
+        real_pick = ports.claimed_free_port
+
+        def pick(host: str = "127.0.0.1") -> int:  # the first look finds the port the thief then takes
+            port = next(picks, None)
+            if port is None:
+                return real_pick(host)
+            assert ports.claim_port(port) is None
+            return port
+
+        monkeypatch.setattr(ports, "claimed_free_port", pick)
+        lines: list[str] = []
+        s = LaunchSettings(target=str(sg.cached_target(SYNTH, sticky=True)), port=0, **CPU)
+        proc = launch(real_engine.path, real_engine.caps, s, on_line=lines.append,
+                      pid_file=None)
+        servers.append(proc)
+        first_pid = proc.pid
+        proc.wait_ready(READY_S)
+    assert proc.port != stolen and proc.port_retries == 1 and proc.pid != first_pid
+    assert f"--port {proc.port}" in " ".join(proc.argv)
+    note = [x for x in lines if x.startswith("BeeDeck:")]
+    assert note == [f"BeeDeck: llama-server stopped at once on port {stolen} (another program took the port as it "
+                    f"started); starting it again on port {proc.port}."], lines[:20]
+    assert note[0] in proc.log_lines()
+    # The ownership record is the new process's, on the new port: a later start knows what runs where.
+    from beedeck.core.engine.pidfile import record_path
+    record = json.loads(record_path(proc.pid).read_text())
+    assert record["pid"] == proc.pid and record["port"] == proc.port
+    assert not record_path(first_pid).exists()
+    assert _chat(proc, n=4)["choices"][0]["message"]["content"].split()[:2] == ["bee", "bee"]

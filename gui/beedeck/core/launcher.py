@@ -421,7 +421,8 @@ def start(
         raise LaunchRefused(plan.refusals or [Refusal("bad_value", "The launch was not planned.", "")])
     try:
         proc = start_server(engine, plan.caps, plan.argv, on_line=on_line, on_state=on_state, pid_file=pid_file,
-                            env=env, stop_leftover=stop_leftover)
+                            env=env, stop_leftover=stop_leftover,
+                            any_port=plan.port is not None and plan.port.wanted == 0)
     except BaseException:
         if plan.settings is not None:  # the port claimed for this launch (ports.PortRule), no server took it over
             release_port(plan.settings.port)

@@ -53,7 +53,7 @@ from beedeck.core.engine.pidfile import (
     stop_leftovers,
     write_record,
 )
-from beedeck.core.engine.ports import claim_port, free_port, port_taken, release_port
+from beedeck.core.engine.ports import claim_port, claimed_free_port, free_port, port_taken, release_port
 from beedeck.core.engine.server_state import ServerState
 
 __all__ = [
@@ -70,6 +70,11 @@ __all__ = [
 _POLL_S = 0.01  # health poll period while starting; a refused connect costs microseconds
 _HEAD_LINES = 3000  # the load log (memory lines) is kept whole ...
 _TAIL_LINES = 5000  # ... and the rest as a ring
+# A server on a port BeeDeck picked (any free one) that dies at once is started again on another: the port
+# was free when looked at, but another program may bind it before llama-server does, and llama-server's
+# own "couldn't bind" line can be lost (its logger is asynchronous and never flushed at such an early exit).
+_PORT_RETRIES = 2
+_QUICK_EXIT_S = 15.0
 
 _live: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
 _hooks_installed = False
@@ -113,6 +118,16 @@ def _argv_value(argv: list[str], *names: str) -> str | None:
     return value
 
 
+def _with_value(argv: list[str], flag: str, value: str) -> list[str]:
+    """``argv`` with ``flag``'s value replaced (appended when it has none)."""
+    out = list(argv)
+    if flag in out and out.index(flag) + 1 < len(out):
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
+    return out
+
+
 def argv_hash(engine: str | Path, argv: list[str]) -> str:
     return hashlib.sha256(json.dumps([str(engine), *argv]).encode()).hexdigest()[:16]
 
@@ -146,12 +161,14 @@ class ServerProcess:
         pid_file: Path | None = None,
         env: dict[str, str] | None = None,
         api_key: str | None = None,
+        any_port: bool = False,
     ) -> None:
         self.engine = Path(engine)
         self.argv = list(argv)
         self.on_line = on_line
         self.on_state = on_state
         self.pid_file = pid_file  # None: records_dir()/<server pid>.json, decided at start
+        self._record_named = pid_file is not None
         self.env = env
         self.host = _argv_value(self.argv, "--host") or "127.0.0.1"
         # Listening everywhere: talk to it over loopback.
@@ -172,6 +189,10 @@ class ServerProcess:
         self.notes: tuple[Any, ...] = ()  # start(): build_argv's ArgNotes and the guard's warnings
         self.caps: EngineCaps | None = None  # start_server(): the engine, for failure explanations
         self.secret_files: list[Path] = []  # start_server(): the API-key file, removed on stop
+        # The port was BeeDeck's choice (port 0: any free one), so a start that loses it may take another.
+        self.any_port = any_port
+        self.port_retries = 0  # starts again on another port (see _PORT_RETRIES)
+        self._t_spawn = 0.0
 
     # ---- properties ----
 
@@ -234,15 +255,7 @@ class ServerProcess:
             self._set_state(ServerState.FAILED, taken)
             raise ServerFailed(taken)
         try:
-            self._proc = spawn.popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,  # llama-server logs on stderr; one ordered stream
-                env=self.env,
-                start_new_session=True,  # its own process group: stop() signals the whole group
-                death_signal=signal.SIGKILL,  # even a stopped (SIGSTOP) server dies with BeeDeck
-            )
+            self._spawn()
         except OSError as exc:
             failure = ServerFailure(
                 "exited",
@@ -252,13 +265,77 @@ class ServerProcess:
             self._set_state(ServerState.FAILED, failure)
             release_port(self.port, self)
             raise ServerFailed(failure) from exc
+        return self
+
+    def _spawn(self) -> None:
+        """Run the command, with its reader and health threads and its ownership record. Raises OSError."""
+        self._t_spawn = time.monotonic()
+        self._proc = spawn.popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # llama-server logs on stderr; one ordered stream
+            env=self.env,
+            start_new_session=True,  # its own process group: stop() signals the whole group
+            death_signal=signal.SIGKILL,  # even a stopped (SIGSTOP) server dies with BeeDeck
+        )
         _live.add(self)
+        if not self._record_named:
+            self.pid_file = None  # named by this process's pid (a start on another port is another process)
         self._write_pid_file()
         for target, name in ((self._read_output, "reader"), (self._poll_health, "health")):
             t = threading.Thread(target=target, name=f"llama-server-{name}-{self._proc.pid}", daemon=True)
             t.start()
             self._threads.append(t)
-        return self
+
+    def _lost_port(self, rc: int, failure: ServerFailure) -> bool:
+        """Whether this exit is a start that lost its port to another program: a port BeeDeck chose, an exit
+        with a status (not a signal) before ready and within seconds, and either the engine's own "couldn't
+        bind" or no reason at all (the line lost with the rest of its asynchronous log)."""
+        if not self.any_port or self.port_retries >= _PORT_RETRIES or rc <= 0:
+            return False
+        if self.state not in (ServerState.STARTING, ServerState.LOADING):
+            return False
+        if time.monotonic() - self._t_spawn > _QUICK_EXIT_S:
+            return False
+        if failure.code == "port_in_use":
+            return True
+        return failure.code == "exited" and not any("cleaning up before exit" in x for x in self.log_lines())
+
+    def _respawn_elsewhere(self) -> bool:
+        """Start the same command again on another free port (claimed for it); False when a stop came first
+        or no start was possible. Said in the log, so the user reads why the port is not the first one."""
+        old = self.port
+        try:
+            port = claimed_free_port(self.host)
+        except OSError:
+            return False
+        with self._cond:
+            if self._stopping:
+                release_port(port)
+                return False
+            claim_port(port, self)
+            self.port = port
+            self.argv = _with_value(self.argv, "--port", str(port))
+            self.port_retries += 1
+            self.exit_code = None
+            note = (f"BeeDeck: llama-server stopped at once on port {old} (another program took the port as it "
+                    f"started); starting it again on port {port}.")
+            if len(self._head) < _HEAD_LINES:
+                self._head.append(note)
+            else:
+                self._tail.append(note)
+            try:
+                self._spawn()
+            except OSError:
+                release_port(port, self)
+                return False
+        if self.on_line is not None:
+            try:
+                self.on_line(note)
+            except Exception:  # as the log pump: a faulty consumer must not stop the start
+                pass
+        return True
 
     def _read_output(self) -> None:
         proc = self._proc
@@ -288,6 +365,8 @@ class ServerProcess:
             return
         sig = -rc if rc < 0 else None
         failure = classify_failure(self.log_lines(), rc, sig, self.caps)
+        if self._lost_port(rc, failure) and self._respawn_elsewhere():
+            return
         if failure.code == "port_in_use" and (taken := port_taken(self.port)) is not None:
             failure = replace(failure, message=taken.message, remedy=taken.remedy)
         self._set_state(ServerState.FAILED, failure)
@@ -361,12 +440,12 @@ class ServerProcess:
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM the process group, SIGKILL it after ``timeout`` seconds; returns the exit code."""
-        proc = self._proc
+        with self._cond:  # one lock with _respawn_elsewhere: a stop either sees its new process or prevents it
+            self._stopping = True
+            proc = self._proc
+            self._cond.notify_all()
         if proc is None:
             return None
-        self._stopping = True
-        with self._cond:
-            self._cond.notify_all()
         if proc.poll() is None:
             signal_group(proc.pid, signal.SIGTERM)
             if hasattr(signal, "SIGCONT"):
@@ -441,9 +520,11 @@ def start_server(
     pid_file: Path | None = None,
     env: dict[str, str] | None = None,
     stop_leftover: bool = True,
+    any_port: bool = False,
 ) -> ServerProcess:
     """Start ``plan``'s argument list (``build_argv`` made it, on its port) as it is, after stopping a leftover
-    server; returns the running wrapper. Its API key goes to the engine through a private file, never on the
+    server; returns the running wrapper (``any_port``: the port was BeeDeck's pick, so a start that loses it to
+    another program goes on on another). Its API key goes to the engine through a private file, never on the
     command line (an engine without --api-key-file is refused).
 
     Checks nothing about the model files: :func:`beedeck.core.launcher.preflight` made ``plan`` and
@@ -463,7 +544,7 @@ def start_server(
         except KeyFileError as exc:
             raise ServerFailed(exc.failure) from None
     proc = ServerProcess(engine, argv, on_line=on_line, on_state=on_state, pid_file=pid_file, env=env,
-                         api_key=api_key)
+                         api_key=api_key, any_port=any_port)
     proc.notes = (*plan.notes, *(ArgNote("leftover", "info", done) for done in cleaned))
     proc.caps = caps
     if argv is not plan.argv:
