@@ -506,8 +506,8 @@ def measure(args: argparse.Namespace) -> int:
             if sizes.ctx and not args.rehearse:
                 profile.ctx_size = sizes.ctx
             rec["profile"] = {k: v for k, v in profile.to_dict().items() if v not in (None, [], "")}
-            _serve_and_switch(engine, caps, profile, sizes, home, rec, out, label, args.only_round_trips)
-            if not args.only_round_trips:
+            _serve_and_switch(engine, caps, profile, sizes, home, rec, out, label, args.only_round_trips, args.trips)
+            if not args.only_round_trips and not args.no_acceptance:
                 rec["acceptance"] = acceptance(engine, caps, profile, sizes, home, args.rehearse)
     except Exception as exc:  # the record says what broke, with everything measured before it
         rec["error"] = f"{type(exc).__name__}: {exc}"
@@ -520,7 +520,7 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def _serve_and_switch(engine: str, caps: Any, profile: Any, sizes: Sizes, home: Path, rec: dict[str, Any],
-                      out: Path, label: str, only_round_trips: bool = False) -> None:
+                      out: Path, label: str, only_round_trips: bool = False, n_trips: int | None = None) -> None:
     from beedeck.core.engine.client import LlamaClient
     from beedeck.core.engine.mode import Mode
     from beedeck.core.engine.speculation.modes import settings_for_mode
@@ -548,7 +548,7 @@ def _serve_and_switch(engine: str, caps: Any, profile: Any, sizes: Sizes, home: 
             ("slot carried, --no-warmup", True, ["--no-warmup"], False)]
         if not only_round_trips:
             trips.append(("slot carried, -lv 4 (the fine split)", True, ["-lv", "4"], False))
-        for name, on, extra, changes_end in trips:
+        for name, on, extra, changes_end in trips[:n_trips]:  # --trips N: the first N (a short lease)
             rec["round_trips"].append(round_trip(s, recorder, carry, profile, name, conv, on, extra, changes_end))
             (out / f"desk24-{label}.json").write_text(json.dumps(rec, indent=1, default=str))  # so far
     finally:
@@ -630,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conv", type=int, help="the conversation carried across a switch (tokens; default 16,384)")
     ap.add_argument("--only-round-trips", action="store_true",
                     help="start, the conversation and the round trips only (no fill, no -lv 4 split, no acceptance)")
+    ap.add_argument("--trips", type=int, help="measure: only the first N round trips (a short lease)")
+    ap.add_argument("--no-acceptance", action="store_true", help="measure: leave out the acceptance replies")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,11 @@
 #                                               ready while SECONDS allow (mainline: built in about 5 min)
 #   desk24_run.sh measure [SECONDS]             call 2 (within 30 s of call 1: the builds live on the machine):
 #                                               wait for Gen B, measure it, then mainline again on a quiet machine
+#   desk24_run.sh prebuilt LABEL TARBALL [SECONDS] [OPTIONS]
+#                                               one call on a short lease: an engine built elsewhere for this GPU
+#                                               (packaging/gpu-check/prebuild_genb.sh: Gen B for sm_90, built on the
+#                                               CPU machine by BeeDeck's builder with pip's CUDA 13.0) unpacked and
+#                                               measured at once; OPTIONS go to desk24_gpu.py (--trips 2 ...)
 #   desk24_run.sh rehearse                      this CPU machine: no build, no hold; the starter engine and the
 #                                               BeeLlama v0.4.3 CPU build (tests/fixtures/beellama.py) on the
 #                                               synthetic pair, and the carried sources configured (dry run)
@@ -31,11 +36,13 @@ fi
 [ -d "$W/site" ] && export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
 
 pack() {
+  mkdir -p "${OUT:-$W}"
   cp "$W"/out/desk24-*.json "$W"/out/desk24-*.md "${OUT:-$W}/" 2>/dev/null
   (cd "$W/out" && tar czf "${OUT:-$W}/results.tar.gz" --exclude='desk24-*.json' --exclude='desk24-*.md' .)
   ls -la "$W/out" | head -30
 }
 limit=${2:-560}
+[ "${1:-}" = prebuilt ] && limit=${4:-380}
 REHEARSE=${DESK24_REHEARSE:+--rehearse}  # DESK24_REHEARSE=1: the measure steps' own dry run on a CPU machine
 left() { echo $(( limit - SECONDS )); }
 measure_one() {  # measure_one LABEL NEEDED-SECONDS [LABEL-SUFFIX [OPTIONS]]: once, when its engine is built and time allows
@@ -72,6 +79,18 @@ measure)
   measure_one genb 200
   measure_one ml 120 -quiet --only-round-trips  # mainline's round trips again, with no build beside them
   pack ;;
+prebuilt)
+  label=$2 tarball=$3; shift 4 2>/dev/null || shift $#
+  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv; nproc
+  # The build folder as it was (absolute paths: its binaries find their libraries by their build RUNPATH); the
+  # toolkit's cuBLAS and cudart from the machine's CUDA 13.0 (the build's own RUNPATH points at pip's copy).
+  tar xJf "$tarball" -C / || { echo "cannot unpack $tarball"; exit 1; }
+  bin=$(tar tJf "$tarball" | grep '/bin/llama-server$' | head -1); bin=/$bin
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  ldd "$bin" | grep -E "not found|cuda|cublas" ; "$bin" --version 2>&1 | tail -3
+  echo "$bin" > "$W/$label.engine"; touch "$W/$label.done"
+  measure_one "$label" 60 "" "$*"
+  pack ;;
 rehearse)
   export PYTHONPATH=$PWD/gui:$PWD${PYTHONPATH:+:$PYTHONPATH} BEEDECK_BEELLAMA_SOURCES=${BEEDECK_BEELLAMA_SOURCES:-/work/shared/engines}
   for s in $SOURCES; do  # the carried trees unpack and configure with BeeDeck's builder (no compiling)
@@ -88,5 +107,5 @@ rehearse)
   done
   pack ;;
 *)
-  echo "usage: $0 start-and-measure|measure|rehearse [SECONDS]"; exit 2 ;;
+  echo "usage: $0 start-and-measure|measure|rehearse [SECONDS] | prebuilt LABEL TARBALL [SECONDS] [OPTIONS]"; exit 2 ;;
 esac
