@@ -221,3 +221,35 @@ def test_the_baseline_is_measured_once_kept_and_measured_again_when_the_setup_ch
     assert "restart (kept from an earlier run of this setup, measured just now)" in br.to_markdown(second, summary)
     assert run(fresh=True)[1][Mode.BASELINE].measured_at is None  # asked to measure it again
     assert run(replace(settings, ctx_size=settings.ctx_size * 2))[1][Mode.BASELINE].measured_at is None  # another setup
+
+
+@pytest.mark.timeout(600)
+def test_n_gram_repetitions_start_from_nothing_learnt(
+    starter_engine_path: Path, starter_caps: EngineCaps, starter_model_path: Path, start_server: Any,
+) -> None:
+    """mainline's ngram-mod keeps every reply's n-grams in a table that outlives the request: the same prompt
+    again was drafted from its own earlier reply (measured here, greedy: 0, then 64 and 64 of 64 tokens drafted,
+    12.4 -> 20.3 -> 24.8 tok/s), a speed-up no new prompt gets. Each repetition now starts on a fresh server
+    and warms up on an unmeasured prompt, so every repetition drafts exactly as the first. A server BeeDeck did
+    not start cannot be started afresh: the report says so."""
+    suite = BenchSuite("csv", (BenchPrompt("csv", "Write a python function that parses a CSV file and sums the "
+                                                  "second column."),), max_tokens=64, temperature=0.0)
+    settings = LaunchSettings(target=str(starter_model_path), threads=1, ctx_size=2048)
+    report = run_bench(starter_engine_path, starter_caps, settings, suite, (Variant(Mode.MODEL_FREE),), reps=3,
+                       warmup=1, switching="restart", environment={})
+    assert report.ok, report.errors
+    reps = [(s.rep, s.draft_n, s.draft_n_accepted, s.text) for s in report.samples_for(Variant(Mode.MODEL_FREE))]
+    assert len(reps) == 3 and len({r[1:] for r in reps}) == 1, reps  # each repetition as the first
+    run = report.runs[0]
+    assert run.spec_type == "ngram-mod" and run.fresh_starts == 2 and run.ready_s is not None
+    assert "started afresh before each of the other 2 repetitions" in br.to_markdown(report, br.summarize(report))
+    assert not report.notes
+
+    # The same mode on a server the user runs: measured as it is, and said.
+    proc = start_server(spec_mode=Mode.MODEL_FREE, spec_model_free_type="ngram-mod")
+    proc.wait_ready(120)
+    external = run_bench(None, None, None, suite, (Variant(Mode.MODEL_FREE),), reps=2, warmup=0, url=proc.base_url,
+                         environment={})
+    assert external.ok, external.errors
+    assert len(external.notes) == 1 and "could not start it afresh between repetitions" in external.notes[0]
+    assert external.notes[0] in br.summarize(external).flags

@@ -220,6 +220,7 @@ def summarize(report: BenchReport) -> Summary:
         out.flags.append(f"{few_runs(report.reps).capitalize()}: each prompt ran {once} per mode, so no speed-up is "
                          f"shown. Run {MIN_RUNS} or more repetitions for speed-ups with their 95 % intervals.")
     out.flags += kept_flags(report)
+    out.flags += report.notes
     if report.errors:
         out.flags.extend(f"error: {e}" for e in report.errors[:10])
     if report.cancelled:
@@ -385,6 +386,9 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
             cost.append(f"stopping the previous server took {run.stop_previous_s:.2f} s")
         if run.ready_s is not None:
             cost.append(f"ready {run.ready_s:.2f} s after start")
+        if run.fresh_starts:
+            cost.append(f"started afresh before each of the other {run.fresh_starts} repetitions (its drafter keeps "
+                        "what it saw across requests, so a repetition would draft from its own earlier reply)")
         extra = f", request fields {json.dumps(run.request_extra)}" if run.request_extra else ""
         kept = f" (kept from an earlier run of this setup, {age_text(run.measured_at, report.started)})" \
             if run.measured_at is not None else ""
@@ -422,7 +426,8 @@ def report_dict(report: BenchReport, summary: Summary | None = None) -> dict[str
     return {
         "schema": 1, "kind": "beedeck-bench", "suite": report.suite.to_dict(), "modes": [v.key for v in report.variants],
         "reps": report.reps, "warmup": report.warmup, "started": report.started, "finished": report.finished,
-        "cancelled": report.cancelled, "errors": report.errors, "environment": report.environment,
+        "cancelled": report.cancelled, "errors": report.errors, "notes": report.notes,
+        "environment": report.environment,
         "runs": [keyed(r) for r in report.runs], "samples": [keyed(x) for x in report.samples],
         "summary": (summary or summarize(report)).to_dict(),
     }

@@ -97,6 +97,7 @@ class ModeRun:
     ready_s: float | None = None  # start to /health 200
     error: str | None = None
     measured_at: float | None = None  # kept from an earlier run (core/bench/baseline_cache.py): when; None: now
+    fresh_starts: int = 0  # started again before a repetition (its drafter learns across requests: runner.py)
 
 
 @dataclass
@@ -114,6 +115,7 @@ class BenchReport:
     finished: float = 0.0
     cancelled: bool = False
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a reader must know that is no error
 
     @property
     def ok(self) -> bool:
