@@ -37,6 +37,7 @@ fi
 
 pack() {
   mkdir -p "${OUT:-$W}"
+  [ -L "$W/out" ] && { ls -la "$W/out/"; return 0; }  # prebuilt: already there
   cp "$W"/out/desk24-*.json "$W"/out/desk24-*.md "${OUT:-$W}/" 2>/dev/null
   (cd "$W/out" && tar czf "${OUT:-$W}/results.tar.gz" --exclude='desk24-*.json' --exclude='desk24-*.md' .)
   ls -la "$W/out" | head -30
@@ -81,6 +82,8 @@ measure)
   pack ;;
 prebuilt)
   label=$2 tarball=$3; shift 4 2>/dev/null || shift $#
+  # Written straight into $OUT: a call cut off at its limit still brings back what was measured until then.
+  [ -n "${OUT:-}" ] && [ ! -L "$W/out" ] && rm -rf "$W/out" && mkdir -p "$OUT" && ln -s "$OUT" "$W/out"
   nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv; nproc
   # The build folder as it was (absolute paths: its binaries find their libraries by their build RUNPATH); the
   # toolkit's cuBLAS and cudart from the machine's CUDA 13.0 (the build's own RUNPATH points at pip's copy).
