@@ -9,7 +9,10 @@
 # cuda.h's names (the machine's real libcuda.so.1 is used there). BeeDeck's own builder configures and compiles:
 # the FlashAttention pairs Gen B's 24 GB recommendation needs (K/V q8_0/q8_0: the default set), GGML_NATIVE off
 # (the machine's CPU is not this one). Its smoke test fails here (no GPU, no driver); the GPU call runs the binary.
-# Out: .carry/genb-cuda90.tar.xz, the build's bin/ folder with its absolute paths (its RUNPATH).
+# Out: the build's bin/ folder with its absolute paths (its RUNPATH), xz'd (79 MB: libggml-cuda.so is 117 MB of
+# compressed SASS and PTX) and cut in two under the 64 MiB a call carries: .carry1/genb-cuda90.part1 (40 MiB, call
+# 1 copies it to /tmp there) and .carry/genb-cuda90.part2 with its sha256 (call 2 joins and checks them);
+# .carry1 must be ignored by git (.git/info/exclude) or it travels with every call.
 set -eu
 cd "$(dirname "$0")/../.."
 W=${PREBUILD_WORK:-/tmp/genb}
@@ -33,7 +36,9 @@ open(f"{cu}/lib/stubs/stub.c", "w").write("".join(f"void {n}(void){{}}\n" for n 
 PYEOF
 gcc -shared -fPIC -o "$CU/lib/stubs/libcuda.so" -Wl,-soname,libcuda.so.1 "$CU/lib/stubs/stub.c"
 [ -d "$W/beellama-v0.4.3" ] || tar xzf "$SOURCES/beellama-v0.4.3-src.tar.gz" -C "$W"
-export PATH=$CU/bin:$PATH CUDA_HOME=$CU LIBRARY_PATH=$CU/lib/stubs:$CU/lib
+# LD_LIBRARY_PATH: the linker finds libggml-cuda's own libraries (cuBLAS, the stub) through it when it links
+# llama-server; without it the last link fails with "undefined reference to cublas...@libcublas.so.13".
+export PATH=$CU/bin:$PATH CUDA_HOME=$CU LIBRARY_PATH=$CU/lib/stubs:$CU/lib LD_LIBRARY_PATH=$CU/lib:$CU/lib/stubs
 PYTHONPATH=gui nice -n 19 $PY - "$W" <<'PYEOF'
 import json, sys, time
 from pathlib import Path
@@ -49,5 +54,9 @@ print(json.dumps({"binary": str(r.binary), "options": r.options, "steps": r.plan
 (w / "genb.engine").write_text(str(r.binary))
 PYEOF
 bin=$(cat "$W/genb.engine")
-tar cJf .carry/genb-cuda90.tar.xz -P --exclude='*.a' "$(dirname "$bin")"
-du -sh .carry/genb-cuda90.tar.xz
+tar cJf "$W/genb-cuda90.tar.xz" -P --exclude='*.a' "$(dirname "$bin")"
+sha256sum "$W/genb-cuda90.tar.xz" | cut -d' ' -f1 > .carry/genb-cuda90.sha256
+mkdir -p .carry1 && split -b 41943040 "$W/genb-cuda90.tar.xz" "$W/part."
+mv "$W/part.aa" .carry1/genb-cuda90.part1 && mv "$W/part.ab" .carry/genb-cuda90.part2
+git check-ignore -q .carry1 || { mkdir -p .git/info && echo /.carry1/ >> .git/info/exclude; }
+du -sh .carry1 .carry
