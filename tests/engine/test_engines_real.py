@@ -297,8 +297,8 @@ def test_a_port_lost_as_the_server_starts_is_replaced_by_another(
     assert proc.port != stolen and proc.port_retries == 1 and proc.pid != first_pid
     assert f"--port {proc.port}" in " ".join(proc.argv)
     note = [x for x in lines if x.startswith("BeeDeck:")]
-    assert note == [f"BeeDeck: llama-server stopped at once on port {stolen} (another program took the port as it "
-                    f"started); starting it again on port {proc.port}."], lines[:20]
+    assert note == [f"BeeDeck: llama-server stopped at once on port {stolen}, most likely because another program "
+                    f"took the port as it started; starting it again on port {proc.port}."], lines[:20]
     assert note[0] in proc.log_lines()
     # The ownership record is the new process's, on the new port: a later start knows what runs where.
     from beedeck.core.engine.pidfile import record_path

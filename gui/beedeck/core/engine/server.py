@@ -17,6 +17,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -74,6 +75,8 @@ _TAIL_LINES = 5000  # ... and the rest as a ring
 # was free when looked at, but another program may bind it before llama-server does, and llama-server's
 # own "couldn't bind" line can be lost (its logger is asynchronous and never flushed at such an early exit).
 _PORT_RETRIES = 2
+# Lines llama-server writes only once it holds its port (it binds before it loads the model).
+_PAST_BIND = re.compile(r"\bloading model\b|\blistening\b|load_model:")
 _QUICK_EXIT_S = 15.0
 
 _live: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
@@ -193,6 +196,7 @@ class ServerProcess:
         self.any_port = any_port
         self.port_retries = 0  # starts again on another port (see _PORT_RETRIES)
         self._t_spawn = 0.0
+        self._past_bind = False  # the running process showed it has its port (see _lost_port)
 
     # ---- properties ----
 
@@ -269,7 +273,7 @@ class ServerProcess:
 
     def _spawn(self) -> None:
         """Run the command, with its reader and health threads and its ownership record. Raises OSError."""
-        self._t_spawn = time.monotonic()
+        self._t_spawn, self._past_bind = time.monotonic(), False
         self._proc = spawn.popen(
             self.command(),
             stdin=subprocess.DEVNULL,
@@ -290,11 +294,12 @@ class ServerProcess:
 
     def _lost_port(self, rc: int, failure: ServerFailure) -> bool:
         """Whether this exit is a start that lost its port to another program: a port BeeDeck chose, an exit
-        with a status (not a signal) before ready and within seconds, and either the engine's own "couldn't
-        bind" or no reason at all (the line lost with the rest of its asynchronous log)."""
+        with a status (not a signal) within seconds, before the engine showed it had its port (no answer on it,
+        no "loading model" or "listening" line: llama-server binds before it loads), and either its own
+        "couldn't bind" or no reason at all (the line lost with the rest of its asynchronous log)."""
         if not self.any_port or self.port_retries >= _PORT_RETRIES or rc <= 0:
             return False
-        if self.state not in (ServerState.STARTING, ServerState.LOADING):
+        if self.state != ServerState.STARTING or self._past_bind:
             return False
         if time.monotonic() - self._t_spawn > _QUICK_EXIT_S:
             return False
@@ -304,12 +309,14 @@ class ServerProcess:
 
     def _respawn_elsewhere(self) -> bool:
         """Start the same command again on another free port (claimed for it); False when a stop came first
-        or no start was possible. Said in the log, so the user reads why the port is not the first one."""
+        or no start was possible. Said in the log first, so the user reads why the port is not the first one."""
         old = self.port
         try:
             port = claimed_free_port(self.host)
-        except OSError:
+        except Exception:  # HostError (a ValueError) or OSError: the exit stays the failure
             return False
+        note = (f"BeeDeck: llama-server stopped at once on port {old}, most likely because another program took "
+                f"the port as it started; starting it again on port {port}.")
         with self._cond:
             if self._stopping:
                 release_port(port)
@@ -318,23 +325,25 @@ class ServerProcess:
             self.port = port
             self.argv = _with_value(self.argv, "--port", str(port))
             self.port_retries += 1
-            self.exit_code = None
-            note = (f"BeeDeck: llama-server stopped at once on port {old} (another program took the port as it "
-                    f"started); starting it again on port {port}.")
             if len(self._head) < _HEAD_LINES:
                 self._head.append(note)
             else:
                 self._tail.append(note)
-            try:
-                self._spawn()
-            except OSError:
-                release_port(port, self)
-                return False
         if self.on_line is not None:
             try:
                 self.on_line(note)
             except Exception:  # as the log pump: a faulty consumer must not stop the start
                 pass
+        with self._cond:
+            if self._stopping:
+                release_port(port, self)
+                return False
+            try:
+                self._spawn()
+            except Exception:  # the engine could not be run again: the first exit is the failure
+                release_port(port, self)
+                return False
+            self.exit_code = None
         return True
 
     def _read_output(self) -> None:
@@ -342,6 +351,8 @@ class ServerProcess:
         assert proc is not None and proc.stdout is not None
         for raw in proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if not self._past_bind and _PAST_BIND.search(line):
+                self._past_bind = True
             with self._cond:
                 if len(self._head) < _HEAD_LINES:
                     self._head.append(line)
@@ -365,8 +376,12 @@ class ServerProcess:
             return
         sig = -rc if rc < 0 else None
         failure = classify_failure(self.log_lines(), rc, sig, self.caps)
-        if self._lost_port(rc, failure) and self._respawn_elsewhere():
-            return
+        if self._lost_port(rc, failure):
+            if self._respawn_elsewhere():
+                return
+            if self._stopping:  # a stop came while it was to start again: stopped, not failed
+                self._set_state(ServerState.STOPPED)
+                return
         if failure.code == "port_in_use" and (taken := port_taken(self.port)) is not None:
             failure = replace(failure, message=taken.message, remedy=taken.remedy)
         self._set_state(ServerState.FAILED, failure)
