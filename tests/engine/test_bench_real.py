@@ -235,14 +235,18 @@ def test_n_gram_repetitions_start_from_nothing_learnt(
     suite = BenchSuite("csv", (BenchPrompt("csv", "Write a python function that parses a CSV file and sums the "
                                                   "second column."),), max_tokens=64, temperature=0.0)
     settings = LaunchSettings(target=str(starter_model_path), threads=1, ctx_size=2048)
+    progress: list[tuple[int, int]] = []
     report = run_bench(starter_engine_path, starter_caps, settings, suite, (Variant(Mode.MODEL_FREE),), reps=3,
-                       warmup=1, switching="restart", environment={})
+                       warmup=1, switching="restart", environment={}, on_progress=lambda d, t, _: progress.append((d, t)))
     assert report.ok, report.errors
+    # The progress counts the warm-up before each repetition (3 x 32 tokens) with the replies (3 x 64).
+    assert progress[-1] == (288, 288), progress[-5:]
     reps = [(s.rep, s.draft_n, s.draft_n_accepted, s.text) for s in report.samples_for(Variant(Mode.MODEL_FREE))]
     assert len(reps) == 3 and len({r[1:] for r in reps}) == 1, reps  # each repetition as the first
     run = report.runs[0]
     assert run.spec_type == "ngram-mod" and run.fresh_starts == 2 and run.ready_s is not None
-    assert "started afresh before each of the other 2 repetitions" in br.to_markdown(report, br.summarize(report))
+    assert "started afresh 2 times, before each repetition after the first" in br.to_markdown(report,
+                                                                                                br.summarize(report))
     assert not report.notes
 
     # The same mode on a server the user runs: measured as it is, and said.
@@ -253,3 +257,37 @@ def test_n_gram_repetitions_start_from_nothing_learnt(
     assert external.ok, external.errors
     assert len(external.notes) == 1 and "could not start it afresh between repetitions" in external.notes[0]
     assert external.notes[0] in br.summarize(external).flags
+
+
+@pytest.mark.timeout(600)
+def test_a_fresh_start_that_fails_ends_that_mode_only(
+    starter_engine_path: Path, starter_caps: EngineCaps, starter_model_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Side by side, N-gram's server does not start again for its second repetition: the baseline still gets
+    every repetition, N-gram keeps its first, the report says which start failed, and the progress ends full."""
+    from beedeck.core.bench import runner
+    from beedeck.core.engine.logparse import ServerFailed, ServerFailure
+
+    launches: list[str] = []
+    real_launch = runner.launch
+
+    def launch(engine: Any, caps: Any, settings: LaunchSettings, **kw: Any) -> Any:
+        launches.append(settings.spec_mode.value if settings.spec_mode else "off")
+        if len(launches) == 3:  # baseline, N-gram, then N-gram afresh
+            raise ServerFailed(ServerFailure("exited", "llama-server stopped with status 1.", "Read the log."))
+        return real_launch(engine, caps, settings, **kw)
+
+    monkeypatch.setattr(runner, "launch", launch)
+    suite = BenchSuite("short", (BenchPrompt("py", "Write python code."),), max_tokens=8, temperature=0.0)
+    settings = LaunchSettings(target=str(starter_model_path), threads=1, ctx_size=2048)
+    progress: list[tuple[int, int]] = []
+    report = run_bench(starter_engine_path, starter_caps, settings, suite,
+                       (Variant(Mode.BASELINE), Variant(Mode.MODEL_FREE)), reps=2, warmup=1,
+                       switching="side-by-side", environment={}, on_progress=lambda d, t, _: progress.append((d, t)))
+    assert len(launches) == 3
+    assert [s.rep for s in report.samples_for(Variant(Mode.BASELINE))] == [0, 1]
+    assert [s.rep for s in report.samples_for(Variant(Mode.MODEL_FREE))] == [0]
+    assert report.errors == ["The N-gram server did not start again for a repetition: llama-server stopped with "
+                             "status 1. (Read the log.)"], report.errors
+    done, total = progress[-1]
+    assert done == total, progress[-4:]

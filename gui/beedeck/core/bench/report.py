@@ -387,8 +387,9 @@ def to_markdown(report: BenchReport, summary: Summary | None = None, charts: Seq
         if run.ready_s is not None:
             cost.append(f"ready {run.ready_s:.2f} s after start")
         if run.fresh_starts:
-            cost.append(f"started afresh before each of the other {run.fresh_starts} repetitions (its drafter keeps "
-                        "what it saw across requests, so a repetition would draft from its own earlier reply)")
+            times = "once" if run.fresh_starts == 1 else f"{run.fresh_starts} times"
+            cost.append(f"started afresh {times}, before each repetition after the first (its drafter keeps what it "
+                        "saw across requests, so a repetition would draft from its own earlier reply)")
         extra = f", request fields {json.dumps(run.request_extra)}" if run.request_extra else ""
         kept = f" (kept from an earlier run of this setup, {age_text(run.measured_at, report.started)})" \
             if run.measured_at is not None else ""

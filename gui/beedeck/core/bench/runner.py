@@ -40,7 +40,8 @@ from beedeck.core.engine.caps import EngineCaps
 from beedeck.core.engine.client import ClientError, LlamaClient
 from beedeck.core.engine.launch_settings import LaunchSettings
 from beedeck.core.engine.mode import IN_SERVER_BASELINE, Mode, Variant
-from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState, free_port
+from beedeck.core.engine.ports import claimed_free_port, release_port
+from beedeck.core.engine.server import ServerFailed, ServerProcess, ServerState
 from beedeck.core.engine.speculation.comparison import age_text
 from beedeck.core.engine.speculation.modes import (
     available_modes,
@@ -244,16 +245,25 @@ class _Runner:
         self.procs: dict[Variant, ServerProcess] = {}  # variant -> the server answering it
         # variant -> how its server was started (engine, caps, settings, pid file): to start it afresh
         self.launches: dict[Variant, tuple[Path, EngineCaps, LaunchSettings, Path | None]] = {}
+        self.claimed_port: int | None = None  # restart switching's one port, claimed for the run
         self.tokens = TokenProgress(len(report.variants) * self.mode_budget())  # progress in tokens, not replies
         self.baselines: BaselineCache | None = None
         self.fresh_baseline = False
         self._label, self._reported = "", 0.0
 
     def mode_budget(self) -> int:
-        """The tokens one mode may generate: its warm-ups and every prompt's ``max_tokens`` per rep."""
+        """The tokens one mode may generate: its warm-ups and every prompt's ``max_tokens`` per rep (a mode started
+        afresh before each repetition warms up again: measure() adds those)."""
+        return self.warm_budget() + self.r.reps * self.rep_budget()
+
+    def warm_budget(self) -> int:
+        """The tokens of one mode's warm-ups."""
         suite = self.r.suite
-        warm = self.r.warmup * min(WARMUP_MAX_TOKENS, suite.max_tokens_for(suite.prompts[0])) if suite.prompts else 0
-        return warm + self.r.reps * sum(suite.max_tokens_for(p) for p in suite.prompts)
+        return self.r.warmup * min(WARMUP_MAX_TOKENS, suite.max_tokens_for(suite.prompts[0])) if suite.prompts else 0
+
+    def rep_budget(self) -> int:
+        """The tokens of one repetition of the suite in one mode."""
+        return sum(self.r.suite.max_tokens_for(p) for p in self.r.suite.prompts)
 
     def progress(self, label: str) -> None:
         self._label, self._reported = label, time.monotonic()
@@ -269,6 +279,8 @@ class _Runner:
     def close(self) -> None:
         self.tracker.stop()
         self.stop_all()
+        if self.claimed_port is not None:
+            release_port(self.claimed_port)  # a claim no server took over (each server ends its own)
 
     def stop_all(self) -> float | None:
         if not self.procs:
@@ -292,16 +304,18 @@ class _Runner:
             proc = launch(engine, caps, settings, on_line=self.on_line, pid_file=pid_file or self.pid_file)
             self.procs[run.variant] = proc
             self.launches[run.variant] = (engine, caps, settings, pid_file)
-            run.argv = redact([str(engine), *proc.argv])
             run.ready_s = self._wait_ready(proc)
+            run.argv = redact([str(engine), *proc.argv])  # once ready: a port lost at the start is not the one used
             if run.ready_s is None:  # cancelled while the model loaded: stop it now, not once it is ready
                 self.r.cancelled = True
                 proc.stop()
                 self.procs.pop(run.variant, None)
                 return None
         except ServerFailed as exc:  # a refused launch (LaunchRefused) too
-            detail = "" if isinstance(exc, LaunchRefused) else exc.failure.remedy  # a refusal's str has its remedies
-            run.error = f"The {run.variant.label} server did not start: {exc}" + (f" ({detail})" if detail else "")
+            # A refusal's words list its reasons with their remedies; a failure's are its message, then its remedy.
+            said = str(exc) if isinstance(exc, LaunchRefused) else exc.failure.message + (
+                f" ({exc.failure.remedy})" if exc.failure.remedy else "")
+            run.error = f"The {run.variant.label} server did not start: {said}"
             self.r.errors.append(run.error)
             if proc is not None:
                 proc.stop()
@@ -332,8 +346,9 @@ class _Runner:
         self.tokens.skip(self.mode_budget())
 
     def run_restart(self, engine: Path, caps: EngineCaps, base: LaunchSettings) -> None:
-        if base.port == 0:  # one port for every mode: the argvs differ only in speculation
-            base = replace(base, port=free_port(base.host))
+        if base.port == 0:  # one port for every mode: the argvs differ only in speculation (claimed: no other
+            base = replace(base, port=claimed_free_port(base.host))  # BeeDeck takes it between two starts)
+            self.claimed_port = base.port
         for variant in [v for v in self.r.variants if v != IN_SERVER_BASELINE]:
             if self.cancel.is_set():
                 self.r.cancelled = True
@@ -472,14 +487,22 @@ class _Runner:
                     f"{run.variant.label}: its drafter keeps what it saw across requests, and BeeDeck did not start "
                     "this server, so it could not start it afresh between repetitions: repetitions after the "
                     "first may be drafted from the earlier replies to the same prompts (faster than new text).")
+        self.tokens.add_total(len(learners) * (self.r.reps - 1) * self.warm_budget())  # their warm-ups again
+        runs = list(runs)
         for rep in range(self.r.reps):
             for run in learners if rep else ():
                 client = self.fresh_start(run)
-                if client is None:
+                if client is None and self.r.cancelled:
                     return
+                if client is None or not self.warm_up(client, run):
+                    if self.r.cancelled:
+                        return
+                    # This mode ends here; the others go on (as when a first start fails).
+                    runs.remove(run)
+                    learners = [r for r in learners if r is not run]
+                    self.tokens.skip((self.r.reps - rep) * (self.rep_budget() + self.warm_budget()))
+                    continue
                 clients[run.variant] = client
-                if not self.warm_up(client, run):
-                    return
             for p in suite.prompts:
                 for run in runs:
                     if self.cancel.is_set():
@@ -523,12 +546,15 @@ class _Runner:
         proc = self.procs.pop(run.variant, None)
         if proc is not None:
             proc.stop()
-        first = (run.argv, run.ready_s)
+        first = (run.argv, run.ready_s, run.error)
         self.progress(f"{run.variant.label}: a fresh server for the next repetition")
         client = self.start(engine, caps, settings, run, pid_file=pid_file)
-        run.argv, run.ready_s = first
         if client is not None:
+            run.argv, run.ready_s = first[:2]  # the run's own start, as the report shows it
             run.fresh_starts += 1
+        elif run.error and run.error != first[2]:
+            run.error = run.error.replace("server did not start", "server did not start again for a repetition")
+            self.r.errors[-1] = run.error
         return client
 
     def server_gone(self, run: ModeRun) -> bool:
@@ -546,6 +572,8 @@ class _Runner:
         extra = {**suite.extra, "cache_prompt": False, **run.request_extra}
         stream = client.stream_chat(p.messages(), max_tokens=max_tokens, temperature=suite.temperature,
                                     seed=seed, extra=extra)
+        if (proc := self.procs.get(run.variant)) is not None:
+            self.tracker.watch(proc.pid)  # side by side: the peak of this reply's server, not the last started
         self.tracker.reset()
         try:
             # Cancel is checked per token: a reply stops within one token of the click (the prompt
@@ -575,11 +603,15 @@ class _Runner:
         return sample
 
 
+# Model-free types known to draft from the request's own tokens alone (mainline common/speculative.cpp: its
+# begin() keeps nothing): no fresh start needed. Every other model-free type is started afresh, known or not.
+STATELESS_TYPES = frozenset({"ngram-simple"})
+
+
 def learns_across_requests(run: ModeRun) -> bool:
     """Whether the run's drafter may keep what it saw from one request to the next: a model-free mode (its n-gram
-    tables live in the server, not in the request). Started afresh it costs one start per repetition; a
-    stateless type (ngram-simple) loses nothing by it."""
-    return run.variant.mode == Mode.MODEL_FREE and not run.request_extra
+    tables live in the server, not in the request), unless its type is known to keep nothing."""
+    return run.variant.mode == Mode.MODEL_FREE and not run.request_extra and run.spec_type not in STATELESS_TYPES
 
 
 def _spec_type(settings: LaunchSettings, caps: EngineCaps) -> str | None:
