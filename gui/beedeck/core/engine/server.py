@@ -325,15 +325,7 @@ class ServerProcess:
             self.port = port
             self.argv = _with_value(self.argv, "--port", str(port))
             self.port_retries += 1
-            if len(self._head) < _HEAD_LINES:
-                self._head.append(note)
-            else:
-                self._tail.append(note)
-        if self.on_line is not None:
-            try:
-                self.on_line(note)
-            except Exception:  # as the log pump: a faulty consumer must not stop the start
-                pass
+        self._keep_line(note)
         with self._cond:
             if self._stopping:
                 release_port(port, self)
@@ -346,6 +338,19 @@ class ServerProcess:
             self.exit_code = None
         return True
 
+    def _keep_line(self, line: str) -> None:
+        """One log line kept (the load log whole, then a ring) and handed to ``on_line``."""
+        with self._cond:
+            if len(self._head) < _HEAD_LINES:
+                self._head.append(line)
+            else:
+                self._tail.append(line)
+        if self.on_line is not None:
+            try:
+                self.on_line(line)
+            except Exception:  # a faulty consumer must not stop the log pump
+                pass
+
     def _read_output(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
@@ -353,16 +358,7 @@ class ServerProcess:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if not self._past_bind and _PAST_BIND.search(line):
                 self._past_bind = True
-            with self._cond:
-                if len(self._head) < _HEAD_LINES:
-                    self._head.append(line)
-                else:
-                    self._tail.append(line)
-            if self.on_line is not None:
-                try:
-                    self.on_line(line)
-                except Exception:  # a faulty consumer must not stop the log pump
-                    pass
+            self._keep_line(line)
         rc = proc.wait()
         self._on_exit(rc)
 
