@@ -32,6 +32,7 @@ from typing import Any
 
 from beedeck.core.bench.baseline_cache import BaselineCache, BaselineKey, baseline_key
 from beedeck.core.bench.environment import collect_environment
+from beedeck.core.bench.peak import PeakTracker
 from beedeck.core.bench.progress import TokenProgress
 from beedeck.core.bench.results import VARIANTS, BenchReport, ModeRun, Sample
 from beedeck.core.bench.suites import BenchError, BenchPrompt, BenchSuite
@@ -46,13 +47,14 @@ from beedeck.core.engine.speculation.comparison import age_text
 from beedeck.core.engine.speculation.modes import (
     available_modes,
     engine_spec_type,
+    keeps_across_requests,
     option,
     pick_model_free_type,
     settings_for_mode,
 )
 from beedeck.core.engine.speculation.switching import NO_DRAFTS, PerRequestMemory, check_per_request
 from beedeck.core.launcher import launch
-from beedeck.core.machine.sampler import GpuSample, GpuSampler
+from beedeck.core.machine.sampler import GpuSampler
 from beedeck.core.models.paircheck import model_facts, read_infos
 
 # Measured on the shared 2-core CI machine (docs/bench-report-example.md): the baseline tok/s of
@@ -66,43 +68,6 @@ WARMUP_MAX_TOKENS = 32
 NEUTRAL_WARMUP = BenchPrompt("warm-up", "Say OK.", category="prose")
 SCHEMA_VERSION = 1
 ProgressFn = Callable[[int, int, str], None]
-
-
-class _PeakTracker:
-    """Peak GPU memory of the server process (or of the whole GPU when the driver hides the pid)."""
-
-    def __init__(self, sampler: GpuSampler | None) -> None:
-        self.sampler = sampler
-        self.peak: int | None = None
-        self._lock = threading.Lock()
-        if sampler is not None:
-            sampler.on_sample = self.observe
-
-    def observe(self, samples: list[GpuSample]) -> None:
-        values = [s.pid_memory if s.pid_memory is not None else s.memory_used for s in samples]
-        if values:
-            with self._lock:
-                self.peak = max(self.peak or 0, max(values))
-
-    def watch(self, pid: int | None) -> None:
-        if self.sampler is not None:
-            self.sampler.pid = pid
-            self.sampler.start()
-
-    def reset(self) -> None:
-        with self._lock:
-            self.peak = None
-
-    def read(self) -> int | None:
-        if self.sampler is None:
-            return None
-        self.observe(self.sampler.sample())  # at least one reading per reply, however short
-        with self._lock:
-            return self.peak
-
-    def stop(self) -> None:
-        if self.sampler is not None:
-            self.sampler.stop()
 
 
 def parse_variants(words: Sequence[str]) -> list[Variant]:
@@ -215,7 +180,7 @@ def run_bench(
     report = BenchReport(suite, modes, reps, warmup, started=time.time())
     report.environment = environment if environment is not None else collect_environment(
         engine, caps, base_settings, url, api_key)
-    runner = _Runner(report, caps, on_progress, cancel_event or threading.Event(), _PeakTracker(gpu_sampler),
+    runner = _Runner(report, caps, on_progress, cancel_event or threading.Event(), PeakTracker(gpu_sampler),
                      on_sample, on_line, api_key, ready_timeout, pid_file, in_server_baseline, per_request_memory)
     runner.baselines, runner.fresh_baseline = baselines, fresh_baseline
     try:
@@ -233,7 +198,7 @@ def run_bench(
 
 class _Runner:
     def __init__(self, report: BenchReport, caps: EngineCaps | None, on_progress: ProgressFn | None,
-                 cancel: threading.Event, tracker: _PeakTracker, on_sample: Callable[[Sample], None] | None,
+                 cancel: threading.Event, tracker: PeakTracker, on_sample: Callable[[Sample], None] | None,
                  on_line: Callable[[str], None] | None, api_key: str | None, ready_timeout: float,
                  pid_file: Path | None, in_server: str = "auto", memory: PerRequestMemory | None = None) -> None:
         self.r, self.caps, self.on_progress, self.cancel = report, caps, on_progress, cancel
@@ -294,7 +259,7 @@ class _Runner:
     # ---- serving ----
 
     def start(self, engine: Path, caps: EngineCaps, settings: LaunchSettings, run: ModeRun,
-              pid_file: Path | None = None) -> LlamaClient | None:
+              pid_file: Path | None = None, again: bool = False) -> LlamaClient | None:
         if self.cancel.is_set():
             self.r.cancelled = True
             return None
@@ -315,7 +280,7 @@ class _Runner:
             # A refusal's words list its reasons with their remedies; a failure's are its message, then its remedy.
             said = str(exc) if isinstance(exc, LaunchRefused) else exc.failure.message + (
                 f" ({exc.failure.remedy})" if exc.failure.remedy else "")
-            run.error = f"The {run.variant.label} server did not start: {said}"
+            run.error = f"The {run.variant.label} server did not start{' again for a repetition' * again}: {said}"
             self.r.errors.append(run.error)
             if proc is not None:
                 proc.stop()
@@ -477,24 +442,23 @@ class _Runner:
         """Warm up every mode, then rep x prompt x mode (modes interleaved when they are all up). A mode whose
         drafter learns across requests starts each repetition after the first on a fresh server."""
         suite = self.r.suite
+        learns = [run for run in runs if not run.request_extra and keeps_across_requests(run.variant.mode, run.spec_type)]
         for run in runs:
-            if not self.warm_up(clients[run.variant], run):
+            if not self.warm_up(clients[run.variant], run, neutral=run in learns):
                 return
-        learners = [run for run in runs if learns_across_requests(run) and run.variant in self.launches]
-        for run in runs:
-            if learns_across_requests(run) and run.variant not in self.launches and self.r.reps > 1:
-                self.r.notes.append(
-                    f"{run.variant.label}: its drafter keeps what it saw across requests, and BeeDeck did not start "
-                    "this server, so it could not start it afresh between repetitions: repetitions after the "
-                    "first may be drafted from the earlier replies to the same prompts (faster than new text).")
+        learners = [run for run in learns if run.variant in self.launches]
+        if self.r.reps > 1:
+            self.r.notes += [
+                f"{run.variant.label}: its drafter keeps what it saw across requests, and BeeDeck did not start this "
+                "server, so it could not start it afresh between repetitions: repetitions after the first may be "
+                "drafted from the earlier replies to the same prompts (faster than new text)."
+                for run in learns if run.variant not in self.launches]
         self.tokens.add_total(len(learners) * (self.r.reps - 1) * self.warm_budget())  # their warm-ups again
         runs = list(runs)
         for rep in range(self.r.reps):
             for run in learners if rep else ():
                 client = self.fresh_start(run)
-                if client is None and self.r.cancelled:
-                    return
-                if client is None or not self.warm_up(client, run):
+                if client is None or not self.warm_up(client, run, neutral=True):
                     if self.r.cancelled:
                         return
                     # This mode ends here; the others go on (as when a first start fails).
@@ -521,14 +485,15 @@ class _Runner:
                         return
         self.progress("done")
 
-    def warm_up(self, client: LlamaClient, run: ModeRun) -> bool:
-        """The run's warm-up replies (a learner's on :data:`NEUTRAL_WARMUP`); False when the benchmark must stop."""
+    def warm_up(self, client: LlamaClient, run: ModeRun, neutral: bool) -> bool:
+        """The run's warm-up replies (``neutral``: on :data:`NEUTRAL_WARMUP`, for a drafter that keeps what it sees);
+        False when the benchmark must stop."""
         suite = self.r.suite
         for _ in range(self.r.warmup):
             if self.cancel.is_set():
                 self.r.cancelled = True
                 return False
-            p = NEUTRAL_WARMUP if learns_across_requests(run) else suite.prompts[0]
+            p = NEUTRAL_WARMUP if neutral else suite.prompts[0]
             budget = min(WARMUP_MAX_TOKENS, suite.max_tokens_for(suite.prompts[0]))
             self.tokens.begin_reply(budget)
             self.progress(f"{run.variant.label}: warm-up")
@@ -546,15 +511,12 @@ class _Runner:
         proc = self.procs.pop(run.variant, None)
         if proc is not None:
             proc.stop()
-        first = (run.argv, run.ready_s, run.error)
+        first = (run.argv, run.ready_s)
         self.progress(f"{run.variant.label}: a fresh server for the next repetition")
-        client = self.start(engine, caps, settings, run, pid_file=pid_file)
+        client = self.start(engine, caps, settings, run, pid_file=pid_file, again=True)
         if client is not None:
-            run.argv, run.ready_s = first[:2]  # the run's own start, as the report shows it
+            run.argv, run.ready_s = first  # the run's own start, as the report shows it
             run.fresh_starts += 1
-        elif run.error and run.error != first[2]:
-            run.error = run.error.replace("server did not start", "server did not start again for a repetition")
-            self.r.errors[-1] = run.error
         return client
 
     def server_gone(self, run: ModeRun) -> bool:
@@ -601,17 +563,6 @@ class _Runner:
             if run.variant == IN_SERVER_BASELINE and self.caps is not None:
                 self.memory.contradicted(self.caps, sample.draft_n)
         return sample
-
-
-# Model-free types known to draft from the request's own tokens alone (mainline common/speculative.cpp: its
-# begin() keeps nothing): no fresh start needed. Every other model-free type is started afresh, known or not.
-STATELESS_TYPES = frozenset({"ngram-simple"})
-
-
-def learns_across_requests(run: ModeRun) -> bool:
-    """Whether the run's drafter may keep what it saw from one request to the next: a model-free mode (its n-gram
-    tables live in the server, not in the request), unless its type is known to keep nothing."""
-    return run.variant.mode == Mode.MODEL_FREE and not run.request_extra and run.spec_type not in STATELESS_TYPES
 
 
 def _spec_type(settings: LaunchSettings, caps: EngineCaps) -> str | None:

@@ -270,3 +270,11 @@ def test_in_mtp_mode_a_draft_that_is_no_head_is_refused_by_the_files_check(ml: E
     # a DFlash profile's toggle still offers MTP on a target with heads (the draft is dropped for it)
     dflash = dataclasses.replace(s, spec_mode=Mode.DFLASH)
     assert Mode.MTP in _available(available_modes(ml, dflash, _facts(MTP_TARGET, kind="dflash")))
+
+
+def test_only_model_free_types_that_may_keep_state_are_said_to() -> None:
+    from beedeck.core.engine.speculation.modes import keeps_across_requests
+
+    assert keeps_across_requests(Mode.MODEL_FREE, "ngram-mod") and keeps_across_requests(Mode.MODEL_FREE, "copyspec")
+    assert not keeps_across_requests(Mode.MODEL_FREE, "ngram-simple")  # drafts from the request's own tokens
+    assert not keeps_across_requests(Mode.DFLASH, "draft-dflash") and not keeps_across_requests(Mode.BASELINE, None)

@@ -82,6 +82,17 @@ def engine_label(caps: EngineCaps) -> str:
     return f"this llama-server ({caps.path})"
 
 
+# Model-free types known to draft from the request's own tokens alone (mainline common/speculative.cpp: its begin()
+# keeps nothing). Every other model-free type may keep what it saw (ngram-mod's table outlives the request).
+STATELESS_TYPES = frozenset({"ngram-simple"})
+
+
+def keeps_across_requests(mode: Mode, spec_type: str | None) -> bool:
+    """Whether a server in ``mode`` (model-free type ``spec_type``) may draft from what earlier requests showed it:
+    a model-free mode whose n-gram tables live in the server, unless its type is known to keep nothing."""
+    return mode == Mode.MODEL_FREE and spec_type not in STATELESS_TYPES
+
+
 def pick_model_free_type(caps: EngineCaps, wanted: str | None = None) -> str | None:
     """The model-free speculation type to run on this engine (``wanted`` where it can), or None."""
     have = [t for t in caps.model_free_spec_types if t not in refused_spec_types(caps)]
